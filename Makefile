@@ -1,0 +1,78 @@
+# MLPerf Inference toolkit. Every target is one call into Python; `make help` lists them.
+# Variables: RUN_ARGS, SUBMITTER, MLPERF_SCRATCH_PATH, LOG_DIR, BENCHMARKS, SYSTEM_NAME.
+
+SHELL := /bin/bash
+PYTHON_BOOTSTRAP ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+VENV_STAMP := $(VENV)/.toolkit-deps.sha256
+
+RUN_ARGS ?=
+SUBMITTER ?=
+MLPERF_SCRATCH_PATH ?=
+LOG_DIR ?=
+BENCHMARKS ?=
+SYSTEM_NAME ?=
+
+# Make variables become explicit flags (no hidden environment channels); RUN_ARGS come last and win.
+COMMON_ARGS := --scratch_path="$(MLPERF_SCRATCH_PATH)" --log_dir="$(LOG_DIR)" --submitter="$(SUBMITTER)" \
+	$(if $(BENCHMARKS),--benchmarks="$(BENCHMARKS)") $(if $(SYSTEM_NAME),--system_name="$(SYSTEM_NAME)")
+MAIN = $(PY) -m code.main --action=$@ $(COMMON_ARGS) $(RUN_ARGS)
+
+.DEFAULT_GOAL := help
+.PHONY: help prebuild build link_dirs show_config download_model download_data preprocess_data generate_engines \
+	calibrate run_harness run run_audit_harness generate_conf_files stage_results stage_compliance \
+	truncate_results export_submission check_submission pack_submission add_custom_system clean test test_all
+
+$(VENV_STAMP): pyproject.toml scripts/bootstrap_venv.py
+	@$(PYTHON_BOOTSTRAP) scripts/bootstrap_venv.py --venv "$(VENV)"
+
+help: ## List the targets and variables
+	@$(PYTHON_BOOTSTRAP) scripts/make_help.py Makefile
+
+prebuild: $(VENV_STAMP) ## Set up the environment: docker image if a docker engine runs, else the local .venv
+	@$(MAIN)
+build: $(VENV_STAMP) ## Finish the environment and print which backends (ONNX Runtime, TensorRT, CUDA) work here
+	@$(MAIN)
+link_dirs: $(VENV_STAMP) ## Link data, models and preprocessed_data from MLPERF_SCRATCH_PATH into build/
+	@$(MAIN)
+show_config: $(VENV_STAMP) ## Print the resolved config per benchmark and scenario, with where each value came from
+	@$(MAIN)
+download_model: $(VENV_STAMP) ## Fetch the model of each selected benchmark
+	@$(MAIN)
+download_data: $(VENV_STAMP) ## Fetch the data set, or print where to get it and the expected layout
+	@$(MAIN)
+preprocess_data: $(VENV_STAMP) ## Write the preprocessed tensors and map files
+	@$(MAIN)
+generate_engines: $(VENV_STAMP) ## Build the engines (ONNX Runtime model or TensorRT plan)
+	@$(MAIN)
+calibrate: $(VENV_STAMP) ## Regenerate the INT8 calibration cache
+	@$(MAIN)
+run_harness: $(VENV_STAMP) ## Run the selected benchmarks and scenarios through LoadGen
+	@$(MAIN)
+run: $(VENV_STAMP) ## Main job: prepare and run the embedded default benchmark end to end
+	@$(MAIN)
+run_audit_harness: $(VENV_STAMP) ## Run and verify the compliance tests (TEST01, TEST04)
+	@$(MAIN)
+generate_conf_files: $(VENV_STAMP) ## Write measurements/ (measurements.json, user.conf, README.md)
+	@$(MAIN)
+stage_results: $(VENV_STAMP) ## Copy the best valid runs into build/submission-staging
+	@$(MAIN)
+stage_compliance: $(VENV_STAMP) ## Copy the compliance verdicts and logs into the staging tree
+	@$(MAIN)
+truncate_results: $(VENV_STAMP) ## Back up the full accuracy logs and truncate them as the rules require
+	@$(MAIN)
+export_submission: $(VENV_STAMP) ## Write a pristine submission tree to build/submission
+	@$(MAIN)
+check_submission: $(VENV_STAMP) ## Check the exported tree against the round's rules
+	@$(MAIN)
+pack_submission: $(VENV_STAMP) ## Write mlperf-inference-$(SUBMITTER)-submission.tar.gz and its .sha1
+	@$(MAIN)
+add_custom_system: $(VENV_STAMP) ## Register this machine and write config stubs (RUN_ARGS="--system_id=ID --yes")
+	@$(MAIN)
+clean: $(VENV_STAMP) ## Remove engines and temporary build files (RUN_ARGS=--yes: logs and submission trees too)
+	@$(MAIN)
+test: $(VENV_STAMP) ## Run the fast test suite
+	@$(PY) -m pytest
+test_all: $(VENV_STAMP) ## Run every test, the slow end-to-end ones included
+	@$(PY) -m pytest -m "slow or not slow"

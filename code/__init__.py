@@ -1,0 +1,1 @@
+"""MLPerf Inference submission toolkit (run as `python3 -m code.main` from the repository root)."""

@@ -1,0 +1,55 @@
+"""The table of actions: `make <target>` -> `python3 -m code.main --action=<target>` -> one handler.
+
+Handlers are named as "module:Class" and imported only when their action runs, so `--help` and
+argument errors never pay for heavy imports.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+HARNESS = "the harness (ONNX Runtime engines and LoadGen runs)"
+COMPLIANCE = "the compliance tests (run_audit_harness)"
+SUBMISSION = "the submission pipeline (staging, truncation, export, checking, packing)"
+
+
+@dataclass(frozen=True)
+class Action:
+    name: str
+    summary: str
+    handler: str | None = None        # "module:Class" under code.actions
+    planned_in: str | None = None     # capability that brings it, for actions not implemented yet
+
+    def load(self):
+        module, _, cls = self.handler.partition(":")
+        return getattr(importlib.import_module(f"{__package__}.{module}"), cls)
+
+
+ACTIONS: dict[str, Action] = {a.name: a for a in (
+    Action("prebuild", "Set up the environment (docker image if a docker engine runs here, else .venv)",
+           "environment:Prebuild"),
+    Action("build", "Finish the environment and print which backends work here", "environment:Build"),
+    Action("link_dirs", "Link data, models and preprocessed_data of MLPERF_SCRATCH_PATH into build/",
+           "environment:LinkDirs"),
+    Action("show_config", "Print the resolved config of each selected benchmark and scenario, with sources",
+           "show_config:ShowConfig"),
+    Action("add_custom_system", "Register this machine and write config stubs for it", "custom_system:AddCustomSystem"),
+    Action("download_model", "Fetch the model of each selected benchmark", planned_in=HARNESS),
+    Action("download_data", "Fetch the data set, or say where to get it", planned_in=HARNESS),
+    Action("preprocess_data", "Write preprocessed tensors and map files", planned_in=HARNESS),
+    Action("generate_engines", "Build the engine (ONNX Runtime model or TensorRT plan)", planned_in=HARNESS),
+    Action("calibrate", "Regenerate the INT8 calibration cache", planned_in=HARNESS),
+    Action("run_harness", "Run the selected benchmarks through LoadGen", planned_in=HARNESS),
+    Action("run", "Main job: prepare and run the embedded default benchmark end to end", planned_in=HARNESS),
+    Action("run_audit_harness", "Run and verify the compliance tests", planned_in=COMPLIANCE),
+    Action("generate_conf_files", "Write measurements/ (measurements.json, user.conf, README.md)",
+           planned_in=SUBMISSION),
+    Action("stage_results", "Copy the best valid runs into the submission staging tree", planned_in=SUBMISSION),
+    Action("stage_compliance", "Copy the compliance verdicts and logs into the staging tree", planned_in=SUBMISSION),
+    Action("truncate_results", "Back up and truncate the accuracy logs", planned_in=SUBMISSION),
+    Action("export_submission", "Write a pristine submission tree to build/submission", planned_in=SUBMISSION),
+    Action("check_submission", "Check the exported tree against the round's rules", planned_in=SUBMISSION),
+    Action("pack_submission", "Write the submission tarball and its checksum", planned_in=SUBMISSION),
+    Action("clean", "Remove build outputs (engines, logs, staging); keeps the scratch data and .venv",
+           "environment:Clean"),
+)}

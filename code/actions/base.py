@@ -1,0 +1,67 @@
+"""What every action handler gets, and the setup -> handle -> cleanup lifecycle it runs in."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Callable
+
+from ..common.arguments import RunArgs
+from ..common.config_registry import ConfigRegistry, ResolvedConfig
+from ..common.constants import Scenario
+from ..common.paths import Paths
+from ..common.rules import RulesRound
+from ..common.systems import SystemInfo, SystemMatch, match_system
+
+
+@dataclass
+class Context:
+    """Inputs of one invocation. The system is detected at most once, when first asked for."""
+
+    args: RunArgs
+    paths: Paths
+    rules: RulesRound
+    detect: Callable[[], SystemInfo]
+    log: Callable[[str], None] = print
+    _registry: ConfigRegistry | None = field(default=None, repr=False)
+
+    @cached_property
+    def system(self) -> SystemMatch:
+        return match_system(self.detect(), system_name=self.args.system_name)
+
+    @property
+    def registry(self) -> ConfigRegistry:
+        if self._registry is None:
+            self._registry = ConfigRegistry.load(self.args.benchmarks)
+        return self._registry
+
+    def resolve(self, benchmark: str, scenario: Scenario) -> ResolvedConfig:
+        return self.registry.resolve(benchmark, scenario, self.system.candidates, self.args.workload,
+                                     overrides=self.args.overrides, cpu_cores=self.system.info.cpu.cores)
+
+    def selected(self) -> list[tuple[str, Scenario]]:
+        """(benchmark, scenario) pairs the user asked for that have configs."""
+        return [(b, s) for b in self.args.benchmarks for s in self.args.scenarios
+                if self.registry.systems_for(b, s)]
+
+
+class Handler:
+    """Base of action handlers: cleanup runs even on an exception or Ctrl-C."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def setup(self) -> None:
+        pass
+
+    def handle(self) -> int:
+        raise NotImplementedError
+
+    def cleanup(self) -> None:
+        pass
+
+    def run(self) -> int:
+        self.setup()
+        try:
+            return self.handle()
+        finally:
+            self.cleanup()

@@ -1,0 +1,188 @@
+"""prebuild, build, link_dirs and clean: the environment the harness runs in."""
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import json
+import shutil
+import subprocess
+import sys
+
+from ..common.errors import UserError
+from ..common.paths import SCRATCH_SUBDIRS
+from .base import Handler
+
+# Run in a child process: LoadGen loads its built-in mlperf.conf only on the first FromConfig of a process.
+_SEED_PROBE = (
+    "import json, mlperf_loadgen as lg\n"
+    "s = lg.TestSettings(); s.FromConfig('', 'resnet50', 'Offline', 0)\n"
+    "print(json.dumps([s.qsl_rng_seed, s.sample_index_rng_seed, s.schedule_rng_seed]))\n"
+)
+
+
+def docker_engine() -> tuple[bool, str]:
+    """Whether a docker engine answers here, and why not."""
+    if shutil.which("docker") is None:
+        return False, "the docker client is not installed"
+    try:
+        done = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True,
+                              text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return False, f"docker info failed: {error}"
+    if done.returncode != 0:
+        return False, "the docker client found no running engine"
+    return True, f"docker engine {done.stdout.strip()}"
+
+
+class Prebuild(Handler):
+    def handle(self) -> int:
+        ok, why = docker_engine()
+        if not ok:
+            self.ctx.log(f"No docker engine ({why}): using the local virtual environment "
+                         f"{self.ctx.paths.venv}, which is set up. Next: make build")
+            return 0
+        gpu = self.ctx.system.info.has_gpu
+        flavour = "gpu" if gpu else "cpu"
+        image = f"mlperf-inference-toolkit:{flavour}"
+        dockerfile = self.ctx.paths.repo / "docker" / f"Dockerfile.{flavour}"
+        self.ctx.log(f"{why}: building {image} from {dockerfile.relative_to(self.ctx.paths.repo)} ...")
+        if subprocess.call(["docker", "build", "-t", image, "-f", str(dockerfile), str(self.ctx.paths.repo)]) != 0:
+            raise UserError(f"docker build of {dockerfile} failed (see above).", exit_code=1)
+        # The scratch path is mounted at the same absolute path, so MLPERF_SCRATCH_PATH means the same inside.
+        scratch = self.ctx.paths.scratch
+        scratch.mkdir(parents=True, exist_ok=True)
+        run = ["docker", "run", "--rm", "-v", f"{self.ctx.paths.repo}:/work", "-w", "/work",
+               "-v", f"{scratch}:{scratch}"]
+        run += ["--gpus", "all"] if gpu else []
+        run += ["-it"] if sys.stdin.isatty() else []
+        self.ctx.log(f"Launching {image} with the repository mounted at /work ...")
+        return subprocess.call([*run, image])
+
+
+class Build(Handler):
+    def handle(self) -> int:
+        info = self.ctx.system.info
+        if info.has_gpu and not _importable("tensorrt"):
+            self.ctx.log("NVIDIA GPU found and TensorRT missing: installing the tensorrt extra ...")
+            bootstrap = self.ctx.paths.repo / "scripts" / "bootstrap_venv.py"
+            if subprocess.call([sys.executable, str(bootstrap), "--extras", "dev,tensorrt"]) != 0:
+                self.ctx.log("TensorRT could not be installed (see above); ONNX Runtime still works.")
+        rows = [
+            ("Python", sys.version.split()[0], str(self.ctx.paths.venv)),
+            ("LoadGen", *self._loadgen()),
+            ("ONNX Runtime", *self._onnxruntime()),
+            ("TensorRT", *self._tensorrt(info.has_gpu)),
+            ("CUDA driver", *self._cuda()),
+            ("GPUs", str(len(info.gpus)), ", ".join(f"{g.name} ({g.memory_gib:.0f} GiB)" for g in info.gpus)
+             or info.gpu_note),
+            ("CPU", f"{info.cpu.cores} cores", f"{info.cpu.model}, {info.cpu.sockets} socket(s), "
+                                               f"{info.cpu.threads} threads, {info.memory_gib:g} GiB memory"),
+            ("System", self.ctx.system.system_id, "registered" if self.ctx.system.is_known else "not registered"),
+        ]
+        _print_table("What works on this machine", ("component", "version / state", "details"), rows)
+        if not self.ctx.system.is_known:
+            self.ctx.log(self.ctx.system.registration_hint())
+        return 0
+
+    def _loadgen(self) -> tuple[str, str]:
+        try:
+            version = importlib.metadata.version("mlcommons-loadgen")
+        except importlib.metadata.PackageNotFoundError:
+            return "missing", "mlcommons-loadgen is not installed: run make prebuild"
+        rules = self.ctx.rules
+        done = subprocess.run([sys.executable, "-c", _SEED_PROBE], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            return version, f"could not read its built-in mlperf.conf: {done.stderr.strip()[-200:]}"
+        seeds = json.loads(done.stdout)
+        expected = [rules.seeds.qsl_rng_seed, rules.seeds.sample_index_rng_seed, rules.seeds.schedule_rng_seed]
+        if seeds == expected:
+            return version, f"rules round {rules.version} (its built-in seeds are the round's)"
+        return version, f"its seeds are not those of rules round {rules.version}: results would not be valid"
+
+    @staticmethod
+    def _onnxruntime() -> tuple[str, str]:
+        try:
+            ort = importlib.import_module("onnxruntime")
+        except ImportError as error:
+            return "missing", str(error)
+        return ort.__version__, "execution providers: " + ", ".join(ort.get_available_providers())
+
+    @staticmethod
+    def _tensorrt(has_gpu: bool) -> tuple[str, str]:
+        try:
+            trt = importlib.import_module("tensorrt")
+        except ImportError:
+            return "absent", ("not installed although a GPU is present: see the messages above"
+                              if has_gpu else "not needed: no NVIDIA GPU found (the CPU path uses ONNX Runtime)")
+        except Exception as error:  # noqa: BLE001  e.g. the library loads but finds no CUDA driver
+            return "broken", f"import failed: {error}"
+        return trt.__version__, "ready for the GPU path"
+
+    def _cuda(self) -> tuple[str, str]:
+        gpus = self.ctx.system.info.gpus
+        if not gpus:
+            return "absent", self.ctx.system.info.gpu_note or "no NVIDIA GPU"
+        return gpus[0].driver_version or "?", f"compute capability {gpus[0].compute_capability or '?'}"
+
+
+class LinkDirs(Handler):
+    def handle(self) -> int:
+        paths = self.ctx.paths
+        for kind in SCRATCH_SUBDIRS:
+            target, link = paths.scratch_dir(kind), paths.build_link(kind)
+            target.mkdir(parents=True, exist_ok=True)
+            link.parent.mkdir(parents=True, exist_ok=True)
+            if link.is_symlink():
+                if link.resolve() == target.resolve():
+                    self.ctx.log(f"{link} -> {target} (already linked)")
+                    continue
+                link.unlink()
+            elif link.exists():
+                raise UserError(f"{link} is a real folder, not a link; move its contents to {target} "
+                                f"and remove it, then run make link_dirs again. Nothing was changed.")
+            link.symlink_to(target, target_is_directory=True)
+            self.ctx.log(f"{link} -> {target}")
+        return 0
+
+
+class Clean(Handler):
+    """Engines and scratch work go; logs and submission trees stay unless --yes says otherwise."""
+
+    DISPOSABLE = ("engines", "test_cache")
+    RESULTS = ("logs", "compliance_logs", "submission-staging", "submission", "full_results")
+
+    def handle(self) -> int:
+        build = self.ctx.paths.build
+        doomed = [build / name for name in self.DISPOSABLE if (build / name).exists()]
+        results = [build / name for name in self.RESULTS if (build / name).exists()]
+        if results and not self.ctx.args.yes:
+            self.ctx.log("Kept (they hold results; add RUN_ARGS=--yes to remove them too): "
+                         + ", ".join(str(p.relative_to(self.ctx.paths.repo)) for p in results))
+        else:
+            doomed += results
+        for path in doomed:
+            shutil.rmtree(path)
+            self.ctx.log(f"removed {path.relative_to(self.ctx.paths.repo)}")
+        if not doomed:
+            self.ctx.log("Nothing to remove.")
+        return 0
+
+
+def _importable(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+    except Exception:  # noqa: BLE001  any failure means the GPU path cannot use it
+        return False
+    return True
+
+
+def _print_table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    Console(width=max(100, shutil.get_terminal_size().columns)).print(table)

@@ -1,0 +1,1 @@
+"""Shared machinery: fields, config registry, systems, rules, paths, harness pieces."""

@@ -1,0 +1,181 @@
+"""Strict parsing of the command line (`--action=...` plus the user's RUN_ARGS).
+
+Every config field of the catalogue is also a flag (`--batch_size=64`, `--gpu_batch_size=64`). An unknown
+flag, benchmark, scenario or a badly typed value raises UserError (exit status 2) naming the valid choices.
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Mapping, Sequence
+
+from .constants import (AccuracyTarget, HarnessType, PowerSetting, Scenario, TestMode, WorkloadSetting,
+                        parse_config_ver)
+from .errors import UserError
+from .fields import FIELDS, alias_table
+
+# Benchmark spellings users type -> toolkit benchmark name.
+BENCHMARK_ALIASES = {"resnet": "resnet50", "resnet50": "resnet50", "bert": "bert", "bert-99": "bert",
+                     "3d-unet": "3d-unet", "3dunet": "3d-unet", "yolo": "yolo"}
+
+
+@dataclass(frozen=True)
+class RunArgs:
+    action: str
+    benchmarks: tuple[str, ...]
+    scenarios: tuple[Scenario, ...]
+    workload: WorkloadSetting
+    test_mode: TestMode
+    test_run: bool
+    system_name: str | None
+    audit_test: str | None
+    verbose: bool
+    scratch_path: str | None
+    log_dir: str | None
+    submitter: str | None
+    system_id: str | None
+    yes: bool
+    overrides: Mapping[str, Any]       # config fields given on the command line
+    explicit: frozenset[str]           # run flags the user gave (so defaults can be told apart)
+    argv: tuple[str, ...]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse would print usage and exit; we want one clear message
+        raise UserError(f"{message}. {self.valid_flags_text()}")
+
+    def valid_flags_text(self) -> str:
+        flags = sorted(o for a in self._actions for o in a.option_strings if o.startswith("--"))
+        return f"Valid flags: {' '.join(flags)}"
+
+
+def build_parser(actions: Sequence[str], benchmarks: Sequence[str]) -> _Parser:
+    parser = _Parser(prog="python3 -m code.main", allow_abbrev=False, add_help=True,
+                     description="MLPerf Inference toolkit. Usually run through make: make <target> RUN_ARGS=\"...\"")
+    run = parser.add_argument_group("run selection")
+    run.add_argument("--action", required=True, help=f"what to do: {', '.join(actions)}")
+    run.add_argument("--benchmarks", default=None,
+                     help=f"comma list of benchmarks (default: all available): {', '.join(benchmarks)}")
+    run.add_argument("--scenarios", default=None,
+                     help=f"comma list, case-insensitive (default: all): {Scenario.choices_text()}")
+    run.add_argument("--config_ver", default=None,
+                     help="default, high_accuracy, maxq, high_accuracy_maxq, or a workload setting "
+                          "such as lwis_k_99_MaxP")
+    run.add_argument("--accuracy_target", default=None, help=f"{AccuracyTarget.choices_text()} (or 99, 99.9)")
+    run.add_argument("--harness_type", default=None, help=HarnessType.choices_text())
+    run.add_argument("--power_setting", default=None, help=PowerSetting.choices_text())
+    run.add_argument("--test_mode", default=None, help=f"{TestMode.choices_text()} (default PerformanceOnly)")
+    run.add_argument("--test_run", "--fast", dest="test_run", nargs="?", const="true", default=None,
+                     help="short run for a quick look; never valid for submission")
+    run.add_argument("--system_name", default=None, help="use this system id instead of the detected one")
+    run.add_argument("--audit_test", default=None, help="run only this compliance test (e.g. TEST01)")
+    run.add_argument("--verbose", nargs="?", const="true", default=None, help="more output, tracebacks on errors")
+    where = parser.add_argument_group("locations (usually set through make variables)")
+    where.add_argument("--scratch_path", default=None, help="MLPERF_SCRATCH_PATH: data, models, preprocessed data")
+    where.add_argument("--log_dir", default=None, help="LOG_DIR: where this invocation writes its logs")
+    where.add_argument("--submitter", default=None, help="SUBMITTER: organisation name in the submission")
+    custom = parser.add_argument_group("add_custom_system")
+    custom.add_argument("--system_id", default=None, help="id of the system to add")
+    custom.add_argument("--yes", nargs="?", const="true", default=None, help="do not ask; accept the defaults")
+    fields = parser.add_argument_group("config fields (override the config classes)")
+    for name, spec in FIELDS.items():
+        fields.add_argument(f"--{name}", *(f"--{a}" for a in spec.aliases), dest=f"field:{name}", default=None,
+                            metavar=spec.type.__name__.upper(), help=spec.description)
+    return parser
+
+
+def _flag_bool(value: str | None, name: str) -> bool:
+    if value is None:
+        return False
+    lowered = value.lower()
+    if lowered in ("1", "true", "yes", "on", ""):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise UserError(f"--{name}={value}: expected true or false (or just --{name}).")
+
+
+def _comma_list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def parse_benchmarks(text: str | None, available: Sequence[str], in_rules: Sequence[str] = ()) -> tuple[str, ...]:
+    if text is None:
+        return tuple(available)
+    chosen = []
+    for item in _comma_list(text):
+        name = BENCHMARK_ALIASES.get(item.lower(), item.lower())
+        if name in in_rules and name not in available:
+            raise UserError(f"Benchmark '{item}' is part of the rules round but this toolkit has no configs for it "
+                            f"yet. Valid choices: {', '.join(available)}.")
+        if name not in available:
+            hint = difflib.get_close_matches(item.lower(), available, n=1)
+            did_you_mean = f" Did you mean '{hint[0]}'?" if hint else ""
+            raise UserError(f"Unknown benchmark '{item}'.{did_you_mean} Valid choices: {', '.join(available)}.")
+        if name not in chosen:
+            chosen.append(name)
+    if not chosen:
+        raise UserError(f"--benchmarks is empty. Valid choices: {', '.join(available)}.")
+    return tuple(chosen)
+
+
+def parse_scenarios(text: str | None) -> tuple[Scenario, ...]:
+    if text is None:
+        return tuple(Scenario)
+    chosen: list[Scenario] = []
+    for item in _comma_list(text):
+        scenario = Scenario.parse(item, "scenario")
+        if scenario not in chosen:
+            chosen.append(scenario)
+    if not chosen:
+        raise UserError(f"--scenarios is empty. Valid choices: {Scenario.choices_text()}.")
+    return tuple(chosen)
+
+
+def _workload(ns: argparse.Namespace) -> WorkloadSetting:
+    base = parse_config_ver(ns.config_ver) if ns.config_ver else WorkloadSetting()
+    return WorkloadSetting(
+        harness_type=HarnessType.parse(ns.harness_type, "harness_type") if ns.harness_type else base.harness_type,
+        accuracy_target=(AccuracyTarget.parse(ns.accuracy_target, "accuracy_target")
+                         if ns.accuracy_target else base.accuracy_target),
+        power_setting=PowerSetting.parse(ns.power_setting, "power_setting") if ns.power_setting else base.power_setting,
+    )
+
+
+def parse_run_args(argv: Sequence[str], actions: Sequence[str], benchmarks: Sequence[str],
+                   rules_benchmarks: Sequence[str] = ()) -> RunArgs:
+    parser = build_parser(actions, benchmarks)
+    ns = parser.parse_args(list(argv))
+    if ns.action not in actions:
+        hint = difflib.get_close_matches(ns.action, actions, n=1)
+        did_you_mean = f" Did you mean '{hint[0]}'?" if hint else ""
+        raise UserError(f"Unknown action '{ns.action}'.{did_you_mean} Valid actions: {', '.join(actions)}.")
+    overrides = {key.split(":", 1)[1]: FIELDS[key.split(":", 1)[1]].parse(value)
+                 for key, value in vars(ns).items() if key.startswith("field:") and value is not None}
+    explicit = frozenset(k for k, v in vars(ns).items() if v is not None and not k.startswith("field:"))
+    empty_to_none = lambda v: v or None  # noqa: E731  (make passes empty variables as "--x=")
+    return RunArgs(
+        action=ns.action,
+        benchmarks=parse_benchmarks(ns.benchmarks, benchmarks, rules_benchmarks),
+        scenarios=parse_scenarios(ns.scenarios),
+        workload=_workload(ns),
+        test_mode=TestMode.parse(ns.test_mode, "test_mode") if ns.test_mode else TestMode.PerformanceOnly,
+        test_run=_flag_bool(ns.test_run, "test_run"),
+        system_name=empty_to_none(ns.system_name),
+        audit_test=empty_to_none(ns.audit_test),
+        verbose=_flag_bool(ns.verbose, "verbose"),
+        scratch_path=empty_to_none(ns.scratch_path),
+        log_dir=empty_to_none(ns.log_dir),
+        submitter=empty_to_none(ns.submitter),
+        system_id=empty_to_none(ns.system_id),
+        yes=_flag_bool(ns.yes, "yes"),
+        overrides=MappingProxyType(overrides),
+        explicit=explicit,
+        argv=tuple(argv),
+    )
+
+
+def field_flag_names() -> list[str]:
+    return sorted(alias_table())

@@ -1,0 +1,250 @@
+"""Per-system config classes: registration, validation at load, and resolution to an immutable config.
+
+A config class under `configs/<benchmark>/<Scenario>/` states only what differs from its base:
+
+    @register("H100_SXM_80GBx1")
+    class H100_SXM_80GBx1(OfflineGPUBase):
+        batch_size = 2048
+        offline_expected_qps = 90000
+
+Registration only tags the class; a `ConfigRegistry` collects tagged classes when it loads a
+configs module, so nothing global is mutated at import time and tests can build their own registry.
+"""
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType, ModuleType
+from typing import Any, Iterable, Mapping
+
+from .constants import Scenario, WorkloadSetting
+from .errors import UserError
+from .fields import FIELDS, Field
+
+_REGISTRATIONS = "_toolkit_registrations"
+_CLASS_ONLY = frozenset({"benchmark", "scenario"})
+
+
+class BenchmarkConfig:
+    """Root of every config class. Subclasses set `benchmark`, `scenario` and field values."""
+
+    benchmark: str = ""
+    scenario: Scenario | None = None
+
+
+@dataclass(frozen=True)
+class PerCore:
+    """A value that scales with the number of CPU cores of the machine (e.g. expected throughput)."""
+
+    per_core: float
+
+    def resolve(self, cores: int, field_type: type) -> Any:
+        value = self.per_core * max(1, cores)
+        return field_type(round(value)) if field_type is int else float(value)
+
+
+@dataclass(frozen=True, order=True)
+class ConfigKey:
+    benchmark: str
+    scenario: Scenario
+    system_id: str
+    workload: WorkloadSetting
+
+    def __str__(self) -> str:
+        return f"({self.benchmark}, {self.scenario.value}, {self.system_id}, {self.workload.name})"
+
+
+def register(system_id: str, workload: WorkloadSetting | None = None):
+    """Class decorator: this class is the config of `system_id` for `workload` (default: lwis_k_99_MaxP)."""
+
+    def decorate(cls: type) -> type:
+        own = cls.__dict__.get(_REGISTRATIONS, ())
+        setattr(cls, _REGISTRATIONS, (*own, (system_id, workload or WorkloadSetting())))
+        return cls
+
+    return decorate
+
+
+def _where(cls: type) -> str:
+    try:
+        source = Path(inspect.getsourcefile(cls) or "?")
+        try:
+            source = source.resolve().relative_to(Path.cwd())
+        except ValueError:
+            pass
+    except TypeError:
+        source = Path("?")
+    return f"{source}: class {cls.__name__}"
+
+
+def class_values(cls: type) -> dict[str, Any]:
+    """Field values a config class sets itself or inherits from its bases (most derived wins)."""
+    values: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        if not (isinstance(klass, type) and issubclass(klass, BenchmarkConfig)) or klass is BenchmarkConfig:
+            continue
+        for name, value in vars(klass).items():
+            if name.startswith("_") or name in _CLASS_ONLY or callable(value) \
+                    or isinstance(value, (staticmethod, classmethod, property)):
+                continue
+            values[name] = value
+    return values
+
+
+def validate_class(cls: type) -> None:
+    """Unknown fields, badly typed values, fields of another scenario, missing required fields."""
+    where = _where(cls)
+    if not cls.benchmark or not isinstance(cls.scenario, Scenario):
+        raise UserError(f"{where} must set `benchmark` and `scenario` (inherit them from the scenario base).")
+    values = class_values(cls)
+    for name, value in values.items():
+        spec = FIELDS.get(name)
+        if spec is None:
+            hint = difflib.get_close_matches(name, FIELDS, n=1)
+            suggestion = f" Did you mean '{hint[0]}'?" if hint else ""
+            raise UserError(f"{where} sets unknown field '{name}'.{suggestion} Fields are declared in "
+                            f"code/common/fields.py.")
+        if not spec.applies_to(cls.scenario):
+            raise UserError(f"{where} sets '{name}', which does not apply to the {cls.scenario.value} scenario.")
+        if not isinstance(value, PerCore) and value is not None:
+            spec.check(value, source=where)
+    backend = values.get("backend", FIELDS["backend"].default)
+    missing = [f.name for f in FIELDS.values()
+               if f.required and f.applies_to(cls.scenario, backend) and values.get(f.name, f.default) is None]
+    if missing:
+        raise UserError(f"{where} is missing required field(s): {', '.join(missing)}.")
+
+
+@dataclass(frozen=True)
+class ResolvedConfig:
+    """The config of one (benchmark, scenario) run. Immutable; derived values are properties."""
+
+    key: ConfigKey
+    source_class: str                 # file and class the values came from
+    match: str                        # how the system was matched ("exact" or "nearest ...")
+    values: Mapping[str, Any]
+    sources: Mapping[str, str]        # field -> "command line" | "config class" | "default" | "derived"
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.values.get(name, default)
+
+    @property
+    def benchmark(self) -> str:
+        return self.key.benchmark
+
+    @property
+    def scenario(self) -> Scenario:
+        return self.key.scenario
+
+    @property
+    def workload(self) -> WorkloadSetting:
+        return self.key.workload
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "benchmark": self.benchmark, "scenario": self.scenario.value, "system_id": self.key.system_id,
+            "workload_setting": self.workload.name, "config_class": self.source_class, "match": self.match,
+            "fields": dict(self.values), "sources": dict(self.sources),
+        }
+
+
+@dataclass
+class ConfigRegistry:
+    """Config classes keyed by (benchmark, scenario, system id, workload setting)."""
+
+    entries: dict[ConfigKey, type] = field(default_factory=dict)
+
+    # -- loading ---------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, benchmarks: Iterable[str], package: str = "configs") -> "ConfigRegistry":
+        """Import `configs.<benchmark>.<Scenario>` (and its `custom` module) for each benchmark."""
+        registry = cls()
+        for benchmark in benchmarks:
+            for scenario in Scenario:
+                name = f"{package}.{benchmark}.{scenario.value}"
+                if importlib.util.find_spec(name) is None:
+                    continue
+                registry.add_module(importlib.import_module(name))
+                if importlib.util.find_spec(f"{name}.custom") is not None:
+                    registry.add_module(importlib.import_module(f"{name}.custom"))
+        return registry
+
+    def add_module(self, module: ModuleType) -> None:
+        for value in vars(module).values():
+            if inspect.isclass(value) and value.__module__ == module.__name__ and _REGISTRATIONS in vars(value):
+                for system_id, workload in vars(value)[_REGISTRATIONS]:
+                    self.add(value, system_id, workload)
+
+    def add(self, config_class: type, system_id: str, workload: WorkloadSetting) -> None:
+        validate_class(config_class)
+        key = ConfigKey(config_class.benchmark, config_class.scenario, system_id, workload)
+        if key in self.entries and self.entries[key] is not config_class:
+            raise UserError(f"Duplicate config for {key}: {_where(self.entries[key])} and {_where(config_class)}. "
+                            f"Remove one of them or register it under another workload setting.")
+        self.entries[key] = config_class
+
+    # -- queries ---------------------------------------------------------------------------------
+    def systems_for(self, benchmark: str, scenario: Scenario) -> list[str]:
+        return sorted({k.system_id for k in self.entries if (k.benchmark, k.scenario) == (benchmark, scenario)})
+
+    def workloads_for(self, benchmark: str, scenario: Scenario, system_id: str) -> list[WorkloadSetting]:
+        return sorted(k.workload for k in self.entries
+                      if (k.benchmark, k.scenario, k.system_id) == (benchmark, scenario, system_id))
+
+    def lookup(self, benchmark: str, scenario: Scenario, candidates: Iterable[str],
+               workload: WorkloadSetting) -> tuple[ConfigKey, type]:
+        """First candidate system with a config for this workload. Candidates: exact id, then nearest."""
+        candidates = list(candidates)
+        for system_id in candidates:
+            key = ConfigKey(benchmark, scenario, system_id, workload)
+            if key in self.entries:
+                return key, self.entries[key]
+        for system_id in candidates:
+            others = self.workloads_for(benchmark, scenario, system_id)
+            if others:
+                raise UserError(
+                    f"{benchmark} {scenario.value} has no '{workload.name}' config for system {system_id}. "
+                    f"Registered workload settings: {', '.join(w.name for w in others)}.")
+        raise UserError(
+            f"No config for {benchmark} {scenario.value} on any of: {', '.join(candidates)}. "
+            f"Systems with one: {', '.join(self.systems_for(benchmark, scenario)) or 'none'}. "
+            f"Run `make add_custom_system` to add this machine.")
+
+    def resolve(self, benchmark: str, scenario: Scenario, candidates: Iterable[str], workload: WorkloadSetting,
+                overrides: Mapping[str, Any] | None = None, cpu_cores: int = 1) -> ResolvedConfig:
+        """Precedence: command line > config class > field default. Overrides for fields that do not
+        apply to this scenario are ignored (one command line may drive several scenarios)."""
+        candidates = list(candidates)
+        key, config_class = self.lookup(benchmark, scenario, candidates, workload)
+        from_class = class_values(config_class)
+        backend = (overrides or {}).get("backend", from_class.get("backend", FIELDS["backend"].default))
+        values: dict[str, Any] = {}
+        sources: dict[str, str] = {}
+        for name, spec in FIELDS.items():
+            if not spec.applies_to(scenario, backend):
+                continue
+            if overrides and name in overrides:
+                values[name], sources[name] = overrides[name], "command line"
+            elif name in from_class:
+                values[name], sources[name] = _resolve_value(spec, from_class[name], cpu_cores), "config class"
+                if isinstance(from_class[name], PerCore):
+                    sources[name] = f"config class ({from_class[name].per_core:g} per core x {cpu_cores} cores)"
+            else:
+                values[name], sources[name] = spec.default, "default"
+        missing = [n for n, spec in FIELDS.items() if n in values and spec.required and values[n] is None]
+        if missing:
+            raise UserError(f"{_where(config_class)} leaves required field(s) unset: {', '.join(missing)}.")
+        match = "exact" if key.system_id == candidates[0] else f"nearest known system {key.system_id}"
+        return ResolvedConfig(key=key, source_class=_where(config_class), match=match,
+                              values=MappingProxyType(values), sources=MappingProxyType(sources))
+
+
+def _resolve_value(spec: Field, value: Any, cpu_cores: int) -> Any:
+    return value.resolve(cpu_cores, spec.type) if isinstance(value, PerCore) else value

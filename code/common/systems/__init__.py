@@ -1,0 +1,71 @@
+"""Which system this is: detection, known and custom systems, and the nearest match for unknown ones."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..constants import SystemType
+from .custom_list import CUSTOM_SYSTEMS
+from .detect import SystemDetector
+from .info import CPUInfo, GPUInfo, SystemInfo, derived_system_id
+from .known import GENERIC_CPU, KNOWN_SYSTEMS, KnownSystem
+
+__all__ = ["CPUInfo", "GPUInfo", "SystemInfo", "SystemDetector", "KnownSystem", "SystemMatch", "match_system",
+           "all_known_systems", "GENERIC_CPU"]
+
+
+def all_known_systems() -> tuple[KnownSystem, ...]:
+    return KNOWN_SYSTEMS + CUSTOM_SYSTEMS
+
+
+@dataclass(frozen=True)
+class SystemMatch:
+    info: SystemInfo
+    system_id: str
+    known: KnownSystem | None
+    candidates: tuple[str, ...]   # the system's own id first, then the nearest known ones, generic_cpu last
+
+    @property
+    def is_known(self) -> bool:
+        return self.known is not None
+
+    @property
+    def system_type(self) -> SystemType:
+        return self.known.system_type if self.known else SystemType.edge
+
+    def describe(self) -> str:
+        if self.known:
+            return f"{self.system_id} ({self.known.description})"
+        return f"{self.system_id} (not a registered system; nearest configs: {', '.join(self.candidates[1:])})"
+
+    def registration_hint(self) -> str:
+        return (f"This machine is not a registered system, so the toolkit uses the defaults of "
+                f"{self.candidates[1] if len(self.candidates) > 1 else GENERIC_CPU}. To register it and tune "
+                f"its configs, run: make add_custom_system RUN_ARGS=\"--system_id={self.system_id}\"")
+
+
+def match_system(info: SystemInfo, known: tuple[KnownSystem, ...] | None = None,
+                 system_name: str | None = None) -> SystemMatch:
+    """Match detected hardware to a known system, or derive an id and list the nearest known ones."""
+    known = all_known_systems() if known is None else known
+    by_id = {k.id: k for k in known}
+    if system_name:
+        found = by_id.get(system_name)
+        return SystemMatch(info, system_name, found, (system_name, *_nearest(info, known, exclude=system_name)))
+    for system in known:
+        if system.matches(info):
+            return SystemMatch(info, system.id, system, (system.id, *_nearest(info, known, exclude=system.id)))
+    own_id = derived_system_id(info)
+    return SystemMatch(info, own_id, by_id.get(own_id), (own_id, *_nearest(info, known, exclude=own_id)))
+
+
+def _nearest(info: SystemInfo, known: tuple[KnownSystem, ...], exclude: str) -> list[str]:
+    """Known systems of the same kind, closest first; generic_cpu closes every list."""
+    if info.gpus:
+        name = info.gpus[0].name.lower()
+        same_kind = [k for k in known if k.is_gpu]
+        same_kind.sort(key=lambda k: (name not in {n.lower() for n in k.gpu_names},
+                                      abs(k.gpu_count - len(info.gpus)), k.id))
+    else:
+        same_kind = [k for k in known if not k.is_gpu]
+        same_kind.sort(key=lambda k: (abs(k.cpu_cores - info.cpu.cores), k.id))
+    return [k.id for k in same_kind if k.id != exclude] + ([GENERIC_CPU] if exclude != GENERIC_CPU else [])

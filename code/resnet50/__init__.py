@@ -1,0 +1,1 @@
+"""Benchmark resnet50: models, data sets, preprocessing and accuracy."""

@@ -1,0 +1,51 @@
+from code.common.config_registry import PerCore, register
+from code.common.constants import Scenario
+from code.common.systems.known import GENERIC_CPU
+from configs.resnet50 import ResNet50Base, ResNet50GPUBase
+
+
+class ServerCPUBase(ResNet50Base):
+    scenario = Scenario.Server
+    batch_size = 4
+    server_target_qps = PerCore(40.0)
+    server_batch_timeout_us = 4000
+
+
+class ServerGPUBase(ResNet50GPUBase):
+    scenario = Scenario.Server
+    batch_size = 256
+    instances = 4
+    server_target_qps = 77000.0
+    server_batch_timeout_us = 2000
+
+
+@register(GENERIC_CPU)
+class GenericCPU(ServerCPUBase):
+    pass
+
+
+@register("H100_SXM_80GBx1")
+class H100_SXM_80GBx1(ServerGPUBase):
+    pass
+
+
+@register("H100_SXM_80GBx8")
+class H100_SXM_80GBx8(ServerGPUBase):
+    server_target_qps = 610000.0
+
+
+@register("H200_SXM_141GBx1")
+class H200_SXM_141GBx1(ServerGPUBase):
+    server_target_qps = 81000.0
+
+
+@register("H200_SXM_141GBx8")
+class H200_SXM_141GBx8(ServerGPUBase):
+    server_target_qps = 640000.0
+
+
+@register("L4x1")
+class L4x1(ServerGPUBase):
+    batch_size = 16
+    instances = 2
+    server_target_qps = 12000.0
