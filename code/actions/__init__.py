@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-HARNESS = "the harness (ONNX Runtime engines and LoadGen runs)"
 COMPLIANCE = "the compliance tests (run_audit_harness)"
 SUBMISSION = "the submission pipeline (staging, truncation, export, checking, packing)"
 
@@ -34,13 +33,13 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
     Action("show_config", "Print the resolved config of each selected benchmark and scenario, with sources",
            "show_config:ShowConfig"),
     Action("add_custom_system", "Register this machine and write config stubs for it", "custom_system:AddCustomSystem"),
-    Action("download_model", "Fetch the model of each selected benchmark", planned_in=HARNESS),
-    Action("download_data", "Fetch the data set, or say where to get it", planned_in=HARNESS),
-    Action("preprocess_data", "Write preprocessed tensors and map files", planned_in=HARNESS),
-    Action("generate_engines", "Build the engine (ONNX Runtime model or TensorRT plan)", planned_in=HARNESS),
-    Action("calibrate", "Regenerate the INT8 calibration cache", planned_in=HARNESS),
-    Action("run_harness", "Run the selected benchmarks through LoadGen", planned_in=HARNESS),
-    Action("run", "Main job: prepare and run the embedded default benchmark end to end", planned_in=HARNESS),
+    Action("download_model", "Fetch the model of each selected benchmark", "harness:DownloadModel"),
+    Action("download_data", "Fetch the data set, or say where to get it", "harness:DownloadData"),
+    Action("preprocess_data", "Write preprocessed tensors and map files", "harness:PreprocessData"),
+    Action("generate_engines", "Build the engine (ONNX Runtime model or TensorRT plan)", "harness:GenerateEngines"),
+    Action("calibrate", "Regenerate the INT8 calibration cache", "harness:Calibrate"),
+    Action("run_harness", "Run the selected benchmarks through LoadGen", "harness:RunHarness"),
+    Action("run", "Main job: prepare and run the embedded default benchmark end to end", "harness:Run"),
     Action("run_audit_harness", "Run and verify the compliance tests", planned_in=COMPLIANCE),
     Action("generate_conf_files", "Write measurements/ (measurements.json, user.conf, README.md)",
            planned_in=SUBMISSION),

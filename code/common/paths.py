@@ -81,6 +81,14 @@ class Paths:
         name = f"{benchmark}-{scenario.value}-{device}-b{batch_size}-{precision}.{workload.name}.{ext}"
         return self.engine_dir(system_id, benchmark, scenario) / name
 
+    def engine_manifest(self, engine: Path) -> Path:
+        """Inputs the engine was built from; an unchanged manifest means no rebuild."""
+        return engine.with_name(engine.name + ".manifest.json")
+
+    def calibration_cache(self, benchmark: str, model: str, dataset: str, count: int) -> Path:
+        """INT8 activation ranges computed on a calibration list (`make calibrate` rewrites it)."""
+        return self.build / "calibration" / benchmark / f"{model}-{dataset}-{count}.calib.json"
+
     # -- logs ------------------------------------------------------------------------------------
     def run_log_dir(self, system_id: str, benchmark: str, scenario: Scenario, test_mode: TestMode) -> Path:
         return self.log_dir / system_id / benchmark / scenario.value / test_mode.value

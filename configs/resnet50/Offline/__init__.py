@@ -7,7 +7,7 @@ from configs.resnet50 import ResNet50Base, ResNet50GPUBase
 class OfflineCPUBase(ResNet50Base):
     scenario = Scenario.Offline
     batch_size = 32
-    offline_expected_qps = PerCore(80.0)
+    offline_expected_qps = PerCore(120.0)
 
 
 class OfflineGPUBase(ResNet50GPUBase):

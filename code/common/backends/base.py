@@ -1,0 +1,44 @@
+"""What every backend is: an engine loaded once, then a callable from one batch to its outputs."""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Sequence
+
+import numpy as np
+
+
+class Backend(ABC):
+    """One loaded engine. `infer` may be called from one worker thread at a time per instance; several
+    instances run in parallel threads because the runtimes release the GIL while they compute."""
+
+    input_name: str
+
+    @abstractmethod
+    def infer(self, batch: np.ndarray) -> list[np.ndarray]:
+        """Outputs of one batch (leading dimension = samples), in the engine's output order."""
+
+    def close(self) -> None:
+        """Free the engine; the backend is unusable afterwards."""
+
+    def __enter__(self) -> "Backend":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class NullBackend(Backend):
+    """Returns zeros of a fixed per-sample shape at once, without any computation.
+
+    A measuring tool, not a stand-in for a model: run through the harness, it gives the throughput
+    ceiling of the harness itself (batching, threads, LoadGen callbacks), i.e. its overhead.
+    """
+
+    def __init__(self, output_shape: Sequence[int] = (1,), dtype: str | np.dtype = np.float32,
+                 input_name: str = "input") -> None:
+        self.input_name = input_name
+        self.output_shape = tuple(int(d) for d in output_shape)
+        self.dtype = np.dtype(dtype)
+
+    def infer(self, batch: np.ndarray) -> list[np.ndarray]:
+        return [np.zeros((len(batch), *self.output_shape), dtype=self.dtype)]

@@ -1,0 +1,211 @@
+"""generate_engines and calibrate: ResolvedConfig -> engine file + manifest; and where the harness finds it.
+
+An engine is rebuilt only when its manifest differs from the inputs it would be built from now (model bytes,
+backend, precision, batch size, device, runtime version, calibration cache, builder version). The engine file
+is replaced atomically and the manifest is written last, so an interrupted build reads as stale, never current.
+"""
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from ..benchmark_api import Benchmark, Log
+from ..config_registry import ResolvedConfig
+from ..constants import WorkloadSetting
+from ..errors import NotImplementedYet, UserError
+from ..paths import Paths
+from .manifest import BUILDER_VERSION, CalibrationInfo, EngineManifest, is_current, sha256_file
+from . import onnxruntime_builder as ort_builder
+
+CALIBRATION_BATCH = 10   # samples per calibration inference: bounds the calibrator's memory
+_EXTENSIONS = {"onnxruntime": "onnx", "tensorrt": "plan"}
+
+
+@dataclass(frozen=True)
+class EngineResult:
+    path: Path
+    manifest: EngineManifest
+    rebuilt: bool
+
+
+def engine_device(config: ResolvedConfig) -> str:
+    """"gpu" for TensorRT, and for ONNX Runtime when it has a CUDA provider; else "cpu"."""
+    if config["backend"] == "tensorrt":
+        return "gpu"
+    from ..backends.onnxruntime_backend import cuda_available
+
+    return "gpu" if cuda_available() else "cpu"
+
+
+def engine_path(config: ResolvedConfig, system_id: str, paths: Paths, device: str) -> Path:
+    return paths.engine_file(system_id, config.benchmark, config.scenario, device, int(config["batch_size"]),
+                             config["precision"], config.workload, _EXTENSIONS[config["backend"]])
+
+
+def make_command(action: str, config: ResolvedConfig) -> str:
+    """The `make` line that repeats this config's selection and command-line fields for another action."""
+    args = [f"--benchmarks={config.benchmark}", f"--scenarios={config.scenario.value}"]
+    if config.workload != WorkloadSetting():
+        args.append(f"--config_ver={config.workload.name}")
+    args += [f"--{name}={config[name]}" for name, source in sorted(config.sources.items()) if source == "command line"]
+    return f'make {action} RUN_ARGS="{" ".join(args)}"'
+
+
+def require_model(config: ResolvedConfig, paths: Paths) -> Path:
+    model = paths.model_file(config.benchmark, config["model"])
+    if not model.is_file():
+        raise UserError(f"Model file {model} is missing. Get it with: make download_model "
+                        f'RUN_ARGS="--benchmarks={config.benchmark} --model={config["model"]}"', exit_code=1)
+    return model
+
+
+def _require_runtime(config: ResolvedConfig) -> str:
+    """The runtime's version string; for TensorRT, an error until its builder exists."""
+    if config["backend"] == "tensorrt":
+        from ..backends.tensorrt_backend import require_tensorrt
+
+        require_tensorrt()
+        raise NotImplementedYet("generate_engines --backend=tensorrt", "the TensorRT engine builder")
+    ort_builder.check_precision(config["precision"])
+    return ort_builder.runtime_version()
+
+
+def _expected_manifest(config: ResolvedConfig, model: Path, device: str, cache: Path | None) -> EngineManifest:
+    calibration = None
+    if config["precision"] == "int8":
+        digest = sha256_file(cache) if cache is not None and cache.is_file() else "missing"
+        calibration = CalibrationInfo(config["dataset"], int(config["calibration_images"]),
+                                      ort_builder.CALIBRATION_METHOD, digest)
+    return EngineManifest(
+        benchmark=config.benchmark, model=config["model"], model_sha256=sha256_file(model),
+        backend=config["backend"], precision=config["precision"], batch_size=int(config["batch_size"]),
+        device=device, runtime_version=_require_runtime(config), opt_level=ort_builder.OPT_LEVEL,
+        quantization=ort_builder.QUANTIZATION if calibration else None, calibration=calibration)
+
+
+def _calibration_cache(config: ResolvedConfig, paths: Paths) -> Path:
+    return paths.calibration_cache(config.benchmark, config["model"], config["dataset"],
+                                   int(config["calibration_images"]))
+
+
+# -- calibration -------------------------------------------------------------------------------------
+
+def _calibration_samples(config: ResolvedConfig, paths: Paths, benchmark: Benchmark) -> list[np.ndarray]:
+    """The calibration tensors, one array per sample: from the benchmark's own generator when it has one,
+    else the calibration list's entries of the preprocessed data set."""
+    model, dataset, count = config["model"], config["dataset"], int(config["calibration_images"])
+    if model not in benchmark.models:
+        raise UserError(f"Unknown model '{model}' for {config.benchmark}. "
+                        f"Valid choices: {', '.join(benchmark.models)}.")
+    source: Iterator[np.ndarray]
+    if hasattr(benchmark, "calibration_samples"):
+        source = iter(benchmark.calibration_samples(model, dataset, count, paths))
+    else:
+        data = benchmark.preprocessed(model, dataset, paths)
+        source = (data.load(i) for i in benchmark.calibration_indices(dataset, count, paths))
+    rank = len(benchmark.models[model].input_shape)
+    samples: list[np.ndarray] = []
+    for tensor in source:
+        array = np.asarray(tensor)
+        samples.extend(array if array.ndim == rank + 1 else [array])   # a batch or one sample
+    if not samples:
+        raise UserError(f"The calibration list of {dataset} for {model} is empty.", exit_code=1)
+    return samples
+
+
+def _samples_sha256(samples: list[np.ndarray]) -> str:
+    digest = hashlib.sha256()
+    for sample in samples:
+        digest.update(f"{sample.dtype.str}{sample.shape}".encode())
+        digest.update(np.ascontiguousarray(sample).tobytes())
+    return digest.hexdigest()
+
+
+def _ensure_calibration(config: ResolvedConfig, paths: Paths, benchmark: Benchmark, log: Log,
+                        force: bool) -> Path:
+    """The calibration cache, recomputed unless it exists and was computed from exactly these inputs."""
+    cache = _calibration_cache(config, paths)
+    model = require_model(config, paths)
+    samples = _calibration_samples(config, paths, benchmark)
+    inputs: dict[str, Any] = {
+        "benchmark": config.benchmark, "model": config["model"], "model_sha256": sha256_file(model),
+        "dataset": config["dataset"], "count": int(config["calibration_images"]), "samples": len(samples),
+        "samples_sha256": _samples_sha256(samples), "method": ort_builder.CALIBRATION_METHOD,
+        "runtime_version": ort_builder.runtime_version(), "builder_version": BUILDER_VERSION,
+    }
+    if not force and ort_builder.calibration_cache_inputs(cache) == inputs:
+        log(f"calibration cache up to date: {cache}")
+        return cache
+    log(f"calibrating {config['model']} on {len(samples)} {config['dataset']} samples "
+        f"({ort_builder.CALIBRATION_METHOD}) ...")
+    input_name = benchmark.models[config["model"]].input_name
+    batches = (np.stack(samples[i:i + CALIBRATION_BATCH]) for i in range(0, len(samples), CALIBRATION_BATCH))
+    with tempfile.TemporaryDirectory(prefix="calibrate.") as work:
+        prepared = ort_builder.prepare_model(model, Path(work), for_quantization=True)
+        ranges = ort_builder.compute_ranges(prepared, input_name, batches)
+    ort_builder.write_calibration_cache(cache, ranges, inputs)
+    log(f"calibration cache written: {cache}")
+    return cache
+
+
+def calibrate(config: ResolvedConfig, paths: Paths, benchmark: Benchmark, log: Log) -> Path:
+    """Recompute the INT8 calibration cache of this config's model, data set and count (`make calibrate`)."""
+    return _ensure_calibration(config, paths, benchmark, log, force=True)
+
+
+# -- engines -----------------------------------------------------------------------------------------
+
+def build_engine(config: ResolvedConfig, system_id: str, paths: Paths, benchmark: Benchmark, log: Log,
+                 force: bool = False) -> EngineResult:
+    """Build the engine of this config unless an engine built from the same inputs is already there."""
+    _require_runtime(config)             # a missing runtime or unsupported precision first: nothing else helps
+    model = require_model(config, paths)
+    device = engine_device(config)
+    cache = _ensure_calibration(config, paths, benchmark, log, force=False) if config["precision"] == "int8" \
+        else None
+    expected = _expected_manifest(config, model, device, cache)
+    engine = engine_path(config, system_id, paths, device)
+    manifest_path = paths.engine_manifest(engine)
+    if not force and is_current(engine, manifest_path, expected):
+        log(f"engine up to date: {engine}")
+        return EngineResult(engine, expected, rebuilt=False)
+    log(f"building {config['precision']} engine for {config['model']} (batch {config['batch_size']}, {device}) ...")
+    manifest_path.unlink(missing_ok=True)     # from here until the manifest is written, the engine is stale
+    from ..backends.onnxruntime_backend import providers_for
+
+    ort_builder.build(model, engine, config["precision"], providers_for(device), cache)
+    expected.write(manifest_path)
+    log(f"engine written: {engine}")
+    return EngineResult(engine, expected, rebuilt=True)
+
+
+def locate_engine(config: ResolvedConfig, system_id: str, paths: Paths, benchmark: Benchmark) -> Path:
+    """The engine the harness must load; UserError naming `make generate_engines` when missing or stale."""
+    _require_runtime(config)
+    device = engine_device(config)
+    engine = engine_path(config, system_id, paths, device)
+    command = make_command("generate_engines", config)
+    model = paths.model_file(config.benchmark, config["model"])
+    if not model.is_file():
+        raise UserError(f"Model file {model} is missing, so engine {engine} cannot be checked against it. "
+                        f'Run make download_model RUN_ARGS="--benchmarks={config.benchmark} --model={config["model"]}"'
+                        f", then {command}", exit_code=1)
+    cache = _calibration_cache(config, paths) if config["precision"] == "int8" else None
+    expected = _expected_manifest(config, model, device, cache)
+    manifest_path = paths.engine_manifest(engine)
+    if is_current(engine, manifest_path, expected):
+        return engine
+    found = EngineManifest.read(manifest_path)
+    if not engine.is_file():
+        reason = f"there is no engine at {engine}"
+    elif found is None:
+        reason = f"{engine} has no readable manifest (an interrupted build?)"
+    else:
+        reason = f"{engine} was built from other inputs ({', '.join(found.differences(expected))} changed)"
+    raise UserError(f"No current engine for {config.benchmark} {config.scenario.value}: {reason}. "
+                    f"Build it with: {command}", exit_code=1)

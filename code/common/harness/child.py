@@ -1,0 +1,149 @@
+"""One LoadGen test in a process of its own: `python3 -m code.common.harness.child <run_spec.json>`.
+
+Writes LoadGen's logs, user.conf, accuracy.txt (AccuracyOnly) and, last, metadata.json into the run folder.
+Exit status 0 when the test ran to its end (VALID or not), 1 when it failed.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import importlib.metadata
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from ..benchmark_api import get_benchmark
+from ..constants import TestMode
+from ..paths import Paths
+from .loadgen_log import read_detail
+from .metadata import COMPLETED, FAILED, write_metadata
+from .progress import Progress
+from .qsl import SampleLibrary
+from .settings import test_settings, write_user_conf
+from .spec import RunSpec
+from .sut import HarnessSUT
+from .verdict import explain
+
+AUDIT_CONFIG = "audit.config"
+
+
+def base_record(spec: RunSpec) -> dict[str, Any]:
+    """The fields every metadata.json has, whatever the outcome."""
+    return {
+        "benchmark": spec.benchmark, "model": spec.model, "dataset": spec.dataset, "division": spec.division,
+        "scenario": spec.scenario, "test_mode": spec.test_mode, "audit_test": spec.audit_test,
+        "system": spec.system, "config": spec.config, "test_run": spec.test_run,
+        "engine": {"path": spec.engine, "manifest": spec.engine_manifest,
+                   "manifest_sha256": hashlib.sha256(json.dumps(spec.engine_manifest, sort_keys=True).encode())
+                   .hexdigest()},
+        "rules_version": spec.rules_version, "command_line": spec.command_line, "log_dir": spec.log_dir,
+    }
+
+
+def _instances(spec: RunSpec, benchmark) -> list:
+    from ..backends import create_backend
+
+    fields = spec.fields
+    count = int(fields["instances"])
+    threads = int(fields.get("intra_op_threads") or 0) or max(1, spec.cpu_cores // count)
+    model_spec = benchmark.models[spec.model]
+    backends = [create_backend(Path(spec.engine), backend=fields["backend"], input_name=model_spec.input_name,
+                               threads=threads, device=spec.engine_manifest.get("device", "cpu"))
+                for _ in range(count)]
+
+    def make(backend):
+        return lambda batch: benchmark.postprocess(spec.model, backend.infer(batch))
+
+    return [make(b) for b in backends]
+
+
+def run(spec: RunSpec) -> int:
+    import mlperf_loadgen as lg
+
+    log_dir = Path(spec.log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    started = dt.datetime.now().astimezone()
+    record = base_record(spec) | {"started": started.isoformat(timespec="seconds")}
+    benchmark = get_benchmark(spec.benchmark)
+    paths = Paths.create(scratch=spec.scratch, log_dir=log_dir)
+    sut = None
+    try:
+        samples = benchmark.preprocessed(spec.model, spec.dataset, paths)
+        qsl = SampleLibrary(samples, spec.performance_sample_count)
+        sut = HarnessSUT(spec.scenario_enum, qsl, _instances(spec, benchmark), int(spec.fields["batch_size"]),
+                         int(spec.fields.get("server_batch_timeout_us") or 0)).start()
+        user_conf = write_user_conf(log_dir / "user.conf", spec.user_conf)
+        settings = test_settings(user_conf, spec.loadgen_model, spec.scenario_enum, spec.mode_enum)
+        audit_path = log_dir / AUDIT_CONFIG   # explicit path: a stray audit.config in cwd is never read
+        if spec.audit_config:
+            audit_path.write_text("\n".join(spec.audit_config) + "\n")
+        log_settings = lg.LogSettings()
+        log_settings.log_output.outdir = str(log_dir)
+        log_settings.log_output.copy_summary_to_stdout = False
+        log_settings.enable_trace = False
+        lg_sut, lg_qsl = sut.construct(), qsl.construct()
+        counts = lambda: (sut.counters.completed, sut.counters.issued)  # noqa: E731
+        min_duration = settings.min_duration_ms / 1000
+        t0 = time.monotonic()
+        try:
+            with Progress(spec.label, counts, min_duration):
+                lg.StartTestWithLogSettings(lg_sut, lg_qsl, settings, log_settings, str(audit_path))
+        finally:
+            seconds = time.monotonic() - t0
+            sut.stop()
+            lg.DestroySUT(lg_sut)
+            lg.DestroyQSL(lg_qsl)
+            audit_path.unlink(missing_ok=True)
+        if sut.error is not None:
+            raise RuntimeError(f"the backend failed during the run: {type(sut.error).__name__}: {sut.error}") \
+                from sut.error
+        record |= _results(spec, benchmark, paths, log_dir, seconds)
+        record["status"] = COMPLETED
+        status = 0
+    except Exception as error:  # noqa: BLE001  recorded in metadata.json; the logs are kept
+        (log_dir / "harness_error.txt").write_text(traceback.format_exc())
+        record |= {"status": FAILED, "error": f"{type(error).__name__}: {error}"}
+        status = 1
+    record["finished"] = dt.datetime.now().astimezone().isoformat(timespec="seconds")
+    write_metadata(log_dir, record)
+    return status
+
+
+def _results(spec: RunSpec, benchmark, paths: Paths, log_dir: Path, seconds: float) -> dict[str, Any]:
+    log = read_detail(log_dir)
+    result: dict[str, Any] = {
+        "loadgen": {"version": log.get("loadgen_version", importlib.metadata.version("mlcommons-loadgen")),
+                    "seeds": log.seeds, "errors": list(log.errors), "warnings": len(log.warnings),
+                    "effective": {k[len("effective_"):]: v for k, v in log.values.items()
+                                  if k.startswith("effective_")}},
+        "durations": {"test_s": round(seconds, 3), "measured_s": log.run_duration_s},
+    }
+    if spec.mode_enum is TestMode.PerformanceOnly:
+        metric = log.metric()
+        verdict = explain(log, spec.fields, spec.test_run)
+        result |= {"metric": metric.__dict__ if metric else None, "result_validity": log.get("result_validity"),
+                   "valid": verdict.valid, "submittable": verdict.submittable, "reasons": list(verdict.reasons)}
+    else:
+        accuracy = benchmark.score(spec.model, spec.dataset, log_dir / "mlperf_log_accuracy.json", paths)
+        (log_dir / "accuracy.txt").write_text(accuracy.text + "\n")
+        meets = None if spec.accuracy_threshold is None else accuracy.value >= spec.accuracy_threshold
+        result |= {"accuracy": {"metric": accuracy.metric, "value": accuracy.value, "good": accuracy.good,
+                                "total": accuracy.total, "text": accuracy.text,
+                                "threshold": spec.accuracy_threshold, "meets_target": meets},
+                   "valid": log.errors == (), "submittable": log.errors == () and not spec.test_run,
+                   "reasons": [f"LoadGen reported an error: {e}" for e in log.errors]}
+    return result
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python3 -m code.common.harness.child <run_spec.json>", file=sys.stderr)
+        return 2
+    return run(RunSpec.load(Path(argv[0])))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,108 @@
+"""Read LoadGen's mlperf_log_detail.txt: the result of a run, its validity and the reasons.
+
+The detail log holds one `:::MLLOG {json}` per line; the text summary is for people and is not parsed.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..constants import Scenario
+
+DETAIL = "mlperf_log_detail.txt"
+SUMMARY = "mlperf_log_summary.txt"
+ACCURACY = "mlperf_log_accuracy.json"
+PREFIX = ":::MLLOG "
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    value: float
+    unit: str
+    higher_is_better: bool
+
+
+@dataclass(frozen=True)
+class LoadGenLog:
+    values: dict[str, Any]
+    errors: tuple[str, ...] = field(default_factory=tuple)
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+    @property
+    def scenario(self) -> Scenario:
+        return Scenario.parse(str(self.values["effective_scenario"]))
+
+    @property
+    def test_mode(self) -> str:
+        return str(self.values.get("effective_test_mode", ""))
+
+    @property
+    def valid(self) -> bool:
+        return self.values.get("result_validity") == "VALID"
+
+    @property
+    def seeds(self) -> dict[str, int]:
+        return {k: int(self.values.get(f"effective_{k}", 0)) for k in
+                ("qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed")}
+
+    def metric(self) -> Metric | None:
+        """The scenario's headline figure, as the submission checker reads it."""
+        v = self.values
+        scenario = self.scenario
+        if scenario is Scenario.Offline and "result_samples_per_second" in v:
+            return Metric("samples per second", float(v["result_samples_per_second"]), "samples/s", True)
+        if scenario is Scenario.Server and "result_completed_samples_per_sec" in v:
+            return Metric("completed samples per second", float(v["result_completed_samples_per_sec"]),
+                          "samples/s", True)
+        if scenario in (Scenario.SingleStream, Scenario.MultiStream):
+            percentile, key = (90, "early_stopping_latency_ss") if scenario is Scenario.SingleStream \
+                else (99, "early_stopping_latency_ms")
+            if float(v.get(key, 0) or 0) > 0:
+                return Metric(f"{percentile}th percentile latency (early stopping)", float(v[key]) / 1e6, "ms", False)
+            plain = v.get(f"result_{percentile}.00_percentile_latency_ns")
+            if plain is not None:   # too few queries for an early-stopping estimate (short runs)
+                return Metric(f"{percentile}th percentile latency (too few queries for early stopping)",
+                              float(plain) / 1e6, "ms", False)
+        return None
+
+    @property
+    def min_duration_ms(self) -> int:
+        return int(self.values.get("effective_min_duration_ms", 0))
+
+    @property
+    def run_duration_s(self) -> float | None:
+        """Duration of the measured part of the run, from LoadGen's own figures."""
+        v = self.values
+        if self.scenario is Scenario.Offline:
+            per_s = float(v.get("result_samples_per_second", 0))
+            return int(v.get("effective_samples_per_query", 0)) / per_s if per_s > 0 else None
+        qps = float(v.get("result_qps_with_loadgen_overhead", 0))
+        return int(v.get("result_query_count", 0)) / qps if qps > 0 else None
+
+
+def read_detail(log_dir: Path) -> LoadGenLog:
+    path = log_dir / DETAIL
+    values: dict[str, Any] = {}
+    errors: list[str] = []
+    warnings: list[str] = []
+    for line in path.read_text(errors="replace").splitlines():
+        if not line.startswith(PREFIX):
+            continue
+        try:
+            record = json.loads(line[len(PREFIX):])
+        except json.JSONDecodeError:
+            continue  # a line cut by a crash; the rest of the log still counts
+        key, value = record.get("key"), record.get("value")
+        meta = record.get("metadata", {})
+        if meta.get("is_error"):
+            errors.append(f"{key}: {value}")
+        elif meta.get("is_warning"):
+            warnings.append(f"{key}: {value}")
+        values[key] = value
+    return LoadGenLog(values=values, errors=tuple(errors), warnings=tuple(warnings))

@@ -1,0 +1,124 @@
+"""The parent side of the harness: plan each LoadGen test, run it in a child process, report it.
+
+Ctrl-C stops the child, records the test as interrupted (so staging never takes it for a result) and
+propagates; a child that dies without a record gets a `failed` one.
+"""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from ..benchmark_api import get_benchmark
+from ..constants import Scenario, TestMode
+from ..errors import UserError
+from ..paths import Paths
+from .metadata import COMPLETED, FAILED, FILE_NAME, INTERRUPTED, read_metadata, write_metadata
+from .settings import performance_sample_count, user_conf_lines
+from .spec import RunSpec
+
+CHILD = "code.common.harness.child"
+
+
+def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_dir: Path | None = None,
+              audit_test: str | None = None, audit_config: list[str] | None = None,
+              qps_scale: float = 1.0) -> RunSpec:
+    """Resolve and check everything a test needs before any process starts."""
+    from ..engines.builder import locate_engine
+
+    config = ctx.resolve(benchmark_name, scenario)
+    fields = config.values
+    benchmark = get_benchmark(benchmark_name)
+    model, dataset = fields["model"], fields["dataset"]
+    if model not in benchmark.models:
+        raise UserError(f"Unknown model '{model}' for {benchmark_name}. Valid choices: {', '.join(benchmark.models)}.")
+    if dataset not in benchmark.datasets:
+        raise UserError(f"Unknown dataset '{dataset}' for {benchmark_name}. "
+                        f"Valid choices: {', '.join(benchmark.datasets)}.")
+    rules = ctx.rules.benchmark(benchmark_name)
+    target = ctx.args.workload.accuracy_target
+    if target not in rules.accuracy_targets:
+        raise UserError(f"{benchmark_name} has no {target.percent_label} % accuracy target in {ctx.rules.version}; "
+                        f"valid: {', '.join(t.value for t in rules.accuracy_targets)}.")
+    model_spec = benchmark.models[model]
+    samples = benchmark.preprocessed(model, dataset, ctx.paths)
+    engine = locate_engine(config, ctx.system.system_id, ctx.paths, benchmark)
+    manifest = json.loads(ctx.paths.engine_manifest(engine).read_text())
+    run_dir = log_dir or ctx.paths.run_log_dir(ctx.system.system_id, benchmark_name, scenario, mode)
+    if (run_dir / FILE_NAME).exists():
+        raise UserError(f"{run_dir} already holds a result; results are never overwritten. "
+                        f"Use another LOG_DIR (the default is a new timestamped folder).")
+    return RunSpec(
+        benchmark=benchmark_name, model=model, dataset=dataset, division=model_spec.division,
+        scenario=scenario.value, test_mode=mode.value, loadgen_model=rules.loadgen_model, log_dir=str(run_dir),
+        scratch=str(ctx.paths.scratch), engine=str(engine), engine_manifest=manifest, config=config.as_dict(),
+        system={"id": ctx.system.system_id, "known": ctx.system.is_known, "description": ctx.system.describe(),
+                "system_type": ctx.system.system_type.value, "hardware": ctx.system.info.as_dict()},
+        user_conf=user_conf_lines(rules.loadgen_model, scenario, fields, rules, len(samples), ctx.args.test_run,
+                                  qps_scale),
+        performance_sample_count=performance_sample_count(fields, rules, len(samples)),
+        cpu_cores=ctx.system.info.cpu.cores, test_run=ctx.args.test_run, rules_version=ctx.rules.version,
+        accuracy_threshold=rules.accuracy_threshold(target) if model_spec.division == "closed" else None,
+        command_line=["python3", "-m", "code.main", *ctx.args.argv], audit_test=audit_test, audit_config=list(audit_config or []),
+    )
+
+
+def run_test(spec: RunSpec, repo: Path, log: Callable[[str], None] = print, child_module: str = CHILD) -> dict[str, Any]:
+    """Run one planned test in a child process (`child_module`, run with -m) and return its metadata record."""
+    run_dir = Path(spec.log_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    spec_path = spec.save(run_dir / "run_spec.json")
+    log(f"\n=== {spec.label} ({spec.model} on {spec.dataset}) -> {run_dir}")
+    child = subprocess.Popen([sys.executable, "-m", child_module, str(spec_path)], cwd=repo, start_new_session=True)
+    try:
+        returncode = child.wait()
+    except KeyboardInterrupt:
+        _stop(child)
+        (run_dir / "audit.config").unlink(missing_ok=True)
+        _record_if_missing(spec, run_dir, INTERRUPTED, "interrupted by the user (Ctrl-C)")
+        raise
+    metadata = run_dir / FILE_NAME
+    if not metadata.exists():
+        _record_if_missing(spec, run_dir, FAILED, f"the harness process ended with status {returncode} "
+                                                  f"without writing {FILE_NAME}")
+    return read_metadata(metadata)
+
+
+def _stop(child: subprocess.Popen) -> None:
+    child.send_signal(signal.SIGTERM)
+    try:
+        child.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
+def _record_if_missing(spec: RunSpec, run_dir: Path, status: str, error: str) -> None:
+    from .child import base_record
+
+    path = run_dir / FILE_NAME
+    if path.exists() and (status == FAILED or read_metadata(path).get("status") == COMPLETED):
+        return  # the child's own record says more
+    write_metadata(run_dir, base_record(spec) | {"status": status, "error": error})
+
+
+def summary_line(record: dict[str, Any]) -> str:
+    label = f"{record['benchmark']} {record['scenario']} {record['test_mode']}"
+    if record.get("audit_test"):
+        label += f" {record['audit_test']}"
+    if record.get("status") != COMPLETED:
+        return f"{label}: {record.get('status', '?').upper()}: {record.get('error', '')}"
+    if record["test_mode"] == TestMode.AccuracyOnly.value:
+        accuracy = record["accuracy"]
+        if accuracy["threshold"] is None:
+            gate = f"{record['division']} division: reported, not gated"
+        else:
+            gate = f"target {accuracy['threshold']:.3f}: {'met' if accuracy['meets_target'] else 'NOT MET'}"
+        return f"{label}: {accuracy['text']} ({gate})"
+    metric = record.get("metric") or {}
+    figure = f"{metric.get('value', float('nan')):.2f} {metric.get('unit', '')}".strip()
+    validity = "VALID" if record.get("valid") else "INVALID"
+    return f"{label}: {figure} ({metric.get('name', 'no metric')}), {validity}"

@@ -1,0 +1,71 @@
+"""user.conf from a resolved config, and LoadGen TestSettings built from it.
+
+LoadGen applies its built-in mlperf.conf (the round's seeds and minimums) on the first FromConfig of a
+process, then user.conf; each test therefore runs in a process of its own.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..constants import Scenario, TestMode
+from ..rules import BenchmarkRules
+
+TEST_RUN_MIN_DURATION_MS = 10_000
+
+
+def user_conf_lines(model: str, scenario: Scenario, fields: Mapping[str, Any], rules: BenchmarkRules,
+                    dataset_size: int, test_run: bool, qps_scale: float = 1.0) -> list[str]:
+    """The lines of user.conf for one test. `qps_scale` lowers the Server target (compliance runs)."""
+    key = f"{model}.{scenario.value}"
+    lines: list[str] = []
+    if scenario is Scenario.Offline:
+        lines.append(f"{key}.target_qps = {fields['offline_expected_qps']:g}")
+    elif scenario is Scenario.Server:
+        lines.append(f"{key}.target_qps = {fields['server_target_qps'] * qps_scale:g}")
+    elif scenario is Scenario.SingleStream:
+        lines.append(f"{key}.target_latency = {fields['single_stream_expected_latency_ns'] / 1e6:g}")
+    elif scenario is Scenario.MultiStream:
+        lines.append(f"{key}.target_latency = {fields['multi_stream_expected_latency_ns'] / 1e6:g}")
+        lines.append(f"{key}.samples_per_query = {fields['multi_stream_samples_per_query']}")
+    else:
+        raise ValueError(f"unknown scenario {scenario}")
+
+    # The performance sample set must fit the data set (small development sets hold fewer samples).
+    sample_count = fields.get("performance_sample_count_override") or min(rules.performance_sample_count,
+                                                                            dataset_size)
+    if sample_count != rules.performance_sample_count:
+        lines.append(f"{key}.performance_sample_count_override = {sample_count}")
+
+    min_duration = fields.get("min_duration") or (TEST_RUN_MIN_DURATION_MS if test_run else None)
+    if min_duration:
+        lines.append(f"{key}.min_duration = {min_duration}")
+    min_queries = fields.get("min_query_count") or (1 if test_run else None)
+    if min_queries:
+        lines.append(f"{key}.min_query_count = {min_queries}")
+    return lines
+
+
+def performance_sample_count(fields: Mapping[str, Any], rules: BenchmarkRules, dataset_size: int) -> int:
+    return int(fields.get("performance_sample_count_override") or min(rules.performance_sample_count,
+                                                                        dataset_size))
+
+
+def write_user_conf(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_settings(user_conf: Path, model: str, scenario: Scenario, mode: TestMode):
+    """TestSettings: built-in mlperf.conf, then user.conf; scenario and mode set explicitly."""
+    import mlperf_loadgen as lg
+
+    settings = lg.TestSettings()
+    if settings.FromConfig(str(user_conf), model, scenario.value, 1) != 0:
+        raise RuntimeError(f"LoadGen could not read {user_conf} for {model} {scenario.value}")
+    settings.scenario = getattr(lg.TestScenario, scenario.value)
+    settings.mode = getattr(lg.TestMode, mode.value)
+    return settings
+
+
+test_settings.__test__ = False  # a LoadGen factory, not a pytest test

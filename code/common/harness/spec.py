@@ -1,0 +1,60 @@
+"""RunSpec: everything a child process needs to run one LoadGen test, as JSON on disk."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..constants import Scenario, TestMode
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    benchmark: str
+    model: str
+    dataset: str
+    division: str
+    scenario: str                      # Scenario value
+    test_mode: str                     # TestMode value
+    loadgen_model: str
+    log_dir: str
+    scratch: str                       # MLPERF_SCRATCH_PATH of the invocation
+    engine: str
+    engine_manifest: dict[str, Any]
+    config: dict[str, Any]             # ResolvedConfig.as_dict()
+    system: dict[str, Any]             # id, known, description, hardware
+    user_conf: list[str]
+    performance_sample_count: int
+    cpu_cores: int
+    test_run: bool
+    rules_version: str
+    accuracy_threshold: float | None   # closed-division target of the metric, None when not gated
+    command_line: list[str]
+    audit_test: str | None = None
+    audit_config: list[str] = field(default_factory=list)   # lines; written to the run folder, never to cwd
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        return self.config["fields"]
+
+    @property
+    def scenario_enum(self) -> Scenario:
+        return Scenario(self.scenario)
+
+    @property
+    def mode_enum(self) -> TestMode:
+        return TestMode(self.test_mode)
+
+    @property
+    def label(self) -> str:
+        audit = f" {self.audit_test}" if self.audit_test else ""
+        return f"{self.benchmark} {self.scenario} {self.test_mode}{audit}"
+
+    def save(self, path: Path) -> Path:
+        path.write_text(json.dumps(asdict(self), indent=2, default=str) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: Path) -> "RunSpec":
+        return cls(**json.loads(path.read_text()))

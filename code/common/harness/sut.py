@@ -1,0 +1,149 @@
+"""The system under test: LoadGen queries -> batches -> backend instances in worker threads -> responses.
+
+- Offline: the one big query is cut into work items of a few batches of `batch_size`, shared by the
+  workers; each item is completed with one LoadGen call.
+- Server: workers form batches dynamically, waiting at most `batch_timeout_us` after a batch's first sample.
+- SingleStream / MultiStream: the query is run at once on LoadGen's issuing thread (the next query waits
+  for this one anyway, and a thread hop would only add latency).
+
+Backends release the GIL while they compute, so several instances run in parallel. A failure in a
+backend marks the run failed; every outstanding sample is then completed empty so that LoadGen ends.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..constants import Scenario
+from .qsl import SampleLibrary
+
+Infer = Callable[[np.ndarray], np.ndarray]   # batch -> one response row per sample
+_STOP = None
+
+
+@dataclass
+class Counters:
+    completed: int = 0
+    issued: int = 0
+
+
+class HarnessSUT:
+    def __init__(self, scenario: Scenario, qsl: SampleLibrary, instances: Sequence[Infer], batch_size: int,
+                 batch_timeout_us: int = 0) -> None:
+        import mlperf_loadgen as lg
+
+        self._lg = lg
+        self.scenario = scenario
+        self.qsl = qsl
+        self.instances = list(instances)
+        self.batch_size = batch_size
+        self.batch_timeout_s = batch_timeout_us / 1e6
+        self.counters = Counters()
+        self.error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._work: queue.Queue = queue.Queue()
+        self._threads: list[threading.Thread] = []
+        self.offline_batches_per_item = max(1, 512 // batch_size)
+        self._offsets = np.arange(batch_size * self.offline_batches_per_item, dtype=np.int64)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> "HarnessSUT":
+        if self.scenario in (Scenario.Offline, Scenario.Server):
+            target = self._offline_worker if self.scenario is Scenario.Offline else self._server_worker
+            for infer in self.instances:
+                thread = threading.Thread(target=target, args=(infer,), daemon=True, name="sut-worker")
+                thread.start()
+                self._threads.append(thread)
+        return self
+
+    def stop(self) -> None:
+        for _ in self._threads:
+            self._work.put(_STOP)
+        for thread in self._threads:
+            thread.join(timeout=30)
+        self._threads.clear()
+
+    def construct(self):
+        return self._lg.ConstructFastSUT(self.issue, self.flush)
+
+    # -- LoadGen callbacks -----------------------------------------------------------------------
+    def issue(self, ids: list[int], indices: list[int]) -> None:
+        with self._lock:
+            self.counters.issued += len(ids)
+        if self.scenario is Scenario.Server:
+            for pair in zip(ids, indices):
+                self._work.put(pair)
+            return
+        # Work items are views of two arrays made once, so they cost no list building. An Offline item
+        # holds several batches completed together: fewer LoadGen calls, and no latency matters there.
+        id_array, index_array = np.asarray(ids, dtype=np.uint64), np.asarray(indices, dtype=np.int64)
+        step = self.batch_size * (self.offline_batches_per_item if self.scenario is Scenario.Offline else 1)
+        for start in range(0, len(ids), step):
+            item = (id_array[start:start + step], index_array[start:start + step])
+            if self.scenario is Scenario.Offline:
+                self._work.put(item)
+            else:
+                self._run_item(self.instances[0], *item)
+
+    def flush(self) -> None:
+        pass
+
+    # -- workers ---------------------------------------------------------------------------------
+    def _offline_worker(self, infer: Infer) -> None:
+        while (item := self._work.get()) is not _STOP:
+            self._run_item(infer, *item)
+
+    def _server_worker(self, infer: Infer) -> None:
+        while (first := self._work.get()) is not _STOP:
+            ids, indices = [first[0]], [first[1]]
+            deadline = time.perf_counter() + self.batch_timeout_s
+            stop = False
+            while len(ids) < self.batch_size:
+                remaining = deadline - time.perf_counter()
+                try:
+                    item = self._work.get(timeout=remaining) if remaining > 0 else self._work.get_nowait()
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    stop = True
+                    break
+                ids.append(item[0])
+                indices.append(item[1])
+            self._run_item(infer, np.asarray(ids, dtype=np.uint64), np.asarray(indices, dtype=np.int64))
+            if stop:
+                break
+
+    def _run_item(self, infer: Infer, ids: np.ndarray, indices: np.ndarray) -> None:
+        """Infer a work item in batches of `batch_size` and complete all its samples in one call."""
+        if self.error is not None:
+            self._complete_empty(ids)
+            return
+        try:
+            parts = [infer(self.qsl.gather(indices[start:start + self.batch_size]))
+                     for start in range(0, len(indices), self.batch_size)]
+            responses = np.ascontiguousarray(parts[0] if len(parts) == 1 else np.concatenate(parts))
+            if len(responses) != len(ids):
+                raise RuntimeError(f"backend returned {len(responses)} responses for {len(ids)} samples")
+        except BaseException as error:  # noqa: BLE001  recorded, reported by the run, never swallowed
+            with self._lock:
+                self.error = self.error or error
+            self._complete_empty(ids)
+            return
+        # Per-sample response objects are the harness's main cost: addresses come from one numpy step.
+        size = responses.nbytes // len(responses)
+        addresses = (self._offsets[:len(ids)] * size + responses.__array_interface__["data"][0]).tolist()
+        response = self._lg.QuerySampleResponse
+        self._lg.QuerySamplesComplete([response(i, a, size) for i, a in zip(ids.tolist(), addresses)])
+        with self._lock:
+            self.counters.completed += len(ids)
+
+    def _complete_empty(self, ids: np.ndarray) -> None:
+        lg = self._lg
+        lg.QuerySamplesComplete([lg.QuerySampleResponse(sample_id, 0, 0) for sample_id in ids.tolist()])
+        with self._lock:
+            self.counters.completed += len(ids)

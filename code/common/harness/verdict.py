@@ -1,0 +1,80 @@
+"""Why a run is INVALID, in plain words with numbers, and which config field to change."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ..constants import Scenario
+from .loadgen_log import LoadGenLog
+
+
+@dataclass(frozen=True)
+class Verdict:
+    valid: bool
+    submittable: bool           # valid and not a shortened test run
+    reasons: tuple[str, ...]    # one sentence each: what happened and what to change
+
+
+def _yes(value: Any) -> bool:
+    return value is True or str(value).lower() in ("true", "yes", "1")
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:.2f} ms"
+
+
+def explain(log: LoadGenLog, fields: Mapping[str, Any], test_run: bool) -> Verdict:
+    v = log.values
+    scenario = log.scenario
+    reasons: list[str] = []
+    min_s = log.min_duration_ms / 1000
+    duration = log.run_duration_s
+    duration_short = not _yes(v.get("result_min_duration_met", True))
+
+    if scenario is Scenario.Offline and duration_short and duration is not None:
+        measured = float(v.get("result_samples_per_second", 0))
+        reasons.append(f"Offline run lasted {duration:.0f} s < {min_s:.0f} s: raise offline_expected_qps "
+                       f"to about {measured:.0f} (the measured samples/s; LoadGen then issues enough samples "
+                       f"for {min_s * 1.1:.0f} s).")
+    elif scenario in (Scenario.SingleStream, Scenario.MultiStream) and (
+            duration_short or any("Ran out of generated queries" in e for e in log.errors)):
+        field = ("single_stream_expected_latency_ns" if scenario is Scenario.SingleStream
+                 else "multi_stream_expected_latency_ns")
+        expected = float(v.get("effective_target_latency_ns", 0) or fields.get(field) or 0)
+        mean = float(v.get("result_mean_latency_ns", 0))
+        reasons.append(f"{scenario.value} ran out of pre-generated queries after "
+                       f"{duration or 0:.0f} s < {min_s:.0f} s: queries took {_ms(mean)} on average but "
+                       f"LoadGen planned for {_ms(expected)}; lower {field} to about {int(mean * 0.9)}.")
+    elif duration_short:
+        reasons.append(f"The run lasted {duration or 0:.0f} s < {min_s:.0f} s: give LoadGen more work "
+                       f"(a higher target) so it runs at least min_duration.")
+
+    if scenario is Scenario.Server:
+        bound = float(v.get("effective_target_latency_ns", 0))
+        percentile = float(v.get("effective_target_latency_percentile", 0.99)) * 100
+        observed = float(v.get(f"result_{percentile:.2f}_percentile_latency_ns", 0))
+        target = float(v.get("effective_target_qps", fields.get("server_target_qps") or 0))
+        completed = float(v.get("result_completed_samples_per_sec", 0))
+        if bound and observed > bound:
+            suggestion = min(target, completed or target) * min(0.9, bound / observed)
+            reasons.append(f"Server {percentile:.0f}th percentile latency {_ms(observed)} exceeds the "
+                           f"{_ms(bound)} bound at {target:.0f} QPS: lower server_target_qps to about "
+                           f"{suggestion:.0f}, or lower server_batch_timeout_us / batch_size.")
+
+    if not _yes(v.get("result_min_queries_met", True)):
+        reasons.append(f"Only {v.get('result_query_count', '?')} queries ran, fewer than the "
+                       f"{v.get('effective_min_query_count', '?')} required: raise the target or min_duration.")
+    if not _yes(v.get("early_stopping_met", True)):
+        reasons.append("Early stopping could not bound the latency percentile with this many queries: "
+                       "run longer (a higher min_duration or lower expected latency).")
+    for error in log.errors:
+        if "Ran out of generated queries" not in error:
+            reasons.append(f"LoadGen reported an error: {error}")
+
+    valid = log.valid and not log.errors
+    if not valid and not reasons:
+        reasons.append(f"LoadGen says: {v.get('result_invalid_reason') or 'INVALID (no reason given)'}")
+    if test_run:
+        reasons.append(f"This was a test run (--test_run): min_duration was {min_s:.0f} s instead of the "
+                       f"rules' 600 s, so the result is for a quick look only and cannot be submitted.")
+    return Verdict(valid=valid, submittable=valid and not test_run, reasons=tuple(reasons))

@@ -1,0 +1,123 @@
+"""Harness pieces on their own: user.conf, detail-log parsing, INVALID explanations, and the SUT through
+the real LoadGen on tiny generated samples (one process per LoadGen test, as in production)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from code.common.constants import Scenario
+from code.common.harness.loadgen_log import read_detail
+from code.common.harness.settings import performance_sample_count, user_conf_lines
+from code.common.harness.verdict import explain
+from code.common.paths import REPO_ROOT
+from code.common.rules import get_round
+
+RESNET = get_round().benchmark("resnet50")
+
+
+def write_detail(directory: Path, values: dict, errors: dict | None = None) -> Path:
+    lines = []
+    for key, value in values.items():
+        meta = {"is_error": False, "is_warning": False}
+        lines.append(":::MLLOG " + json.dumps({"key": key, "value": value, "metadata": meta}))
+    for key, value in (errors or {}).items():
+        lines.append(":::MLLOG " + json.dumps({"key": key, "value": value,
+                                               "metadata": {"is_error": True, "is_warning": False}}))
+    (directory / "mlperf_log_detail.txt").write_text("\n".join(lines) + "\n")
+    return directory
+
+
+def test_user_conf_for_each_scenario():
+    fields = {"offline_expected_qps": 160.0, "server_target_qps": 80.0, "single_stream_expected_latency_ns": 8_000_000,
+              "multi_stream_expected_latency_ns": 50_000_000, "multi_stream_samples_per_query": 8}
+    assert user_conf_lines("resnet50", Scenario.Offline, fields, RESNET, 50000, False) == \
+        ["resnet50.Offline.target_qps = 160"]
+    assert user_conf_lines("resnet50", Scenario.Server, fields, RESNET, 50000, False, qps_scale=0.92) == \
+        ["resnet50.Server.target_qps = 73.6"]
+    assert user_conf_lines("resnet50", Scenario.SingleStream, fields, RESNET, 50000, False) == \
+        ["resnet50.SingleStream.target_latency = 8"]
+    assert user_conf_lines("resnet50", Scenario.MultiStream, fields, RESNET, 20, True) == [
+        "resnet50.MultiStream.target_latency = 50", "resnet50.MultiStream.samples_per_query = 8",
+        "resnet50.MultiStream.performance_sample_count_override = 20",
+        "resnet50.MultiStream.min_duration = 10000", "resnet50.MultiStream.min_query_count = 1"]
+    assert performance_sample_count(fields, RESNET, 20) == 20
+    assert performance_sample_count(fields, RESNET, 50000) == 1024
+
+
+def test_offline_too_short_says_which_qps_to_set(tmp_path):
+    write_detail(tmp_path, {"effective_scenario": "Offline", "result_validity": "INVALID",
+                            "result_min_duration_met": False, "result_samples_per_second": 190.4,
+                            "effective_samples_per_query": 7806, "effective_min_duration_ms": 600000,
+                            "result_invalid_reason": "Increase expected QPS so the loadgen pre-generates more"})
+    verdict = explain(read_detail(tmp_path), {"offline_expected_qps": 65.0}, test_run=False)
+    assert not verdict.valid
+    assert verdict.reasons[0].startswith("Offline run lasted 41 s < 600 s: raise offline_expected_qps to about 190")
+
+
+def test_singlestream_ran_out_of_queries(tmp_path):
+    write_detail(tmp_path, {"effective_scenario": "SingleStream", "result_validity": "INVALID",
+                            "result_min_duration_met": False, "result_mean_latency_ns": 5_000_000,
+                            "effective_target_latency_ns": 8_000_000, "result_query_count": 2500,
+                            "result_qps_with_loadgen_overhead": 200.0, "effective_min_duration_ms": 600000},
+                 errors={"error_runtime": "Ending early: Ran out of generated queries to issue"})
+    verdict = explain(read_detail(tmp_path), {}, test_run=False)
+    assert "lower single_stream_expected_latency_ns to about 4500000" in verdict.reasons[0]
+    assert "5.00 ms on average but LoadGen planned for 8.00 ms" in verdict.reasons[0]
+    assert len(verdict.reasons) == 1   # the known error is explained, not repeated
+
+
+def test_server_latency_bound(tmp_path):
+    write_detail(tmp_path, {"effective_scenario": "Server", "result_validity": "INVALID",
+                            "effective_target_latency_ns": 15_000_000, "effective_target_latency_percentile": 0.99,
+                            "result_99.00_percentile_latency_ns": 30_000_000, "effective_target_qps": 100.0,
+                            "result_completed_samples_per_sec": 99.0, "effective_min_duration_ms": 600000,
+                            "result_min_duration_met": True})
+    verdict = explain(read_detail(tmp_path), {}, test_run=False)
+    assert "99th percentile latency 30.00 ms exceeds the 15.00 ms bound at 100 QPS: lower server_target_qps " \
+           "to about 50" in verdict.reasons[0]
+
+
+def test_valid_test_run_is_not_submittable(tmp_path):
+    write_detail(tmp_path, {"effective_scenario": "Offline", "result_validity": "VALID",
+                            "result_min_duration_met": True, "result_samples_per_second": 170.0,
+                            "effective_samples_per_query": 1870, "effective_min_duration_ms": 10000})
+    log = read_detail(tmp_path)
+    verdict = explain(log, {}, test_run=True)
+    assert verdict.valid and not verdict.submittable
+    assert "min_duration was 10 s instead of the rules' 600 s" in verdict.reasons[-1]
+    assert log.metric().value == 170.0 and round(log.run_duration_s) == 11
+
+
+def probe(scenario: str, outdir: Path, *extra: str) -> dict:
+    done = subprocess.run([sys.executable, "-m", "tests.loadgen_probe", scenario, str(outdir), *extra],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("scenario", ["Offline", "Server", "SingleStream", "MultiStream"])
+def test_sut_serves_every_scenario_through_loadgen(tmp_path, scenario):
+    result = probe(scenario, tmp_path)
+    assert result["error"] is None and result["num_errors"] == 0
+    assert result["completed"] == result["issued"] > 0
+    assert result["scenario"] == scenario and result["metric"] > 0
+    if scenario == "Server":
+        assert result["calls"] < result["completed"]   # dynamic batching formed batches of several samples
+    if scenario == "MultiStream":
+        assert result["completed"] == 8 * result["calls"]
+
+
+def test_accuracy_mode_responses_are_the_backend_outputs(tmp_path):
+    result = probe("Offline", tmp_path, "-1", "AccuracyOnly")
+    entries = json.loads((tmp_path / "mlperf_log_accuracy.json").read_text())
+    assert result["completed"] == len(entries) == 64
+    for entry in entries:
+        value = int.from_bytes(bytes.fromhex(entry["data"]), "little")
+        assert value == 4 * entry["qsl_idx"] + 1
+
+
+def test_backend_failure_is_recorded_and_the_run_still_ends(tmp_path):
+    result = probe("Offline", tmp_path, "2")
+    assert "injected backend failure" in result["error"]
+    assert result["completed"] == result["issued"]   # every sample completed (empty), so LoadGen could end
