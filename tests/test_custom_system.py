@@ -29,7 +29,7 @@ def test_stub_lists_required_and_optional_fields_prefilled():
     text = render_config_class("MyBox", GenericCPU, Scenario.Offline)
     assert '@register(\'MyBox\')\nclass MyBox(GenericCPU):' in text
     required, optional = text.split("# Required:")[1].split("# Optional:")
-    assert "# offline_expected_qps = PerCore(80.0)" in required
+    assert "# offline_expected_qps = PerCore(120.0)" in required
     assert "# batch_size = 32" in optional and "server_target_qps" not in text
 
 

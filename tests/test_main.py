@@ -58,7 +58,7 @@ def test_show_config_on_an_unknown_machine_uses_nearest_defaults(capsys):
     assert "AMD_EPYC_2C (not a registered system" in out
     assert "make add_custom_system" in out
     assert "nearest known system generic_cpu" in out
-    assert "160.0" in out  # 80 samples/s per core x 2 cores
+    assert "240.0" in out  # 120 samples/s per core x 2 cores
 
 
 def test_help_is_fast_and_imports_nothing_heavy():
