@@ -21,7 +21,7 @@ MAIN = $(PY) -m code.main --action=$@ $(COMMON_ARGS) $(RUN_ARGS)
 
 .DEFAULT_GOAL := help
 .PHONY: help prebuild build link_dirs show_config download_model download_data preprocess_data generate_engines \
-	calibrate run_harness run run_audit_harness generate_conf_files stage_results stage_compliance \
+	calibrate run_harness run bench run_audit_harness generate_conf_files stage_results stage_compliance \
 	truncate_results export_submission check_submission pack_submission add_custom_system clean test test_all
 
 $(VENV_STAMP): pyproject.toml scripts/bootstrap_venv.py
@@ -51,6 +51,8 @@ calibrate: $(VENV_STAMP) ## Regenerate the INT8 calibration cache
 run_harness: $(VENV_STAMP) ## Run the selected benchmarks and scenarios through LoadGen
 	@$(MAIN)
 run: $(VENV_STAMP) ## Main job: prepare and run the embedded default benchmark end to end
+	@$(MAIN)
+bench: $(VENV_STAMP) ## Measure the harness against baselines measured in the same run (ratios)
 	@$(MAIN)
 run_audit_harness: $(VENV_STAMP) ## Run and verify the compliance tests (TEST01, TEST04)
 	@$(MAIN)

@@ -40,6 +40,8 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
     Action("calibrate", "Regenerate the INT8 calibration cache", "harness:Calibrate"),
     Action("run_harness", "Run the selected benchmarks through LoadGen", "harness:RunHarness"),
     Action("run", "Main job: prepare and run the embedded default benchmark end to end", "harness:Run"),
+    Action("bench", "Measure the harness: overhead, model throughput vs raw ONNX Runtime, best Server QPS",
+           "bench:Bench"),
     Action("run_audit_harness", "Run and verify the compliance tests", planned_in=COMPLIANCE),
     Action("generate_conf_files", "Write measurements/ (measurements.json, user.conf, README.md)",
            planned_in=SUBMISSION),

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..benchmark_api import get_benchmark
-from ..constants import TestMode
+from ..constants import Scenario, TestMode
 from ..paths import Paths
 from .loadgen_log import read_detail
 from .metadata import COMPLETED, FAILED, write_metadata
@@ -44,15 +44,24 @@ def base_record(spec: RunSpec) -> dict[str, Any]:
 
 
 def _instances(spec: RunSpec, benchmark) -> list:
+    """One inference callable per backend instance, each warmed up on the batch sizes it will see."""
+    import numpy as np
+
     from ..backends import create_backend
 
     fields = spec.fields
-    count = int(fields["instances"])
+    count, batch_size = int(fields["instances"]), int(fields["batch_size"])
     threads = int(fields.get("intra_op_threads") or 0) or max(1, spec.cpu_cores // count)
     model_spec = benchmark.models[spec.model]
     backends = [create_backend(Path(spec.engine), backend=fields["backend"], input_name=model_spec.input_name,
                                threads=threads, device=spec.engine_manifest.get("device", "cpu"))
                 for _ in range(count)]
+    # A runtime's first call at a new batch shape is slow; Server batches take every size up to batch_size.
+    sizes = range(1, batch_size + 1) if spec.scenario_enum is Scenario.Server and batch_size <= 16 \
+        else sorted({1, batch_size})
+    for backend in backends:
+        for size in sizes:
+            backend.infer(np.zeros((size, *model_spec.input_shape), dtype=model_spec.input_dtype))
 
     def make(backend):
         return lambda batch: benchmark.postprocess(spec.model, backend.infer(batch))
