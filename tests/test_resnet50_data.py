@@ -7,7 +7,6 @@ the package, when PyPI is unreachable. imagenet_sample tests skip when ../shared
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -21,7 +20,6 @@ import pytest
 from code.common.benchmark_api import get_benchmark
 from code.common.errors import UserError
 from code.common.paths import Paths
-from code.common.registry_fetch import fetch_wheel
 from code.resnet50 import models as models_module
 from code.resnet50.accuracy import main as accuracy_main, score_accuracy_log
 from code.resnet50.benchmark import BENCHMARK

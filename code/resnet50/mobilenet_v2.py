@@ -8,7 +8,6 @@ output `logits` [N,1000].
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -161,17 +160,10 @@ def convert_checkpoint(pth_path: Path, onnx_path: Path) -> Path:
     """Convert a torchvision MobileNetV2 `.pth` to ONNX at `onnx_path`, written atomically."""
     import onnx
 
+    from ..common.fileio import atomic_path
     from ..common.torch_checkpoint import load_legacy_state_dict
 
     model = build_onnx(load_legacy_state_dict(Path(pth_path)))
-    onnx_path = Path(onnx_path)
-    onnx_path.parent.mkdir(parents=True, exist_ok=True)
-    # Same folder (so the rename is atomic), per-process name (so concurrent runs do not collide).
-    tmp = onnx_path.with_name(f".{onnx_path.name}.{os.getpid()}.tmp")
-    try:
+    with atomic_path(Path(onnx_path)) as tmp:
         onnx.save_model(model, tmp)
-        os.replace(tmp, onnx_path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return onnx_path
+    return Path(onnx_path)

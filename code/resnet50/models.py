@@ -5,7 +5,6 @@ listing models costs nothing.
 """
 from __future__ import annotations
 
-import os
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ import numpy as np
 
 from ..common.benchmark_api import Log, ModelSpec
 from ..common.errors import UserError
+from ..common.fileio import atomic_path
 from ..common.paths import Paths
 
 if TYPE_CHECKING:
@@ -136,15 +136,12 @@ def _convert_mobilenet(target: Path, paths: Paths, log: Log) -> Path:
 def _fetch_reference(target: Path, log: Log) -> Path:
     """The MLPerf reference is on zenodo only; try it, and say where to put it when that fails."""
     log(f"resnet50_v1.5: downloading {REFERENCE_URL}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
-        with urllib.request.urlopen(REFERENCE_URL, timeout=DOWNLOAD_TIMEOUT_S) as response, open(tmp, "wb") as out:
+        with atomic_path(target) as tmp, urllib.request.urlopen(REFERENCE_URL, timeout=DOWNLOAD_TIMEOUT_S) \
+                as response, open(tmp, "wb") as out:
             while chunk := response.read(1 << 20):
                 out.write(chunk)
-        os.replace(tmp, target)
     except (urllib.error.URLError, OSError, ValueError) as error:
-        tmp.unlink(missing_ok=True)
         raise UserError(
             f"resnet50_v1.5: could not download the MLPerf reference model ({error}). Download "
             f"resnet50_v1.onnx (zenodo record 2592612) from {REFERENCE_URL} on a machine with internet access "

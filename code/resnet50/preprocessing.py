@@ -10,7 +10,6 @@ import hashlib
 import json
 import os
 import sys
-import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ import numpy as np
 
 from ..common.benchmark_api import Log
 from ..common.errors import UserError
+from ..common.fileio import atomic_path, write_atomically
 from ..common.paths import Paths
 from .datasets import VAL_MAP, check_dataset, download_hint, parse_val_map, read_val_map
 from .models import BENCHMARK, facts, preprocess_function
@@ -74,16 +74,6 @@ def _read_manifest(directory: Path) -> dict[str, Any] | None:
         return None
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def preprocessed(model: str, dataset: str, paths: Paths) -> PreprocessedImages:
     """Open the preprocessed folder; UserError naming `make preprocess_data` when missing or stale."""
     check_dataset(dataset)
@@ -115,14 +105,8 @@ def _convert_one(source: Path, dest: Path, function: Callable, shape: tuple[int,
         array = np.ascontiguousarray(function(image), dtype=dtype)
     if array.shape != shape:
         raise ValueError(f"preprocessing gave shape {array.shape}, the model takes {shape}")
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        with open(tmp, "wb") as out:
-            np.save(out, array)
-        os.replace(tmp, dest)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_path(dest) as tmp, open(tmp, "wb") as out:
+        np.save(out, array)
 
 
 def preprocess(model: str, dataset: str, paths: Paths, log: Log) -> PreprocessedImages:
@@ -154,8 +138,8 @@ def preprocess(model: str, dataset: str, paths: Paths, log: Log) -> Preprocessed
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)
             raise
-    _write_atomic(directory / VAL_MAP, "".join(f"{n} {label}\n" for n, (_, label) in zip(names, entries)).encode())
-    _write_atomic(directory / MANIFEST, (json.dumps(expected, indent=2) + "\n").encode())  # last: marks complete
+    write_atomically(directory / VAL_MAP, "".join(f"{n} {label}\n" for n, (_, label) in zip(names, entries)).encode())
+    write_atomically(directory / MANIFEST, (json.dumps(expected, indent=2) + "\n").encode())  # last: marks complete
     seconds = time.perf_counter() - start
     log(f"{model} on {dataset}: {len(entries)} images in {seconds:.1f} s ({len(entries) / max(seconds, 1e-9):.0f} "
         f"images/s)")

@@ -19,7 +19,8 @@ from ..config_registry import ResolvedConfig
 from ..constants import WorkloadSetting
 from ..errors import NotImplementedYet, UserError
 from ..paths import Paths
-from .manifest import BUILDER_VERSION, CalibrationInfo, EngineManifest, is_current, sha256_file
+from ..fileio import sha256_file
+from .manifest import BUILDER_VERSION, CalibrationInfo, EngineManifest, is_current
 from . import onnxruntime_builder as ort_builder
 
 CALIBRATION_BATCH = 10   # samples per calibration inference: bounds the calibrator's memory

@@ -3,12 +3,12 @@ anything else (missing, unreadable, any field different) means rebuild."""
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ..fileio import write_atomically
 
 # Bump when the builder's output for the same inputs changes (new passes, other quantization recipe):
 # every existing engine then reads as stale.
@@ -76,25 +76,3 @@ def is_current(engine: Path, manifest_path: Path, expected: EngineManifest) -> b
     return Path(engine).is_file() and EngineManifest.read(manifest_path) == expected
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def temporary_sibling(path: Path, suffix: str = ".tmp") -> Path:
-    """A per-process name in the same folder, so the final rename is atomic and concurrent builds do not collide."""
-    return path.with_name(f".{path.name}.{os.getpid()}{suffix}")
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temporary_sibling(path)
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise

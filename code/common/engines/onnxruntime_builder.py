@@ -18,7 +18,6 @@ images (every tenth), ORT 1.31.1 on a 2-core AMD EPYC (AVX2, no VNNI), batch 32,
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
@@ -26,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 import numpy as np
 
 from ..errors import UserError
-from .manifest import temporary_sibling
+from ..fileio import atomic_path
 
 if TYPE_CHECKING:
     from onnxruntime.quantization import TensorsData
@@ -86,16 +85,10 @@ def optimize(source: Path, engine: Path, providers: list[str]) -> None:
 
     from ..backends.onnxruntime_backend import session_options
 
-    engine.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temporary_sibling(engine, ".tmp.onnx")   # ORT picks the format from the extension
-    try:
+    with atomic_path(engine, ".tmp.onnx") as tmp:   # ORT picks the format from the extension
         options = session_options(threads=1, level=OPT_LEVEL)
         options.optimized_model_filepath = str(tmp)
         ort.InferenceSession(str(source), options, providers=providers)
-        os.replace(tmp, engine)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 class _Batches:
@@ -127,17 +120,11 @@ def write_calibration_cache(path: Path, ranges: "TensorsData", inputs: dict[str,
     """ORT's own cache format (so quantize_static reads it), plus what the ranges were computed from."""
     from onnxruntime.quantization import save_tensors_data
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temporary_sibling(path)
-    try:
+    with atomic_path(path) as tmp:
         save_tensors_data(ranges, tmp)
         payload = json.loads(tmp.read_text())
         payload[_CACHE_KEY] = inputs
         tmp.write_text(json.dumps(payload, sort_keys=True))
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def calibration_cache_inputs(path: Path) -> dict[str, Any] | None:

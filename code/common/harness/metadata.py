@@ -7,9 +7,10 @@ See documentation/metadata.md for the fields.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from ..fileio import write_atomically
 
 SCHEMA_VERSION = 1
 FILE_NAME = "metadata.json"
@@ -18,11 +19,7 @@ COMPLETED, FAILED, INTERRUPTED = "completed", "failed", "interrupted"
 
 def write_metadata(log_dir: Path, record: dict[str, Any]) -> Path:
     record = {"schema_version": SCHEMA_VERSION, **record}
-    path = log_dir / FILE_NAME
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=False, default=str) + "\n")
-    os.replace(tmp, path)
-    return path
+    return write_atomically(log_dir / FILE_NAME, json.dumps(record, indent=2, default=str) + "\n")
 
 
 def read_metadata(path: Path) -> dict[str, Any]:

@@ -15,7 +15,6 @@ from typing import Any, Callable
 from ..benchmark_api import get_benchmark
 from ..constants import Scenario, TestMode
 from ..errors import UserError
-from ..paths import Paths
 from .metadata import COMPLETED, FAILED, FILE_NAME, INTERRUPTED, read_metadata, write_metadata
 from .settings import performance_sample_count, user_conf_lines
 from .spec import RunSpec
