@@ -164,8 +164,8 @@ def _wait_with_progress(futures: dict[Future, str], label: str, log: Log) -> Non
                 check(future)
                 progress.advance(task)
         return
-    every = max(1, total // 10)
+    every = max(500, total // 10)   # a log line per tenth of a large set; small sets just finish
     for done, future in enumerate(as_completed(futures), 1):
         check(future)
-        if done % every == 0 or done == total:
+        if done % every == 0 and done < total:
             log(f"{label}: {done}/{total} images")
