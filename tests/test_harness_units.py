@@ -121,3 +121,15 @@ def test_backend_failure_is_recorded_and_the_run_still_ends(tmp_path):
     result = probe("Offline", tmp_path, "2")
     assert "injected backend failure" in result["error"]
     assert result["completed"] == result["issued"]   # every sample completed (empty), so LoadGen could end
+
+
+def test_early_stopping_says_how_many_queries_loadgen_wants(tmp_path):
+    write_detail(tmp_path, {"effective_scenario": "MultiStream", "result_validity": "INVALID",
+                            "result_min_duration_met": True, "early_stopping_met": False, "result_query_count": 202,
+                            "early_stopping_result": " * Only processed 202 queries.  * Need to process at least "
+                                                     "662 queries for early stopping.",
+                            "effective_min_duration_ms": 10000})
+    verdict = explain(read_detail(tmp_path), {}, test_run=False)
+    assert verdict.reasons == ("Early stopping could not bound the latency percentile with this many queries "
+                               "(202 ran, LoadGen asks for at least 662): run longer (a higher min_duration or "
+                               "min_query_count).",)

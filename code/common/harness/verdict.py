@@ -1,6 +1,7 @@
 """Why a run is INVALID, in plain words with numbers, and which config field to change."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -65,8 +66,11 @@ def explain(log: LoadGenLog, fields: Mapping[str, Any], test_run: bool) -> Verdi
         reasons.append(f"Only {v.get('result_query_count', '?')} queries ran, fewer than the "
                        f"{v.get('effective_min_query_count', '?')} required: raise the target or min_duration.")
     if not _yes(v.get("early_stopping_met", True)):
-        reasons.append("Early stopping could not bound the latency percentile with this many queries: "
-                       "run longer (a higher min_duration or lower expected latency).")
+        needed = re.search(r"at least (\d+) (?:total |more )?queries", str(v.get("early_stopping_result", "")))
+        count = f" ({v.get('result_query_count', '?')} ran, LoadGen asks for at least {needed.group(1)})" \
+            if needed else ""
+        reasons.append(f"Early stopping could not bound the latency percentile with this many queries{count}: "
+                       f"run longer (a higher min_duration or min_query_count).")
     for error in log.errors:
         if "Ran out of generated queries" not in error:
             reasons.append(f"LoadGen reported an error: {error}")
