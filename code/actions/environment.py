@@ -148,7 +148,7 @@ class LinkDirs(Handler):
 class Clean(Handler):
     """Engines and scratch work go; logs and submission trees stay unless --yes says otherwise."""
 
-    DISPOSABLE = ("engines", "test_cache")
+    DISPOSABLE = ("engines", "calibration", "test_cache")
     RESULTS = ("logs", "compliance_logs", "submission-staging", "submission", "full_results")
 
     def handle(self) -> int:
