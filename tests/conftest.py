@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from code.common.paths import Paths
+from code.main import main
 from code.common.registry_fetch import fetch_wheel
 from code.common.systems import SystemDetector, SystemInfo
 
@@ -67,3 +68,18 @@ def shared_dir() -> Path:
     if not SHARED.exists():
         pytest.skip(f"{SHARED} is absent: the shared evaluation data lives beside the repository")
     return SHARED
+
+
+EMBEDDED = ["--benchmarks=resnet50", "--model=mobilenet_v2", "--dataset=foolbox20"]
+
+
+@pytest.fixture(scope="session")
+def scratch(tmp_path_factory) -> Path:
+    """A scratch path with MobileNetV2 and the preprocessed foolbox20 set, shared by the session."""
+    root = tmp_path_factory.mktemp("harness")
+    paths = Paths.create(scratch=root / "scratch", log_dir=root / "logs")
+    seed_downloads(paths, FOOLBOX, MOBILENET)
+    for action in ("download_model", "download_data", "preprocess_data"):
+        assert main([f"--action={action}", f"--scratch_path={paths.scratch}", "--scenarios=offline", *EMBEDDED],
+                     log=lambda _: None) == 0, action
+    return paths.scratch

@@ -16,23 +16,10 @@ import pytest
 from code.common.harness.metadata import find_metadata, read_metadata
 from code.common.harness.runner import run_test
 from code.common.harness.spec import RunSpec
-from code.common.paths import Paths
 from code.main import main
 
-from .conftest import FOOLBOX, MOBILENET, REPO, SHARED, seed_downloads
+from .conftest import EMBEDDED, REPO, SHARED
 
-EMBEDDED = ["--benchmarks=resnet50", "--model=mobilenet_v2", "--dataset=foolbox20"]
-
-
-@pytest.fixture(scope="session")
-def scratch(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("harness")
-    paths = Paths.create(scratch=root / "scratch", log_dir=root / "logs")
-    seed_downloads(paths, FOOLBOX, MOBILENET)
-    for action in ("download_model", "download_data", "preprocess_data"):
-        assert main([f"--action={action}", f"--scratch_path={paths.scratch}", "--scenarios=offline", *EMBEDDED],
-                     log=lambda _: None) == 0, action
-    return paths.scratch
 
 
 def toolkit(scratch: Path, log_dir: Path, *args: str) -> int:

