@@ -113,10 +113,15 @@ class Paths:
     def full_results(self) -> Path:
         return self.build / "full_results"
 
+    def submitter_root(self, root: Path, division: str, submitter: str) -> Path:
+        """`<root>/<division>/<submitter>/`: systems/, src/, documentation/, results/ live here."""
+        return root / division / submitter
+
     def results_dir(self, root: Path, division: str, submitter: str, system_id: str,
                     submission_benchmark: str, scenario: Scenario) -> Path:
         """`<root>/<division>/<submitter>/results/<system>/<benchmark>/<Scenario>/` of a submission tree."""
-        return root / division / submitter / "results" / system_id / submission_benchmark / scenario.value
+        return self.submitter_root(root, division, submitter) / "results" / system_id / submission_benchmark / \
+            scenario.value
 
     def measurements_dir(self, system_id: str, submission_benchmark: str, scenario: Scenario) -> Path:
         return self.repo / "measurements" / system_id / submission_benchmark / scenario.value
