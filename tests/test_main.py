@@ -30,7 +30,11 @@ def test_verbose_shows_the_traceback(capsys):
     assert code == 2 and "Traceback" in err
 
 
-def test_unimplemented_action_says_what_brings_it(capsys):
+def test_unimplemented_action_says_what_brings_it(capsys, monkeypatch):
+    import code.actions as actions
+
+    planned = actions.Action("stage_results", "later", planned_in="the submission pipeline")
+    monkeypatch.setitem(actions.ACTIONS, "stage_results", planned)
     code, _, err = run_main(capsys, "--action=stage_results")
     assert code == 3
     assert "not implemented yet" in err and "submission pipeline" in err

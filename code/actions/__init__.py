@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-SUBMISSION = "the submission pipeline (staging, truncation, export, checking, packing)"
 
 
 @dataclass(frozen=True)
@@ -42,14 +41,13 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
     Action("bench", "Measure the harness: overhead, model throughput vs raw ONNX Runtime, best Server QPS",
            "bench:Bench"),
     Action("run_audit_harness", "Run and verify the compliance tests", "audit:RunAuditHarness"),
-    Action("generate_conf_files", "Write measurements/ (measurements.json, user.conf, README.md)",
-           planned_in=SUBMISSION),
-    Action("stage_results", "Copy the best valid runs into the submission staging tree", planned_in=SUBMISSION),
-    Action("stage_compliance", "Copy the compliance verdicts and logs into the staging tree", planned_in=SUBMISSION),
-    Action("truncate_results", "Back up and truncate the accuracy logs", planned_in=SUBMISSION),
-    Action("export_submission", "Write a pristine submission tree to build/submission", planned_in=SUBMISSION),
-    Action("check_submission", "Check the exported tree against the round's rules", planned_in=SUBMISSION),
-    Action("pack_submission", "Write the submission tarball and its checksum", planned_in=SUBMISSION),
+    Action("generate_conf_files", "Write measurements/ (measurements.json, user.conf, README.md)", "submission:GenerateConfFiles"),
+    Action("stage_results", "Copy the best valid runs into the submission staging tree", "submission:StageResults"),
+    Action("stage_compliance", "Copy the compliance verdicts and logs into the staging tree", "submission:StageCompliance"),
+    Action("truncate_results", "Back up and truncate the accuracy logs", "submission:TruncateResults"),
+    Action("export_submission", "Write a pristine submission tree to build/submission", "submission:ExportSubmission"),
+    Action("check_submission", "Check the exported tree against the round's rules", "submission:CheckSubmission"),
+    Action("pack_submission", "Write the submission tarball and its checksum", "submission:PackSubmission"),
     Action("clean", "Remove build outputs (engines, logs, staging); keeps the scratch data and .venv",
            "environment:Clean"),
 )}

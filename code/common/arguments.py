@@ -37,6 +37,8 @@ class RunArgs:
     submitter: str | None
     system_id: str | None
     yes: bool
+    allow_test_runs: bool
+    passphrase_file: str | None
     overrides: Mapping[str, Any]       # config fields given on the command line
     explicit: frozenset[str]           # run flags the user gave (so defaults can be told apart)
     argv: tuple[str, ...]
@@ -76,6 +78,11 @@ def build_parser(actions: Sequence[str], benchmarks: Sequence[str]) -> _Parser:
     where.add_argument("--scratch_path", default=None, help="MLPERF_SCRATCH_PATH: data, models, preprocessed data")
     where.add_argument("--log_dir", default=None, help="LOG_DIR: where this invocation writes its logs")
     where.add_argument("--submitter", default=None, help="SUBMITTER: organisation name in the submission")
+    submission = parser.add_argument_group("submission (stage_results ... pack_submission)")
+    submission.add_argument("--allow_test_runs", nargs="?", const="true", default=None,
+                            help="dry run: stage and check test runs too (reported as warnings)")
+    submission.add_argument("--passphrase_file", default=None,
+                            help="pack_submission: encrypt the tarball with the passphrase in this file")
     custom = parser.add_argument_group("add_custom_system")
     custom.add_argument("--system_id", default=None, help="id of the system to add")
     custom.add_argument("--yes", nargs="?", const="true", default=None, help="do not ask; accept the defaults")
@@ -171,6 +178,8 @@ def parse_run_args(argv: Sequence[str], actions: Sequence[str], benchmarks: Sequ
         submitter=empty_to_none(ns.submitter),
         system_id=empty_to_none(ns.system_id),
         yes=_flag_bool(ns.yes, "yes"),
+        allow_test_runs=_flag_bool(ns.allow_test_runs, "allow_test_runs"),
+        passphrase_file=empty_to_none(ns.passphrase_file),
         overrides=MappingProxyType(overrides),
         explicit=explicit,
         argv=tuple(argv),

@@ -23,6 +23,13 @@ class Reference:
                                           (TestMode.AccuracyOnly, self.accuracy)) if record is None]
 
 
+def score(record: dict[str, Any]) -> float:
+    """A performance run's figure with higher always better, whatever the scenario's metric."""
+    metric = record.get("metric") or {}
+    value = float(metric.get("value") or 0.0)
+    return value if metric.get("higher_is_better", True) else (1.0 / value if value else 0.0)
+
+
 def _matches(record: dict[str, Any], system_id: str, config: ResolvedConfig, mode: TestMode) -> bool:
     fields = record.get("config", {}).get("fields", {})
     return (record.get("status") == COMPLETED and record.get("purpose", "submission") == "submission"
@@ -32,14 +39,16 @@ def _matches(record: dict[str, Any], system_id: str, config: ResolvedConfig, mod
 
 
 def find_references(roots: Iterable[Path], system_id: str, config: ResolvedConfig) -> Reference:
-    """The newest matching runs; for performance a VALID one wins over a newer INVALID one."""
+    """For performance the run staging would submit (VALID first, then the best figure); for accuracy the
+    newest."""
     records = []
     for root in dict.fromkeys(roots):
         records += [read_metadata(path) for path in find_metadata(root)]
     best: dict[TestMode, dict[str, Any] | None] = {}
     for mode in TestMode:
         candidates = [r for r in records if _matches(r, system_id, config, mode)]
-        key = (lambda r: (bool(r.get("valid")), r.get("finished", ""))) if mode is TestMode.PerformanceOnly \
+        key = (lambda r: (bool(r.get("valid")), score(r), r.get("finished", ""))) \
+            if mode is TestMode.PerformanceOnly \
             else (lambda r: r.get("finished", ""))
         best[mode] = max(candidates, key=key, default=None)
     return Reference(performance=best[TestMode.PerformanceOnly], accuracy=best[TestMode.AccuracyOnly])

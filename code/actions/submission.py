@@ -1,0 +1,202 @@
+"""The submission pipeline: generate_conf_files, stage_results, stage_compliance, truncate_results,
+export_submission, check_submission, pack_submission. Every step reads metadata.json files or the tree the
+step before it wrote, nothing else."""
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ..common.benchmark_api import get_benchmark
+from ..common.errors import UserError
+from ..common.fileio import write_atomically
+from ..common.submission import measurements as conf
+from ..common.submission import staging
+from ..common.submission.runs import choose_runs, load_records
+from .base import Handler
+
+SRC_ITEMS = ("code", "configs", "scripts", "docker", "documentation", "Makefile", "pyproject.toml", "README.md")
+CHECKER_LOG = "submission_checker_log.txt"
+OFFICIAL_LOG = "official_submission_checker_log.txt"
+
+
+class _SubmissionStep(Handler):
+    def submitter(self) -> str:
+        if not self.ctx.args.submitter:
+            raise UserError(f"Set the organisation name: make {self.ctx.args.action} SUBMITTER=MyOrg")
+        return self.ctx.args.submitter
+
+    def choices(self):
+        """The runs of this machine's system that make up the submission, by (system, benchmark, scenario)."""
+        records = load_records([self.ctx.paths.logs_root, self.ctx.paths.log_dir.parent])
+        chosen = choose_runs(records, self.ctx.args.allow_test_runs, self.ctx.system.system_id)
+        selected = {(b, s) for b in self.ctx.args.benchmarks for s in self.ctx.args.scenarios}
+        return {key: c for key, c in chosen.items() if (key[1], key[2]) in selected}
+
+
+class GenerateConfFiles(_SubmissionStep):
+    def handle(self) -> int:
+        from ..common.submission import system_json
+
+        ctx = self.ctx
+        chosen = [(key, c) for key, c in sorted(self.choices().items()) if c.performance is not None]
+        if not chosen:
+            raise UserError("No performance run to describe in build/logs: run make run_harness first"
+                            + ("" if ctx.args.allow_test_runs else " (test runs count only with --allow_test_runs)"),
+                            exit_code=1)
+        for (system_id, benchmark, scenario), choice in chosen:
+            folder = conf.write_measurements(ctx.paths, choice.performance, ctx.rules.benchmark(benchmark),
+                                             get_benchmark(benchmark))
+            ctx.log(f"wrote {folder.relative_to(ctx.paths.repo)}/ (measurements.json, user.conf, README.md)")
+        calibration = ctx.paths.repo / "documentation" / "calibration.md"
+        write_atomically(calibration, conf.calibration_markdown([c.performance for _, c in chosen]))
+        ctx.log(f"wrote {calibration.relative_to(ctx.paths.repo)}")
+
+        system_id = ctx.system.system_id
+        overrides_path = ctx.paths.system_overrides_json(system_id)
+        overrides = system_json.load_overrides(overrides_path)
+        division = chosen[0][1].division
+        data = system_json.describe_system(ctx.system.info, system_id, division, ctx.args.submitter or "",
+                                           ctx.system.system_type.value, "ONNX Runtime " + _version("onnxruntime"),
+                                           overrides, ctx.rules)
+        system_json.write_system_json(ctx.paths.system_json(system_id), data)
+        system_json.write_overrides_template(overrides_path, system_json.empty_fields(data, ctx.rules))
+        ctx.log(f"wrote {ctx.paths.system_json(system_id).relative_to(ctx.paths.repo)}")
+        system_json.require_complete(data, ctx.rules, overrides_path.relative_to(ctx.paths.repo))
+        return 0
+
+
+class StageResults(_SubmissionStep):
+    def handle(self) -> int:
+        ctx, submitter = self.ctx, self.submitter()
+        choices = self.choices()
+        staged: dict[tuple[str, str], set] = {}
+        for key, choice in sorted(choices.items()):
+            for reason in choice.passed_over:
+                ctx.log(f"not staged: {reason}")
+            if choice.performance is None:
+                continue
+            if choice.accuracy is None:
+                ctx.log(f"{key[0]} {key[1]} {key[2].value}: no accuracy run of the same model and precision; "
+                        f"run make run_harness RUN_ARGS=\"... --test_mode=AccuracyOnly\"")
+            staging.stage_scenario(ctx.paths, ctx.rules, submitter, key, choice, ctx.log)
+            staging.stage_system_files(ctx.paths, choice.division, submitter, key[0])
+            staged.setdefault((key[0], key[1]), set()).add(key[2])
+        if not staged:
+            raise UserError("Nothing to stage: no completed, VALID performance run in build/logs"
+                            + ("" if ctx.args.allow_test_runs else " (test runs need --allow_test_runs)"), exit_code=1)
+        system_type = self._system_type()
+        missing = staging.missing_scenarios(ctx.rules, system_type, staged)
+        for line in missing:
+            ctx.log(f"missing: {line}")
+        ctx.log(f"Staged in {ctx.paths.staging}" + (f"; {len(missing)} required scenario(s) missing" if missing else ""))
+        return 0
+
+    def _system_type(self):
+        import json
+
+        from ..common.constants import SystemType
+
+        path = self.ctx.paths.system_json(self.ctx.system.system_id)
+        declared = json.loads(path.read_text()).get("system_type") if path.is_file() else None
+        return SystemType.parse(declared) if declared else self.ctx.system.system_type
+
+
+class StageCompliance(_SubmissionStep):
+    def handle(self) -> int:
+        ctx = self.ctx
+        found = staging.staged_scenarios(ctx.paths, ctx.rules, self.submitter())
+        if not found:
+            raise UserError("Nothing staged yet: run make stage_results first.", exit_code=1)
+        problems = []
+        for folder, system_id, benchmark, scenario in found:
+            problems += staging.stage_compliance_for(ctx.paths, ctx.rules, folder, system_id, benchmark, scenario,
+                                                     ctx.log)
+        for line in problems:
+            ctx.log(f"not staged: {line}")
+        return 0
+
+
+class TruncateResults(_SubmissionStep):
+    def handle(self) -> int:
+        from ..common.submission.truncate import truncate_tree
+
+        report = truncate_tree(self.ctx.paths.staging, self.ctx.paths.full_results, self.ctx.rules, self.ctx.log)
+        if report.truncated:
+            self.ctx.log(f"Truncated {len(report.truncated)} accuracy log(s); the full logs are in "
+                         f"{self.ctx.paths.full_results}")
+        if report.already and not report.truncated:
+            self.ctx.log(f"Nothing to do: all {len(report.already)} accuracy log(s) were already truncated.")
+        return 0
+
+
+class ExportSubmission(_SubmissionStep):
+    def handle(self) -> int:
+        from ..common.submission.export import export_tree
+
+        if not self.ctx.paths.staging.is_dir():
+            raise UserError("Nothing staged yet: run make stage_results first.", exit_code=1)
+        items = [self.ctx.paths.repo / item for item in SRC_ITEMS if (self.ctx.paths.repo / item).exists()]
+        dest = export_tree(self.ctx.paths.staging, self.ctx.paths.submission, items, self.ctx.paths.repo,
+                           self.ctx.log)
+        self.ctx.log(f"Exported to {dest}")
+        return 0
+
+
+class CheckSubmission(_SubmissionStep):
+    def handle(self) -> int:
+        from ..common.submission.checker import check_submission
+
+        ctx, root = self.ctx, self.ctx.paths.submission
+        if not root.is_dir():
+            raise UserError("No exported tree: run make export_submission first.", exit_code=1)
+        report = check_submission(root, ctx.rules, ctx.args.allow_test_runs)
+        text = report.text()
+        ctx.log(text.rstrip())
+        for results in root.glob("*/*/results"):
+            write_atomically(results / CHECKER_LOG, text)
+        official = os.environ.get("MLPERF_INFERENCE_DIR")
+        if official:
+            self._official(Path(official), root)
+        return 0 if not report.errors else 1
+
+    def _official(self, inference_dir: Path, root: Path) -> None:
+        script = inference_dir / "tools" / "submission" / "submission_checker.py"
+        if not script.is_file():
+            raise UserError(f"MLPERF_INFERENCE_DIR={inference_dir} has no tools/submission/submission_checker.py",
+                            exit_code=1)
+        for submitter_dir in root.glob("*/*"):
+            command = [sys.executable, str(script), "--input", str(root), "--version", "v6.1",
+                       "--submitter", submitter_dir.name]
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            write_atomically(submitter_dir / "results" / OFFICIAL_LOG, done.stdout + done.stderr)
+            self.ctx.log(f"official checker for {submitter_dir.name}: exit status {done.returncode}; output in "
+                         f"{submitter_dir / 'results' / OFFICIAL_LOG}")
+
+
+class PackSubmission(_SubmissionStep):
+    def handle(self) -> int:
+        from ..common.submission.pack import pack_tree
+
+        ctx, submitter = self.ctx, self.submitter()
+        if not ctx.paths.submission.is_dir():
+            raise UserError("No exported tree: run make export_submission first.", exit_code=1)
+        passphrase = None
+        if ctx.args.passphrase_file:
+            passphrase = Path(ctx.args.passphrase_file).read_text().strip()
+            if not passphrase:
+                raise UserError(f"{ctx.args.passphrase_file} is empty.")
+        result = pack_tree(ctx.paths.submission, ctx.paths.tarball(submitter), passphrase, ctx.log)
+        ctx.log(f"wrote {result.tarball} and {result.sha1_file}")
+        if result.encrypted:
+            ctx.log(f"encrypted copy: {result.encrypted}; decrypt with: {result.decrypt_command}")
+        return 0
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "?"

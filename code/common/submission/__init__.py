@@ -1,0 +1,1 @@
+"""The submission tree: measurements, systems JSON, staging, truncation, export, checking, packing."""

@@ -1,0 +1,95 @@
+"""The whole chain on the embedded default, in a copy of the repository: short runs of the three edge
+scenarios in both test modes, an audit, then generate_conf_files ... pack_submission as a dry run."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+
+# 6 s runs: shorter ones vary by more than the +-10 % a compliance test allows on a shared 2-core machine.
+RUN = ["--benchmarks=resnet50", "--model=mobilenet_v2", "--dataset=foolbox20", "--test_run", "--min_duration=6000"]
+
+
+@pytest.fixture
+def repo_copy(tmp_path: Path) -> Path:
+    for name in ("code", "configs", "scripts", "docker", "Makefile", "pyproject.toml", "README.md"):
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, tmp_path / "repo" / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, tmp_path / "repo" / name)
+    return tmp_path / "repo"
+
+
+def toolkit(repo: Path, scratch: Path, *args: str) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "code.main", *args, f"--scratch_path={scratch}",
+                           "--submitter=TestOrg"], cwd=repo, capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=600, check=False)
+    return done
+
+
+def test_dry_run_submission_chain(scratch, repo_copy):
+    edge = "--scenarios=offline,singlestream,multistream"
+    # A second Offline run: staging and the audit take the better one, which keeps a slow first run on a
+    # shared machine from failing TEST01's +-10 %.
+    for args in (["--action=generate_engines", edge], ["--action=run_harness", edge],
+                 ["--action=run_harness", "--scenarios=offline"],
+                 ["--action=run_harness", edge, "--test_mode=AccuracyOnly"],
+                 ["--action=run_audit_harness", "--scenarios=offline", "--audit_test=TEST01"]):
+        done = toolkit(repo_copy, scratch, *args, *RUN)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+
+    # Without --allow_test_runs nothing qualifies: every run was a test run.
+    refused = toolkit(repo_copy, scratch, "--action=stage_results")
+    assert refused.returncode == 1 and "test runs need --allow_test_runs" in refused.stderr
+
+    # The first generate_conf_files names what detection cannot know; the submitter fills it in.
+    first = toolkit(repo_copy, scratch, "--action=generate_conf_files", "--allow_test_runs")
+    assert first.returncode == 1 and "The system description is incomplete" in first.stderr
+    overrides_path = next((repo_copy / "systems").glob("*.overrides.json"))
+    assert f"Set them in systems/{overrides_path.name}" in first.stderr
+    overrides = json.loads(overrides_path.read_text())
+    overrides_path.write_text(json.dumps({**{k: "N/A" for k in overrides}, "status": "available",
+                                          "host_network_card_count": "1", "cooling": "air"}))
+    outputs = {}
+    for action in ("generate_conf_files", "stage_results", "stage_compliance", "truncate_results"):
+        done = toolkit(repo_copy, scratch, f"--action={action}", "--allow_test_runs")
+        assert done.returncode == 0, (action, done.stdout[-3000:], done.stderr)
+        outputs[action] = done.stdout
+    assert "TEST04: no verdict; run make run_audit_harness" in outputs["stage_compliance"]
+    again = toolkit(repo_copy, scratch, "--action=truncate_results")
+    assert "already truncated" in again.stdout
+
+    staged = repo_copy / "build/submission-staging/open/TestOrg"
+    system = json.loads(next((staged / "systems").glob("*.json")).read_text())
+    assert system["division"] == "open" and system["submitter"] == "TestOrg"
+    assert system["accelerators_per_node"] == "0"
+    results = next((staged / "results").glob("*/resnet"))
+    assert sorted(p.name for p in results.iterdir()) == ["MultiStream", "Offline", "SingleStream"]
+    offline = results / "Offline"
+    assert (offline / "TEST01/verify_accuracy.txt").exists()   # audited; TEST04 was not, and open does not need it
+    assert "hash=" in (offline / "accuracy/accuracy.txt").read_text()
+    assert json.loads((offline / "measurements.json").read_text())["weight_data_types"] == "fp32"
+
+    for action in ("export_submission", "check_submission"):
+        done = toolkit(repo_copy, scratch, f"--action={action}", "--allow_test_runs")
+        assert done.returncode == 0, (action, done.stdout[-4000:], done.stderr)
+    report = (repo_copy / "build/submission/open/TestOrg/results/submission_checker_log.txt").read_text()
+    lines = [line for line in report.splitlines()[:-1] if line.strip()]
+    assert lines and all(line.startswith("WARNING") for line in lines), report
+    assert "0 errors" in report.splitlines()[-1]
+    assert (repo_copy / "build/submission/open/TestOrg/src/code/main.py").exists()
+
+    packed = toolkit(repo_copy, scratch, "--action=pack_submission")
+    assert packed.returncode == 0, packed.stderr
+    tarball = repo_copy / "build/mlperf-inference-TestOrg-submission.tar.gz"
+    assert (tarball.parent / (tarball.name + ".sha1")).exists()
+    with tarfile.open(tarball) as archive:
+        assert archive.getnames()[0] == "open"
