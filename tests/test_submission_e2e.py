@@ -42,7 +42,8 @@ def test_dry_run_submission_chain(scratch, repo_copy):
     for args in (["--action=generate_engines", edge], ["--action=run_harness", edge],
                  ["--action=run_harness", "--scenarios=offline"],
                  ["--action=run_harness", edge, "--test_mode=AccuracyOnly"],
-                 ["--action=run_audit_harness", "--scenarios=offline", "--audit_test=TEST01"]):
+                 ["--action=run_audit_harness", "--scenarios=offline", "--audit_test=TEST01",
+                  "--audit_retries=2"]):
         done = toolkit(repo_copy, scratch, *args, *RUN)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr
 
