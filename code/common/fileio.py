@@ -33,9 +33,10 @@ def write_atomically(dest: Path, data: bytes | str) -> Path:
     return Path(dest)
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
+def file_digest(path: Path, algorithm: str = "sha256") -> str:
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(f, algorithm).hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    return file_digest(path, "sha256")

@@ -6,7 +6,6 @@ current; anything else (missing, interrupted, other preprocessing or source list
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -20,7 +19,7 @@ import numpy as np
 
 from ..common.benchmark_api import Log
 from ..common.errors import UserError
-from ..common.fileio import atomic_path, write_atomically
+from ..common.fileio import atomic_path, sha256_file, write_atomically
 from ..common.paths import Paths
 from .datasets import VAL_MAP, check_dataset, download_hint, parse_val_map, read_val_map
 from .models import BENCHMARK, facts, preprocess_function
@@ -63,7 +62,7 @@ def _expected_manifest(model: str, dataset: str, paths: Paths) -> dict[str, Any]
         "count": len(parse_val_map(source)),
         "preprocessing": facts(model).preprocessing,
         "input_shape": list(spec.input_shape), "dtype": spec.input_dtype,
-        "source_val_map_sha256": hashlib.sha256(source.read_bytes()).hexdigest(),
+        "source_val_map_sha256": sha256_file(source),
     }
 
 

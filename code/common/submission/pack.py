@@ -8,7 +8,6 @@ visible to every user of the machine in `ps`).
 from __future__ import annotations
 
 import gzip
-import hashlib
 import os
 import shlex
 import shutil
@@ -19,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UserError
-from ..fileio import atomic_path, write_atomically
+from ..fileio import atomic_path, file_digest, write_atomically
 from ..paths import timestamp
 
 Log = Callable[[str], None]
@@ -37,11 +36,7 @@ class PackResult:
 
 
 def sha1_file(path: Path) -> str:
-    digest = hashlib.sha1()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return file_digest(path, "sha1")
 
 
 def write_sha1(path: Path) -> Path:
