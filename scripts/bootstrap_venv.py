@@ -50,7 +50,8 @@ def main() -> int:
     if not python.exists():
         print(f"Creating {venv_dir} with {sys.executable} ...", flush=True)
         venv.EnvBuilder(with_pip=True).create(venv_dir)
-    print(f"Installing {len(packages)} pinned packages into {venv_dir} (extras: {', '.join(extras) or 'none'}) ...", flush=True)
+    print(f"Installing {len(packages)} pinned packages into {venv_dir} "
+          f"(extras: {', '.join(extras) or 'none'}) ...", flush=True)
     command = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--quiet", *packages]
     if subprocess.call(command) != 0:
         sys.exit("bootstrap: pip could not install the pinned packages (see the messages above); "

@@ -51,7 +51,8 @@ def render_config_class(system_id: str, parent: type, scenario: Scenario) -> str
     backend = inherited.get("backend", FIELDS["backend"].default)
     applicable = [f for f in FIELDS.values() if f.applies_to(scenario, backend)]
     lines = ["", "", f"@register({system_id!r})", f"class {_class_name(system_id)}({parent.__name__}):",
-             f'    """{system_id}, {scenario.value}: prefilled from {parent.__name__}; uncomment a line to change it."""']
+             f'    """{system_id}, {scenario.value}: prefilled from {parent.__name__}; '
+             f'uncomment a line to change it."""']
     for title, group in (("Required", [f for f in applicable if f.required]),
                          ("Optional", [f for f in applicable if not f.required])):
         if group:

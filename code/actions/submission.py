@@ -91,7 +91,8 @@ class StageResults(_SubmissionStep):
         missing = staging.missing_scenarios(ctx.rules, system_type, staged)
         for line in missing:
             ctx.log(f"missing: {line}")
-        ctx.log(f"Staged in {ctx.paths.staging}" + (f"; {len(missing)} required scenario(s) missing" if missing else ""))
+        gaps = f"; {len(missing)} required scenario(s) missing" if missing else ""
+        ctx.log(f"Staged in {ctx.paths.staging}{gaps}")
         return 0
 
     def _system_type(self):

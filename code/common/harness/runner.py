@@ -66,7 +66,8 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
     )
 
 
-def run_test(spec: RunSpec, repo: Path, log: Callable[[str], None] = print, child_module: str = CHILD) -> dict[str, Any]:
+def run_test(spec: RunSpec, repo: Path, log: Callable[[str], None] = print,
+             child_module: str = CHILD) -> dict[str, Any]:
     """Run one planned test in a child process (`child_module`, run with -m) and return its metadata record."""
     run_dir = Path(spec.log_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
