@@ -27,8 +27,6 @@ from ..common.paths import timestamp
 from .base import Context, Handler
 from .harness import EMBEDDED_DEFAULT, with_embedded_default
 
-# Settings a compliance run takes over from the submission run it is compared with, unless given.
-INHERITED_FIELDS = ("min_duration", "min_query_count")
 SELECTION_FLAGS = ("benchmarks", "scenarios")
 
 
@@ -116,11 +114,17 @@ class RunAuditHarness(Handler):
         return outcome
 
     def _like_reference(self, performance: dict) -> Context:
-        """Compliance runs last as long as the run they are compared with: a test-run reference gives a
-        test-run audit, and its min_duration / min_query_count carry over unless given here."""
+        """Compliance runs are set up like the run they are compared with: every field that run took from
+        its command line (batch size, threads, min_duration, ...) carries over unless given here, and a
+        test-run reference gives a test-run audit."""
         args = self.ctx.args
-        fields = performance["config"]["fields"]
-        inherited = {n: fields[n] for n in INHERITED_FIELDS if fields.get(n) is not None and n not in args.overrides}
+        config = performance["config"]
+        inherited = {name: config["fields"][name] for name, source in config["sources"].items()
+                     if source == "command line" and name not in args.overrides}
+        for name, value in args.overrides.items():
+            if name in config["fields"] and config["fields"][name] != value:
+                self.ctx.log(f"Note: --{name}={value} differs from the run the test is compared with "
+                             f"({name}={config['fields'][name]}, {performance['log_dir']}).")
         test_run = args.test_run or bool(performance.get("test_run"))
         if test_run and not args.test_run:
             self.ctx.log("The submission's performance run was a --test_run, so the compliance runs are too.")
