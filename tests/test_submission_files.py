@@ -190,7 +190,8 @@ def test_pack_without_openssl_is_a_user_error(tmp_path: Path, monkeypatch: pytes
 
 # -- systems JSON --------------------------------------------------------------------------------
 CPU = CPUInfo(model="Intel(R) Xeon(R) Platinum 8480C", vendor="GenuineIntel", architecture="x86_64",
-              sockets=2, cores_per_socket=56, threads_per_core=2)
+              sockets=2, cores_per_socket=56, threads_per_core=2, max_mhz=3800.0,
+              caches=("L1d cache: 5.3 MiB (112 instances)", "L2 cache: 224 MiB (112 instances)"))
 SOFTWARE = {"Python": "3.11.9", "ONNX Runtime": "1.31.1", "LoadGen": "6.0.17"}
 
 
@@ -206,6 +207,8 @@ def test_system_json_cpu_only(tmp_path: Path) -> None:
     assert data["accelerators_per_node"] == "0" and data["accelerator_model_name"] == "N/A"
     assert data["host_processors_per_node"] == "2" and data["host_processor_core_count"] == "56"
     assert data["host_memory_capacity"] == "24 GB" and data["number_of_nodes"] == "1"
+    assert data["host_processor_frequency"] == "3800 MHz"
+    assert data["host_processor_caches"] == "L1d cache: 5.3 MiB (112 instances), L2 cache: 224 MiB (112 instances)"
     assert data["other_software_stack"] == "Python 3.11.9, ONNX Runtime 1.31.1, LoadGen 6.0.17"
     assert all(isinstance(data[f], str) for f in RULES.system_json_fields)
     empty = empty_fields(data, RULES)

@@ -11,6 +11,16 @@ def test_detects_dual_socket_xeon_with_eight_h100(dgx_h100):
     assert dgx_h100.gpus[0].memory_mib == 81559 and dgx_h100.gpus[0].compute_capability == "9.0"
     assert dgx_h100.memory_gib == 2015.7
     assert dgx_h100.os_name == "Ubuntu 22.04.4 LTS"
+    assert dgx_h100.cpu.max_mhz == 3800.0
+    assert dgx_h100.cpu.caches == ("L1d cache: 5.3 MiB (112 instances)", "L2 cache: 224 MiB (112 instances)",
+                                   "L3 cache: 210 MiB (2 instances)")
+
+
+def test_clock_from_cpuinfo_where_lscpu_reports_no_maximum():
+    vm = recorded_detector("kvm_epyc_2core_lscpu.txt", None, cpuinfo="kvm_epyc_2core_cpuinfo.txt").detect()
+    assert vm.cpu.max_mhz == 2445.404 and vm.cpu.caches[-1] == "L3 cache: 32 MiB (1 instance)"
+    assert recorded_detector(None, None, cpuinfo="kvm_epyc_2core_cpuinfo.txt").detect().cpu.max_mhz == 2445.404
+    assert recorded_detector("kvm_epyc_2core_lscpu.txt", None).detect().cpu.max_mhz is None
 
 
 def test_known_system_is_matched_by_hardware(dgx_h100):

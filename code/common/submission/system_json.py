@@ -2,7 +2,7 @@
 
 Every value is a string, as in published submissions: the checker rejects falsy values of fields that must be
 meaningful, so a CPU-only system says `"accelerators_per_node": "0"`, never 0. What detection cannot know
-(status, cooling, frequencies, networking, notes...) stays "" until the user fills it in
+(status, cooling, memory configuration, networking, notes...) stays "" until the user fills it in
 `systems/<system>.overrides.json`; `require_complete` refuses to go on while any field is empty.
 """
 from __future__ import annotations
@@ -120,6 +120,8 @@ def describe_system(info: SystemInfo, system_id: str, division: str, submitter: 
         "host_processor_model_name": info.cpu.model,
         "host_processors_per_node": str(info.cpu.sockets),
         "host_processor_core_count": str(info.cpu.cores_per_socket),
+        "host_processor_frequency": f"{info.cpu.max_mhz:.0f} MHz" if info.cpu.max_mhz else "",
+        "host_processor_caches": ", ".join(info.cpu.caches),
         "host_memory_capacity": f"{round(info.memory_gib)} GB",
         "host_storage_capacity": storage_capacity,
         "host_storage_type": storage_type,

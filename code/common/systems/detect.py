@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import subprocess
 from pathlib import Path
 from typing import Callable
@@ -16,6 +17,7 @@ from .info import CPUInfo, GPUInfo, SystemInfo
 Runner = Callable[[list[str]], str | None]   # returns stdout, or None if the command is missing or fails
 Reader = Callable[[str], str | None]          # returns file text, or None if unreadable
 
+_CACHE_LINE = re.compile(r"L\d[a-z]? cache")
 NVIDIA_SMI_QUERY = ["nvidia-smi", "--query-gpu=name,memory.total,driver_version,compute_cap",
                     "--format=csv,noheader,nounits"]
 
@@ -53,10 +55,16 @@ class SystemDetector:
         if fields.get("Model name"):
             sockets = _int(fields.get("Socket(s)"), 1)
             cores = _int(fields.get("Core(s) per socket"), 0) or _int(fields.get("Core(s) per cluster"), 1)
+            caches = tuple(f"{key}: {value}" for key, value in fields.items() if _CACHE_LINE.fullmatch(key))
             return CPUInfo(model=fields["Model name"], vendor=fields.get("Vendor ID", ""),
                            architecture=fields.get("Architecture", platform.machine()), sockets=sockets,
-                           cores_per_socket=cores, threads_per_core=_int(fields.get("Thread(s) per core"), 1))
+                           cores_per_socket=cores, threads_per_core=_int(fields.get("Thread(s) per core"), 1),
+                           max_mhz=_float(fields.get("CPU max MHz")) or self._cpuinfo_mhz(), caches=caches)
         return self._cpu_from_proc()
+
+    def _cpuinfo_mhz(self) -> float | None:
+        """The clock /proc/cpuinfo shows (virtual machines often report no maximum to lscpu)."""
+        return _float(_colon_fields(self._read("/proc/cpuinfo") or "").get("cpu MHz"))
 
     def _cpu_from_proc(self) -> CPUInfo:
         text = self._read("/proc/cpuinfo") or ""
@@ -67,7 +75,8 @@ class SystemDetector:
         cores = _int(first.get("cpu cores"), 0) or max(1, logical // sockets)
         return CPUInfo(model=first.get("model name", platform.processor() or "unknown CPU"),
                        vendor=first.get("vendor_id", ""), architecture=platform.machine(), sockets=sockets,
-                       cores_per_socket=cores, threads_per_core=max(1, logical // (sockets * cores)))
+                       cores_per_socket=cores, threads_per_core=max(1, logical // (sockets * cores)),
+                       max_mhz=_float(first.get("cpu MHz")))
 
     # -- memory and OS ---------------------------------------------------------------------------
     def memory_gib(self) -> float:
@@ -99,6 +108,13 @@ def _colon_fields(text: str) -> dict[str, str]:
         if sep and key.strip() not in fields:
             fields[key.strip()] = value.strip()
     return fields
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(str(text).strip()) or None
+    except (TypeError, ValueError):
+        return None
 
 
 def _int(text: str | None, default: int) -> int:

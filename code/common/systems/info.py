@@ -13,6 +13,8 @@ class CPUInfo:
     sockets: int
     cores_per_socket: int
     threads_per_core: int
+    max_mhz: float | None = None       # highest clock lscpu reports (else the clock /proc/cpuinfo shows)
+    caches: tuple[str, ...] = ()       # lscpu's cache lines, e.g. "L2 cache: 1 MiB (2 instances)"
 
     @property
     def cores(self) -> int:
