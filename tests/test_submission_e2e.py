@@ -37,7 +37,7 @@ def toolkit(repo: Path, scratch: Path, *args: str) -> subprocess.CompletedProces
     return done
 
 
-def test_dry_run_submission_chain(scratch, repo_copy):
+def test_dry_run_submission_chain(scratch, repo_copy, tmp_path, monkeypatch):
     edge = "--scenarios=offline,singlestream,multistream"
     for args in (["--action=generate_engines", edge], ["--action=run_harness", edge],
                  ["--action=run_harness", edge, "--test_mode=AccuracyOnly"],
@@ -86,6 +86,18 @@ def test_dry_run_submission_chain(scratch, repo_copy):
     assert lines and all(line.startswith("WARNING") for line in lines), report
     assert "0 errors" in report.splitlines()[-1]
     assert (repo_copy / "build/submission/open/TestOrg/src/code/main.py").exists()
+
+    # An official checker that rejects the tree (as the real one rejects short runs): reported, and in a dry
+    # run not held against it.
+    checkout = tmp_path / "inference"
+    (checkout / "tools/submission").mkdir(parents=True)
+    (checkout / "tools/submission/submission_checker.py").write_text("import sys\nprint('too short')\nsys.exit(1)\n")
+    monkeypatch.setenv("MLPERF_INFERENCE_DIR", str(checkout))
+    official = toolkit(repo_copy, scratch, "--action=check_submission", "--allow_test_runs")
+    assert official.returncode == 0 and "FAILED (exit status 1)" in official.stdout, official.stdout[-2000:]
+    official_log = repo_copy / "build/submission/open/TestOrg/results/official_submission_checker_log.txt"
+    assert "too short" in official_log.read_text()
+    monkeypatch.delenv("MLPERF_INFERENCE_DIR")
 
     packed = toolkit(repo_copy, scratch, "--action=pack_submission")
     assert packed.returncode == 0, packed.stderr

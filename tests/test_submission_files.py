@@ -250,3 +250,60 @@ def test_overrides_file_errors_and_storage(tmp_path: Path) -> None:
         (sys_block / name / "queue" / "rotational").write_text(rotational + "\n")
     capacity, kind = detect_storage(tmp_path, sys_block)
     assert kind == "NVMe SSD" and capacity.endswith(("GB", "TB"))
+
+
+# -- the official checker ------------------------------------------------------------------------
+# A stand-in for a checkout of the MLCommons inference repository: the same entry points and the same relative
+# imports as upstream, recording how it was called; it fails for the submitter "Bad".
+_CHECKER_MAIN = '''
+import json, os, sys
+from .verdict import exit_status
+args = sys.argv[1:]
+open(args[args.index("--csv") + 1], "w").write("Submitter\\n")
+print(json.dumps({"argv": args, "cwd": os.getcwd()}))
+print("SUMMARY: submission has errors" if exit_status(args) else "SUMMARY: submission looks OK")
+sys.exit(exit_status(args))
+'''
+
+
+def _checkout(tmp_path: Path, layout: str) -> Path:
+    root = tmp_path / "inference"
+    if layout == "package":
+        package = root / "tools/submission/submission_checker"
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        (package / "verdict.py").write_text("def exit_status(args):\n    return int('Bad' in args)\n")
+        (package / "main.py").write_text(_CHECKER_MAIN)
+    else:
+        (root / "tools/submission").mkdir(parents=True)
+        (root / "tools/submission/submission_checker.py").write_text(
+            _CHECKER_MAIN.replace("from .verdict import exit_status", "exit_status = lambda a: int('Bad' in a)"))
+    return root
+
+
+@pytest.mark.parametrize("layout", ["package", "script"])
+def test_official_checker_runs_per_submitter_and_keeps_its_output(tmp_path: Path, layout: str) -> None:
+    from code.common.submission.official import LOG_NAME, run_official_checker
+
+    tree = tmp_path / "submission"
+    for submitter in ("ACME", "Bad"):
+        (tree / "closed" / submitter / "results").mkdir(parents=True)
+    log = Log()
+    results = run_official_checker(_checkout(tmp_path, layout), tree, "v6.1", tmp_path / "out", log)
+    assert [(r.submitter, r.passed) for r in results] == [("ACME", True), ("Bad", False)]
+    output = (tree / "closed/ACME/results" / LOG_NAME).read_text()
+    called = json.loads(output.splitlines()[1])
+    assert called["argv"][:6] == ["--input", str(tree), "--version", "v6.1", "--submitter", "ACME"]
+    assert Path(called["argv"][7]).parent == tmp_path / "out" and Path(called["argv"][7]).is_file()
+    assert Path(called["cwd"]).name == "submission" and "looks OK" in output
+    assert "has errors" in (tree / "closed/Bad/results" / LOG_NAME).read_text()
+    assert "passed" in log[0] and "FAILED (exit status 1)" in log[1]
+    assert sorted(p.name for p in (tree / "closed/ACME/results").iterdir()) == [LOG_NAME]  # no CSV in the tree
+
+
+def test_official_checker_needs_a_checkout(tmp_path: Path) -> None:
+    from code.common.submission.official import run_official_checker
+
+    (tmp_path / "submission/open/ACME/results").mkdir(parents=True)
+    with pytest.raises(UserError, match="not a checkout of the MLCommons inference repository"):
+        run_official_checker(tmp_path, tmp_path / "submission", "v6.1", tmp_path / "out", Log())

@@ -113,6 +113,11 @@ class Paths:
     def full_results(self) -> Path:
         return self.build / "full_results"
 
+    @property
+    def official_checker_dir(self) -> Path:
+        """Outputs of the official MLCommons checker that do not belong in the submission (its CSV summary)."""
+        return self.build / "official_checker"
+
     def submitter_root(self, root: Path, division: str, submitter: str) -> Path:
         """`<root>/<division>/<submitter>/`: systems/, src/, documentation/, results/ live here."""
         return root / division / submitter
