@@ -107,3 +107,26 @@ def test_staging_never_replaces_a_better_result_silently(tmp_path):
     stage_scenario(paths, RULES, "Org", key, choose_runs([best], False)[key], log.append)
     assert (dest / "performance/run_1/mlperf_log_summary.txt").read_text() == "run best\n"
     assert any("replacing the staged performance run with the better" in line for line in log)
+
+
+def test_stage_compliance_copies_passed_tests_and_names_the_missing_ones(tmp_path):
+    from code.common.submission.staging import stage_compliance_for
+
+    paths = Paths.create(repo=tmp_path)
+    passed = paths.compliance_log_dir("TEST01", "box", "resnet50", Scenario.Offline)
+    (passed / "runs" / "attempt1").mkdir(parents=True)
+    (passed / "verify_performance.txt").write_text("ratio = 0.99\nTEST PASS\n")
+    (passed / "verify_accuracy.txt").write_text("TEST PASS\n")
+    lines = {}
+    for division in ("closed", "open"):
+        results = paths.results_dir(paths.staging, division, "Org", "box", "resnet", Scenario.Offline)
+        lines[division] = stage_compliance_for(paths, RULES, results, "box", "resnet50", Scenario.Offline,
+                                               lambda _: None)
+        assert sorted(p.name for p in (results / "TEST01").iterdir()) == ["verify_accuracy.txt",
+                                                                          "verify_performance.txt"]
+    assert lines["closed"] == ['box resnet50 Offline TEST04: no verdict; run make run_audit_harness '
+                               'RUN_ARGS="--benchmarks=resnet50 --scenarios=Offline"']
+    assert "no verdict (optional in the open division)" in lines["open"][0]
+    (passed / "verify_accuracy.txt").write_text("TEST FAIL\n")
+    failed = stage_compliance_for(paths, RULES, results, "box", "resnet50", Scenario.Offline, lambda _: None)
+    assert "verify_accuracy.txt says TEST FAIL; not staged" in failed[0]

@@ -58,7 +58,7 @@ class Bench(Handler):
         rows.append((f"(b) {offline['model']} Offline through the harness vs raw ONNX Runtime", run, raw,
                      "samples/s", "b"))
 
-        best = self._server_search(ctx, benchmark_name, upper=raw)
+        best, lowest_invalid = self._server_search(ctx, benchmark_name, upper=raw)
         self.ctx.log(f"\nBenchmark of the harness on {ctx.system.system_id} ({offline['model']}, batch "
                      f"{offline['batch_size']}, {offline['instances']} instance(s)):")
         for label, value, baseline, unit, goal in rows:
@@ -68,6 +68,9 @@ class Bench(Handler):
                          f"({verdict} the goal >= {GOALS[goal]})")
         self.ctx.log(f"  (c) highest VALID Server target QPS for {offline['model']}: {best:.1f} "
                      f"({best / raw:.2f} of the raw Offline throughput; {RUN_SECONDS} s runs)")
+        if lowest_invalid is not None and not best:
+            qps, reasons = lowest_invalid
+            self.ctx.log(f"      no rate down to {qps:g} QPS was VALID; there: {reasons[0] if reasons else '?'}")
         return 0
 
     # -- (a) ---------------------------------------------------------------------------------------
@@ -117,9 +120,10 @@ class Bench(Handler):
         return float(record["metric"]["value"])
 
     # -- (c) ---------------------------------------------------------------------------------------
-    def _server_search(self, ctx: Context, benchmark_name: str, upper: float) -> float:
-        """Bisect the target QPS between 0 and the raw throughput; VALID runs move the floor up."""
-        low, high, best = 0.0, upper, 0.0
+    def _server_search(self, ctx: Context, benchmark_name: str, upper: float) -> tuple[float, tuple | None]:
+        """Bisect the target QPS between 0 and the raw throughput; VALID runs move the floor up.
+        Returns the best VALID rate and (rate, reasons) of the lowest INVALID one."""
+        low, high, best, lowest_invalid = 0.0, upper, 0.0, None
         for step in range(5):
             qps = round((low + high) / 2, 1)
             # LoadGen's early stopping needs about 460 queries within the bound to rate a p99 VALID.
@@ -131,8 +135,8 @@ class Bench(Handler):
             if valid:
                 low, best = qps, qps
             else:
-                high = qps
-        return best
+                high, lowest_invalid = qps, (qps, record.get("reasons") or [record.get("error", "")])
+        return best, lowest_invalid
 
     def _run(self, ctx: Context, benchmark_name: str, scenario: Scenario, name: str) -> dict:
         log_dir = self.ctx.paths.log_dir / "bench" / name
