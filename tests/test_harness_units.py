@@ -36,6 +36,26 @@ def test_user_conf_for_each_scenario():
     assert performance_sample_count(fields, RESNET, 50000) == 1024
 
 
+def test_progress_line_expects_the_end_the_run_is_waiting_for():
+    import io
+
+    from code.common.harness.progress import Progress
+
+    def line(counts, elapsed, min_samples=None):
+        now = [0.0]
+        progress = Progress("resnet50 X", lambda: counts, 10.0, min_samples, stream=io.StringIO(),
+                            clock=lambda: now[0])
+        now[0] = elapsed
+        return progress.line()
+
+    # Offline: the rest of its one query at the rate so far.
+    assert line((2000, 3000), 20).endswith("2000 samples done (100.0/s), expected end in ~10 s")
+    # Server past min_duration but short of its minimum query count: not "~0 s".
+    assert line((200, 201), 20, min_samples=500).endswith("expected end in ~30 s")
+    # SingleStream before min_duration, with its query count already met.
+    assert line((500, 500), 5, min_samples=100).endswith("expected end in ~5 s")
+
+
 def test_offline_too_short_says_which_qps_to_set(tmp_path):
     write_detail(tmp_path, {"effective_scenario": "Offline", "result_validity": "INVALID",
                             "result_min_duration_met": False, "result_samples_per_second": 190.4,

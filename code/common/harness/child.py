@@ -97,9 +97,11 @@ def run(spec: RunSpec) -> int:
         lg_sut, lg_qsl = sut.construct(), qsl.construct()
         counts = lambda: (sut.counters.completed, sut.counters.issued)  # noqa: E731
         min_duration = settings.min_duration_ms / 1000
+        min_samples = None if spec.scenario_enum is Scenario.Offline else settings.min_query_count * (
+            settings.multi_stream_samples_per_query if spec.scenario_enum is Scenario.MultiStream else 1)
         t0 = time.monotonic()
         try:
-            with Progress(spec.label, counts, min_duration):
+            with Progress(spec.label, counts, min_duration, min_samples):
                 lg.StartTestWithLogSettings(lg_sut, lg_qsl, settings, log_settings, str(audit_path))
         finally:
             seconds = time.monotonic() - t0
