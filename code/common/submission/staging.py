@@ -114,7 +114,8 @@ def stage_compliance_for(paths: Paths, rules: RulesRound, results_dir: Path, sys
         source = paths.compliance_log_dir(test, system_id, benchmark, scenario)
         label = f"{system_id} {benchmark} {scenario.value} {test}"
         if not source.is_dir() or not list(source.glob("verify_*.txt")):
-            optional = " (optional in the open division)" if results_dir.parents[4].name == "open" else ""
+            division = results_dir.relative_to(paths.staging).parts[0]
+            optional = " (optional in the open division)" if division == "open" else ""
             problems.append(f"{label}: no verdict{optional}; run make run_audit_harness "
                             f"RUN_ARGS=\"--benchmarks={benchmark} --scenarios={scenario.value}\"")
             continue
