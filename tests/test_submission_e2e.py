@@ -98,7 +98,7 @@ def test_dry_run_submission_chain(scratch, repo_copy, tmp_path, monkeypatch):
     assert official.returncode == 0 and "FAILED (exit status 1)" in official.stdout, official.stdout[-2000:]
     official_log = repo_copy / "build/submission/open/TestOrg/results/official_submission_checker_log.txt"
     assert "too short" in official_log.read_text()
-    monkeypatch.delenv("MLPERF_INFERENCE_DIR")
+    monkeypatch.delenv("MLPERF_INFERENCE_DIR")   # pack_submission below runs without it
 
     packed = toolkit(repo_copy, scratch, "--action=pack_submission")
     assert packed.returncode == 0, packed.stderr

@@ -156,10 +156,11 @@ class CheckSubmission(_SubmissionStep):
         for results in root.glob("*/*/results"):
             write_atomically(results / CHECKER_LOG, text)
         official_failed = False
-        if os.environ.get("MLPERF_INFERENCE_DIR"):
+        inference_dir = os.environ.get("MLPERF_INFERENCE_DIR")
+        if inference_dir:
             from ..common.submission.official import run_official_checker
 
-            results = run_official_checker(Path(os.environ["MLPERF_INFERENCE_DIR"]), root, ctx.rules.version,
+            results = run_official_checker(Path(inference_dir), root, ctx.rules.version,
                                            ctx.paths.official_checker_dir, ctx.log)
             official_failed = not all(r.passed for r in results)
             if official_failed and ctx.args.allow_test_runs:

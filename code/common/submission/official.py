@@ -50,10 +50,10 @@ def run_official_checker(inference_dir: Path, root: Path, version: str, summary_
     `<division>/<submitter>/results/official_submission_checker_log.txt`, its CSV summary to `summary_dir`
     (outside the tree, which must hold only what is submitted)."""
     results = []
+    summary_dir.mkdir(parents=True, exist_ok=True)
     for submitter_dir in sorted(p for p in root.glob("*/*") if p.is_dir()):
         results_dir = submitter_dir / "results"
         summary = summary_dir / f"{submitter_dir.parent.name}-{submitter_dir.name}-summary.csv"
-        summary.parent.mkdir(parents=True, exist_ok=True)
         command, cwd = checker_command(Path(inference_dir), root, version, submitter_dir.name, summary)
         done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
         path = write_atomically(results_dir / LOG_NAME, f"$ {' '.join(command)}\n{done.stdout}{done.stderr}")
