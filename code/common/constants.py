@@ -100,6 +100,22 @@ class SystemType(_Choice):
     datacenter = "datacenter"
     datacenter_edge = "datacenter,edge"
 
+    @classmethod
+    def json_spellings(cls) -> dict[str, "SystemType"]:
+        """The exact `system_type` values the round's checkers accept; any other spelling (`Edge`,
+        `datacenter, edge`) is rejected by them, or crashes them."""
+        return {"edge": cls.edge, "datacenter": cls.datacenter, "datacenter,edge": cls.datacenter_edge,
+                "edge,datacenter": cls.datacenter_edge}
+
+    @classmethod
+    def from_json(cls, value: object) -> "SystemType | None":
+        """The system type a systems JSON value names exactly, or None."""
+        return cls.json_spellings().get(value) if isinstance(value, str) else None
+
+    @property
+    def includes_edge(self) -> bool:
+        return self is not SystemType.datacenter
+
 
 @dataclass(frozen=True, order=True)
 class WorkloadSetting:

@@ -17,7 +17,15 @@ class Seeds:
 
 @dataclass(frozen=True)
 class ComplianceTest:
-    """One audit test: the audit.config lines it needs and how its verdict is reached."""
+    """One audit test: the audit.config lines it needs and how its verdict is reached.
+
+    The performance verdict follows the round's verify_performance.py of the test. `score_kind` says what it
+    compares: "raw" (TEST01: the detail log's figure as it is, latencies in ns for SingleStream/MultiStream,
+    pass when ref*(1-t) <= test <= ref*(1+t)) or "rate" (TEST04: the summary's figure, SingleStream/MultiStream
+    as 1e9 / latency in ns, pass when test < ref*(1+t)). The wider `fast_tolerance` applies when the reference
+    score, in that kind, is at most the scenario's `fast_limit` (the scripts' 200000 / 1600000, whatever the
+    unit: for TEST04 these compare a rate, so in practice every SingleStream/MultiStream run gets 20 %).
+    """
 
     name: str
     description: str
@@ -27,8 +35,9 @@ class ComplianceTest:
     performance_tolerance: float
     # Wider tolerance for very fast SingleStream / MultiStream runs.
     fast_tolerance: float
-    fast_singlestream_ms: float = 0.2
-    fast_multistream_ms: float = 1.6
+    score_kind: str = "raw"                            # "raw" (two-sided) or "rate" (one-sided, at most faster)
+    fast_limit: Mapping[Scenario, float] = field(default_factory=dict)
+    samples_accuracy: bool = False                     # the run samples responses into the accuracy log
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,7 @@ class BenchmarkRules:
 
     submission_names: Mapping[AccuracyTarget, str]  # folder name in results/, per accuracy target
     loadgen_model: str                               # model name in user.conf / mlperf.conf
+    # Per system type the scenarios a result needs; a system type missing here may not submit the benchmark.
     required_scenarios: Mapping[SystemType, tuple[Scenario, ...]]
     accuracy_metric: str                             # what accuracy.txt reports
     accuracy_reference: float                        # FP32 reference value of that metric
@@ -47,6 +57,15 @@ class BenchmarkRules:
     server_latency_ms: float | None                  # Server latency bound (None: no Server scenario)
     compliance_tests: tuple[str, ...]
     test01_sampling_target: int | None = None        # accuracy_log_sampling_target for TEST01
+    # Per system type scenarios a result may add (none for the CV and NLP benchmarks of v6.1).
+    optional_scenarios: Mapping[SystemType, tuple[Scenario, ...]] = field(default_factory=dict)
+
+    def allows(self, system_type: SystemType) -> bool:
+        """Whether the round has this benchmark in the suite of the system type."""
+        return system_type in self.required_scenarios
+
+    def allowed_scenarios(self, system_type: SystemType) -> tuple[Scenario, ...]:
+        return (*self.required_scenarios.get(system_type, ()), *self.optional_scenarios.get(system_type, ()))
 
     @property
     def accuracy_targets(self) -> tuple[AccuracyTarget, ...]:
@@ -74,10 +93,17 @@ class RulesRound:
     accuracy_log_keep_chars: int = 4000             # truncation keeps this many characters at each end
     accuracy_log_max_bytes: int = 10240             # truncated accuracy json may be at most this big
     system_json_fields: tuple[str, ...] = field(default_factory=tuple)
+    # Fields of systems/<system>.json the checker requires a truthy value for ("0" passes, 0 and "" do not).
+    system_json_meaningful_fields: tuple[str, ...] = field(default_factory=tuple)
+    # (scenario of the logs, scenario folder) pairs an edge result may be inferred with.
+    inferable_scenarios: tuple[tuple[Scenario, Scenario], ...] = ()
+    # Part III of TEST01: allowed |1 - baseline / compliance| in percent, per accuracy target.
+    part3_delta_percent: Mapping[AccuracyTarget, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "benchmarks", MappingProxyType(dict(self.benchmarks)))
         object.__setattr__(self, "compliance_tests", MappingProxyType(dict(self.compliance_tests)))
+        object.__setattr__(self, "part3_delta_percent", MappingProxyType(dict(self.part3_delta_percent)))
 
     def benchmark(self, name: str) -> BenchmarkRules:
         try:
