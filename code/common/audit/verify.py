@@ -1,47 +1,53 @@
-"""Verification of compliance runs, as the round's official scripts judge them, with the figures shown.
+"""Verification of compliance runs, judged exactly as the round's official scripts judge them.
 
-Each check returns a `Check`: pass/fail and the text of its verdict file, which ends with `TEST PASS` or
-`TEST FAIL` after the figures it compared (the official verify_accuracy.txt / verify_performance.txt shape).
+- TEST01 accuracy: compliance/TEST01/verify_accuracy.py (responses compared by qsl_idx, first element only; a
+  qsl_idx the accuracy run lacks is counted, not failed). When responses differ, Part III: the baseline (the
+  accuracy run's entries for the sampled qsl_idx) and the compliance log are scored by the benchmark's accuracy
+  script; the submission checker then accepts the test when |1 - baseline / compliance| * 100 is within the
+  round's delta (1 %, 0.1 % for 99.9 % targets). `part3_verdict` is that check, shared with the toolkit's checker.
+- TEST01 performance: compliance/TEST01/verify_performance.py (detail log, raw figures, two-sided).
+- TEST04 performance: compliance/TEST04/verify_performance.py (summary log, rates, one-sided `test < ref*(1+t)`).
+
+Each check gives a `Check`: the verdict, the text of its verify_*.txt (the lines the official script prints, so
+the file reads the same as theirs) and a one-line summary for people.
 """
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from ..benchmark_api import AccuracyResult
-from ..constants import AccuracyTarget, Scenario
-from ..harness.loadgen_log import LoadGenLog
+from ..constants import Scenario
+from ..harness.loadgen_log import DETAIL, SUMMARY, LoadGenLog, read_detail
 from ..rules import ComplianceTest
 
 PASS, FAIL = "TEST PASS", "TEST FAIL"
+# The detail-log figure TEST01's verify_performance.py compares, per scenario (latencies in ns).
+RAW_FIELD = {Scenario.Offline: "result_samples_per_second", Scenario.SingleStream: "early_stopping_latency_ss",
+             Scenario.MultiStream: "early_stopping_latency_ms", Scenario.Server: "result_completed_samples_per_sec"}
+# The summary line TEST04's verify_performance.py reads, per scenario, and whether it is a latency (1e9 / ns).
+SUMMARY_FIELD = {"SingleStream": (r".*Early stopping (90th|90.0th|99.9th) percentile estimate", True),
+                 "MultiStream": (r".*Early stopping (99th|99.0th) percentile estimate", True),
+                 "Server": (r"Completed samples per second", False),
+                 "Offline": (r"Samples per second", False)}
 
 
 @dataclass(frozen=True)
 class Check:
     passed: bool
-    text: str
+    text: str       # the verify_*.txt content
+    summary: str    # one line for the console
 
     @property
     def verdict(self) -> str:
         return PASS if self.passed else FAIL
 
 
-def _finish(lines: list[str], passed: bool, why: str = "") -> Check:
-    lines.append(PASS if passed else f"{FAIL}{': ' + why if why else ''}")
-    return Check(passed, "\n".join(lines) + "\n")
-
-
 def read_accuracy_log(path: Path) -> list[dict]:
     return json.loads(Path(path).read_text())
-
-
-def _first(data: str, dtype: np.dtype):
-    values = np.frombuffer(bytes.fromhex(data), dtype=dtype)
-    return values[0] if values.size else None
 
 
 # -- TEST01 accuracy --------------------------------------------------------------------------------
@@ -49,101 +55,189 @@ def _first(data: str, dtype: np.dtype):
 class Comparison:
     reference_entries: int
     duplicate_keys: int
+    reference_mismatches: int
     compliance_entries: int
     matched: int
     mismatched: int
     missing: int
 
 
+def _decode(data: str, dtype: np.dtype) -> np.ndarray:
+    return np.frombuffer(bytes.fromhex(data), dtype=dtype)
+
+
 def compare_accuracy_logs(reference: list[dict], compliance: list[dict], dtype: np.dtype) -> Comparison:
-    """Each compliance entry against the accuracy run's response for the same qsl_idx (first element,
-    decoded with the benchmark's response dtype)."""
-    by_index: dict[int, object] = {}
-    duplicates = 0
+    """verify_accuracy.py's comparison: the accuracy run's first response per qsl_idx against each compliance
+    entry (first element, decoded with `dtype`); a compliance entry then stands for its qsl_idx."""
+    known: dict[int, str] = {}
+    duplicates = reference_mismatches = 0
     for entry in reference:
-        if entry["qsl_idx"] in by_index:
+        index, data = entry["qsl_idx"], entry["data"]
+        if index in known:
             duplicates += 1
+            reference_mismatches += known[index] != data
         else:
-            by_index[entry["qsl_idx"]] = _first(entry["data"], dtype)
+            known[index] = data
     matched = mismatched = missing = 0
     for entry in compliance:
-        if entry["qsl_idx"] not in by_index:
-            missing += 1
-        elif _first(entry["data"], dtype) == by_index[entry["qsl_idx"]]:
+        index, data = entry["qsl_idx"], _decode(entry["data"], dtype)
+        if index in known:
             matched += 1
+            previous = _decode(known[index], dtype)
+            if previous.size == 0 or data.size == 0:
+                mismatched += previous.size != data.size
+            elif data[0] != previous[0]:
+                mismatched += 1
         else:
-            mismatched += 1
-    return Comparison(len(reference), duplicates, len(compliance), matched, mismatched, missing)
+            missing += 1
+        known[index] = entry["data"]
+    return Comparison(len(reference), duplicates, reference_mismatches, len(compliance), matched, mismatched,
+                      missing)
 
 
 def verify_test01_accuracy(comparison: Comparison) -> Check:
     c = comparison
     lines = [f"num_acc_log_entries = {c.reference_entries}", f"num_acc_log_duplicate_keys = {c.duplicate_keys}",
-             f"num_perf_log_entries = {c.compliance_entries}", f"num_perf_log_qsl_idx_match = {c.matched}",
-             f"num_perf_log_data_mismatch = {c.mismatched}", f"num_missing_qsl_idxs = {c.missing}"]
-    if c.compliance_entries == 0:
-        return _finish(lines, False, "the compliance run logged no responses")
+             f"num_acc_log_data_mismatch = {c.reference_mismatches}", f"num_perf_log_entries = {c.compliance_entries}",
+             f"num_perf_log_qsl_idx_match = {c.matched}", f"num_perf_log_data_mismatch = {c.mismatched}",
+             f"num_missing_qsl_idxs = {c.missing}"]
+    passed = c.mismatched == 0 and c.matched > 0
+    if passed:
+        summary = f"{c.matched} sampled responses match the accuracy run"
+    elif c.matched == 0:
+        summary = "no sampled response has a counterpart in the accuracy run"
+    else:
+        summary = f"{c.mismatched} of {c.matched} sampled responses differ from the accuracy run"
     if c.missing:
-        return _finish(lines, False, f"{c.missing} sampled responses have no entry in the accuracy run's log")
-    return _finish(lines, c.mismatched == 0, f"{c.mismatched} responses differ from the accuracy run")
+        summary += f" ({c.missing} sampled qsl_idx not in the accuracy log, which the script counts, not fails)"
+    return Check(passed, "\n".join([*lines, PASS if passed else FAIL]) + "\n\n", summary)
 
 
-def part3_fallback(reference: list[dict], compliance: list[dict], score: Callable[[Path], AccuracyResult],
-                   work_dir: Path, target: AccuracyTarget) -> tuple[Check, AccuracyResult, AccuracyResult]:
-    """TEST01 Part III: the accuracy run restricted to the compliance run's qsl_idx set vs the compliance run,
-    both scored by the benchmark's accuracy script; the relative delta must stay within 1 % (99 % targets)
-    or 0.1 % (99.9 % targets)."""
+def part3_baseline(reference: list[dict], compliance: list[dict]) -> list[dict]:
+    """create_accuracy_baseline.sh: the accuracy run's entries whose qsl_idx the compliance run logged."""
     sampled = {entry["qsl_idx"] for entry in compliance}
-    baseline = [entry for entry in reference if entry["qsl_idx"] in sampled]
-    work_dir.mkdir(parents=True, exist_ok=True)
-    baseline_log = work_dir / "baseline_mlperf_log_accuracy.json"
-    baseline_log.write_text(json.dumps(baseline))
-    compliance_log = work_dir / "compliance_mlperf_log_accuracy.json"
-    compliance_log.write_text(json.dumps(compliance))
-    base, test = score(baseline_log), score(compliance_log)
-    tolerance = 0.001 if target is AccuracyTarget.k_99_9 else 0.01
-    delta = abs(base.value - test.value) / base.value if base.value else float("inf")
-    lines = [f"baseline accuracy (accuracy run, same {len(sampled)} samples): {base.text}",
-             f"compliance accuracy: {test.text}",
-             f"relative difference = {delta:.5f} (allowed {tolerance:g} for the {target.percent_label} % target)"]
-    return _finish(lines, delta <= tolerance, "accuracy differs by more than allowed"), base, test
+    return [entry for entry in reference if entry["qsl_idx"] in sampled]
 
 
-# -- performance (TEST01, TEST04) --------------------------------------------------------------------
-def performance_score(log: LoadGenLog) -> float:
-    """Higher is better: Offline samples/s, Server completed samples/s, SS/MS 1e9 / latency (ns)."""
-    metric = log.metric()
-    if metric is None:
-        raise ValueError(f"no {log.scenario.value} result in the log")
-    return metric.value if metric.higher_is_better else 1e3 / metric.value
+def accuracy_value(text: str, pattern: str) -> float | None:
+    """The checker's reading of an accuracy text: the last line `pattern` matches (re.match), as a number."""
+    value = None
+    for line in text.splitlines():
+        found = re.match(pattern, line)
+        if found:
+            try:
+                value = float(found.group(1))
+            except (IndexError, ValueError):
+                value = None
+    return value
 
 
-def _tolerance(test: ComplianceTest, reference: LoadGenLog) -> float:
-    metric = reference.metric()
-    fast = metric is not None and (
-        (reference.scenario is Scenario.SingleStream and metric.value <= test.fast_singlestream_ms)
-        or (reference.scenario is Scenario.MultiStream and metric.value <= test.fast_multistream_ms))
-    return test.fast_tolerance if fast else test.performance_tolerance
+def part3_verdict(baseline_text: str, compliance_text: str, pattern: str, delta_percent: float) -> Check:
+    """The submission checker's Part III test of TEST01/accuracy/{baseline,compliance}_accuracy.txt."""
+    baseline, compliance = accuracy_value(baseline_text, pattern), accuracy_value(compliance_text, pattern)
+    if not baseline or not compliance:
+        which = "baseline_accuracy.txt" if not baseline else "compliance_accuracy.txt"
+        return Check(False, "", f"{which} holds no accuracy value the round's pattern reads (or it is 0)")
+    delta = abs(1 - baseline / compliance) * 100
+    passed = delta <= delta_percent
+    return Check(passed, "", f"Part III: baseline {baseline:g} vs compliance {compliance:g}, delta {delta:.3f} % "
+                             f"({'within' if passed else 'over'} the {delta_percent:g} % allowed)")
 
 
-def verify_performance(test: ComplianceTest, reference: LoadGenLog, compliance: LoadGenLog) -> Check:
-    lines = [f"reference scenario = {reference.scenario.value}", f"test scenario = {compliance.scenario.value}"]
-    if not reference.valid:
-        return _finish(lines, False, "the submission's performance run is INVALID")
-    if not compliance.valid:
-        return _finish(lines, False, "the compliance run is INVALID")
-    if reference.scenario is not compliance.scenario:
-        return _finish(lines, False, "the scenarios differ")
-    if reference.scenario is Scenario.Server and \
-            reference.get("effective_target_latency_ns") != compliance.get("effective_target_latency_ns"):
-        return _finish(lines, False, "the Server latency bounds differ")
-    ref_score, test_score = performance_score(reference), performance_score(compliance)
-    tolerance = _tolerance(test, reference)
-    ratio = test_score / ref_score
-    lines += [f"reference score = {ref_score:.6g}", f"test score = {test_score:.6g}",
-              f"ratio = {ratio:.4f}"]
-    if test.name == "TEST04":
-        lines.append(f"allowed: at most {1 + tolerance:.2f} x the reference (no caching of repeated samples)")
-        return _finish(lines, ratio <= 1 + tolerance, f"{ratio:.2f} x faster than the submission run")
-    lines.append(f"allowed: within +-{tolerance:.0%} of the reference")
-    return _finish(lines, abs(ratio - 1) <= tolerance, f"differs by {ratio - 1:+.1%} from the submission run")
+# -- TEST01 performance (detail logs, raw figures) -----------------------------------------------------
+def _raw_score(log: LoadGenLog, path: Path) -> tuple[float | None, str | None]:
+    try:
+        scenario = log.scenario
+    except Exception:  # noqa: BLE001 - missing or unknown scenario: the script fails on it too
+        return None, f"{path} names no scenario"
+    value = log.get(RAW_FIELD[scenario])
+    if value is None:
+        return None, f"{path} has no {RAW_FIELD[scenario]}"
+    if not log.valid:
+        return None, f"Invalid results in {path}"
+    if log.errors or log.get("num_errors"):
+        return None, f"LoadGen reported errors in {path} (the official script stops on them)"
+    return float(value), None
+
+
+def _tolerance(test: ComplianceTest, scenario: Scenario | str, reference_score: float) -> float:
+    limit = test.fast_limit.get(Scenario(scenario)) if str(scenario) in Scenario.__members__ else None
+    return test.fast_tolerance if limit is not None and reference_score <= limit else test.performance_tolerance
+
+
+def _finish(lines: list[str], passed: bool, why: str, summary: str) -> Check:
+    lines.append(PASS if passed else f"{FAIL}: {why}")
+    return Check(passed, "\n".join(lines) + "\n", summary)
+
+
+def verify_raw(test: ComplianceTest, reference_dir: Path, compliance_dir: Path) -> Check:
+    lines = ["Verifying performance."]
+    ref_log, test_log = read_detail(reference_dir), read_detail(compliance_dir)
+    ref, problem = _raw_score(ref_log, reference_dir / DETAIL)
+    if problem is None:
+        score, problem = _raw_score(test_log, compliance_dir / DETAIL)
+    if problem is not None:
+        return _finish(lines, False, problem, problem)
+    if ref_log.scenario is not test_log.scenario:
+        return _finish(lines, False, "Test and reference scenarios do not match!", "the scenarios differ")
+    if ref_log.scenario is Scenario.Server and \
+            ref_log.get("effective_target_latency_ns") != test_log.get("effective_target_latency_ns"):
+        return _finish(lines, False, "Server target latency mismatch", "the Server latency bounds differ")
+    tolerance = _tolerance(test, ref_log.scenario, ref)
+    lines += [f"Reference score = {ref}", f"Test score = {score}"]
+    passed = ref * (1 - tolerance) <= score <= ref * (1 + tolerance)
+    unit = "ns" if ref_log.scenario in (Scenario.SingleStream, Scenario.MultiStream) else "samples/s"
+    summary = (f"{score:g} vs {ref:g} {unit}, ratio {score / ref:.3f} (allowed {1 - tolerance:.2f}-"
+               f"{1 + tolerance:.2f})")
+    return _finish(lines, passed, "Test score invalid", summary)
+
+
+# -- TEST04 performance (summary logs, rates) ---------------------------------------------------------
+@dataclass(frozen=True)
+class SummaryScore:
+    scenario: str
+    score: float
+    invalid: bool
+
+
+def read_summary_score(path: Path) -> SummaryScore:
+    """TEST04's reading of mlperf_log_summary.txt: the scenario, the last matching score line (SS/MS latencies
+    as 1e9 / ns), and whether `Result is : INVALID`."""
+    scenario, score, invalid = "", 0.0, False
+    for line in Path(path).read_text(errors="replace").splitlines(keepends=True):
+        if re.match("Scenario", line):
+            scenario = line.split(": ", 1)[1].strip()
+            continue
+        pattern, is_latency = SUMMARY_FIELD.get(scenario, (None, False))
+        if pattern is not None and re.match(pattern, line):
+            value = float(line.split(": ", 1)[1].strip())
+            score = 1e9 / value if is_latency else value
+            continue
+        if re.match("Result is", line):
+            invalid = invalid or line.split(": ", 1)[1].strip() == "INVALID"
+    return SummaryScore(scenario, score, invalid)
+
+
+def verify_rate(test: ComplianceTest, reference_dir: Path, compliance_dir: Path) -> Check:
+    lines = ["Verifying performance."]
+    try:
+        ref, score = read_summary_score(reference_dir / SUMMARY), read_summary_score(compliance_dir / SUMMARY)
+    except (OSError, IndexError, ValueError, ZeroDivisionError) as exc:
+        return _finish(lines, False, f"a summary log cannot be read ({exc})", f"a summary log cannot be read ({exc})")
+    if ref.invalid or score.invalid:
+        which = "Reference" if ref.invalid else "Test"
+        return _finish(lines, False, f"{which} results are invalid", f"the {which.lower()} run is INVALID")
+    if ref.scenario != score.scenario:
+        return _finish(lines, False, "Test and reference scenarios do not match!", "the scenarios differ")
+    tolerance = _tolerance(test, ref.scenario, ref.score)
+    lines += [f"reference score = {ref.score}", f"test score = {score.score}"]
+    passed = score.score < ref.score * (1 + tolerance)
+    ratio = score.score / ref.score if ref.score else float("inf")
+    summary = f"{ratio:.3f} x the submission run's rate (must stay below {1 + tolerance:.2f})"
+    return _finish(lines, passed, "Test score invalid", summary)
+
+
+def verify_performance(test: ComplianceTest, reference_dir: Path, compliance_dir: Path) -> Check:
+    """The test's verify_performance.py on the submission run's logs and the compliance run's logs."""
+    verify = verify_rate if test.score_kind == "rate" else verify_raw
+    return verify(test, Path(reference_dir), Path(compliance_dir))

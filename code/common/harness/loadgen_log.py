@@ -1,6 +1,7 @@
 """Read LoadGen's mlperf_log_detail.txt: the result of a run, its validity and the reasons.
 
-The detail log holds one `:::MLLOG {json}` per line; the text summary is for people and is not parsed.
+The detail log holds one `:::MLLOG {json}` per line; the text summary is for people and is not parsed. A key
+logged more than once counts with its first value, as the official checkers and compliance scripts read it.
 """
 from __future__ import annotations
 
@@ -104,5 +105,5 @@ def read_detail(log_dir: Path) -> LoadGenLog:
             errors.append(f"{key}: {value}")
         elif meta.get("is_warning"):
             warnings.append(f"{key}: {value}")
-        values[key] = value
+        values.setdefault(key, value)
     return LoadGenLog(values=values, errors=tuple(errors), warnings=tuple(warnings))

@@ -59,6 +59,11 @@ class BenchmarkRules:
     test01_sampling_target: int | None = None        # accuracy_log_sampling_target for TEST01
     # Per system type scenarios a result may add (none for the CV and NLP benchmarks of v6.1).
     optional_scenarios: Mapping[SystemType, tuple[Scenario, ...]] = field(default_factory=dict)
+    # Equal-issue mode: the old checker asks effective_sample_concatenate_permutation = true (mlperf.conf sets it).
+    equal_issue: bool = False
+    # A defect of one official checker that rejects every result of the benchmark, which the toolkit warns about
+    # instead of refusing the benchmark (the other checker, the one of record, accepts it).
+    official_checker_defect: str = ""
 
     def allows(self, system_type: SystemType) -> bool:
         """Whether the round has this benchmark in the suite of the system type."""

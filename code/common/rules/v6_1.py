@@ -103,6 +103,7 @@ BENCHMARKS = {
         server_latency_ms=None,
         compliance_tests=("TEST01",),
         test01_sampling_target=64,
+        equal_issue=True,
     ),
     "yolo": BenchmarkRules(
         submission_names={T.k_95: "yolo-95", T.k_99: "yolo-99"},
@@ -118,6 +119,9 @@ BENCHMARKS = {
         server_latency_ms=None,
         compliance_tests=("TEST01",),
         test01_sampling_target=64,
+        official_checker_defect="the old checker (submission_checker_old.py) has no yolo entry in its Offline "
+                                "samples-per-query table and fails or crashes on every yolo Offline result; "
+                                "main.py, the current checker, accepts it",
     ),
 }
 

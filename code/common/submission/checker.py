@@ -1,8 +1,10 @@
 """The toolkit's own submission checker: an exported tree against one rules round.
 
-Layout, systems/<system>.json, required scenarios here; each results scenario folder in checker_rules.py. Every
-number comes from the RulesRound. It never raises on a malformed tree: whatever it cannot read is a finding on
-that file, with the make target or field that fixes it.
+It gives the verdict of the round's official checkers (tools/submission/submission_checker/main.py and
+submission_checker_old.py with `--version v6.1`): an error wherever either rejects the tree or crashes on it,
+nothing where both accept it. Layout, tree hygiene, systems/<system>.json and the scenario set of each benchmark
+here; each results scenario folder in checker_rules.py. Every number comes from the RulesRound. It never raises on
+a malformed tree: whatever it cannot read is a finding on that file, with the make target or field that fixes it.
 """
 from __future__ import annotations
 
@@ -12,15 +14,17 @@ from typing import Any
 
 from ..constants import AccuracyTarget, Scenario, SystemType
 from ..rules.schema import BenchmarkRules, RulesRound
-from .checker_rules import (ERROR, WARNING, ScenarioContext, check_scenario, harness_command, is_empty,
+from .checker_rules import (ERROR, WARNING, ScenarioContext, as_int, check_scenario, harness_command, is_falsy,
                             read_json_object)
 
 DIVISIONS = ("closed", "open")
 STATUSES = ("available", "preview", "rdi")
-# Counts the official checker requires to be meaningful (truthy). The string "0" is truthy on purpose: a CPU-only
-# system writes accelerators_per_node as "0"; the number 0 reads as not filled in.
-MEANINGFUL_FIELDS = ("number_of_nodes", "host_processors_per_node", "host_processor_core_count",
-                     "accelerators_per_node")
+# main.py multiplies these as integers for its summary and crashes on anything else ("N/A").
+INTEGER_FIELDS = ("number_of_nodes", "accelerators_per_node")
+# The old checker's summary concatenates these as strings.
+STRING_FIELDS = ("host_processor_model_name", "accelerator_model_name", "system_type", "system_name")
+MAX_FILE_BYTES = 50 * 1024 * 1024   # the old checker refuses bigger files
+ROOT_FILE_SUFFIXES = (".md", ".pdf")
 
 
 @dataclass(frozen=True)
@@ -77,10 +81,8 @@ def resolve_benchmark(rules: RulesRound, name: str) -> BenchmarkFolder | None:
 
 
 def parse_system_type(value: Any) -> SystemType | None:
-    if not isinstance(value, str):
-        return None
-    parts = sorted({part.strip().lower() for part in value.split(",") if part.strip()})
-    return next((st for st in SystemType if sorted(st.value.split(",")) == parts), None)
+    """Only the exact spellings the checkers accept ("Edge" or "datacenter, edge" crash main.py)."""
+    return SystemType.from_json(value)
 
 
 class _Sink:
@@ -111,6 +113,7 @@ def check_submission(root: Path, rules: RulesRound, allow_test_runs: bool = Fals
     if not root.is_dir():
         sink(ERROR, root, "the submission tree does not exist; run make export_submission.")
         return CheckReport(tuple(sink.findings), 0)
+    _check_hygiene(sink, root)
     divisions = sink.subdirs(root)
     if not any(d.name in DIVISIONS for d in divisions):
         sink(ERROR, root, "the tree has no closed/ or open/ division folder; run make export_submission.")
@@ -127,6 +130,35 @@ def check_submission(root: Path, rules: RulesRound, allow_test_runs: bool = Fals
     return CheckReport(tuple(sink.findings), checked)
 
 
+def _check_hygiene(sink: _Sink, root: Path) -> None:
+    """The old checker's tree rules: no hidden, empty, cache or oversized entries, no names with spaces, no
+    links that lead nowhere, and only .md/.pdf files beside the division folders."""
+    fix = "remove it and run make export_submission again"
+    for entry in sorted(root.iterdir()):
+        if entry.is_file() and not entry.name.startswith(".") and not entry.name.endswith(ROOT_FILE_SUFFIXES):
+            sink(ERROR, entry, f"{entry.name} lies beside the division folders, where only .md and .pdf files may; "
+                               f"{fix}.")
+    for path in sorted(root.rglob("*")):
+        name = path.name
+        if name.startswith("."):
+            sink(ERROR, path, f"{name} is hidden, and a submission may hold no hidden files or folders; {fix}.")
+        elif " " in name:
+            sink(ERROR, path, f"{name!r} has a space in its name, which the official checker refuses; rename it.")
+        elif name == "__pycache__":
+            sink(ERROR, path, f"{name}/ is a cache; {fix}.")
+        elif path.is_symlink() and not path.exists():
+            sink(ERROR, path, f"{name} is a link to nothing; {fix}.")
+        elif path.is_dir() and not any(path.iterdir()):
+            sink(ERROR, path, f"{name}/ is empty, and the official checker refuses empty folders; {fix}.")
+        elif path.is_file() and path.stat().st_size > MAX_FILE_BYTES:
+            sink(ERROR, path, f"{name} is {path.stat().st_size} bytes, over the {MAX_FILE_BYTES} bytes a file may "
+                              f"have; {fix} (accuracy logs: make truncate_results).")
+    for division in (d for d in root.iterdir() if d.is_dir() and d.name in DIVISIONS):
+        for entry in sorted(division.iterdir()):
+            if entry.is_file() and not entry.name.startswith("."):
+                sink(ERROR, entry, f"{entry.name} lies in {division.name}/ outside a submitter folder; {fix}.")
+
+
 def _check_submitter(sink: _Sink, rules: RulesRound, folder: Path, allow_test_runs: bool) -> int:
     division = folder.parent.name
     if not (folder / "systems").is_dir():
@@ -139,7 +171,8 @@ def _check_submitter(sink: _Sink, rules: RulesRound, folder: Path, allow_test_ru
         has_src = False
     if not has_src:
         sink(ERROR, src, "src/ is missing or empty; copy the implementation code into it (make export_submission).")
-    if division == "closed" and not (folder / "documentation" / "calibration.md").is_file():
+    if division == "closed" and not (folder / "documentation" / "calibration.md").is_file() \
+            and not (folder / "calibration.md").is_file():
         sink(ERROR, folder / "documentation" / "calibration.md",
              "calibration.md is missing, which the closed division requires; write it (how weights were quantized "
              "and calibrated) and re-run make export_submission.")
@@ -148,7 +181,12 @@ def _check_submitter(sink: _Sink, rules: RulesRound, folder: Path, allow_test_ru
         sink(ERROR, results, "results/ is missing; run make stage_results then make export_submission.")
         return 0
     checked = 0
-    for system in sink.subdirs(results):
+    systems = sink.subdirs(results)
+    for described in sorted((folder / "systems").glob("*.json")):
+        if described.stem not in {s.name for s in systems}:
+            sink(ERROR, described, f"{described.name} describes a system with no results/{described.stem}/ folder; "
+                                   f"remove it or stage that system's results (make stage_results).")
+    for system in systems:
         system_type = _check_system_json(sink, rules, folder, system.name)
         for bench_dir in sink.subdirs(system):
             checked += _check_benchmark(sink, rules, division, bench_dir, system_type, allow_test_runs)
@@ -156,36 +194,59 @@ def _check_submitter(sink: _Sink, rules: RulesRound, folder: Path, allow_test_ru
 
 
 def _check_system_json(sink: _Sink, rules: RulesRound, folder: Path, system: str) -> SystemType | None:
-    """Report what is wrong with systems/<system>.json; return its system type when usable."""
+    """SystemCheck of main.py and the old checker's system description checks; the system type when usable."""
     path = folder / "systems" / f"{system}.json"
     where = f"systems/{system}.json"
+    overrides = f"{where.removesuffix('.json')}.overrides.json of the toolkit and run make generate_conf_files " \
+                f"stage_results export_submission"
     data = read_json_object(sink, path, f"write {where} describing the system of results/{system}")
     if data is None:
         return None
     for name in rules.system_json_fields:
         if name not in data:
             sink(ERROR, path, f"field {name} is missing; add it to {where}.")
-        elif is_empty(data[name]):
-            sink(ERROR, path, f"field {name} is empty; set it in {where.removesuffix('.json')}.overrides.json of "
-                              f"the toolkit and run make generate_conf_files stage_results export_submission.")
-    for name in MEANINGFUL_FIELDS:
+    for name in rules.system_json_meaningful_fields:
         value = data.get(name)
-        if not is_empty(value) and not value:
-            sink(ERROR, path, f"field {name} is {value!r}, which the checker reads as not filled in; set it to "
-                              f"the real count in {where} (a CPU-only system writes the string \"0\").")
-    for name, expected in (("division", folder.parent.name), ("submitter", folder.name)):
+        if name in data and is_falsy(value):
+            shown = "empty" if value in ("", None) else \
+                f"{value!r}, which the checkers read as not filled in (write numbers as strings: \"0\")"
+            sink(ERROR, path, f"field {name} is {shown}; set it in {overrides}.")
+    for name in INTEGER_FIELDS:
         value = data.get(name)
-        if not is_empty(value) and value != expected:
-            sink(ERROR, path, f"field {name} is {value!r} but the folder is {expected!r}; set {name} to "
-                              f"{expected!r} in {where}.")
+        if not is_falsy(value) and (isinstance(value, bool) or as_int(value) is None
+                                    or str(as_int(value)) != str(value).strip()):
+            sink(ERROR, path, f"field {name} is {value!r}, not a whole number, and main.py fails on it; set it to "
+                              f"the count (\"0\" for none) in {overrides}.")
+    for name in STRING_FIELDS:
+        value = data.get(name)
+        if value is not None and not isinstance(value, str):
+            sink(ERROR, path, f"field {name} is {value!r}, not text, and the old checker fails on it; write it as a "
+                              f"string in {overrides}.")
+    division, submitter = data.get("division"), data.get("submitter")
+    if not is_falsy(division) and division != folder.parent.name:
+        sink(ERROR, path, f"field division is {division!r} but the folder is {folder.parent.name!r}; set division "
+                          f"to {folder.parent.name!r} in {where}.")
+    if not is_falsy(submitter) and str(submitter).lower() != folder.name.lower():
+        sink(ERROR, path, f"field submitter is {submitter!r} but the folder is {folder.name!r}; set submitter to "
+                          f"{folder.name!r} in {where}.")
     status = data.get("status")
-    if not is_empty(status) and str(status).strip().lower() not in STATUSES:
+    if not is_falsy(status) and str(status).strip().lower() not in STATUSES:
         sink(ERROR, path, f"field status is {status!r}; set it to one of {', '.join(STATUSES)} in {where}.")
+    if "is_network" in data:
+        sink(ERROR, path, f"field is_network is {data['is_network']!r}; the checkers misread it outside the network "
+                          f"division (a JSON boolean crashes the old one, \"false\" makes main.py ask for the "
+                          f"network fields): remove it from {where}.")
     system_type = parse_system_type(data.get("system_type"))
-    if system_type is None and not is_empty(data.get("system_type")):
-        sink(ERROR, path, f"field system_type is {data.get('system_type')!r}; set it to one of "
-                          f"{', '.join(st.value for st in SystemType)} in {where}.")
+    if system_type is None and not is_falsy(data.get("system_type")):
+        spellings = ", ".join(SystemType.json_spellings())
+        sink(ERROR, path, f"field system_type is {data.get('system_type')!r}, which the official checkers refuse "
+                          f"(main.py crashes on it); set it to exactly one of {spellings} in {overrides}.")
     return system_type
+
+
+def _scenario_of(name: str) -> Scenario | None:
+    """Scenario folders as the checkers read them: the round's spelling or all lower case."""
+    return next((s for s in Scenario if name in (s.value, s.value.lower())), None)
 
 
 def _check_benchmark(sink: _Sink, rules: RulesRound, division: str, folder: Path, system_type: SystemType | None,
@@ -199,56 +260,69 @@ def _check_benchmark(sink: _Sink, rules: RulesRound, division: str, folder: Path
         sink(WARNING, folder, f"the toolkit's {rules.version} rules tables do not describe {folder.name}, so its "
                               f"sample counts, accuracy, required scenarios and compliance were not checked; add it "
                               f"to code/common/rules to check them.")
+    elif bench.rules.official_checker_defect:
+        sink(WARNING, folder, f"{bench.rules.official_checker_defect}; the toolkit follows main.py here, so expect "
+                              f"the old checker's verdict to differ, and point reviewers to this known defect.")
+    if bench.rules is not None and system_type is not None and not bench.rules.allows(system_type):
+        suites = " and ".join(t.value for t in bench.rules.required_scenarios)
+        sink(ERROR, folder, f"{folder.name} is not in the {rules.version} {system_type.value} suite (the round has it "
+                            f"for {suites} systems only; the official checkers reject it, main.py crashes); set "
+                            f"system_type in systems/{folder.parent.name}.overrides.json to a type whose suite holds "
+                            f"it, or remove {folder.name} from the submission.")
+        return 0
     present: set[Scenario] = set()
     for scenario_dir in sink.subdirs(folder):
-        try:
-            scenario = Scenario(scenario_dir.name)
-        except ValueError:
+        scenario = _scenario_of(scenario_dir.name)
+        if scenario is None:
             sink(ERROR, scenario_dir, f"{scenario_dir.name!r} is not a scenario folder; rename it to one of "
                                       f"{Scenario.choices_text()} or remove it.")
             continue
         present.add(scenario)
         ctx = ScenarioContext(sink, rules, division, scenario_dir, scenario, bench.key, bench.rules, bench.target,
-                              allow_test_runs)
+                              allow_test_runs, system_type)
         try:
             check_scenario(ctx)
         except Exception as exc:  # noqa: BLE001 - a malformed tree must give a finding, never a traceback
             sink(ERROR, scenario_dir, f"the checker could not read this folder ({type(exc).__name__}: {exc}); "
                                       f"regenerate it with make stage_results.")
     if bench.rules is not None and system_type is not None:
-        _check_required(sink, folder, bench, system_type, present)
+        _check_scenario_set(sink, rules, division, folder, bench, system_type, present)
     return len(present)
 
 
-def _inferred_from(missing: Scenario, present: set[Scenario], system_type: SystemType,
-                   bench: BenchmarkRules) -> Scenario | None:
-    """The scenario an edge result may be inferred from (facts: MultiStream from SingleStream, Offline from
-    SingleStream/MultiStream); never for a scenario the datacenter category of a datacenter,edge system needs."""
-    if "edge" not in system_type.value.split(","):
-        return None
-    if system_type is SystemType.datacenter_edge and missing in bench.required_scenarios.get(SystemType.datacenter, ()):
-        return None
-    sources = {Scenario.MultiStream: (Scenario.SingleStream,),
-               Scenario.Offline: (Scenario.MultiStream, Scenario.SingleStream)}.get(missing, ())
-    return next((s for s in sources if s in present), None)
-
-
-def _check_required(sink: _Sink, folder: Path, bench: BenchmarkFolder, system_type: SystemType,
-                    present: set[Scenario]) -> None:
+def _check_scenario_set(sink: _Sink, rules: RulesRound, division: str, folder: Path, bench: BenchmarkFolder,
+                        system_type: SystemType, present: set[Scenario]) -> None:
+    """Loader.check_scenarios of main.py (closed: one missing or extra scenario folder fails the benchmark) and the
+    old checker (closed: missing is an error; open: nothing is required)."""
     assert bench.rules is not None
     several = len(bench.rules.submission_names) > 1
+    closed = division in ("closed", "network")
+    allowed = bench.rules.allowed_scenarios(system_type)
+    for scenario in sorted(present - set(allowed), key=lambda s: s.value):
+        if closed:
+            sink(ERROR, folder / scenario.value,
+                 f"{scenario.value} is neither required nor optional for {bench.rules.submission_names[bench.target]} "
+                 f"on a {system_type.value} system, and the official checkers reject the benchmark with it in the "
+                 f"closed division; remove the folder (it may stay in the open division).")
     for scenario in bench.rules.required_scenarios.get(system_type, ()):
         if scenario in present:
             continue
         command = harness_command(bench.key, scenario, bench.target, several)
-        source = _inferred_from(scenario, present, system_type, bench.rules)
-        # An inferable edge scenario is a warning, not an error and not silence: the official checker accepts the
-        # tree and infers the figure, but a measured result is better, and the user should know it is not there.
-        if source is not None:
-            sink(WARNING, folder / scenario.value,
-                 f"{scenario.value} is missing and will be inferred from {source.value} for an edge system; run "
-                 f"{command} then make stage_results to report a measured result.")
-        else:
-            sink(ERROR, folder / scenario.value,
-                 f"{scenario.value} is required for system_type {system_type.value} but missing; run {command} then "
-                 f"make stage_results.")
+        level = ERROR if closed else WARNING
+        consequence = ("the official checkers reject the whole benchmark without it" if closed
+                       else "the open division accepts the benchmark without it")
+        sink(level, folder / scenario.value,
+             f"{scenario.value} is required for system_type {system_type.value} but missing ({consequence}); run "
+             f"{command} then make stage_results{_inference_hint(rules, scenario, present, system_type)}.")
+
+
+def _inference_hint(rules: RulesRound, missing: Scenario, present: set[Scenario], system_type: SystemType) -> str:
+    """How the rules let an edge system fill the folder from a scenario it has (stage_results --infer_scenarios)."""
+    if not system_type.includes_edge:
+        return ""
+    sources = [logged for logged, folder in rules.inferable_scenarios if folder is missing and logged in present]
+    if not sources:
+        return ""
+    return (f", or fill it from the {sources[0].value} run (make stage_results RUN_ARGS=\"--infer_scenarios\"), "
+            f"which the round accepts for an edge system")
+

@@ -1,0 +1,97 @@
+"""Whether a laid-out TEST0x folder passes, read as the round's submission checkers read it.
+
+Shared by stage_compliance (what may be staged) and the toolkit's checker (what a tree holds), so both give
+the verdict of tools/submission/submission_checker (compliance_check.py) and submission_checker_old.py:
+- verify_performance.txt passes when a line holds "TEST PASS";
+- TEST01 verify_accuracy.txt passes when a line is exactly "TEST PASS"; TEST01/accuracy/ must then hold exactly
+  mlperf_log_accuracy.json and accuracy.txt (the old checker refuses more). Otherwise Part III: accuracy/ holds
+  exactly those two plus baseline_accuracy.txt and compliance_accuracy.txt, and their accuracies differ by no
+  more than the round's delta.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..constants import AccuracyTarget
+from ..rules import BenchmarkRules, ComplianceTest, RulesRound
+from .verify import PASS, part3_verdict
+
+VERIFY_PERFORMANCE, VERIFY_ACCURACY = "verify_performance.txt", "verify_accuracy.txt"
+ACCURACY_FILES = frozenset({"mlperf_log_accuracy.json", "accuracy.txt"})
+PART3_FILES = ACCURACY_FILES | {"baseline_accuracy.txt", "compliance_accuracy.txt"}
+# Names the checkers leave out when they compare a folder's files with the set they require.
+IGNORED_FILES = frozenset({"mlperf_log_trace.json", "results.json", ".gitkeep"})
+
+Problem = tuple[Path, str]   # (file or folder, what is wrong)
+
+
+def _lines(path: Path) -> list[str] | None:
+    try:
+        return [line.strip() for line in path.read_text(errors="replace").splitlines()]
+    except OSError:
+        return None
+
+
+def _last(lines: list[str]) -> str:
+    return next((line for line in reversed(lines) if line), "nothing")
+
+
+def listed(folder: Path) -> set[str]:
+    try:
+        return {p.name for p in folder.iterdir()} - IGNORED_FILES
+    except OSError:
+        return set()
+
+
+def _file_set(folder: Path, wanted: frozenset[str], why: str) -> list[Problem]:
+    found = listed(folder)
+    if found == wanted:
+        return []
+    parts = []
+    if wanted - found:
+        parts.append(f"lacks {', '.join(sorted(wanted - found))}")
+    if found - wanted:
+        parts.append(f"also holds {', '.join(sorted(found - wanted))}")
+    return [(folder, f"{folder.name}/ {' and '.join(parts)}; {why} it must hold exactly "
+                     f"{', '.join(sorted(wanted))}")]
+
+
+def performance_verdict_problems(folder: Path) -> list[Problem]:
+    path = folder / VERIFY_PERFORMANCE
+    lines = _lines(path) if path.is_file() else None
+    if lines is None:
+        return [(path, f"{VERIFY_PERFORMANCE} is missing or unreadable")]
+    if not any(PASS in line for line in lines):
+        return [(path, f"{VERIFY_PERFORMANCE} has no TEST PASS line (it ends with {_last(lines)!r})")]
+    return []
+
+
+def accuracy_verdict_problems(folder: Path, bench: BenchmarkRules, target: AccuracyTarget | None,
+                              rules: RulesRound) -> list[Problem]:
+    """TEST01's accuracy part: the verify_accuracy.txt verdict, or Part III with its files and delta."""
+    path, accuracy = folder / VERIFY_ACCURACY, folder / "accuracy"
+    lines = _lines(path) if path.is_file() else None
+    if lines is None:
+        return [(path, f"{VERIFY_ACCURACY} is missing or unreadable")]
+    if PASS in lines:
+        return _file_set(accuracy, ACCURACY_FILES, "with verify_accuracy.txt saying TEST PASS")
+    if any(PASS in line for line in lines):
+        return [(path, f"{VERIFY_ACCURACY} has a line holding TEST PASS that is not exactly 'TEST PASS': the two "
+                       f"official checkers read it differently")]
+    problems = _file_set(accuracy, PART3_FILES, "for the Part III fallback (verify_accuracy.txt says TEST FAIL)")
+    if problems:
+        return problems
+    delta = rules.part3_delta_percent.get(target or AccuracyTarget.k_99, 1.0)
+    check = part3_verdict((accuracy / "baseline_accuracy.txt").read_text(errors="replace"),
+                          (accuracy / "compliance_accuracy.txt").read_text(errors="replace"),
+                          bench.accuracy_pattern, delta)
+    return [] if check.passed else [(accuracy / "compliance_accuracy.txt", check.summary)]
+
+
+def verdict_problems(folder: Path, test: ComplianceTest, bench: BenchmarkRules, target: AccuracyTarget | None,
+                     rules: RulesRound) -> list[Problem]:
+    """Every reason the checkers would not accept this TEST0x folder's verdicts (empty: it passes)."""
+    problems = performance_verdict_problems(folder)
+    if test.samples_accuracy:
+        problems += accuracy_verdict_problems(folder, bench, target, rules)
+    return problems

@@ -1,0 +1,60 @@
+"""Run the round's official tools from a checkout of the MLCommons inference repository (MLPERF_INFERENCE_DIR)
+and reduce each run to a verdict: pass, fail, or crash (a Python traceback)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.official_corpus import CRASH, FAIL, PASS
+
+VERSION = "v6.1"
+
+
+def inference_dir() -> Path | None:
+    value = os.environ.get("MLPERF_INFERENCE_DIR")
+    if not value:
+        return None
+    path = Path(value)
+    return path if (path / "tools" / "submission" / "submission_checker_old.py").is_file() else None
+
+
+def _verdict(done: subprocess.CompletedProcess) -> str:
+    if "Traceback (most recent call last)" in done.stdout + done.stderr:
+        return CRASH
+    return PASS if done.returncode == 0 else FAIL
+
+
+def run_checker(checkout: Path, tree: Path, which: str, work: Path) -> tuple[str, str]:
+    """(verdict, output) of `main` (submission_checker/main.py) or `old` (submission_checker_old.py) on `tree`."""
+    work.mkdir(parents=True, exist_ok=True)
+    tools = checkout / "tools" / "submission"
+    arguments = ["--input", str(tree), "--version", VERSION, "--csv", str(work / f"{which}.csv")]
+    if which == "main":
+        command, cwd = [sys.executable, "-m", "submission_checker.main", *arguments], tools
+    else:
+        command, cwd = [sys.executable, str(tools / "submission_checker_old.py"), *arguments], work
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False, timeout=300)
+    return _verdict(done), done.stdout + done.stderr
+
+
+def _script_verdict(done: subprocess.CompletedProcess) -> str:
+    return PASS if "TEST PASS" in done.stdout + done.stderr else FAIL
+
+
+def run_verify_performance(checkout: Path, test: str, reference: Path, compliance: Path) -> tuple[str, str]:
+    """compliance/<test>/verify_performance.py on two run folders (TEST01 reads detail logs, TEST04 summaries)."""
+    log = "mlperf_log_detail.txt" if test == "TEST01" else "mlperf_log_summary.txt"
+    script = checkout / "compliance" / test / "verify_performance.py"
+    done = subprocess.run([sys.executable, str(script), "-r", str(reference / log), "-t", str(compliance / log)],
+                          cwd=script.parent, capture_output=True, text=True, check=False, timeout=120)
+    return _script_verdict(done), done.stdout + done.stderr
+
+
+def run_verify_accuracy(checkout: Path, reference: Path, compliance: Path, dtype: str) -> tuple[str, str]:
+    script = checkout / "compliance" / "TEST01" / "verify_accuracy.py"
+    done = subprocess.run([sys.executable, str(script), "-r", str(reference), "-t", str(compliance),
+                           "--dtype", dtype], cwd=script.parent, capture_output=True, text=True, check=False,
+                          timeout=120)
+    return _script_verdict(done), done.stdout + done.stderr
