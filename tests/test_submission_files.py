@@ -1,13 +1,10 @@
-"""Truncation, export, packing and systems JSON of the submission tree (fast, no GPU, no network)."""
+"""Truncation, export and systems JSON of the submission tree (fast, no GPU, no network); packing is in
+test_submission_pack.py."""
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-import shlex
-import shutil
-import subprocess
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -15,7 +12,6 @@ import pytest
 from code.common.errors import UserError
 from code.common.rules import get_round
 from code.common.submission.export import export_tree
-from code.common.submission.pack import pack_tree
 from code.common.submission.system_json import (describe_system, detect_storage, empty_fields, load_overrides,
                                                 require_complete, write_overrides_template, write_system_json)
 from code.common.submission.truncate import truncate_tree
@@ -139,53 +135,6 @@ def test_export_rejects_a_dangling_link(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="does not exist"):
         export_tree(staging, dest, [Path("code")], repo, Log())
     assert not dest.exists() and not list(tmp_path.glob(".submission*"))
-
-
-# -- pack ----------------------------------------------------------------------------------------
-def _exported(tmp_path: Path) -> Path:
-    root = tmp_path / "submission"
-    _staging(root)
-    (root / "closed/ACME/systems").mkdir()
-    (root / "closed/ACME/systems/sys1.json").write_text("{}")
-    return root
-
-
-def test_pack_tarball_sha1_and_moves_old_one_aside(tmp_path: Path) -> None:
-    root, tarball = _exported(tmp_path), tmp_path / "out" / "mlperf-ACME.tar.gz"
-    tarball.parent.mkdir()
-    tarball.write_bytes(b"old")
-    log = Log()
-    result = pack_tree(root, tarball, None, log)
-    assert result.encrypted is None and result.decrypt_command is None
-    aside = list(tarball.parent.glob("mlperf-ACME.tar.gz.*.bak"))
-    assert len(aside) == 1 and aside[0].read_bytes() == b"old" and any("aside" in line for line in log)
-    digest = hashlib.sha1(tarball.read_bytes()).hexdigest()
-    assert result.sha1_file.read_text() == f"{digest}  {tarball.name}\n"
-    with tarfile.open(tarball) as tar:
-        names = tar.getnames()
-    assert names[0] == "closed" and names == sorted(names, key=lambda n: n.split("/"))
-    assert {"closed/ACME/systems/sys1.json", "open"} <= set(names) and not any(n.startswith("/") for n in names)
-
-
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
-def test_pack_encrypted_round_trip(tmp_path: Path) -> None:
-    root, tarball = _exported(tmp_path), tmp_path / "mlperf-ACME.tar.gz"
-    result = pack_tree(root, tarball, "correct horse battery", Log())
-    assert result.encrypted == tmp_path / "mlperf-ACME.tar.gz.enc" and result.encrypted_sha1 is not None
-    original = tarball.read_bytes()
-    tarball.unlink()
-    # The printed command prompts for the passphrase; a test gives it on stdin instead of a terminal.
-    command = result.decrypt_command or ""
-    subprocess.run(shlex.split(command) + ["-pass", "stdin"], input=b"correct horse battery\n", cwd=tmp_path,
-                   check=True, capture_output=True)
-    assert tarball.read_bytes() == original
-
-
-def test_pack_without_openssl_is_a_user_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(shutil, "which", lambda name: None)
-    with pytest.raises(UserError, match="openssl"):
-        pack_tree(_exported(tmp_path), tmp_path / "t.tar.gz", "secret", Log())
-    assert not (tmp_path / "t.tar.gz").exists()
 
 
 # -- systems JSON --------------------------------------------------------------------------------

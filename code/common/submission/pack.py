@@ -1,14 +1,29 @@
 """Pack the exported submission tree into a tar.gz (+ .sha1), optionally encrypted with openssl.
 
 The archive holds the division folders at its top level, in sorted order, with no owner names and a
-fixed gzip header, so the same tree gives the same archive. Encryption uses the openssl command the
-MLCommons submission instructions describe; the passphrase goes through stdin, never argv (argv is
-visible to every user of the machine in `ps`).
+fixed gzip header, so the same tree gives the same archive.
+
+Outputs, all in the tarball's folder (`build/` for `make pack_submission`):
+
+- always: the plain tarball, `mlperf-inference-<SUBMITTER>-submission.tar.gz`, and `<that name>.sha1`
+  (sha1sum's line, so `sha1sum -c` works beside it); for looking inside, or sharing unencrypted;
+- with a passphrase, also what MLCommons' `tools/submission/pack_submission.sh --unpack` opens:
+  `mlperf_submission_<SUBMITTER>.tar.gz`, the plain tarball encrypted with
+  `openssl enc -e -aes256 -md sha256 -salt -pass stdin` (the script's `openssl enc -e -aes256`: openssl's
+  default salted EVP_BytesToKey key derivation, whose digest is sha256 since OpenSSL 1.1.0, given explicitly so
+  that an older openssl (md5) packs the same; no -pbkdf2/-iter, which the script's decryption lacks), and
+  `mlperf_submission_<SUBMITTER>.sha1` holding exactly `sha1sum`'s line for it, which the script compares
+  as a whole. The reviewer decrypts with the script (SUBMITTER set in it) or, in a folder holding both
+  files, `openssl enc -d -aes256 -in mlperf_submission_<SUBMITTER>.tar.gz | tar -xvz`, typing the passphrase.
+
+The passphrase goes through stdin, never argv (argv is visible to every user of the machine in `ps`).
+Earlier outputs are moved aside as `<name>.<timestamp>.bak`, never overwritten.
 """
 from __future__ import annotations
 
 import gzip
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -22,7 +37,13 @@ from ..fileio import atomic_path, file_digest, write_atomically
 from ..paths import timestamp
 
 Log = Callable[[str], None]
-CIPHER = ("-aes-256-cbc", "-pbkdf2", "-iter", "100000")
+# pack_submission.sh encrypts with `openssl enc -e -aes256` and decrypts with `openssl enc -d -aes256`:
+# AES-256-CBC, salted, key and IV from EVP_BytesToKey with the default digest (sha256 since OpenSSL 1.1.0).
+CIPHER = ("-aes256", "-md", "sha256", "-salt")
+# openssl reads a typed passphrase into a 512-byte buffer (longer ones fail with "UI_process:processing error").
+MAX_PASSPHRASE_BYTES = 512
+# The script uses SUBMITTER unquoted in file names and shell words: keep to characters that survive that.
+_SAFE_SUBMITTER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 EXIT_PRECONDITION = 1
 
 
@@ -30,18 +51,24 @@ EXIT_PRECONDITION = 1
 class PackResult:
     tarball: Path
     sha1_file: Path
-    encrypted: Path | None = None         # <tarball>.enc when a passphrase was given
-    decrypt_command: str | None = None    # run in the folder holding the .enc file
-    encrypted_sha1: Path | None = None    # <tarball>.enc.sha1
+    encrypted: Path | None = None         # mlperf_submission_<SUBMITTER>.tar.gz when a passphrase was given
+    decrypt_command: str | None = None    # the script's unpack line; run in the folder holding `encrypted`
+    encrypted_sha1: Path | None = None    # mlperf_submission_<SUBMITTER>.sha1
+
+
+def official_names(submitter: str) -> tuple[str, str]:
+    """The encrypted tarball's and its sha1 file's names in MLCommons' pack_submission.sh."""
+    return f"mlperf_submission_{submitter}.tar.gz", f"mlperf_submission_{submitter}.sha1"
 
 
 def sha1_file(path: Path) -> str:
     return file_digest(path, "sha1")
 
 
-def write_sha1(path: Path) -> Path:
-    """`<path>.sha1` in sha1sum's format, with the bare name so `sha1sum -c` works beside the file."""
-    out = path.with_name(path.name + ".sha1")
+def write_sha1(path: Path, out: Path | None = None) -> Path:
+    """sha1sum's line for `path`, with the bare name so `sha1sum -c` works beside the file; written to
+    `out`, by default `<path>.sha1`."""
+    out = out or path.with_name(path.name + ".sha1")
     write_atomically(out, f"{sha1_file(path)}  {path.name}\n")
     return out
 
@@ -86,15 +113,41 @@ def _openssl() -> str:
     return found
 
 
-def decrypt_command(encrypted: Path, tarball: Path) -> str:
-    """The command that gives the tarball back (openssl asks for the passphrase)."""
-    return " ".join(["openssl", "enc", "-d", *CIPHER, "-in", shlex.quote(encrypted.name),
-                     "-out", shlex.quote(tarball.name)])
+def _check_passphrase(passphrase: str) -> None:
+    if not passphrase:
+        raise UserError("The passphrase is empty.")
+    if any(ord(c) < 32 or ord(c) == 127 for c in passphrase):
+        raise UserError("The passphrase must be one line of printable characters (no tabs or control "
+                        "characters): the reviewer types it at openssl's prompt.")
+    if len(passphrase.encode()) > MAX_PASSPHRASE_BYTES:
+        raise UserError(f"The passphrase is longer than {MAX_PASSPHRASE_BYTES} bytes, more than openssl's "
+                        "prompt accepts when the reviewer decrypts; choose a shorter one.")
+
+
+def _submitter(root: Path, submitter: str | None) -> str:
+    """The given submitter name, or the one `<division>/<submitter>/` folder name of the tree."""
+    if not submitter:
+        names = {p.name for division in root.iterdir() if division.is_dir()
+                 for p in division.iterdir() if p.is_dir()}
+        if len(names) != 1:
+            raise UserError(f"Cannot tell the submitter from {root} (found {sorted(names) or 'none'}): "
+                            "give the submitter name.", exit_code=EXIT_PRECONDITION)
+        submitter = names.pop()
+    if not _SAFE_SUBMITTER.fullmatch(submitter):
+        raise UserError(f"The submitter name {submitter!r} names the encrypted tarball "
+                        f"({official_names(submitter)[0]}), which MLCommons' pack_submission.sh uses unquoted: "
+                        "use only letters, digits, '.', '_', '+' and '-', starting with a letter or digit.")
+    return submitter
+
+
+def decrypt_command(encrypted: Path) -> str:
+    """pack_submission.sh's unpack line for `encrypted` (openssl asks for the passphrase)."""
+    return f"openssl enc -d -aes256 -in {shlex.quote(encrypted.name)} | tar -xvz"
 
 
 def _encrypt(openssl: str, tarball: Path, encrypted: Path, passphrase: str) -> None:
     with atomic_path(encrypted) as tmp:
-        proc = subprocess.run([openssl, "enc", *CIPHER, "-salt", "-in", str(tarball), "-out", str(tmp),
+        proc = subprocess.run([openssl, "enc", "-e", *CIPHER, "-in", str(tarball), "-out", str(tmp),
                                "-pass", "stdin"], input=(passphrase + "\n").encode(), capture_output=True,
                               check=False)
         if proc.returncode != 0:
@@ -102,23 +155,30 @@ def _encrypt(openssl: str, tarball: Path, encrypted: Path, passphrase: str) -> N
                             exit_code=EXIT_PRECONDITION)
 
 
-def pack_tree(submission_root: Path, tarball: Path, passphrase: str | None, log: Log) -> PackResult:
-    """Archive the contents of `submission_root` into `tarball` (+ .sha1); with a passphrase, also
-    `<tarball>.enc` (+ .sha1) and the command that decrypts it."""
+def pack_tree(submission_root: Path, tarball: Path, passphrase: str | None, log: Log,
+              submitter: str | None = None) -> PackResult:
+    """Archive the contents of `submission_root` into `tarball` (+ `<tarball>.sha1`); with a passphrase, also
+    `mlperf_submission_<submitter>.tar.gz` (+ `mlperf_submission_<submitter>.sha1`) beside it, which
+    `pack_submission.sh --unpack` opens (see the module's docstring). Without `submitter`, the tree's one
+    submitter folder names the encrypted files."""
     submission_root, tarball = Path(submission_root), Path(tarball)
     if not submission_root.is_dir() or not any(p.is_dir() for p in submission_root.iterdir()):
         raise UserError(f"No submission tree at {submission_root}: export the submission first.",
                         exit_code=EXIT_PRECONDITION)
     if submission_root.resolve() in tarball.absolute().parents:
         raise UserError(f"The tarball {tarball} may not be written inside the tree it packs ({submission_root}).")
-    openssl = None
-    if passphrase is not None:  # checked before anything is written
-        if not passphrase or "\n" in passphrase or "\r" in passphrase:
-            raise UserError("The passphrase must be one non-empty line.")
-        openssl = _openssl()
-    encrypted = tarball.with_name(tarball.name + ".enc")
-    outputs = [tarball, encrypted]
-    _move_aside(outputs + [p.with_name(p.name + ".sha1") for p in outputs], log)
+    if passphrase is not None:  # everything is checked before anything is written
+        _check_passphrase(passphrase)
+        submitter = _submitter(submission_root, submitter)
+    plain_outputs = [tarball, tarball.with_name(tarball.name + ".sha1")]
+    encrypted_outputs = [tarball.with_name(name) for name in official_names(submitter)] \
+        if submitter and _SAFE_SUBMITTER.fullmatch(submitter) else []
+    if set(plain_outputs) & set(encrypted_outputs):
+        raise UserError(f"The plain tarball {tarball} may not take the encrypted one's name "
+                        f"({official_names(submitter or '')[0]}): name it differently.")
+    openssl = _openssl() if passphrase is not None else None
+    # The encrypted outputs go aside even without a passphrase: they would not match the new tarball.
+    _move_aside(plain_outputs + encrypted_outputs, log)
 
     with atomic_path(tarball) as tmp, open(tmp, "wb") as raw, \
             gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz, \
@@ -126,14 +186,15 @@ def pack_tree(submission_root: Path, tarball: Path, passphrase: str | None, log:
         for entry in _entries(submission_root):
             tar.add(entry, arcname=entry.relative_to(submission_root).as_posix(), recursive=False,
                     filter=_anonymous)
-    sha1 = write_sha1(tarball)
+    sha1 = write_sha1(tarball, plain_outputs[1])
     log(f"packed {submission_root} into {tarball} ({tarball.stat().st_size} bytes)")
     if openssl is None:
         return PackResult(tarball=tarball, sha1_file=sha1)
 
+    encrypted, encrypted_sha1 = encrypted_outputs
     _encrypt(openssl, tarball, encrypted, passphrase or "")
-    enc_sha1 = write_sha1(encrypted)
-    command = decrypt_command(encrypted, tarball)
-    log(f"encrypted {tarball.name} into {encrypted}; decrypt with: {command}")
+    write_sha1(encrypted, encrypted_sha1)
+    command = decrypt_command(encrypted)
+    log(f"encrypted {tarball.name} into {encrypted} and wrote {encrypted_sha1.name}")
     return PackResult(tarball=tarball, sha1_file=sha1, encrypted=encrypted, decrypt_command=command,
-                      encrypted_sha1=enc_sha1)
+                      encrypted_sha1=encrypted_sha1)
