@@ -9,18 +9,20 @@ run again up to `audit_retries` times.
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 from pathlib import Path
 from types import MappingProxyType
 
 from ..common.audit.references import Reference, find_references
-from ..common.audit.verify import (Check, compare_accuracy_logs, part3_fallback, read_accuracy_log,
+from ..common.audit.verify import (Check, compare_accuracy_logs, part3_baseline, part3_verdict, read_accuracy_log,
                                    verify_performance, verify_test01_accuracy)
 from ..common.benchmark_api import get_benchmark
 from ..common.config_registry import ResolvedConfig
 from ..common.constants import Scenario, TestMode
 from ..common.errors import UserError
-from ..common.harness.loadgen_log import ACCURACY, DETAIL, SUMMARY, read_detail
+from ..common.fileio import sha256_file, write_atomically
+from ..common.harness.loadgen_log import ACCURACY, DETAIL, SUMMARY
 from ..common.harness.metadata import COMPLETED
 from ..common.harness.runner import plan_test, run_test
 from ..common.paths import timestamp
@@ -28,6 +30,10 @@ from .base import Context, Handler
 from .harness import EMBEDDED_DEFAULT, with_embedded_default
 
 SELECTION_FLAGS = ("benchmarks", "scenarios")
+# Beside the verdicts, never staged: which submission runs the verdict was reached against (stage_compliance
+# re-checks the staged runs against it).
+VERIFIED_AGAINST = "verified_against.json"
+PART3_FILES = ("baseline_accuracy.txt", "compliance_accuracy.txt")
 
 
 def audit_config_lines(template: tuple[str, ...], sampling_target: int | None) -> list[str]:
@@ -136,39 +142,45 @@ class RunAuditHarness(Handler):
                 folder: Path) -> Outcome:
         if record.get("status") != COMPLETED:
             return Outcome(label, False, f"the compliance run {record.get('status')}: {record.get('error')}", folder)
-        performance = verify_performance(test, read_detail(Path(reference.performance["log_dir"])),
-                                         read_detail(run_dir))
-        accuracy = self._verify_accuracy(record, reference, run_dir) if test.name == "TEST01" else None
-        self._lay_out(folder, run_dir, performance, accuracy, record)
-        passed = performance.passed and (accuracy is None or accuracy.passed)
-        parts = [f"performance {'PASS' if performance.passed else 'FAIL'}: ratio {_figure(performance.text, 'ratio')}"]
+        performance = verify_performance(test, Path(reference.performance["log_dir"]), run_dir)
+        accuracy, part3 = self._verify_accuracy(record, reference, run_dir) if test.samples_accuracy else (None, None)
+        self._lay_out(folder, run_dir, performance, accuracy, part3 is not None, record, reference)
+        accuracy_passed = accuracy is None or accuracy.passed or (part3 is not None and part3.passed)
+        parts = [f"performance {'PASS' if performance.passed else 'FAIL'}: {performance.summary}"]
         if accuracy is not None:
-            fallback = " (Part III fallback)" if "baseline accuracy" in accuracy.text else ""
-            parts.append(f"accuracy {'PASS' if accuracy.passed else 'FAIL'}: "
-                         f"{_figure(accuracy.text, 'num_perf_log_qsl_idx_match')} responses match, "
-                         f"{_figure(accuracy.text, 'num_perf_log_data_mismatch')} differ{fallback}")
-        return Outcome(label, passed, "; ".join(parts), folder)
+            parts.append(f"accuracy {'PASS' if accuracy_passed else 'FAIL'}: {accuracy.summary}")
+            if part3 is not None:
+                parts.append(part3.summary)
+        return Outcome(label, performance.passed and accuracy_passed, "; ".join(parts), folder)
 
-    def _verify_accuracy(self, record: dict, reference: Reference, run_dir: Path) -> Check:
+    def _verify_accuracy(self, record: dict, reference: Reference, run_dir: Path) -> tuple[Check, Check | None]:
+        """verify_accuracy.py's check; when responses differ, Part III: the baseline (the accuracy run's entries for
+        the sampled qsl_idx) and the compliance log scored by the benchmark's accuracy script, into
+        run_dir/part3/{baseline,compliance}_accuracy.txt, and the checker's delta test on them."""
         benchmark = get_benchmark(record["benchmark"])
         full = read_accuracy_log(Path(reference.accuracy["log_dir"]) / ACCURACY)
         sampled = read_accuracy_log(run_dir / ACCURACY)
         check = verify_test01_accuracy(compare_accuracy_logs(full, sampled, benchmark.response_dtype))
         if check.passed or not sampled:
-            return check
-        # Part III: responses differ (legitimate non-determinism?) but the accuracy may not.
-        score = lambda log: benchmark.score(record["model"], record["dataset"], log, self.ctx.paths)  # noqa: E731
-        fallback, base, test = part3_fallback(full, sampled, score, run_dir / "part3",
-                                              self.ctx.args.workload.accuracy_target)
-        (run_dir / "part3" / "baseline_accuracy.txt").write_text(base.text + "\n")
-        (run_dir / "part3" / "compliance_accuracy.txt").write_text(test.text + "\n")
-        head = check.text.rsplit("TEST FAIL", 1)[0]
-        return Check(fallback.passed, head + "Part III fallback (responses differ; comparing accuracy):\n"
-                     + fallback.text)
+            return check, None
+        part3 = run_dir / "part3"
+        part3.mkdir(parents=True, exist_ok=True)
+        baseline_log = part3 / "mlperf_log_accuracy_baseline.json"
+        baseline_log.write_text(json.dumps(part3_baseline(full, sampled)))
+        texts = {}
+        for name, log in zip(PART3_FILES, (baseline_log, run_dir / ACCURACY)):
+            texts[name] = benchmark.score(record["model"], record["dataset"], log, self.ctx.paths).text + "\n"
+            (part3 / name).write_text(texts[name])
+        rules = self.ctx.rules
+        target = self.ctx.args.workload.accuracy_target
+        verdict = part3_verdict(*texts.values(), rules.benchmark(record["benchmark"]).accuracy_pattern,
+                                rules.part3_delta_percent.get(target, 1.0))
+        return check, verdict
 
-    def _lay_out(self, folder: Path, run_dir: Path, performance: Check, accuracy: Check | None,
-                 record: dict) -> None:
-        """verify_*.txt, performance/run_1/ and (TEST01) accuracy/ in the folder staging copies from."""
+    def _lay_out(self, folder: Path, run_dir: Path, performance: Check, accuracy: Check | None, part3: bool,
+                 record: dict, reference: Reference) -> None:
+        """verify_*.txt, performance/run_1/ and (TEST01) accuracy/ in the folder staging copies from: the files
+        and names compliance/TEST0x/run_verification.py writes, plus the Part III files the checker reads."""
         replaced = [p for p in ("verify_accuracy.txt", "verify_performance.txt", "performance", "accuracy")
                     if (folder / p).exists()]
         if replaced:
@@ -181,22 +193,18 @@ class RunAuditHarness(Handler):
         run_1.mkdir(parents=True)
         for log in (SUMMARY, DETAIL):
             shutil.copy2(run_dir / log, run_1 / log)
-        if accuracy is None:
-            return
-        (folder / "verify_accuracy.txt").write_text(accuracy.text)
-        accuracy_dir = folder / "accuracy"
-        accuracy_dir.mkdir()
-        shutil.copy2(run_dir / ACCURACY, accuracy_dir / ACCURACY)
-        result = get_benchmark(record["benchmark"]).score(record["model"], record["dataset"],
-                                                          accuracy_dir / ACCURACY, self.ctx.paths)
-        (accuracy_dir / "accuracy.txt").write_text(result.text + "\n")
-        for name in ("baseline_accuracy.txt", "compliance_accuracy.txt"):
-            if (run_dir / "part3" / name).exists():
+        against = {"performance_log_dir": reference.performance["log_dir"],
+                   "performance_detail_sha256": sha256_file(Path(reference.performance["log_dir"]) / DETAIL)}
+        if accuracy is not None:
+            (folder / "verify_accuracy.txt").write_text(accuracy.text)
+            accuracy_dir = folder / "accuracy"
+            accuracy_dir.mkdir()
+            shutil.copy2(run_dir / ACCURACY, accuracy_dir / ACCURACY)
+            result = get_benchmark(record["benchmark"]).score(record["model"], record["dataset"],
+                                                              accuracy_dir / ACCURACY, self.ctx.paths)
+            (accuracy_dir / "accuracy.txt").write_text(result.text + "\n")
+            for name in PART3_FILES if part3 else ():
                 shutil.copy2(run_dir / "part3" / name, accuracy_dir / name)
-
-
-def _figure(text: str, key: str) -> str:
-    for line in text.splitlines():
-        if line.startswith(key):
-            return line.split("=", 1)[1].strip()
-    return "?"
+            against.update(accuracy_log_dir=reference.accuracy["log_dir"],
+                           accuracy_log_sha256=sha256_file(Path(reference.accuracy["log_dir"]) / ACCURACY))
+        write_atomically(folder / VERIFIED_AGAINST, json.dumps(against, indent=2) + "\n")
