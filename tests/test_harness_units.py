@@ -31,9 +31,34 @@ def test_user_conf_for_each_scenario():
     assert user_conf_lines("resnet50", Scenario.MultiStream, fields, RESNET, 20, True) == [
         "resnet50.MultiStream.target_latency = 50", "resnet50.MultiStream.samples_per_query = 8",
         "resnet50.MultiStream.performance_sample_count_override = 20",
-        "resnet50.MultiStream.min_duration = 10000", "resnet50.MultiStream.min_query_count = 1"]
+        "resnet50.MultiStream.min_duration = 10000", "resnet50.MultiStream.min_query_count = 662"]
     assert performance_sample_count(fields, RESNET, 20) == 20
     assert performance_sample_count(fields, RESNET, 50000) == 1024
+
+
+def test_user_conf_test_run_issues_what_early_stopping_needs():
+    """--test_run: SingleStream/MultiStream run at least as many queries as LoadGen's early stopping needs for
+    their percentile (90th: 64, 99th: 662), so a healthy system's test run is VALID; Offline/Server keep 1; a
+    min_query_count the user set wins; runs that are not test runs leave mlperf.conf's minimums alone."""
+    fields = {"offline_expected_qps": 160.0, "server_target_qps": 80.0, "single_stream_expected_latency_ns": 8_000_000,
+              "multi_stream_expected_latency_ns": 50_000_000, "multi_stream_samples_per_query": 8}
+
+    def tail(scenario, test_run, **extra):
+        return user_conf_lines("resnet50", scenario, {**fields, **extra}, RESNET, 50000, test_run)[-2:]
+
+    assert tail(Scenario.SingleStream, True) == ["resnet50.SingleStream.min_duration = 10000",
+                                                 "resnet50.SingleStream.min_query_count = 64"]
+    assert tail(Scenario.MultiStream, True) == ["resnet50.MultiStream.min_duration = 10000",
+                                                "resnet50.MultiStream.min_query_count = 662"]
+    assert tail(Scenario.Offline, True) == ["resnet50.Offline.min_duration = 10000",
+                                            "resnet50.Offline.min_query_count = 1"]
+    assert tail(Scenario.Server, True) == ["resnet50.Server.min_duration = 10000",
+                                           "resnet50.Server.min_query_count = 1"]
+    assert tail(Scenario.MultiStream, True, min_query_count=300, min_duration=5000) == [
+        "resnet50.MultiStream.min_duration = 5000", "resnet50.MultiStream.min_query_count = 300"]
+    assert not any("min_query_count" in line or "min_duration" in line
+                   for scenario in Scenario
+                   for line in user_conf_lines("resnet50", scenario, fields, RESNET, 50000, False))
 
 
 def test_progress_line_expects_the_end_the_run_is_waiting_for():
@@ -98,6 +123,18 @@ def test_valid_test_run_is_not_submittable(tmp_path):
     assert verdict.valid and not verdict.submittable
     assert "min_duration was 10 s instead of the rules' 600 s" in verdict.reasons[-1]
     assert log.metric().value == 170.0 and round(log.run_duration_s) == 11
+
+
+def test_valid_multistream_test_run_names_its_query_count(tmp_path):
+    write_detail(tmp_path, {"effective_scenario": "MultiStream", "result_validity": "VALID",
+                            "result_min_duration_met": True, "early_stopping_met": True, "result_query_count": 662,
+                            "effective_min_query_count": 662, "effective_target_latency_percentile": 0.99,
+                            "effective_min_duration_ms": 10000})
+    verdict = explain(read_detail(tmp_path), {}, test_run=True)
+    assert verdict.valid and not verdict.submittable
+    assert verdict.reasons == ("This was a test run (--test_run): min_duration was 10 s instead of the rules' 600 s, "
+                               "with min_query_count 662 (what LoadGen's early stopping needs for the 99th "
+                               "percentile), so the result is for a quick look only and cannot be submitted.",)
 
 
 def probe(scenario: str, outdir: Path, *extra: str) -> dict:

@@ -38,6 +38,7 @@ class RunArgs:
     system_id: str | None
     yes: bool
     allow_test_runs: bool
+    infer_scenarios: bool
     passphrase_file: str | None
     overrides: Mapping[str, Any]       # config fields given on the command line
     explicit: frozenset[str]           # run flags the user gave (so defaults can be told apart)
@@ -81,6 +82,10 @@ def build_parser(actions: Sequence[str], benchmarks: Sequence[str]) -> _Parser:
     submission = parser.add_argument_group("submission (stage_results ... pack_submission)")
     submission.add_argument("--allow_test_runs", nargs="?", const="true", default=None,
                             help="dry run: stage and check test runs too (reported as warnings)")
+    submission.add_argument("--infer_scenarios", nargs="?", const="true", default=None,
+                            help="stage_results on an edge system: fill a missing MultiStream folder from the "
+                                 "SingleStream run, a missing Offline one from MultiStream or SingleStream, as the "
+                                 "rules allow")
     submission.add_argument("--passphrase_file", default=None,
                             help="pack_submission: encrypt the tarball with the passphrase in this file")
     custom = parser.add_argument_group("add_custom_system")
@@ -179,6 +184,7 @@ def parse_run_args(argv: Sequence[str], actions: Sequence[str], benchmarks: Sequ
         system_id=empty_to_none(ns.system_id),
         yes=_flag_bool(ns.yes, "yes"),
         allow_test_runs=_flag_bool(ns.allow_test_runs, "allow_test_runs"),
+        infer_scenarios=_flag_bool(ns.infer_scenarios, "infer_scenarios"),
         passphrase_file=empty_to_none(ns.passphrase_file),
         overrides=MappingProxyType(overrides),
         explicit=explicit,

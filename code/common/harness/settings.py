@@ -10,8 +10,20 @@ from typing import Any, Mapping
 
 from ..constants import Scenario, TestMode
 from ..rules import BenchmarkRules
+from .early_stopping import scenario_min_queries
 
 TEST_RUN_MIN_DURATION_MS = 10_000
+
+
+def test_run_min_query_count(scenario: Scenario) -> int:
+    """min_query_count of a --test_run. SingleStream and MultiStream: the fewest queries LoadGen's early
+    stopping accepts for the scenario's percentile (64 for the 90th, 662 for the 99th), so a healthy system's
+    test run is VALID; LoadGen issues queries until both this count and min_duration are reached, and early
+    stopping needs exactly that many, so no margin is added. Offline and Server: 1 (min_duration rules)."""
+    return scenario_min_queries(scenario) or 1
+
+
+test_run_min_query_count.__test__ = False  # not a pytest test
 
 
 def user_conf_lines(model: str, scenario: Scenario, fields: Mapping[str, Any], rules: BenchmarkRules,
@@ -40,7 +52,7 @@ def user_conf_lines(model: str, scenario: Scenario, fields: Mapping[str, Any], r
     min_duration = fields.get("min_duration") or (TEST_RUN_MIN_DURATION_MS if test_run else None)
     if min_duration:
         lines.append(f"{key}.min_duration = {min_duration}")
-    min_queries = fields.get("min_query_count") or (1 if test_run else None)
+    min_queries = fields.get("min_query_count") or (test_run_min_query_count(scenario) if test_run else None)
     if min_queries:
         lines.append(f"{key}.min_query_count = {min_queries}")
     return lines

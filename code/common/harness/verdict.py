@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..constants import Scenario
+from .early_stopping import TARGET_LATENCY_PERCENTILE, early_stopping_min_queries
 from .loadgen_log import LoadGenLog
 
 
@@ -22,6 +23,19 @@ def _yes(value: Any) -> bool:
 
 def _ms(ns: float) -> str:
     return f"{ns / 1e6:.2f} ms"
+
+
+def _test_run_queries(log: LoadGenLog) -> str:
+    """SingleStream/MultiStream test runs: the min_query_count they ran with, and whether it is the count
+    LoadGen's early stopping needs for the scenario's percentile (what --test_run asks for)."""
+    if log.scenario not in TARGET_LATENCY_PERCENTILE or log.get("effective_min_query_count") is None:
+        return ""
+    count = int(log.get("effective_min_query_count"))
+    percentile = float(log.get("effective_target_latency_percentile") or TARGET_LATENCY_PERCENTILE[log.scenario])
+    needed = early_stopping_min_queries(percentile)
+    why = f"what LoadGen's early stopping needs for the {percentile * 100:g}th percentile" if count == needed \
+        else f"early stopping needs {needed} for the {percentile * 100:g}th percentile"
+    return f", with min_query_count {count} ({why})"
 
 
 def explain(log: LoadGenLog, fields: Mapping[str, Any], test_run: bool) -> Verdict:
@@ -80,5 +94,6 @@ def explain(log: LoadGenLog, fields: Mapping[str, Any], test_run: bool) -> Verdi
         reasons.append(f"LoadGen says: {v.get('result_invalid_reason') or 'INVALID (no reason given)'}")
     if test_run:
         reasons.append(f"This was a test run (--test_run): min_duration was {min_s:.0f} s instead of the "
-                       f"rules' 600 s, so the result is for a quick look only and cannot be submitted.")
+                       f"rules' 600 s{_test_run_queries(log)}, so the result is for a quick look only and "
+                       f"cannot be submitted.")
     return Verdict(valid=valid, submittable=valid and not test_run, reasons=tuple(reasons))
