@@ -48,8 +48,12 @@ def main(scenario_name: str, outdir: str, fail_after: int = -1, mode: str = "Per
     qsl = SampleLibrary(TinySet(64), 64)
     sut = HarnessSUT(scenario, qsl, [infer, infer], batch_size=8, batch_timeout_us=500).start()
     key = f"resnet50.{scenario.value}"
-    lines = [f"{key}.min_duration = 500", f"{key}.min_query_count = 1", f"{key}.performance_sample_count_override = 64",
-             f"{key}.target_qps = 2000", f"{key}.target_latency = 0.05"]
+    # SingleStream/MultiStream end on a query count, not a duration: LoadGen pre-generates queries for
+    # 2 x min_duration / target_latency, and a probe faster than target_latency would run out of them.
+    streams = scenario in (Scenario.SingleStream, Scenario.MultiStream)
+    lines = [f"{key}.min_duration = {0 if streams else 500}", f"{key}.min_query_count = {700 if streams else 1}",
+             f"{key}.performance_sample_count_override = 64", f"{key}.target_qps = 2000",
+             f"{key}.target_latency = 0.05"]
     settings = test_settings(write_user_conf(out / "user.conf", lines), "resnet50", scenario, TestMode(mode))
     log_settings = lg.LogSettings()
     log_settings.log_output.outdir = str(out)

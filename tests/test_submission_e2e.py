@@ -40,11 +40,14 @@ def toolkit(repo: Path, scratch: Path, *args: str) -> subprocess.CompletedProces
 def test_dry_run_submission_chain(scratch, repo_copy, tmp_path, monkeypatch):
     edge = "--scenarios=offline,singlestream,multistream"
     for args in (["--action=generate_engines", edge], ["--action=run_harness", edge],
-                 ["--action=run_harness", edge, "--test_mode=AccuracyOnly"],
-                 ["--action=run_audit_harness", "--scenarios=offline", "--audit_test=TEST01",
-                  "--audit_retries=2"]):
+                 ["--action=run_harness", edge, "--test_mode=AccuracyOnly"]):
         done = toolkit(repo_copy, scratch, *args, *RUN)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+    # The audit's performance verdict depends on how busy the machine is: the chain must work either way.
+    audit = toolkit(repo_copy, scratch, "--action=run_audit_harness", "--scenarios=offline", "--audit_test=TEST01",
+                    *RUN)
+    assert audit.returncode in (0, 1) and "TEST01 resnet50 Offline: " in audit.stdout, audit.stderr
+    audited = audit.returncode == 0
 
     # Without --allow_test_runs nothing qualifies: every run was a test run.
     refused = toolkit(repo_copy, scratch, "--action=stage_results")
@@ -63,8 +66,9 @@ def test_dry_run_submission_chain(scratch, repo_copy, tmp_path, monkeypatch):
         done = toolkit(repo_copy, scratch, f"--action={action}", "--allow_test_runs")
         assert done.returncode == 0, (action, done.stdout[-3000:], done.stderr)
         outputs[action] = done.stdout
-    assert "TEST04: no verdict (optional in the open division); run make run_audit_harness" in \
+    assert "TEST04: no compliance run (optional in the open division); run make run_audit_harness" in \
         outputs["stage_compliance"]
+    assert ("Offline TEST01: staged from" in outputs["stage_compliance"]) == audited
     again = toolkit(repo_copy, scratch, "--action=truncate_results")
     assert "already truncated" in again.stdout
 
@@ -75,7 +79,7 @@ def test_dry_run_submission_chain(scratch, repo_copy, tmp_path, monkeypatch):
     results = next((staged / "results").glob("*/resnet"))
     assert sorted(p.name for p in results.iterdir()) == ["MultiStream", "Offline", "SingleStream"]
     offline = results / "Offline"
-    assert (offline / "TEST01/verify_accuracy.txt").exists()   # audited; TEST04 was not, and open does not need it
+    assert (offline / "TEST01/verify_accuracy.txt").exists() == audited   # TEST04 was not run: open does not need it
     assert "hash=" in (offline / "accuracy/accuracy.txt").read_text()
     assert json.loads((offline / "measurements.json").read_text())["weight_data_types"] == "fp32"
 

@@ -4,15 +4,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from code.common.constants import Scenario, SystemType
+from code.common.constants import AccuracyTarget, Scenario, SystemType
 from code.common.errors import UserError
 from code.common.paths import Paths
 from code.common.rules import get_round
 from code.common.submission.measurements import calibration_markdown, run_args
 from code.common.submission.runs import choose_runs
-from code.common.submission.staging import missing_scenarios, stage_scenario
+from code.common.submission.staging import stage_scenario
 
 from .synthetic_logs import offline_detail
 
@@ -74,9 +75,20 @@ def test_calibration_markdown_describes_what_was_used():
     assert "MinMax over 100 images of the calibration list of `imagenet_sample`" in text
 
 
-def test_missing_required_scenarios_are_reported():
-    lines = missing_scenarios(RULES, SystemType.edge, {("box", "resnet50"): {Scenario.Offline}})
-    assert [line.split(":")[0] for line in lines] == ["box resnet50 SingleStream", "box resnet50 MultiStream"]
+def test_edge_scenarios_are_inferred_only_as_the_rules_allow(tmp_path):
+    from code.common.submission.staging import infer_scenario, inferable_sources
+
+    staged = {Scenario.SingleStream, Scenario.Offline}
+    assert inferable_sources(RULES, SystemType.edge, Scenario.MultiStream, staged) == [Scenario.SingleStream]
+    assert inferable_sources(RULES, SystemType.datacenter, Scenario.MultiStream, staged) == []
+    assert inferable_sources(RULES, SystemType.edge, Scenario.SingleStream, {Scenario.Offline}) == []
+    results = tmp_path / "resnet"
+    (results / "SingleStream" / "performance" / "run_1").mkdir(parents=True)
+    (results / "SingleStream" / "performance" / "run_1" / "mlperf_log_detail.txt").write_text("ss\n")
+    (results / "SingleStream" / "TEST01").mkdir()
+    dest = infer_scenario(results, Scenario.SingleStream, Scenario.MultiStream)
+    assert (dest / "performance" / "run_1" / "mlperf_log_detail.txt").read_text() == "ss\n"
+    assert not (dest / "TEST01").exists()   # compliance is verified and staged per folder by stage_compliance
 
 
 def _staged_run(tmp_path: Path, name: str, value: float) -> dict:
@@ -109,24 +121,80 @@ def test_staging_never_replaces_a_better_result_silently(tmp_path):
     assert any("replacing the staged performance run with the better" in line for line in log)
 
 
-def test_stage_compliance_copies_passed_tests_and_names_the_missing_ones(tmp_path):
-    from code.common.submission.staging import stage_compliance_for
+def _compliance_fixture(tmp_path: Path, staged_rate: float = 160.0, audited_rate: float = 161.0,
+                        compliance_rate: float = 158.0, responses: dict | None = None):
+    """A staged Offline result and the TEST01 folder run_audit_harness lays out, as official logs."""
+    from tests.official_corpus import accuracy_log, perf_values, write_run
 
     paths = Paths.create(repo=tmp_path)
-    passed = paths.compliance_log_dir("TEST01", "box", "resnet50", Scenario.Offline)
-    (passed / "runs" / "attempt1").mkdir(parents=True)
-    (passed / "verify_performance.txt").write_text("ratio = 0.99\nTEST PASS\n")
-    (passed / "verify_accuracy.txt").write_text("TEST PASS\n")
-    lines = {}
-    for division in ("closed", "open"):
-        results = paths.results_dir(paths.staging, division, "Org", "box", "resnet", Scenario.Offline)
-        lines[division] = stage_compliance_for(paths, RULES, results, "box", "resnet50", Scenario.Offline,
-                                               lambda _: None)
-        assert sorted(p.name for p in (results / "TEST01").iterdir()) == ["verify_accuracy.txt",
-                                                                          "verify_performance.txt"]
-    assert lines["closed"] == ['box resnet50 Offline TEST04: no verdict; run make run_audit_harness '
-                               'RUN_ARGS="--benchmarks=resnet50 --scenarios=Offline"']
-    assert "no verdict (optional in the open division)" in lines["open"][0]
-    (passed / "verify_accuracy.txt").write_text("TEST FAIL\n")
-    failed = stage_compliance_for(paths, RULES, results, "box", "resnet50", Scenario.Offline, lambda _: None)
-    assert "verify_accuracy.txt says TEST FAIL; not staged" in failed[0]
+    results = paths.results_dir(paths.staging, "closed", "Org", "box", "resnet", Scenario.Offline)
+    write_run(results / "performance" / "run_1", perf_values("Offline", result_samples_per_second=staged_rate))
+    (results / "accuracy").mkdir(parents=True)
+    full = accuracy_log(((0, 1), (1, 2), (2, 3)))
+    (results / "accuracy" / "mlperf_log_accuracy.json").write_text(json.dumps(full))
+    folder = paths.compliance_log_dir("TEST01", "box", "resnet50", Scenario.Offline)
+    audited = tmp_path / "audited"
+    write_run(audited, perf_values("Offline", result_samples_per_second=audited_rate))
+    write_run(folder / "performance" / "run_1", perf_values("Offline", result_samples_per_second=compliance_rate))
+    (folder / "accuracy").mkdir(parents=True)
+    sampled = accuracy_log(tuple((responses or {0: 1, 2: 3}).items()))
+    (folder / "accuracy" / "mlperf_log_accuracy.json").write_text(json.dumps(sampled))
+    (folder / "accuracy" / "accuracy.txt").write_text("accuracy=100.000%, good=2, total=2\n")
+    (folder / "verify_performance.txt").write_text("TEST PASS\n")
+    (folder / "verify_accuracy.txt").write_text("TEST PASS\n")
+    from code.common.fileio import sha256_file
+    (folder / "verified_against.json").write_text(json.dumps({
+        "performance_detail_sha256": sha256_file(audited / "mlperf_log_detail.txt"),
+        "accuracy_log_sha256": sha256_file(results / "accuracy" / "mlperf_log_accuracy.json")}))
+    return paths, results, folder
+
+
+def _stage(paths, results, log=None):
+    from code.common.submission.staging import stage_compliance_for
+
+    return stage_compliance_for(paths, RULES, results, "box", "resnet50", Scenario.Offline, AccuracyTarget.k_99,
+                                np.dtype(np.int32), log.append if log is not None else (lambda _: None))
+
+
+def test_stage_compliance_verifies_against_the_staged_runs(tmp_path):
+    paths, results, folder = _compliance_fixture(tmp_path)
+    log: list[str] = []
+    problems = _stage(paths, results, log)
+    assert problems == ['box resnet50 Offline TEST04: no compliance run; run make run_audit_harness '
+                        'RUN_ARGS="--benchmarks=resnet50 --scenarios=Offline"']
+    staged = results / "TEST01"
+    assert sorted(str(p.relative_to(staged)) for p in staged.rglob("*") if p.is_file()) == [
+        "accuracy/accuracy.txt", "accuracy/mlperf_log_accuracy.json", "performance/run_1/mlperf_log_detail.txt",
+        "performance/run_1/mlperf_log_summary.txt", "verify_accuracy.txt", "verify_performance.txt"]
+    assert (staged / "verify_performance.txt").read_text() == ("Verifying performance.\nReference score = 160.0\n"
+                                                               "Test score = 158.0\nTEST PASS\n")
+    assert "verified again against the staged run, which differs from the audited one" in log[0]
+
+
+def test_a_verdict_that_fails_against_the_staged_run_is_not_staged(tmp_path):
+    paths, results, folder = _compliance_fixture(tmp_path)
+    _stage(paths, results)
+    assert (results / "TEST01").is_dir()
+    # A faster performance run is staged later: the compliance run is now 21 % slower than it.
+    from tests.official_corpus import perf_values, write_run
+    write_run(results / "performance" / "run_1", perf_values("Offline", result_samples_per_second=200.0))
+    [problem, _] = _stage(paths, results)
+    assert "against the staged performance run the test fails (158 vs 200 samples/s" in problem
+    assert "removed the TEST01/ staged earlier" in problem and not (results / "TEST01").exists()
+
+
+def test_differing_responses_need_a_part3_result_of_the_staged_accuracy_run(tmp_path):
+    paths, results, folder = _compliance_fixture(tmp_path, responses={0: 1, 2: 9})
+    [problem, _] = _stage(paths, results)
+    assert "1 of 2 sampled responses differ from the accuracy run, and no Part III result was computed" in problem
+    (folder / "accuracy" / "baseline_accuracy.txt").write_text("accuracy=76.500%, good=2, total=2\n")
+    (folder / "accuracy" / "compliance_accuracy.txt").write_text("accuracy=76.000%, good=1, total=2\n")
+    (folder / "verify_accuracy.txt").write_text("TEST FAIL\n")
+    assert len(_stage(paths, results)) == 1
+    assert sorted(p.name for p in (results / "TEST01" / "accuracy").iterdir()) == [
+        "accuracy.txt", "baseline_accuracy.txt", "compliance_accuracy.txt", "mlperf_log_accuracy.json"]
+    assert (results / "TEST01" / "verify_accuracy.txt").read_text().rstrip().endswith("TEST FAIL")
+    # Part III computed against another accuracy run does not count.
+    (results / "accuracy" / "mlperf_log_accuracy.json").write_text("[]")
+    [problem, _] = _stage(paths, results)
+    assert "no sampled response has a counterpart" in problem or "another accuracy run" in problem

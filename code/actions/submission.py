@@ -53,15 +53,20 @@ class GenerateConfFiles(_SubmissionStep):
 
         system_id = ctx.system.system_id
         overrides_path = ctx.paths.system_overrides_json(system_id)
-        overrides = system_json.load_overrides(overrides_path)
+        shown = overrides_path.relative_to(ctx.paths.repo)
+        overrides = system_json.load_overrides(overrides_path, ctx.rules, shown)
         division = chosen[0][1].division
         data = system_json.describe_system(ctx.system.info, system_id, division, ctx.args.submitter or "",
                                            ctx.system.system_type.value, "ONNX Runtime " + _version("onnxruntime"),
-                                           overrides, ctx.rules)
+                                           overrides, ctx.rules, overrides_path=shown)
         system_json.write_system_json(ctx.paths.system_json(system_id), data)
         system_json.write_overrides_template(overrides_path, system_json.empty_fields(data, ctx.rules))
         ctx.log(f"wrote {ctx.paths.system_json(system_id).relative_to(ctx.paths.repo)}")
-        system_json.require_complete(data, ctx.rules, overrides_path.relative_to(ctx.paths.repo))
+        optional = system_json.empty_optional_fields(data, ctx.rules)
+        if optional:
+            ctx.log(f"note: {len(optional)} optional field(s) of the system description are empty, which the "
+                    f"checkers accept: {', '.join(optional)}; fill them in {shown} where they apply.")
+        system_json.require_complete(data, ctx.rules, shown)
         return 0
 
 
@@ -69,37 +74,86 @@ class StageResults(_SubmissionStep):
     def handle(self) -> int:
         ctx, submitter = self.ctx, self.submitter()
         choices = self.choices()
+        system_type = self._system_type()
         staged: dict[tuple[str, str], set] = {}
+        divisions: dict[tuple[str, str], str] = {}
+        refused = []
         for key, choice in sorted(choices.items()):
             for reason in choice.passed_over:
                 ctx.log(f"not staged: {reason}")
             if choice.performance is None:
                 continue
+            why = self._refusal(key, choice, system_type)
+            if why:
+                refused.append(why)
+                ctx.log(f"not staged: {why}")
+                continue
             if choice.accuracy is None:
                 ctx.log(f"{key[0]} {key[1]} {key[2].value}: no accuracy run of the same model and precision; "
                         f"run make run_harness RUN_ARGS=\"... --test_mode=AccuracyOnly\"")
-            staging.stage_scenario(ctx.paths, ctx.rules, submitter, key, choice, ctx.log)
+            dest = staging.stage_scenario(ctx.paths, ctx.rules, submitter, key, choice, ctx.log)
             staging.stage_system_files(ctx.paths, choice.division, submitter, key[0])
             staged.setdefault((key[0], key[1]), set()).add(key[2])
+            divisions[(key[0], key[1])] = dest.parent
         if not staged:
             raise UserError("Nothing to stage: no completed, VALID performance run in build/logs"
-                            + ("" if ctx.args.allow_test_runs else " (test runs need --allow_test_runs)"), exit_code=1)
-        system_type = self._system_type()
-        missing = staging.missing_scenarios(ctx.rules, system_type, staged)
+                            + ("" if ctx.args.allow_test_runs else " (test runs need --allow_test_runs)")
+                            + (f"; refused: {' '.join(refused)}" if refused else ""), exit_code=1)
+        missing = self._fill_missing(system_type, staged, divisions)
         for line in missing:
             ctx.log(f"missing: {line}")
         gaps = f"; {len(missing)} required scenario(s) missing" if missing else ""
         ctx.log(f"Staged in {ctx.paths.staging}{gaps}")
-        return 0
+        return 1 if refused else 0
+
+    def _refusal(self, key, choice, system_type) -> str | None:
+        """Why the round does not let this result into the submission of a `system_type` system, or None."""
+        from ..common.submission.system_json import benchmark_not_in_suite_message
+
+        system_id, benchmark, scenario = key
+        rules = self.ctx.rules.benchmark(benchmark)
+        name = conf.submission_benchmark(rules, choice.performance)
+        if not rules.allows(system_type):
+            return benchmark_not_in_suite_message(name, system_type.value, system_id)
+        if choice.division == "closed" and scenario not in rules.allowed_scenarios(system_type):
+            return (f"{system_id} {name} {scenario.value}: the closed division has no {scenario.value} for {name} on "
+                    f"a {system_type.value} system, and the official checkers reject the benchmark with it; it may "
+                    f"go into the open division, or set system_type in "
+                    f"systems/{system_id}.overrides.json to a type whose suite holds it.")
+        return None
+
+    def _fill_missing(self, system_type, staged: dict, folders: dict) -> list[str]:
+        """With --infer_scenarios, fill each missing required folder the rules let an edge system infer; the
+        lines of what is still missing."""
+        ctx = self.ctx
+        missing = []
+        for (system_id, benchmark), scenarios in sorted(staged.items()):
+            for scenario in ctx.rules.benchmark(benchmark).required_scenarios.get(system_type, ()):
+                if scenario in scenarios:
+                    continue
+                sources = staging.inferable_sources(ctx.rules, system_type, scenario, scenarios)
+                if sources and ctx.args.infer_scenarios:
+                    staging.infer_scenario(folders[(system_id, benchmark)], sources[0], scenario)
+                    ctx.log(f"{system_id} {benchmark} {scenario.value}: inferred from the staged {sources[0].value} "
+                            f"run (--infer_scenarios), as the rules allow an edge system; the checkers compute the "
+                            f"{scenario.value} figure from its logs")
+                    continue
+                hint = (f", or infer it from {sources[0].value} with RUN_ARGS=\"--infer_scenarios\" (the rules allow "
+                        f"it for an edge system)") if sources else ""
+                missing.append(f"{system_id} {benchmark} {scenario.value}: required for {system_type.value} systems "
+                               f"and not staged: make run_harness RUN_ARGS=\"--benchmarks={benchmark} "
+                               f"--scenarios={scenario.value} --test_mode=PerformanceOnly\" (and AccuracyOnly){hint}")
+        return missing
 
     def _system_type(self):
-        import json
+        """The system type systems/<id>.json declares, spelled exactly as the checkers accept it (a bad spelling
+        is a UserError naming the file); the detected system's type when the file does not say."""
+        from ..common.submission.system_json import declared_system_type
 
-        from ..common.constants import SystemType
-
-        path = self.ctx.paths.system_json(self.ctx.system.system_id)
-        declared = json.loads(path.read_text()).get("system_type") if path.is_file() else None
-        return SystemType.parse(declared) if declared else self.ctx.system.system_type
+        paths, system_id = self.ctx.paths, self.ctx.system.system_id
+        declared = declared_system_type(paths.system_json(system_id),
+                                        paths.system_overrides_json(system_id).relative_to(paths.repo))
+        return declared or self.ctx.system.system_type
 
 
 class StageCompliance(_SubmissionStep):
@@ -110,8 +164,9 @@ class StageCompliance(_SubmissionStep):
             raise UserError("Nothing staged yet: run make stage_results first.", exit_code=1)
         problems = []
         for folder, system_id, benchmark, scenario in found:
+            target = staging.accuracy_target_of(ctx.rules, benchmark, folder.parent.name)
             problems += staging.stage_compliance_for(ctx.paths, ctx.rules, folder, system_id, benchmark, scenario,
-                                                     ctx.log)
+                                                     target, get_benchmark(benchmark).response_dtype, ctx.log)
         for line in problems:
             ctx.log(f"not staged: {line}")
         return 0
@@ -179,13 +234,19 @@ class PackSubmission(_SubmissionStep):
             raise UserError("No exported tree: run make export_submission first.", exit_code=1)
         passphrase = None
         if ctx.args.passphrase_file:
-            passphrase = Path(ctx.args.passphrase_file).read_text().strip()
+            try:
+                passphrase = Path(ctx.args.passphrase_file).read_text().strip()
+            except (OSError, UnicodeDecodeError) as e:
+                raise UserError(f"Cannot read the passphrase file {ctx.args.passphrase_file}: {e}") from e
             if not passphrase:
                 raise UserError(f"{ctx.args.passphrase_file} is empty.")
-        result = pack_tree(ctx.paths.submission, ctx.paths.tarball(submitter), passphrase, ctx.log)
+        result = pack_tree(ctx.paths.submission, ctx.paths.tarball(submitter), passphrase, ctx.log,
+                           submitter=submitter)
         ctx.log(f"wrote {result.tarball} and {result.sha1_file}")
         if result.encrypted:
-            ctx.log(f"encrypted copy: {result.encrypted}; decrypt with: {result.decrypt_command}")
+            ctx.log(f"for MLCommons: {result.encrypted} and {result.encrypted_sha1} (what "
+                    f"tools/submission/pack_submission.sh --unpack opens, with SUBMITTER={submitter} set in it); "
+                    f"by hand, in a folder holding both: {result.decrypt_command}")
         return 0
 
 

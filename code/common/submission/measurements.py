@@ -8,6 +8,7 @@ from typing import Any
 
 from ..benchmark_api import Benchmark
 from ..constants import Scenario, WorkloadSetting
+from ..errors import UserError
 from ..fileio import write_atomically
 from ..paths import Paths
 from ..rules import BenchmarkRules
@@ -16,13 +17,25 @@ MEASUREMENTS = "measurements.json"
 USER_CONF = "user.conf"
 README = "README.md"
 _DTYPES = {"float32": "fp32", "float16": "fp16", "int8": "int8", "uint8": "uint8", "int64": "int64"}
+# The keys the round's checkers require in measurements.json (SYSTEM_IMP_REQUIRED_FILES). Each must be truthy:
+# `not value` is "missing meaningful value" in both checkers, so `"retraining": false` or "" is rejected.
+MEASUREMENTS_FIELDS = ("input_data_types", "retraining", "starting_weights_filename", "weight_data_types",
+                       "weight_transformations")
 
 
 def submission_benchmark(rules: BenchmarkRules, record: dict[str, Any]) -> str:
     return rules.submission_name(WorkloadSetting.from_name(record["config"]["workload_setting"]).accuracy_target)
 
 
+def _yes_no(value: Any) -> str:
+    """retraining as the checkers need it: a non-empty string ("no" where the model facts say nothing or false)."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value).strip() if value is not None and str(value).strip() else "no"
+
+
 def measurements(record: dict[str, Any], benchmark: Benchmark) -> dict[str, str]:
+    """measurements.json of one result: every field of MEASUREMENTS_FIELDS, a non-empty string."""
     fields = record["config"]["fields"]
     model = benchmark.models[fields["model"]]
     calibration = (record.get("engine", {}).get("manifest") or {}).get("calibration")
@@ -30,13 +43,33 @@ def measurements(record: dict[str, Any], benchmark: Benchmark) -> dict[str, str]
     if fields["precision"] == "int8":
         how = f" on {calibration['count']} {calibration['dataset']} images" if calibration else ""
         transformations += f"; INT8 static quantization (ONNX Runtime QDQ, per-channel weights){how}"
-    return {
+    values = {
         "input_data_types": _DTYPES.get(model.input_dtype, model.input_dtype),
-        "retraining": model.retraining,
+        "retraining": _yes_no(model.retraining),
         "starting_weights_filename": model.starting_weights_filename,
         "weight_data_types": fields["precision"],
         "weight_transformations": transformations,
     }
+    problems = measurements_problems(values)
+    if problems:
+        raise UserError(f"measurements.json of {record['benchmark']} {record['scenario']} (model "
+                        f"{fields['model']}) would be rejected by the checkers: {'; '.join(problems)}; fill the "
+                        f"model's facts in code/{record['benchmark']}/ and run make generate_conf_files again.",
+                        exit_code=1)
+    return values
+
+
+def measurements_problems(values: dict[str, Any]) -> list[str]:
+    """Why the checkers would reject these measurements.json values: a field missing or not a non-empty string
+    (they test `not value`, so "", false, 0 and [] fail; "no" and "none" pass)."""
+    problems = []
+    for name in MEASUREMENTS_FIELDS:
+        value = values.get(name)
+        if name not in values:
+            problems.append(f"{name} is missing")
+        elif not isinstance(value, str) or not value.strip():
+            problems.append(f"{name} is {json.dumps(value)}, which must be a non-empty string")
+    return problems
 
 
 def run_args(record: dict[str, Any]) -> str:

@@ -1,14 +1,25 @@
 """stage_results and stage_compliance: copy the chosen runs into
-build/submission-staging/<division>/<submitter>/results/<system>/<benchmark>/<Scenario>/."""
+build/submission-staging/<division>/<submitter>/results/<system>/<benchmark>/<Scenario>/.
+
+stage_compliance verifies each compliance test again against the runs staged beside it, as the official scripts
+compare with the submitted performance/run_1 and accuracy/ logs, so a verdict never refers to another run.
+"""
 from __future__ import annotations
 
+import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-from ..audit.verify import PASS
-from ..constants import Scenario
+import numpy as np
+
+from ..audit.verdicts import PART3_FILES, verdict_problems
+from ..audit.verify import (Check, compare_accuracy_logs, read_accuracy_log, verify_performance,
+                            verify_test01_accuracy)
+from ..constants import AccuracyTarget, Scenario, SystemType
 from ..errors import UserError
+from ..fileio import sha256_file, write_atomically
 from ..harness.loadgen_log import ACCURACY, DETAIL, SUMMARY, read_detail
 from ..paths import Paths
 from ..rules import RulesRound
@@ -74,61 +85,152 @@ def stage_scenario(paths: Paths, rules: RulesRound, submitter: str, key: Key, ch
 
 
 def stage_system_files(paths: Paths, division: str, submitter: str, system_id: str) -> None:
+    """systems/<id>.json of this division: the generated description with `division` and `submitter` set to the
+    folders it lies in (one system may have results in both divisions)."""
     root = paths.submitter_root(paths.staging, division, submitter)
     system_json = paths.system_json(system_id)
     if not system_json.is_file():
         raise UserError(f"{system_json} is missing: run `make generate_conf_files` first.", exit_code=1)
-    (root / "systems").mkdir(parents=True, exist_ok=True)
-    shutil.copy2(system_json, root / "systems" / system_json.name)
+    try:
+        data = json.loads(system_json.read_text())
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{system_json} cannot be read ({exc}): run `make generate_conf_files` again.",
+                        exit_code=1) from None
+    data.update(division=division, submitter=submitter)
+    write_atomically(root / "systems" / system_json.name, json.dumps(data, indent=4, sort_keys=True) + "\n")
     calibration = paths.repo / "documentation" / "calibration.md"
     if calibration.is_file():
         (root / "documentation").mkdir(parents=True, exist_ok=True)
         shutil.copy2(calibration, root / "documentation" / "calibration.md")
 
 
-def missing_scenarios(rules: RulesRound, system_type, staged: dict[tuple[str, str], set[Scenario]]) -> list[str]:
-    """Required scenarios of the system type that have no staged result, one line each."""
-    lines = []
-    for (system_id, benchmark), scenarios in sorted(staged.items()):
-        required = rules.benchmark(benchmark).required_scenarios.get(system_type, ())
-        for scenario in required:
-            if scenario not in scenarios:
-                lines.append(f"{system_id} {benchmark} {scenario.value}: required for {system_type.value} systems "
-                             f"and not staged: make run_harness RUN_ARGS=\"--benchmarks={benchmark} "
-                             f"--scenarios={scenario.value} --test_mode=PerformanceOnly\" (and AccuracyOnly)")
-    return lines
+def accuracy_target_of(rules: RulesRound, benchmark: str, folder_name: str) -> AccuracyTarget:
+    """The accuracy target a results/<system>/<name> folder stands for."""
+    names = rules.benchmark(benchmark).submission_names
+    return next((target for target, name in names.items() if name == folder_name), next(iter(names)))
+
+
+# -- scenario inference ---------------------------------------------------------------------------------
+def inferable_sources(rules: RulesRound, system_type: SystemType, missing: Scenario,
+                      staged: set[Scenario]) -> list[Scenario]:
+    """Staged scenarios an edge system may fill the missing folder from, in the rules' order."""
+    if not system_type.includes_edge:
+        return []
+    return [logged for logged, folder in rules.inferable_scenarios if folder is missing and logged in staged]
+
+
+def infer_scenario(results_dir: Path, source: Scenario, missing: Scenario) -> Path:
+    """Copy the staged `source` folder (logs, measurements; no compliance verdicts) into the `missing` one."""
+    src = results_dir / source.value
+    dest = results_dir / missing.value
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("TEST0*"))
+    return dest
 
 
 # -- compliance ------------------------------------------------------------------------------------------
-def _passed(folder: Path) -> tuple[bool, list[str]]:
-    verdicts = sorted(folder.glob("verify_*.txt"))
-    failed = [v.name for v in verdicts if PASS not in v.read_text().strip().splitlines()[-1:]]
-    return bool(verdicts) and not failed, failed
+def full_accuracy_log(paths: Paths, scenario_dir: Path) -> Path:
+    """The whole accuracy log of a staged scenario: the staged one, or its backup once truncate_results ran."""
+    staged = scenario_dir / "accuracy" / ACCURACY
+    text = (scenario_dir / "accuracy" / "accuracy.txt").read_text() if \
+        (scenario_dir / "accuracy" / "accuracy.txt").is_file() else ""
+    if re.search(r"^hash=", text, re.MULTILINE):
+        return paths.full_results / scenario_dir.relative_to(paths.staging) / "accuracy" / ACCURACY
+    return staged
+
+
+def _logged_scenario(scenario_dir: Path) -> Scenario:
+    """The scenario of the staged logs (another one than the folder's when the result is inferred)."""
+    return read_detail(scenario_dir / "performance" / "run_1").scenario
+
+
+def _verify_accuracy(paths: Paths, source: Path, results_dir: Path, dtype: np.dtype,
+                     against: dict[str, Any]) -> tuple[Check, bool, str | None]:
+    """(verify_accuracy verdict against the staged accuracy run, whether Part III applies, problem)."""
+    staged_log = full_accuracy_log(paths, results_dir)
+    if not staged_log.is_file():
+        return Check(False, "", ""), False, f"no full accuracy log of the staged run at {staged_log}"
+    check = verify_test01_accuracy(compare_accuracy_logs(read_accuracy_log(staged_log),
+                                                         read_accuracy_log(source / "accuracy" / ACCURACY), dtype))
+    if check.passed:
+        return check, False, None
+    if not all((source / "accuracy" / name).is_file() for name in PART3_FILES):
+        return check, False, f"{check.summary}, and no Part III result was computed"
+    if against.get("accuracy_log_sha256") != sha256_file(staged_log):
+        return check, False, (f"{check.summary}; its Part III result was computed against another accuracy run "
+                              f"({against.get('accuracy_log_dir', 'unknown')}) than the staged one")
+    return check, True, None
 
 
 def stage_compliance_for(paths: Paths, rules: RulesRound, results_dir: Path, system_id: str, benchmark: str,
-                         scenario: Scenario, log: Log) -> list[str]:
-    """Copy each passed TEST0x of this scenario beside its results; return what could not be staged."""
+                         scenario: Scenario, target: AccuracyTarget, dtype: np.dtype, log: Log) -> list[str]:
+    """Verify each TEST0x of this scenario against the staged runs and stage the verdicts that pass; return what
+    could not be staged. A TEST0x staged earlier that no longer passes is removed."""
     problems = []
-    for test in rules.benchmark(benchmark).compliance_tests:
-        source = paths.compliance_log_dir(test, system_id, benchmark, scenario)
-        label = f"{system_id} {benchmark} {scenario.value} {test}"
-        if not source.is_dir() or not list(source.glob("verify_*.txt")):
-            division = results_dir.relative_to(paths.staging).parts[0]
-            optional = " (optional in the open division)" if division == "open" else ""
-            problems.append(f"{label}: no verdict{optional}; run make run_audit_harness "
-                            f"RUN_ARGS=\"--benchmarks={benchmark} --scenarios={scenario.value}\"")
-            continue
-        passed, failed = _passed(source)
-        if not passed:
-            problems.append(f"{label}: {', '.join(failed)} says TEST FAIL; not staged (see {source})")
-            continue
+    bench = rules.benchmark(benchmark)
+    logged = _logged_scenario(results_dir)
+    inferred = f" (inferred from {logged.value})" if logged is not scenario else ""
+    for test in bench.compliance_tests:
+        source = paths.compliance_log_dir(test, system_id, benchmark, logged)
+        label = f"{system_id} {benchmark} {scenario.value}{inferred} {test}"
         dest = results_dir / test
+        fix = f"make run_audit_harness RUN_ARGS=\"--benchmarks={benchmark} --scenarios={logged.value}\""
+        problem = _stage_test(paths, rules, test, source, results_dir, bench, target, dtype, log, label)
+        if problem is None:
+            continue
         if dest.exists():
             shutil.rmtree(dest)
-        shutil.copytree(source, dest, ignore=shutil.ignore_patterns("runs"))
-        log(f"{label}: staged from {source}")
+            problem += f"; removed the {test}/ staged earlier"
+        division = results_dir.relative_to(paths.staging).parts[0]
+        optional = " (optional in the open division)" if division == "open" else ""
+        problems.append(f"{label}: {problem}{optional}; run {fix}")
     return problems
+
+
+def _stage_test(paths: Paths, rules: RulesRound, test: str, source: Path, results_dir: Path, bench,
+                target: AccuracyTarget, dtype: np.dtype, log: Log, label: str) -> str | None:
+    """Stage one test; the reason it cannot be staged, or None."""
+    spec = rules.compliance_tests[test]
+    run_1 = source / "performance" / "run_1"
+    if not (run_1 / DETAIL).is_file() or not (run_1 / SUMMARY).is_file():
+        return "no compliance run"
+    against = {}
+    if (source / "verified_against.json").is_file():
+        against = json.loads((source / "verified_against.json").read_text())
+    performance = verify_performance(spec, results_dir / "performance" / "run_1", run_1)
+    if not performance.passed:
+        return f"against the staged performance run the test fails ({performance.summary})"
+    accuracy, part3 = None, False
+    if spec.samples_accuracy:
+        accuracy, part3, problem = _verify_accuracy(paths, source, results_dir, dtype, against)
+        if problem is not None:
+            return problem
+    dest = results_dir / test
+    tmp = results_dir / f".{test}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "performance" / "run_1").mkdir(parents=True)
+    for name in (SUMMARY, DETAIL):
+        shutil.copy2(run_1 / name, tmp / "performance" / "run_1" / name)
+    (tmp / "verify_performance.txt").write_text(performance.text)
+    if accuracy is not None:
+        (tmp / "verify_accuracy.txt").write_text(accuracy.text)
+        (tmp / "accuracy").mkdir()
+        for name in (ACCURACY, "accuracy.txt", *(PART3_FILES if part3 else ())):
+            shutil.copy2(source / "accuracy" / name, tmp / "accuracy" / name)
+    problems = verdict_problems(tmp, spec, bench, target, rules)
+    if problems:
+        shutil.rmtree(tmp)
+        return "; ".join(problem for _, problem in problems)
+    if dest.exists():
+        shutil.rmtree(dest)
+    tmp.rename(dest)
+    reverified = against.get("performance_detail_sha256") not in (None, sha256_file(results_dir / "performance" /
+                                                                                    "run_1" / DETAIL))
+    note = " (verified again against the staged run, which differs from the audited one)" if reverified else ""
+    log(f"{label}: staged from {source}{note}: {performance.summary}"
+        + (f"; {accuracy.summary}" if accuracy is not None else ""))
+    return None
 
 
 def staged_scenarios(paths: Paths, rules: RulesRound, submitter: str) -> list[tuple[Path, str, str, Scenario]]:

@@ -1,9 +1,13 @@
 """`systems/<system>.json`: filled from detection where it can be, from the user's overrides file elsewhere.
 
-Every value is a string, as in published submissions: the checker rejects falsy values of fields that must be
-meaningful, so a CPU-only system says `"accelerators_per_node": "0"`, never 0. What detection cannot know
-(status, cooling, memory configuration, networking, notes...) stays "" until the user fills it in
-`systems/<system>.overrides.json`; `require_complete` refuses to go on while any field is empty.
+Every value is a string, as in published submissions. The round's checkers (main.py and submission_checker_old.py)
+require all of `rules.system_json_fields` to be present, and a truthy value (`not value` fails: "", 0, false, [])
+only for `rules.system_json_meaningful_fields`; the others (hw_notes, accelerator_frequency, ...) may stay "". So a
+CPU-only system says `"accelerators_per_node": "0"`, never 0. What detection cannot know (status, cooling, memory
+configuration, networking, notes...) stays "" until the user fills it in `systems/<system>.overrides.json`;
+`require_complete` refuses to go on while a meaningful field is empty or any value is one the checkers reject or
+crash on: a system_type other than their exact spellings, a status or division they do not know, counts that are
+not whole numbers, an `is_network` key.
 """
 from __future__ import annotations
 
@@ -19,13 +23,17 @@ from ..constants import SystemType
 from ..errors import UserError
 from ..fileio import write_atomically
 from ..paths import REPO_ROOT
-from ..rules import RulesRound
+from ..rules import RulesRound, get_round
 from ..systems.info import SystemInfo
 
 EXIT_PRECONDITION = 1
-STATUSES = ("available", "preview", "rdi")
-DIVISIONS = ("closed", "open", "network")
+STATUSES = ("available", "preview", "rdi")     # the checkers compare status.lower(); the toolkit writes lowercase
+DIVISIONS = ("closed", "open", "network")      # submission_checker_old.py compares the division exactly
 NOT_APPLICABLE = "N/A"
+# main.py's CSV writer computes int(number_of_nodes) * int(accelerators_per_node) and crashes on "N/A" or "2.0".
+COUNT_FIELDS = ("number_of_nodes", "accelerators_per_node")
+# submission_checker_old.py's CSV writer concatenates these with strings: anything but a string crashes it.
+TEXT_FIELDS = ("system_name", "host_processor_model_name", "accelerator_model_name", "system_type")
 # Meaningless without an accelerator: "N/A" on a CPU-only system rather than a question to the user.
 ACCELERATOR_DETAIL_FIELDS = (
     "accelerator_frequency", "accelerator_host_interconnect", "accelerator_interconnect",
@@ -82,27 +90,112 @@ def detect_storage(path: Path, sys_block: Path = Path("/sys/block")) -> tuple[st
     return capacity, ""
 
 
-def _as_value(value: Any) -> Any:
-    """Numbers become strings (0 must read "0"); other JSON values are kept as the user wrote them."""
-    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+def _as_value(name: str, value: Any) -> Any:
+    """Numbers become strings (0 must read "0"), status is written lowercase; other values are kept as written."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    if name == "status" and isinstance(value, str):
+        return value.strip().lower()
+    return value
+
+
+def _shown(value: Any) -> str:
+    """A value as it reads in a JSON file: "Edge", false, [], 2.0."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _choices(values) -> str:
+    quoted = [f'"{v}"' for v in values]
+    return ", ".join(quoted[:-1]) + f" or {quoted[-1]}" if len(quoted) > 1 else quoted[0]
+
+
+def _value_problem(name: str, value: Any, rules: RulesRound) -> str | None:
+    """Why the checkers would reject (or crash on) this non-empty value of `name`, and what to write instead;
+    None when it is fine. Context (the folder's division and submitter) is checked by the callers."""
+    if name == "is_network":
+        return ("leave is_network out: it belongs to the network division, which the toolkit does not submit, "
+                "and the checkers misread any value of it (a JSON boolean crashes them, \"false\" makes them "
+                "require the network-division fields)")
+    if isinstance(value, bool):
+        if name in rules.system_json_meaningful_fields:
+            return ("write the real value as a string instead of a JSON boolean (the checkers read false as not "
+                    "filled in)")
+        return None
+    if name in rules.system_json_meaningful_fields and isinstance(value, (list, dict)) and not value:
+        return "write the value as a string (the checkers read an empty list or object as not filled in)"
+    if name == "system_type":
+        if SystemType.from_json(value) is None:
+            return (f"the checkers accept exactly {_choices(SystemType.json_spellings())} (lowercase, no spaces); "
+                    "any other spelling makes them reject the results or crash")
+        return None
+    if name in TEXT_FIELDS and isinstance(value, (list, dict)):
+        return "write it as one string (the checker's summary writer crashes on a list or object there)"
+    if name == "status":
+        if not isinstance(value, str) or value.strip().lower() not in STATUSES:
+            return f"expected {_choices(STATUSES)}"
+        return None
+    if name == "division":
+        if value not in DIVISIONS:
+            return f"expected exactly {_choices(DIVISIONS)} (lowercase, as the division folder is named)"
+        return None
+    if name == "submitter" and not isinstance(value, str):
+        return "write the organisation name as a string"
+    if name in COUNT_FIELDS:
+        smallest = 1 if name == "number_of_nodes" else 0
+        try:
+            count = int(_as_value(name, value))
+        except (TypeError, ValueError):
+            count = None
+        if count is None or count < smallest:
+            what = 'a whole number of at least 1 as a string, e.g. "1"' if smallest else \
+                'a whole number as a string, e.g. "8", or "0" on a CPU-only system'
+            return (f"write {what} (the checker multiplies int(number_of_nodes) by int(accelerators_per_node) and "
+                    "crashes on anything else)")
+    return None
+
+
+def override_problems(overrides: Mapping[str, Any], where: Path | str, rules: RulesRound, *,
+                      division: str | None = None, submitter: str | None = None) -> list[str]:
+    """One sentence per value of the overrides file the checkers would reject or crash on. `division` and
+    `submitter`, when given, are what the submission folder is named: the file must agree with them."""
+    problems = []
+    for name, value in overrides.items():
+        if _is_empty(value):
+            continue   # not filled in yet
+        why = _value_problem(name, value, rules)
+        if why is None and name == "division" and division is not None and value != division:
+            why = (f"the runs being described are {division}-division runs, so remove division from the file "
+                   "(the toolkit takes it from the runs)")
+        if why is None and name == "submitter" and submitter and value != submitter:
+            why = (f"the submission folder is named after SUBMITTER={submitter}, so remove submitter from the file "
+                   f"or set it to \"{submitter}\"")
+        if why is not None:
+            problems.append(f"{name} is {_shown(value)} in {where}; {why}.")
+    return problems
 
 
 def describe_system(info: SystemInfo, system_id: str, division: str, submitter: str, system_type: str,
                     framework: str, overrides: Mapping[str, Any], rules: RulesRound, *,
                     software: Mapping[str, str] | None = None,
-                    storage: tuple[str, str] | None = None) -> dict[str, Any]:
+                    storage: tuple[str, str] | None = None,
+                    overrides_path: Path | str | None = None) -> dict[str, Any]:
     """Every field of `rules.system_json_fields`, detected where possible; non-empty overrides win.
 
     `software` (name -> version) and `storage` ((capacity, type)) default to detection on this machine
-    (storage: the disk holding the repo).
+    (storage: the disk holding the repo). `overrides_path` names the overrides file in messages (default
+    systems/<system_id>.overrides.json); a value there the checkers would reject is a UserError.
     `host_processor_core_count` is cores per processor, as in NVIDIA's published systems (2x Xeon 8480C:
     processors_per_node "2", core_count "56").
     """
     if division not in DIVISIONS:
         raise UserError(f"Unknown division '{division}'; expected one of {', '.join(DIVISIONS)}.")
-    types = [member.value for member in SystemType]
-    if system_type not in types:
-        raise UserError(f"Unknown system type '{system_type}'; expected one of {', '.join(types)}.")
+    if SystemType.from_json(system_type) is None:
+        raise UserError(f"Unknown system type '{system_type}'; expected exactly one of "
+                        f"{', '.join(SystemType.json_spellings())}.")
+    where = overrides_path if overrides_path is not None else f"systems/{system_id}.overrides.json"
+    problems = override_problems(overrides, where, rules, division=division, submitter=submitter)
+    if problems:
+        raise UserError(" ".join(problems), exit_code=EXIT_PRECONDITION)
     software = software_versions() if software is None else software
     storage_capacity, storage_type = detect_storage(REPO_ROOT) if storage is None else storage
     gpus = info.gpus
@@ -136,7 +229,7 @@ def describe_system(info: SystemInfo, system_id: str, division: str, submitter: 
     data: dict[str, Any] = {name: detected.get(name, "") for name in rules.system_json_fields}
     for key, value in overrides.items():
         if not _is_empty(value):  # an empty override means "not filled in yet", not "blank it out"
-            data[key] = _as_value(value)
+            data[key] = _as_value(key, value)
     return data
 
 
@@ -145,23 +238,43 @@ def _is_empty(value: Any) -> bool:
 
 
 def empty_fields(data: Mapping[str, Any], rules: RulesRound) -> list[str]:
-    """Required fields that are missing, None or blank, in the rules' order."""
-    return [name for name in rules.system_json_fields if _is_empty(data.get(name))]
+    """Required fields that are missing, None or blank: the meaningful ones first, then the optional ones, each in
+    the rules' order. The overrides template lists all of them."""
+    return empty_meaningful_fields(data, rules) + empty_optional_fields(data, rules)
 
 
-def load_overrides(path: Path) -> dict[str, Any]:
-    """The user's values for `systems/<id>.overrides.json`; {} when there is no such file."""
+def empty_meaningful_fields(data: Mapping[str, Any], rules: RulesRound) -> list[str]:
+    """Fields the checkers require a truthy value for that are missing or not filled in (blank, 0, false, [])."""
+    meaningful = set(rules.system_json_meaningful_fields)
+    return [name for name in rules.system_json_fields
+            if name in meaningful and (_is_empty(data.get(name)) or not data.get(name))]
+
+
+def empty_optional_fields(data: Mapping[str, Any], rules: RulesRound) -> list[str]:
+    """Fields the checkers require to be present but accept empty (hw_notes, accelerator_frequency, ...)."""
+    meaningful = set(rules.system_json_meaningful_fields)
+    return [name for name in rules.system_json_fields if name not in meaningful and _is_empty(data.get(name))]
+
+
+def load_overrides(path: Path, rules: RulesRound | None = None, shown: Path | str | None = None) -> dict[str, Any]:
+    """The user's values for `systems/<id>.overrides.json`; {} when there is no such file. A value the round's
+    checkers would reject or crash on (see `override_problems`) is a UserError naming the field and the file
+    (as `shown`, e.g. relative to the repository; default `path`)."""
     path = Path(path)
+    shown = path if shown is None else shown
     if not path.exists():
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
-        raise UserError(f"{path} is not valid JSON (line {error.lineno}, column {error.colno}: {error.msg}). "
+        raise UserError(f"{shown} is not valid JSON (line {error.lineno}, column {error.colno}: {error.msg}). "
                         "Fix it and run again.", exit_code=EXIT_PRECONDITION) from None
     if not isinstance(data, dict):
-        raise UserError(f"{path} must hold one JSON object (field -> value), not {type(data).__name__}.",
+        raise UserError(f"{shown} must hold one JSON object (field -> value), not {type(data).__name__}.",
                         exit_code=EXIT_PRECONDITION)
+    problems = override_problems(data, shown, rules or get_round())
+    if problems:
+        raise UserError(" ".join(problems), exit_code=EXIT_PRECONDITION)
     return data
 
 
@@ -184,13 +297,86 @@ def write_system_json(path: Path, data: Mapping[str, Any]) -> Path:
 
 
 def require_complete(data: Mapping[str, Any], rules: RulesRound, overrides_path: Path) -> None:
-    """UserError naming every empty or invalid field and the overrides file where the user sets it."""
-    problems = [f"{name} is empty" for name in empty_fields(data, rules)]
-    status = data.get("status")
-    if not _is_empty(status) and status not in STATUSES:
-        problems.append(f"status is '{status}' (expected one of {', '.join(STATUSES)})")
+    """UserError naming every field the checkers would reject and the overrides file where the user sets it:
+    a missing field, an empty meaningful field, a value they reject or crash on. Empty optional fields pass
+    (the checkers accept them); `empty_optional_fields` lists them for a note."""
+    problems = [f"{name} is missing" for name in rules.system_json_fields if name not in data]
+    for name in empty_meaningful_fields(data, rules):
+        if name not in data:
+            continue
+        value = data[name]
+        problems.append(f"{name} is empty" if _is_empty(value) else
+                        f"{name} is {_shown(value)}, which the checkers read as not filled in")
+    for name, value in data.items():
+        if _is_empty(value) or (name in rules.system_json_meaningful_fields and not value):
+            continue
+        why = _value_problem(name, value, rules)
+        if why is not None:
+            problems.append(f"{name} is {_shown(value)} ({why})")
     if not problems:
         return
     raise UserError(f"The system description is incomplete ({len(problems)} fields): " + "; ".join(problems)
                     + f". Set them in {overrides_path} (a JSON object, field -> value; write \"N/A\" where a "
                     "field does not apply) and run again.", exit_code=EXIT_PRECONDITION)
+
+
+def declared_system_type(path: Path, overrides_path: Path | str) -> SystemType | None:
+    """The system type `systems/<id>.json` declares, by the checkers' exact spellings; None when the file or the
+    value is absent. A spelling the checkers reject is a UserError naming the file and where to fix it."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UserError(f"{path} cannot be read as JSON ({error}); run make generate_conf_files again.",
+                        exit_code=EXIT_PRECONDITION) from None
+    declared = data.get("system_type") if isinstance(data, dict) else None
+    if _is_empty(declared):
+        return None
+    found = SystemType.from_json(declared)
+    if found is None:
+        raise UserError(f"system_type is {_shown(declared)} in {path}; the checkers accept exactly "
+                        f"{_choices(SystemType.json_spellings())} (lowercase, no spaces), so set it in "
+                        f"{overrides_path} and run make generate_conf_files again.", exit_code=EXIT_PRECONDITION)
+    return found
+
+
+def _benchmark_rules(rules: RulesRound, name: str):
+    """The rules table of a benchmark named by its submission name (resnet, bert-99) or toolkit name (resnet50)."""
+    for key, bench in rules.benchmarks.items():
+        if name == key or name in bench.submission_names.values():
+            return bench
+    return None
+
+
+def benchmark_not_in_suite_message(submission_name: str, system_type: SystemType | str, system_id: str,
+                                   rules: RulesRound | None = None) -> str:
+    """One sentence for a benchmark the round has no scenario list for on this system type (resnet, bert and yolo
+    are edge-only in v6.1): which system types have it and how to declare one, or to leave the benchmark out.
+    The checkers reject such a result (submission_checker_old.py) or crash on it (main.py, closed division)."""
+    rules = rules or get_round()
+    declared = system_type if isinstance(system_type, SystemType) else SystemType.from_json(system_type)
+    type_text = declared.value if declared is not None else str(system_type)
+    where = f"systems/{system_id}.overrides.json"
+    bench = _benchmark_rules(rules, submission_name)
+    allowed = [t for t in SystemType if bench is not None and bench.allows(t)]
+    if not allowed:
+        return (f"The toolkit's {rules.version} rules tables do not describe {submission_name}, so it cannot tell "
+                f"whether the round has it for {type_text} systems; check the round's suite tables and the "
+                f"system_type in {where}, or leave {submission_name} out.")
+    common = set.intersection(*(set(bench.required_scenarios[t]) for t in allowed))
+    options = []
+    for t in allowed:
+        extra = [s.value for s in bench.required_scenarios[t] if s not in common]
+        options.append(f'"{t.value}"' + (f" (which also requires {' and '.join(extra)})" if extra else ""))
+    if declared is SystemType.datacenter:
+        kind = "an edge system"
+    elif declared is SystemType.edge:
+        kind = "a datacenter system"
+    else:
+        kind = f"{'an' if allowed[0].value.startswith('e') else 'a'} {allowed[0].value} system"
+    listed = " and ".join(t.value for t in allowed)
+    return (f"{submission_name} is not in the {rules.version} {type_text} suite (the round has it for {listed} "
+            f"systems only); set system_type to {' or '.join(options)} in {where} if this system is submitted as "
+            f"{kind}, or leave {submission_name} out.")
