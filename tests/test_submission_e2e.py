@@ -100,7 +100,7 @@ def test_dry_run_submission_chain(scratch, repo_copy, tmp_path, monkeypatch):
     monkeypatch.setenv("MLPERF_INFERENCE_DIR", str(checkout))
     official = toolkit(repo_copy, scratch, "--action=check_submission", "--allow_test_runs")
     assert official.returncode == 0 and "FAILED (exit status 1)" in official.stdout, official.stdout[-2000:]
-    official_log = repo_copy / "build/submission/open/TestOrg/results/official_submission_checker_log.txt"
+    official_log = repo_copy / "build/official_checker/open-TestOrg-submission_checker.py.log"
     assert "too short" in official_log.read_text()
     monkeypatch.delenv("MLPERF_INFERENCE_DIR")   # pack_submission below runs without it
 

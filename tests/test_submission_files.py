@@ -216,38 +216,44 @@ sys.exit(exit_status(args))
 
 
 def _checkout(tmp_path: Path, layout: str) -> Path:
+    """`package`: main.py and submission_checker_old.py (the current layout); `script`: submission_checker.py."""
     root = tmp_path / "inference"
+    (root / "tools/submission").mkdir(parents=True)
+    script = _CHECKER_MAIN.replace("from .verdict import exit_status", "exit_status = lambda a: int('Bad' in a)")
     if layout == "package":
         package = root / "tools/submission/submission_checker"
         package.mkdir(parents=True)
         (package / "__init__.py").write_text("")
         (package / "verdict.py").write_text("def exit_status(args):\n    return int('Bad' in args)\n")
         (package / "main.py").write_text(_CHECKER_MAIN)
+        (root / "tools/submission/submission_checker_old.py").write_text(script)
     else:
-        (root / "tools/submission").mkdir(parents=True)
-        (root / "tools/submission/submission_checker.py").write_text(
-            _CHECKER_MAIN.replace("from .verdict import exit_status", "exit_status = lambda a: int('Bad' in a)"))
+        (root / "tools/submission/submission_checker.py").write_text(script)
     return root
 
 
-@pytest.mark.parametrize("layout", ["package", "script"])
-def test_official_checker_runs_per_submitter_and_keeps_its_output(tmp_path: Path, layout: str) -> None:
-    from code.common.submission.official import LOG_NAME, run_official_checker
+@pytest.mark.parametrize("layout, checkers", [("package", ["main.py", "submission_checker_old.py"]),
+                                              ("script", ["submission_checker.py"])])
+def test_official_checkers_run_per_submitter_and_keep_their_output(tmp_path: Path, layout: str,
+                                                                   checkers: list[str]) -> None:
+    from code.common.submission.official import run_official_checker
 
     tree = tmp_path / "submission"
     for submitter in ("ACME", "Bad"):
         (tree / "closed" / submitter / "results").mkdir(parents=True)
     log = Log()
     results = run_official_checker(_checkout(tmp_path, layout), tree, "v6.1", tmp_path / "out", log)
-    assert [(r.submitter, r.passed) for r in results] == [("ACME", True), ("Bad", False)]
-    output = (tree / "closed/ACME/results" / LOG_NAME).read_text()
-    called = json.loads(output.splitlines()[1])
-    assert called["argv"][:6] == ["--input", str(tree), "--version", "v6.1", "--submitter", "ACME"]
-    assert Path(called["argv"][7]).parent == tmp_path / "out" and Path(called["argv"][7]).is_file()
-    assert Path(called["cwd"]).name == "submission" and "looks OK" in output
-    assert "has errors" in (tree / "closed/Bad/results" / LOG_NAME).read_text()
-    assert "passed" in log[0] and "FAILED (exit status 1)" in log[1]
-    assert sorted(p.name for p in (tree / "closed/ACME/results").iterdir()) == [LOG_NAME]  # no CSV in the tree
+    assert [(r.submitter, r.checker, r.passed) for r in results] == [
+        *(("ACME", c, True) for c in checkers), *(("Bad", c, False) for c in checkers)]
+    for checker in checkers:
+        output = (tmp_path / "out" / f"closed-ACME-{checker}.log").read_text()
+        called = json.loads(output.splitlines()[1])
+        assert called["argv"][:6] == ["--input", str(tree), "--version", "v6.1", "--submitter", "ACME"]
+        assert Path(called["argv"][7]).parent == tmp_path / "out" and Path(called["argv"][7]).is_file()
+        assert Path(called["cwd"]).name == "submission" and "looks OK" in output
+        assert "has errors" in (tmp_path / "out" / f"closed-Bad-{checker}.log").read_text()
+    assert "passed" in log[0] and "FAILED (exit status 1)" in log[-1]
+    assert not list((tree / "closed/ACME/results").iterdir())  # neither log nor CSV in the tree
 
 
 def test_official_checker_needs_a_checkout(tmp_path: Path) -> None:
