@@ -31,7 +31,7 @@ def test_user_conf_for_each_scenario():
     assert user_conf_lines("resnet50", Scenario.MultiStream, fields, RESNET, 20, True) == [
         "resnet50.MultiStream.target_latency = 50", "resnet50.MultiStream.samples_per_query = 8",
         "resnet50.MultiStream.performance_sample_count_override = 20",
-        "resnet50.MultiStream.min_duration = 10000", "resnet50.MultiStream.min_query_count = 662"]
+        "resnet50.MultiStream.min_duration = 0", "resnet50.MultiStream.min_query_count = 662"]
     assert performance_sample_count(fields, RESNET, 20) == 20
     assert performance_sample_count(fields, RESNET, 50000) == 1024
 
@@ -46,9 +46,12 @@ def test_user_conf_test_run_issues_what_early_stopping_needs():
     def tail(scenario, test_run, **extra):
         return user_conf_lines("resnet50", scenario, {**fields, **extra}, RESNET, 50000, test_run)[-2:]
 
-    assert tail(Scenario.SingleStream, True) == ["resnet50.SingleStream.min_duration = 10000",
-                                                 "resnet50.SingleStream.min_query_count = 64"]
-    assert tail(Scenario.MultiStream, True) == ["resnet50.MultiStream.min_duration = 10000",
+    # Stream test runs end on a count: early stopping's, or about 10 s at the expected latency (8 ms: 1250).
+    assert tail(Scenario.SingleStream, True) == ["resnet50.SingleStream.min_duration = 0",
+                                                 "resnet50.SingleStream.min_query_count = 1250"]
+    assert tail(Scenario.SingleStream, True, single_stream_expected_latency_ns=500_000_000)[-1] == \
+        "resnet50.SingleStream.min_query_count = 64"
+    assert tail(Scenario.MultiStream, True) == ["resnet50.MultiStream.min_duration = 0",
                                                 "resnet50.MultiStream.min_query_count = 662"]
     assert tail(Scenario.Offline, True) == ["resnet50.Offline.min_duration = 10000",
                                             "resnet50.Offline.min_query_count = 1"]
@@ -123,6 +126,17 @@ def test_valid_test_run_is_not_submittable(tmp_path):
     assert verdict.valid and not verdict.submittable
     assert "min_duration was 10 s instead of the rules' 600 s" in verdict.reasons[-1]
     assert log.metric().value == 170.0 and round(log.run_duration_s) == 11
+
+
+def test_stream_test_run_that_ends_on_its_count(tmp_path):
+    write_detail(tmp_path, {"effective_scenario": "SingleStream", "result_validity": "VALID",
+                            "result_min_duration_met": True, "early_stopping_met": True, "result_query_count": 1250,
+                            "effective_min_query_count": 1250, "effective_target_latency_percentile": 0.9,
+                            "effective_min_duration_ms": 0})
+    verdict = explain(read_detail(tmp_path), {}, test_run=True)
+    assert verdict.valid and verdict.reasons == (
+        "This was a test run (--test_run): it ran 1250 queries instead of the rules' 600 s (early stopping needs 64 "
+        "for the 90th percentile), so the result is for a quick look only and cannot be submitted.",)
 
 
 def test_valid_multistream_test_run_names_its_query_count(tmp_path):

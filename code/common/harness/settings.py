@@ -5,6 +5,7 @@ process, then user.conf; each test therefore runs in a process of its own.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -49,6 +50,16 @@ def user_conf_lines(model: str, scenario: Scenario, fields: Mapping[str, Any], r
     if sample_count != rules.performance_sample_count:
         lines.append(f"{key}.performance_sample_count_override = {sample_count}")
 
+    if test_run and scenario in (Scenario.SingleStream, Scenario.MultiStream) and \
+            not fields.get("min_duration") and not fields.get("min_query_count"):
+        # A stream test run ends on a query count: LoadGen pre-generates queries for 2 x min_duration /
+        # target_latency, so a system faster than the expected latency would run out of them before a time
+        # limit and be INVALID. The count is what early stopping needs, or about TEST_RUN_MIN_DURATION_MS at the
+        # expected latency when that is more.
+        latency_ms = fields["single_stream_expected_latency_ns" if scenario is Scenario.SingleStream
+                            else "multi_stream_expected_latency_ns"] / 1e6
+        count = max(test_run_min_query_count(scenario), math.ceil(TEST_RUN_MIN_DURATION_MS / latency_ms))
+        return [*lines, f"{key}.min_duration = 0", f"{key}.min_query_count = {count}"]
     min_duration = fields.get("min_duration") or (TEST_RUN_MIN_DURATION_MS if test_run else None)
     if min_duration:
         lines.append(f"{key}.min_duration = {min_duration}")

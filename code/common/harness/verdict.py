@@ -92,7 +92,14 @@ def explain(log: LoadGenLog, fields: Mapping[str, Any], test_run: bool) -> Verdi
     valid = log.valid and not log.errors
     if not valid and not reasons:
         reasons.append(f"LoadGen says: {v.get('result_invalid_reason') or 'INVALID (no reason given)'}")
-    if test_run:
+    if test_run and min_s == 0 and v.get("effective_min_query_count") is not None:
+        percentile = float(v.get("effective_target_latency_percentile")
+                           or TARGET_LATENCY_PERCENTILE.get(scenario, 0.99))
+        reasons.append(f"This was a test run (--test_run): it ran {v.get('effective_min_query_count')} queries "
+                       f"instead of the rules' 600 s (early stopping needs {early_stopping_min_queries(percentile)} "
+                       f"for the {percentile * 100:g}th percentile), so the result is for a quick look only and "
+                       f"cannot be submitted.")
+    elif test_run:
         reasons.append(f"This was a test run (--test_run): min_duration was {min_s:.0f} s instead of the "
                        f"rules' 600 s{_test_run_queries(log)}, so the result is for a quick look only and "
                        f"cannot be submitted.")
