@@ -53,8 +53,9 @@ def test_user_conf_test_run_issues_what_early_stopping_needs():
         "resnet50.SingleStream.min_query_count = 64"
     assert tail(Scenario.MultiStream, True) == ["resnet50.MultiStream.min_duration = 0",
                                                 "resnet50.MultiStream.min_query_count = 662"]
-    assert tail(Scenario.Offline, True) == ["resnet50.Offline.min_duration = 10000",
-                                            "resnet50.Offline.min_query_count = 1"]
+    # Offline: its min_query_count is the samples of its one query, about 10 s at the expected samples/s.
+    assert tail(Scenario.Offline, True) == ["resnet50.Offline.min_duration = 0",
+                                            "resnet50.Offline.min_query_count = 1600"]
     assert tail(Scenario.Server, True) == ["resnet50.Server.min_duration = 10000",
                                            "resnet50.Server.min_query_count = 1"]
     assert tail(Scenario.MultiStream, True, min_query_count=300, min_duration=5000) == [

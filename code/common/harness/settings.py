@@ -27,6 +27,26 @@ def test_run_min_query_count(scenario: Scenario) -> int:
 test_run_min_query_count.__test__ = False  # not a pytest test
 
 
+def _test_run_count(scenario: Scenario, fields: Mapping[str, Any]) -> int | None:
+    """The query count a test run ends on, or None for a Server test run (which keeps a time limit).
+
+    LoadGen sizes a run from the expected performance: SingleStream/MultiStream pre-generate queries for
+    2 x min_duration / target_latency, Offline issues 1.1 x target_qps x min_duration samples. A system faster
+    than expected then runs out of work before a time limit and the run is INVALID. So a test run ends on a
+    count instead (min_duration 0): about TEST_RUN_MIN_DURATION_MS of work at the expected performance, and for
+    SingleStream/MultiStream at least what early stopping needs (64 queries at p90, 662 at p99). Offline's
+    min_query_count is its samples per query.
+    """
+    seconds = TEST_RUN_MIN_DURATION_MS / 1000
+    if scenario is Scenario.Offline:
+        return max(1, math.ceil(fields["offline_expected_qps"] * seconds))
+    if scenario in (Scenario.SingleStream, Scenario.MultiStream):
+        latency_s = fields["single_stream_expected_latency_ns" if scenario is Scenario.SingleStream
+                           else "multi_stream_expected_latency_ns"] / 1e9
+        return max(test_run_min_query_count(scenario), math.ceil(seconds / latency_s))
+    return None
+
+
 def user_conf_lines(model: str, scenario: Scenario, fields: Mapping[str, Any], rules: BenchmarkRules,
                     dataset_size: int, test_run: bool, qps_scale: float = 1.0) -> list[str]:
     """The lines of user.conf for one test. `qps_scale` lowers the Server target (compliance runs)."""
@@ -50,15 +70,9 @@ def user_conf_lines(model: str, scenario: Scenario, fields: Mapping[str, Any], r
     if sample_count != rules.performance_sample_count:
         lines.append(f"{key}.performance_sample_count_override = {sample_count}")
 
-    if test_run and scenario in (Scenario.SingleStream, Scenario.MultiStream) and \
-            not fields.get("min_duration") and not fields.get("min_query_count"):
-        # A stream test run ends on a query count: LoadGen pre-generates queries for 2 x min_duration /
-        # target_latency, so a system faster than the expected latency would run out of them before a time
-        # limit and be INVALID. The count is what early stopping needs, or about TEST_RUN_MIN_DURATION_MS at the
-        # expected latency when that is more.
-        latency_ms = fields["single_stream_expected_latency_ns" if scenario is Scenario.SingleStream
-                            else "multi_stream_expected_latency_ns"] / 1e6
-        count = max(test_run_min_query_count(scenario), math.ceil(TEST_RUN_MIN_DURATION_MS / latency_ms))
+    count = _test_run_count(scenario, fields) if test_run and not fields.get("min_duration") \
+        and not fields.get("min_query_count") else None
+    if count is not None:
         return [*lines, f"{key}.min_duration = 0", f"{key}.min_query_count = {count}"]
     min_duration = fields.get("min_duration") or (TEST_RUN_MIN_DURATION_MS if test_run else None)
     if min_duration:

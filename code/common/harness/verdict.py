@@ -92,9 +92,12 @@ def explain(log: LoadGenLog, fields: Mapping[str, Any], test_run: bool) -> Verdi
     valid = log.valid and not log.errors
     if not valid and not reasons:
         reasons.append(f"LoadGen says: {v.get('result_invalid_reason') or 'INVALID (no reason given)'}")
-    if test_run and min_s == 0 and v.get("effective_min_query_count") is not None:
-        percentile = float(v.get("effective_target_latency_percentile")
-                           or TARGET_LATENCY_PERCENTILE.get(scenario, 0.99))
+    if test_run and min_s == 0 and scenario is Scenario.Offline:
+        reasons.append(f"This was a test run (--test_run): it ran one query of {v.get('effective_samples_per_query')} "
+                       f"samples instead of the rules' 600 s, so the result is for a quick look only and cannot be "
+                       f"submitted.")
+    elif test_run and min_s == 0 and scenario in TARGET_LATENCY_PERCENTILE:
+        percentile = float(v.get("effective_target_latency_percentile") or TARGET_LATENCY_PERCENTILE[scenario])
         reasons.append(f"This was a test run (--test_run): it ran {v.get('effective_min_query_count')} queries "
                        f"instead of the rules' 600 s (early stopping needs {early_stopping_min_queries(percentile)} "
                        f"for the {percentile * 100:g}th percentile), so the result is for a quick look only and "
