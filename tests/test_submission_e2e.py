@@ -12,6 +12,13 @@ from pathlib import Path
 import pytest
 
 from .conftest import REPO
+from .official_tools import inference_dir
+
+# What the official checkers say of short runs on the 20-image sample (the only findings a dry run may have).
+SHORT_RUN_FINDINGS = ("performance_sample_count, found 20", "Test duration less than 600s",
+                      "does not cover all dataset", "accuracy_sample_count, found 20",
+                      "Required minimum samples per query not met", "Checks failed for", "has issues", "NoResults",
+                      "SUMMARY: submission has errors")
 
 # 6 s runs on one ONNX Runtime thread vary by about +-2 % on a shared 2-core machine; two threads, or shorter
 # runs, vary by more than the +-10 % a compliance test allows.
@@ -89,8 +96,23 @@ def test_dry_run_submission_chain(scratch, repo_copy, tmp_path, monkeypatch):
     report = (repo_copy / "build/submission/open/TestOrg/results/submission_checker_log.txt").read_text()
     lines = [line for line in report.splitlines()[:-1] if line.strip()]
     assert lines and all(line.startswith("WARNING") for line in lines), report
+    toolkit_kinds = ("a short run", "effective_performance_sample_count is 20", "not the whole data set",
+                     "below the Offline minimum")
+    assert all(any(kind in line for kind in toolkit_kinds) for line in lines), report
     assert "0 errors" in report.splitlines()[-1]
     assert (repo_copy / "build/submission/open/TestOrg/src/code/main.py").exists()
+
+    # With a checkout of the inference repository, the real official checkers: their only findings are what short
+    # runs on a 20-image data set bring (the toolkit's warnings say the same), and the dry run is not failed.
+    if inference_dir() is not None:
+        monkeypatch.setenv("MLPERF_INFERENCE_DIR", str(inference_dir()))
+        official = toolkit(repo_copy, scratch, "--action=check_submission", "--allow_test_runs")
+        assert official.returncode == 0, official.stdout[-3000:] + official.stderr
+        for log in (repo_copy / "build/official_checker").glob("*.log"):
+            errors = [line for line in log.read_text().splitlines() if " ERROR]" in line]
+            unexpected = [line for line in errors if not any(kind in line for kind in SHORT_RUN_FINDINGS)]
+            assert errors and not unexpected, "\n".join(unexpected)
+        monkeypatch.delenv("MLPERF_INFERENCE_DIR")
 
     # An official checker that rejects the tree (as the real one rejects short runs): reported, and in a dry
     # run not held against it.

@@ -377,11 +377,7 @@ def check_compliance(ctx: ScenarioContext) -> None:
     if ctx.benchmark is None:
         return
     if not ctx.closed:
-        for test in ctx.benchmark.compliance_tests:
-            if (ctx.folder / test).is_dir():
-                ctx.report(WARNING, ctx.folder / test, f"the official checkers do not read {test}/ in the "
-                                                       f"{ctx.division} division; remove it or leave it as it is.")
-        return
+        return   # the checkers read no TEST0x/ in the open division, whatever it holds
     for test in ctx.benchmark.compliance_tests:
         folder = ctx.folder / test
         fix = f"run {ctx.audit(test)} then make stage_compliance"
