@@ -198,3 +198,48 @@ def test_differing_responses_need_a_part3_result_of_the_staged_accuracy_run(tmp_
     (results / "accuracy" / "mlperf_log_accuracy.json").write_text("[]")
     [problem, _] = _stage(paths, results)
     assert "no sampled response has a counterpart" in problem or "another accuracy run" in problem
+
+
+# -- stage_results: what the round lets into the submission of a system type ------------------------------------
+def _stage_results(tmp_path: Path, infer: bool = False):
+    from types import SimpleNamespace
+
+    from code.actions.submission import StageResults
+
+    logs: list[str] = []
+    ctx = SimpleNamespace(rules=RULES, args=SimpleNamespace(infer_scenarios=infer), log=logs.append,
+                          paths=Paths.create(repo=tmp_path))
+    return StageResults(ctx), logs
+
+
+def test_stage_results_refuses_benchmarks_and_scenarios_outside_the_suite(tmp_path):
+    from code.common.submission.runs import Choice
+
+    handler, _ = _stage_results(tmp_path)
+    closed = Choice(performance={"config": {"workload_setting": "lwis_k_99_MaxP"}, "division": "closed"})
+    why = handler._refusal(("box", "resnet50", Scenario.Offline), closed, SystemType.datacenter)
+    assert why.startswith("resnet is not in the v6.1 datacenter suite")
+    why = handler._refusal(("box", "resnet50", Scenario.Server), closed, SystemType.edge)
+    assert why.startswith("box resnet Server: the closed division has no Server for resnet on a edge system")
+    assert handler._refusal(("box", "resnet50", Scenario.Server), closed, SystemType.datacenter_edge) is None
+    open_ = Choice(performance={"config": {"workload_setting": "lwis_k_99_MaxP"}, "division": "open"})
+    assert handler._refusal(("box", "resnet50", Scenario.Server), open_, SystemType.edge) is None
+
+
+@pytest.mark.parametrize("infer", [False, True])
+def test_stage_results_infers_edge_scenarios_only_when_asked(tmp_path, infer):
+    handler, logs = _stage_results(tmp_path, infer)
+    results = tmp_path / "resnet"
+    (results / "SingleStream" / "performance" / "run_1").mkdir(parents=True)
+    (results / "SingleStream" / "performance" / "run_1" / "mlperf_log_detail.txt").write_text("ss\n")
+    staged = {("box", "resnet50"): {Scenario.SingleStream, Scenario.Offline}}
+    missing = handler._fill_missing(SystemType.edge, staged, {("box", "resnet50"): results})
+    assert (results / "MultiStream").is_dir() == infer
+    if infer:
+        assert missing == [] and "inferred from the staged SingleStream run (--infer_scenarios)" in logs[0]
+    else:
+        [line] = missing
+        assert line.startswith("box resnet50 MultiStream: required for edge systems and not staged")
+        assert 'infer it from SingleStream with RUN_ARGS="--infer_scenarios"' in line
+    assert handler._fill_missing(SystemType.datacenter_edge, {("box", "resnet50"): {Scenario.SingleStream}},
+                                 {("box", "resnet50"): results}) != []
