@@ -1,12 +1,16 @@
 """Entry point: `python3 -m code.main --action=<action> [RUN_ARGS]`, usually through make.
 
 Parses arguments strictly, detects the system once (lazily), and runs one handler per action.
-Exit status: 0 success, 1 failure, 2 bad input, 3 action not implemented yet, 130 interrupted.
+Exit status: 0 success, 1 failure, 2 bad input, 3 action not implemented yet, 128 + N when signal N stopped
+it (130 SIGINT, 143 SIGTERM, 129 SIGHUP). SIGTERM and SIGHUP are raised as KeyboardInterrupt, like Ctrl-C, so
+every step's cleanup runs (a harness child is stopped and its test recorded as interrupted).
 """
 from __future__ import annotations
 
 import functools
+import signal
 import sys
+import threading
 import traceback
 from typing import Callable, Sequence
 
@@ -19,6 +23,40 @@ from .common.rules import get_round
 from .common.systems import SystemDetector, SystemInfo
 
 
+EXTRA_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)   # SIGINT is Python's KeyboardInterrupt already
+
+
+class StopSignal(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised in the main thread where Ctrl-C would raise KeyboardInterrupt."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_stop(signum, frame) -> None:  # noqa: ARG001
+    raise StopSignal(signum)
+
+
+def raise_on_stop_signals() -> Callable[[], None]:
+    """Make SIGTERM and SIGHUP raise StopSignal; returns what puts the previous handlers back. A signal the
+    toolkit was started to ignore (`nohup` ignores SIGHUP) stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None   # signal handlers belong to the main thread
+    previous = {signum: signal.signal(signum, _raise_stop) for signum in EXTRA_STOP_SIGNALS
+                if signal.getsignal(signum) is not signal.SIG_IGN}
+
+    def restore() -> None:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return restore
+
+
+def interrupted_status(stop: KeyboardInterrupt) -> int:
+    """128 + the signal number, as a shell reports a process that a signal ended."""
+    return 128 + int(getattr(stop, "signum", signal.SIGINT))
+
+
 def available_benchmarks(paths: Paths, rules_round) -> list[str]:
     """Benchmarks of the rules round that have config classes in this checkout."""
     return [b for b in rules_round.benchmarks if (paths.repo / "configs" / b / "__init__.py").exists()]
@@ -28,6 +66,7 @@ def main(argv: Sequence[str] | None = None, detect: Callable[[], SystemInfo] | N
          log: Callable[[str], None] = print) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = any(a == "--verbose" or a.startswith("--verbose=") and a != "--verbose=false" for a in argv)
+    restore_signal_handlers = raise_on_stop_signals()
     try:
         rules = get_round()
         default_paths = Paths.create()
@@ -51,9 +90,9 @@ def main(argv: Sequence[str] | None = None, detect: Callable[[], SystemInfo] | N
     except BrokenPipeError:  # output piped into `head` and the like: not an error of ours
         sys.stderr.close()
         return 0
-    except KeyboardInterrupt:
-        print("Interrupted.", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:   # Ctrl-C, or SIGTERM/SIGHUP as StopSignal
+        print(f"Stopped by {stop}." if isinstance(stop, StopSignal) else "Interrupted.", file=sys.stderr)
+        return interrupted_status(stop)
     except Exception as error:  # noqa: BLE001  a bug: short message unless --verbose
         if verbose:
             traceback.print_exc()
@@ -61,6 +100,8 @@ def main(argv: Sequence[str] | None = None, detect: Callable[[], SystemInfo] | N
             print(f"internal error: {type(error).__name__}: {error}\n"
                   f"Run again with RUN_ARGS=\"... --verbose\" for the traceback.", file=sys.stderr)
         return 1
+    finally:
+        restore_signal_handlers()
 
 
 if __name__ == "__main__":

@@ -258,7 +258,7 @@ def test_manifest_round_trip(tmp_path: Path) -> None:
     assert EngineManifest.from_json(manifest.to_json()) == manifest
     engine = tmp_path / "e.onnx"
     engine.write_bytes(b"x")
-    manifest.write(tmp_path / "e.onnx.manifest.json")
+    manifest.of_engine(engine).write(tmp_path / "e.onnx.manifest.json")   # as a build writes it: with the file's digest
     assert is_current(engine, tmp_path / "e.onnx.manifest.json", manifest)
     other = EngineManifest.from_dict({**manifest.to_dict(), "batch_size": 64})
     assert not is_current(engine, tmp_path / "e.onnx.manifest.json", other)

@@ -18,6 +18,7 @@ from code.common.errors import UserError
 from code.common.paths import Paths
 from code.common.rules import get_round
 from code.common.submission import pack
+from code.common.submission.check_record import write_record
 from code.common.submission.pack import pack_tree
 
 PASSPHRASE = "correct horse battery staple"
@@ -189,16 +190,20 @@ def test_pack_encrypted_opens_with_the_official_unpack_procedure(tmp_path: Path,
 def test_pack_submission_action_writes_the_official_names(tmp_path: Path) -> None:
     paths = Paths.create(scratch=tmp_path / "scratch", log_dir=tmp_path / "logs", repo=tmp_path / "repo")
     shutil.copytree(_exported(tmp_path), paths.submission)
+    write_record(paths.submission_check_record, paths.submission, dry_run=False, relaxed=False)  # as a passing check
     secret = tmp_path / "passphrase.txt"
     secret.write_text(PASSPHRASE + "\n")
-    args = SimpleNamespace(action="pack_submission", submitter="ACME", passphrase_file=str(secret))
+    args = SimpleNamespace(action="pack_submission", submitter="ACME", passphrase_file=str(secret),
+                           allow_test_runs=False)
     log = Log()
     assert PackSubmission(Context(args=args, paths=paths, rules=get_round(), detect=lambda: None, log=log)).run() == 0
-    assert sorted(p.name for p in paths.build.iterdir() if p.is_file()) == \
-        sorted([ENCRYPTED, ENCRYPTED_SHA1, TARBALL, TARBALL + ".sha1"])
+    packed = {p.name for p in paths.build.iterdir() if p.is_file()} - \
+        {paths.submission_check_record.name, paths.submission_lock.name}
+    assert sorted(packed) == sorted([ENCRYPTED, ENCRYPTED_SHA1, TARBALL, TARBALL + ".sha1"])
     assert any("pack_submission.sh --unpack" in line and "SUBMITTER=ACME" in line for line in log)
     assert not any(PASSPHRASE in line for line in log)
-    missing = SimpleNamespace(action="pack_submission", submitter="ACME", passphrase_file=str(tmp_path / "nope"))
+    missing = SimpleNamespace(action="pack_submission", submitter="ACME", passphrase_file=str(tmp_path / "nope"),
+                              allow_test_runs=False)
     with pytest.raises(UserError, match="Cannot read the passphrase file"):
         PackSubmission(Context(args=missing, paths=paths, rules=get_round(), detect=lambda: None, log=log)).run()
 

@@ -97,7 +97,9 @@ def _staged_run(tmp_path: Path, name: str, value: float) -> dict:
     return record(value=value, log_dir=str(run_dir))
 
 
-def test_staging_never_replaces_a_better_result_silently(tmp_path):
+def test_staging_stages_the_chosen_run_and_says_what_it_replaces(tmp_path):
+    from code.common.submission.measurements import readme
+
     paths = Paths.create(scratch=tmp_path / "s", log_dir=tmp_path / "l", repo=tmp_path / "repo")
     key = ("box", "resnet50", Scenario.Offline)
     good, worse = _staged_run(tmp_path, "good", 200.0), _staged_run(tmp_path, "worse", 150.0)
@@ -106,19 +108,20 @@ def test_staging_never_replaces_a_better_result_silently(tmp_path):
         stage_scenario(paths, RULES, "Org", key, choice, print)
     measured = paths.measurements_dir("box", "resnet", Scenario.Offline)
     measured.mkdir(parents=True)
-    for name in ("measurements.json", "user.conf", "README.md"):
+    for name in ("measurements.json", "user.conf"):
         (measured / name).write_text(json.dumps({"x": 1}))
+    (measured / "README.md").write_text("# written for another configuration\n")
+    with pytest.raises(UserError, match="another configuration than the run chosen"):
+        stage_scenario(paths, RULES, "Org", key, choice, print)
+    (measured / "README.md").write_text(readme(good))
     log: list[str] = []
     dest = stage_scenario(paths, RULES, "Org", key, choice, log.append)
     assert dest == tmp_path / "repo/build/submission-staging/open/Org/results/box/resnet/Offline"
     assert (dest / "performance/run_1/mlperf_log_summary.txt").read_text() == "run good\n"
+    # The ranking chose another run (the good one's logs went away, say): it is what gets staged, said aloud.
     stage_scenario(paths, RULES, "Org", key, choose_runs([worse], False)[key], log.append)
-    assert (dest / "performance/run_1/mlperf_log_summary.txt").read_text() == "run good\n"
-    assert "kept the staged performance run, which is better than" in log[-1]
-    best = _staged_run(tmp_path, "best", 250.0)
-    stage_scenario(paths, RULES, "Org", key, choose_runs([best], False)[key], log.append)
-    assert (dest / "performance/run_1/mlperf_log_summary.txt").read_text() == "run best\n"
-    assert any("replacing the staged performance run with the better" in line for line in log)
+    assert (dest / "performance/run_1/mlperf_log_summary.txt").read_text() == "run worse\n"
+    assert any("replacing the staged performance run with the chosen" in line for line in log)
 
 
 def _compliance_fixture(tmp_path: Path, staged_rate: float = 160.0, audited_rate: float = 161.0,

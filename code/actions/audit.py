@@ -78,7 +78,7 @@ class RunAuditHarness(Handler):
             if not tests:
                 continue
             reference = find_references([ctx.paths.logs_root, ctx.paths.log_dir.parent], ctx.system.system_id,
-                                        config)
+                                        config, ctx.log)
             needed = [m for m in reference.missing() if m is TestMode.PerformanceOnly or "TEST01" in tests]
             missing += [self._make_line(config, mode) for mode in needed]
             plans += [(test, config, reference) for test in tests]

@@ -97,7 +97,7 @@ class RunHarness(Handler):
         self.ctx.log("\nSummary:")
         for record in records:
             self.ctx.log(f"  {summary_line(record)}")
-        self.ctx.log(f"Logs and metadata.json: {self.ctx.paths.log_dir}")
+        self.ctx.log(f"Logs and metadata.json: {self.ctx.paths.claimed_log_dir}")
         return 0 if all(r.get("status") == COMPLETED for r in records) else 1
 
 

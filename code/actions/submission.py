@@ -7,9 +7,12 @@ import importlib.metadata
 import os
 from pathlib import Path
 
+from ..common.arguments import read_passphrase_file
 from ..common.benchmark_api import get_benchmark
 from ..common.errors import UserError
 from ..common.fileio import write_atomically
+from ..common.locking import exclusive_lock
+from ..common.submission import check_record
 from ..common.submission import measurements as conf
 from ..common.submission import staging
 from ..common.submission.runs import choose_runs, load_records
@@ -20,6 +23,14 @@ CHECKER_LOG = "submission_checker_log.txt"
 
 
 class _SubmissionStep(Handler):
+    def run(self) -> int:
+        """Each step holds the submission lock while it runs: two steps never write (or read half-written) the
+        staging tree, the exported tree or the tarball at once; a second one stops at once, naming the first."""
+        paths = self.ctx.paths
+        with exclusive_lock(paths.submission_lock, f"the submission trees in {paths.build} (submission-staging/, "
+                                                   f"submission/, the tarball)"):
+            return super().run()
+
     def submitter(self) -> str:
         if not self.ctx.args.submitter:
             raise UserError(f"Set the organisation name: make {self.ctx.args.action} SUBMITTER=MyOrg")
@@ -27,7 +38,7 @@ class _SubmissionStep(Handler):
 
     def choices(self):
         """The runs of this machine's system that make up the submission, by (system, benchmark, scenario)."""
-        records = load_records([self.ctx.paths.logs_root, self.ctx.paths.log_dir.parent])
+        records = load_records([self.ctx.paths.logs_root, self.ctx.paths.log_dir.parent], self.ctx.log)
         chosen = choose_runs(records, self.ctx.args.allow_test_runs, self.ctx.system.system_id)
         selected = {(b, s) for b in self.ctx.args.benchmarks for s in self.ctx.args.scenarios}
         return {key: c for key, c in chosen.items() if (key[1], key[2]) in selected}
@@ -203,14 +214,15 @@ class CheckSubmission(_SubmissionStep):
         from ..common.submission.checker import check_submission
 
         ctx, root = self.ctx, self.ctx.paths.submission
+        check_record.forget_record(ctx.paths.submission_check_record)   # only a pass of this check may let pack go
         if not root.is_dir():
             raise UserError("No exported tree: run make export_submission first.", exit_code=1)
-        report = check_submission(root, ctx.rules, ctx.args.allow_test_runs)
+        report = check_submission(root, ctx.rules, ctx.args.allow_test_runs, paths=ctx.paths)
         text = report.text()
         ctx.log(text.rstrip())
         for results in root.glob("*/*/results"):
             write_atomically(results / CHECKER_LOG, text)
-        official_failed = False
+        official_failed = official_waived = False
         inference_dir = os.environ.get("MLPERF_INFERENCE_DIR")
         if inference_dir:
             from ..common.submission.official import run_official_checker
@@ -221,8 +233,19 @@ class CheckSubmission(_SubmissionStep):
             if official_failed and ctx.args.allow_test_runs:
                 ctx.log("Expected for a dry run: the official checker accepts no short test runs. Its log says "
                         "whether anything else is wrong; a real submission must pass it.")
-                official_failed = False
-        return 1 if report.errors or official_failed else 0
+                official_failed, official_waived = False, True
+        if report.errors or official_failed:
+            return 1
+        self._record_pass(relaxed=ctx.args.allow_test_runs and (bool(report.warnings) or official_waived))
+        return 0
+
+    def _record_pass(self, relaxed: bool) -> None:
+        """The digest of the tree as it passed (its checker logs included): pack_submission packs only that."""
+        ctx = self.ctx
+        record_file = ctx.paths.submission_check_record
+        check_record.write_record(record_file, ctx.paths.submission, ctx.args.allow_test_runs, relaxed)
+        ctx.log(f"recorded the passing check in {record_file}: make pack_submission packs this tree as it is now"
+                + (" (a dry run: pack it with RUN_ARGS=\"--allow_test_runs\")" if relaxed else ""))
 
 
 class PackSubmission(_SubmissionStep):
@@ -232,14 +255,10 @@ class PackSubmission(_SubmissionStep):
         ctx, submitter = self.ctx, self.submitter()
         if not ctx.paths.submission.is_dir():
             raise UserError("No exported tree: run make export_submission first.", exit_code=1)
-        passphrase = None
-        if ctx.args.passphrase_file:
-            try:
-                passphrase = Path(ctx.args.passphrase_file).read_text().strip()
-            except (OSError, UnicodeDecodeError) as e:
-                raise UserError(f"Cannot read the passphrase file {ctx.args.passphrase_file}: {e}") from e
-            if not passphrase:
-                raise UserError(f"{ctx.args.passphrase_file} is empty.")
+        # Checked when the arguments were parsed; read again here, as the file may have changed since.
+        passphrase = read_passphrase_file(ctx.args.passphrase_file) if ctx.args.passphrase_file else None
+        check_record.require_passed_check(ctx.paths.submission_check_record, ctx.paths.submission, submitter,
+                                          ctx.args.allow_test_runs)
         result = pack_tree(ctx.paths.submission, ctx.paths.tarball(submitter), passphrase, ctx.log,
                            submitter=submitter)
         ctx.log(f"wrote {result.tarball} and {result.sha1_file}")

@@ -7,18 +7,24 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
 from .constants import (AccuracyTarget, HarnessType, PowerSetting, Scenario, TestMode, WorkloadSetting,
                         parse_config_ver)
 from .errors import UserError
-from .fields import FIELDS, alias_table
+from .fields import FIELDS, SAFE_NAME_MAX_CHARS, SAFE_NAME_TEXT, alias_table, is_safe_name
 
 # Benchmark spellings users type -> toolkit benchmark name.
 BENCHMARK_ALIASES = {"resnet": "resnet50", "resnet50": "resnet50", "bert": "bert", "bert-99": "bert",
                      "3d-unet": "3d-unet", "3dunet": "3d-unet", "yolo": "yolo"}
+AUDIT_ACTION = "run_audit_harness"
+# Actions that write into LOG_DIR or MLPERF_SCRATCH_PATH: a folder given for them must be writable before they start.
+WRITES_LOG_DIR = frozenset({"run_harness", "run", "bench"})
+WRITES_SCRATCH = frozenset({"prebuild", "link_dirs", "download_model", "download_data", "preprocess_data", "run"})
 
 
 @dataclass(frozen=True)
@@ -94,8 +100,12 @@ def build_parser(actions: Sequence[str], benchmarks: Sequence[str]) -> _Parser:
     fields = parser.add_argument_group("config fields (override the config classes)")
     for name, spec in FIELDS.items():
         fields.add_argument(f"--{name}", *(f"--{a}" for a in spec.aliases), dest=f"field:{name}", default=None,
-                            metavar=spec.type.__name__.upper(), help=spec.description)
+                            metavar=spec.type.__name__.upper(), help=_field_help(spec))
     return parser
+
+
+def _field_help(spec) -> str:
+    return f"{spec.description} ({spec.range_text})" if spec.type in (int, float) else spec.description
 
 
 def _flag_bool(value: str | None, name: str) -> bool:
@@ -168,7 +178,7 @@ def parse_run_args(argv: Sequence[str], actions: Sequence[str], benchmarks: Sequ
                  for key, value in vars(ns).items() if key.startswith("field:") and value is not None}
     explicit = frozenset(k for k, v in vars(ns).items() if v is not None and not k.startswith("field:"))
     empty_to_none = lambda v: v or None  # noqa: E731  (make passes empty variables as "--x=")
-    return RunArgs(
+    args = RunArgs(
         action=ns.action,
         benchmarks=parse_benchmarks(ns.benchmarks, benchmarks, rules_benchmarks),
         scenarios=parse_scenarios(ns.scenarios),
@@ -190,6 +200,82 @@ def parse_run_args(argv: Sequence[str], actions: Sequence[str], benchmarks: Sequ
         explicit=explicit,
         argv=tuple(argv),
     )
+    check_run_args(args)
+    return args
+
+
+# -- checks of values that only make sense together, or that name files and folders -------------------------
+def check_run_args(args: RunArgs) -> None:
+    """Every check that needs no detected system, before anything starts: UserError (exit status 2)."""
+    if args.submitter is not None:
+        check_submitter(args.submitter)
+    _check_audit_test(args)
+    if args.log_dir is not None and args.action in WRITES_LOG_DIR:
+        check_writable_folder(args.log_dir, "LOG_DIR", "--log_dir")
+    if args.scratch_path is not None and args.action in WRITES_SCRATCH:
+        check_writable_folder(args.scratch_path, "MLPERF_SCRATCH_PATH", "--scratch_path")
+    if args.passphrase_file is not None:
+        read_passphrase_file(args.passphrase_file)
+
+
+def check_submitter(name: str) -> str:
+    """SUBMITTER names a folder of the submission tree (and the tarball): a safe single folder name."""
+    if not is_safe_name(name):
+        raise UserError(f"SUBMITTER={name!r} is not a valid organisation name: it becomes a folder name, so use "
+                        f"only {SAFE_NAME_TEXT}, at most {SAFE_NAME_MAX_CHARS} characters (e.g. SUBMITTER=MyOrg).")
+    return name
+
+
+def _check_audit_test(args: RunArgs) -> None:
+    from .rules import get_round   # the round main.py runs with
+
+    rules = get_round()
+    if args.audit_test is not None and args.audit_test.upper() not in rules.compliance_tests:
+        raise UserError(f"Unknown audit test '{args.audit_test}'. Valid choices for {rules.version}: "
+                        f"{', '.join(rules.compliance_tests)}.")
+    if args.audit_test is not None and args.action != AUDIT_ACTION:
+        raise UserError(f"--audit_test={args.audit_test} applies only to make {AUDIT_ACTION}, not to "
+                        f"{args.action}; drop it from RUN_ARGS or run make {AUDIT_ACTION}.")
+    if args.action == AUDIT_ACTION and args.test_mode is TestMode.AccuracyOnly:
+        raise UserError(f"--test_mode=AccuracyOnly does not apply to make {AUDIT_ACTION}: compliance tests are "
+                        f"performance-mode runs compared with the submission's own runs; drop --test_mode.")
+
+
+def check_writable_folder(text: str, variable: str, flag: str) -> Path:
+    """A folder the action will write into: it exists as a folder, or can be created, and takes new files."""
+    path = Path(text).expanduser().absolute()
+    given = f"{variable}={text} ({flag})"
+    fix = f"set {variable} to a folder you can write to"
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        what = "is a file" if existing == path else f"lies below {existing}, which is a file"
+        raise UserError(f"{given} {what}, not a folder; {fix}.")
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass   # an unnamed file where the platform allows it: nothing is left behind
+    except OSError as error:
+        raise UserError(f"{given} cannot be written: no file can be created in {existing} "
+                        f"({error.strerror or error}); {fix}.") from None
+    return path
+
+
+def read_passphrase_file(text: str) -> str:
+    """The passphrase in the file `text` (its text, stripped); UserError when it cannot be had."""
+    path = Path(text).expanduser()
+    fix = "give --passphrase_file a readable text file that holds the passphrase"
+    if not path.is_file():
+        state = "it is a folder" if path.is_dir() else "it does not exist"
+        raise UserError(f"Cannot read the passphrase file {text} (--passphrase_file): {state}; {fix}.")
+    try:
+        passphrase = path.read_text().strip()
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else "it is not text"
+        raise UserError(f"Cannot read the passphrase file {text} (--passphrase_file): {reason}; {fix}.") from None
+    if not passphrase:
+        raise UserError(f"The passphrase file {text} (--passphrase_file) is empty; write the passphrase into it.")
+    return passphrase
 
 
 def field_flag_names() -> list[str]:

@@ -16,6 +16,7 @@ import difflib
 import importlib
 import importlib.util
 import inspect
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType, ModuleType
@@ -110,13 +111,23 @@ def validate_class(cls: type) -> None:
                             f"code/common/fields.py.")
         if not spec.applies_to(cls.scenario):
             raise UserError(f"{where} sets '{name}', which does not apply to the {cls.scenario.value} scenario.")
-        if not isinstance(value, PerCore) and value is not None:
+        if isinstance(value, PerCore):
+            _check_per_core(spec, value, where)
+        elif value is not None:
             spec.check(value, source=where)
     backend = values.get("backend", FIELDS["backend"].default)
     missing = [f.name for f in FIELDS.values()
                if f.required and f.applies_to(cls.scenario, backend) and values.get(f.name, f.default) is None]
     if missing:
         raise UserError(f"{where} is missing required field(s): {', '.join(missing)}.")
+
+
+def _check_per_core(spec: Field, value: PerCore, where: str) -> None:
+    per_core = value.per_core
+    if spec.type not in (int, float) or isinstance(per_core, bool) or not isinstance(per_core, (int, float)) \
+            or not math.isfinite(per_core) or per_core <= 0:
+        raise UserError(f"{where}: {spec.name}=PerCore({per_core!r}) is not valid; PerCore takes a positive, "
+                        f"finite number per core, for a numeric field.")
 
 
 @dataclass(frozen=True)
@@ -236,6 +247,7 @@ class ConfigRegistry:
                 values[name], sources[name] = _resolve_value(spec, from_class[name], cpu_cores), "config class"
                 if isinstance(from_class[name], PerCore):
                     sources[name] = f"config class ({from_class[name].per_core:g} per core x {cpu_cores} cores)"
+                    spec.check(values[name], source=f"{_where(config_class)} ({sources[name]})")
             else:
                 values[name], sources[name] = spec.default, "default"
         missing = [n for n, spec in FIELDS.items() if n in values and spec.required and values[n] is None]

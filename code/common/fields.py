@@ -6,6 +6,8 @@ validation of the config classes under configs/, help text, and the stubs writte
 """
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
@@ -14,6 +16,15 @@ from .constants import Scenario
 from .errors import UserError
 
 ALL_SCENARIOS = frozenset(Scenario)
+# A name that becomes a folder or file name (submitter, model, data set): no path separators, no "..", not hidden.
+SAFE_NAME = re.compile(r"^[A-Za-z0-9_+-][A-Za-z0-9._+-]*$")
+SAFE_NAME_TEXT = "letters, digits and . _ + - (not starting with a dot, no '..')"
+SAFE_NAME_MAX_CHARS = 100
+
+
+def is_safe_name(text: str) -> bool:
+    """Whether `text` can be used as one folder name: SAFE_NAME, no '..', at most SAFE_NAME_MAX_CHARS."""
+    return bool(SAFE_NAME.match(text)) and ".." not in text and len(text) <= SAFE_NAME_MAX_CHARS
 
 
 def _parse_bool(text: str) -> bool:
@@ -39,7 +50,8 @@ class Field:
     choices: tuple[Any, ...] | None = None
     required: bool = False                       # the resolved config must hold a value
     aliases: tuple[str, ...] = ()                # other command-line spellings (NVIDIA names)
-    minimum: float | None = None
+    minimum: float | None = None                 # numbers: the smallest value that means something
+    maximum: float | None = None                 # numbers: the largest sane value
 
     def applies_to(self, scenario: Scenario, backend: str | None = None) -> bool:
         if scenario not in self.scenarios:
@@ -63,9 +75,28 @@ class Field:
         if self.choices is not None and value not in self.choices:
             raise UserError(f"{source}: {self.name}={value!r} is not valid. "
                             f"Valid choices: {', '.join(map(str, self.choices))}.")
-        if self.minimum is not None and value < self.minimum:
-            raise UserError(f"{source}: {self.name}={value!r} must be at least {self.minimum:g}.")
+        if self.type is str and self.choices is None and not is_safe_name(value):
+            raise UserError(f"{source}: {self.name}={value!r} is not a valid name: it names folders, so use only "
+                            f"{SAFE_NAME_TEXT}, at most {SAFE_NAME_MAX_CHARS} characters.")
+        if self.type in (int, float):
+            self._check_range(value, source)
         return value
+
+    def _check_range(self, value: float, source: str) -> None:
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UserError(f"{source}: {self.name}={value!r} is not a finite number; {self.range_text}.")
+        too_small = self.minimum is not None and value < self.minimum
+        too_big = self.maximum is not None and value > self.maximum
+        if too_small or too_big:
+            raise UserError(f"{source}: {self.name}={value!r} {self.range_text}.")
+
+    @property
+    def range_text(self) -> str:
+        """What values the field allows, e.g. `must be at least 1 and at most 65_536`."""
+        parts = [f"at least {_number(self.minimum)}" if self.minimum is not None else "",
+                 f"at most {_number(self.maximum)}" if self.maximum is not None else ""]
+        allowed = " and ".join(p for p in parts if p)
+        return f"must be {allowed}" if allowed else f"must be {self.type_name}"
 
     @property
     def flags(self) -> str:
@@ -75,6 +106,13 @@ class Field:
     @property
     def type_name(self) -> str:
         return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}[self.type]
+
+
+def _number(value: float) -> str:
+    """1, 0.001, 65_536: a bound as a person reads it (and as Python and the command line accept it)."""
+    if float(value).is_integer():
+        return f"{int(value):_}"
+    return f"{value:g}"
 
 
 def _fields(*fields: Field) -> Mapping[str, Field]:
@@ -87,6 +125,8 @@ _OFFLINE = frozenset({Scenario.Offline})
 _SERVER = frozenset({Scenario.Server})
 _SS = frozenset({Scenario.SingleStream})
 _MS = frozenset({Scenario.MultiStream})
+_HOUR_NS = 3_600_000_000_000
+_DAY_MS = 86_400_000
 
 FIELDS: Mapping[str, Field] = _fields(
     # What runs
@@ -95,33 +135,35 @@ FIELDS: Mapping[str, Field] = _fields(
     Field("backend", str, "onnxruntime", "Inference backend.", choices=("onnxruntime", "tensorrt")),
     Field("precision", str, "fp32", "Numeric precision of the engine.", choices=("fp32", "fp16", "int8")),
     Field("batch_size", int, 1, "Samples per inference call of one backend instance.",
-          aliases=("gpu_batch_size",), minimum=1),
+          aliases=("gpu_batch_size",), minimum=1, maximum=65_536),
     Field("instances", int, 1, "Backend instances run in parallel worker threads.",
-          aliases=("gpu_copy_streams",), minimum=1),
+          aliases=("gpu_copy_streams",), minimum=1, maximum=1024),
     Field("intra_op_threads", int, 0, "Threads per backend instance (0: cores divided by instances).",
-          backends=frozenset({"onnxruntime"}), minimum=0),
-    Field("calibration_images", int, 100, "Images in the INT8 calibration list.", minimum=1),
+          backends=frozenset({"onnxruntime"}), minimum=0, maximum=4096),
+    Field("calibration_images", int, 100, "Images in the INT8 calibration list.", minimum=1, maximum=1_000_000),
     # LoadGen settings written to user.conf
     Field("offline_expected_qps", float, None, "Expected Offline throughput (samples/s); sizes the query.",
-          scenarios=_OFFLINE, required=True, minimum=0.001),
+          scenarios=_OFFLINE, required=True, minimum=0.001, maximum=1e9),
     Field("server_target_qps", float, None, "Server arrival rate to sustain within the latency bound.",
-          scenarios=_SERVER, required=True, minimum=0.001),
+          scenarios=_SERVER, required=True, minimum=0.001, maximum=1e9),
     Field("server_batch_timeout_us", int, 2000, "Longest wait to fill a Server batch (microseconds).",
-          scenarios=_SERVER, minimum=0),
+          scenarios=_SERVER, minimum=0, maximum=60_000_000),
     Field("single_stream_expected_latency_ns", int, None, "Expected SingleStream latency (ns).",
-          scenarios=_SS, required=True, minimum=1),
+          scenarios=_SS, required=True, minimum=1, maximum=_HOUR_NS),
     Field("multi_stream_expected_latency_ns", int, None, "Expected MultiStream latency per query (ns).",
-          scenarios=_MS, required=True, minimum=1),
-    Field("multi_stream_samples_per_query", int, 8, "Samples per MultiStream query.", scenarios=_MS, minimum=1),
+          scenarios=_MS, required=True, minimum=1, maximum=_HOUR_NS),
+    Field("multi_stream_samples_per_query", int, 8, "Samples per MultiStream query.", scenarios=_MS, minimum=1,
+          maximum=65_536),
     Field("min_duration", int, None, "Override of LoadGen min_duration (ms); shorter runs are not valid "
-          "for submission.", minimum=1),
-    Field("min_query_count", int, None, "Override of LoadGen min_query_count.", minimum=1),
+          "for submission.", minimum=1, maximum=_DAY_MS),
+    Field("min_query_count", int, None, "Override of LoadGen min_query_count.", minimum=1, maximum=1_000_000_000),
     Field("performance_sample_count_override", int, None, "Samples held in memory for performance runs "
-          "(default: the benchmark's performance sample count, capped at the data set size).", minimum=1),
+          "(default: the benchmark's performance sample count, capped at the data set size).", minimum=1,
+          maximum=100_000_000),
     # Compliance
     Field("audit_server_qps_scale", float, 0.92, "Server target QPS of compliance runs, as a fraction of "
-          "server_target_qps.", scenarios=_SERVER, minimum=0.01),
-    Field("audit_retries", int, 1, "Times a failed compliance test is run again.", minimum=0),
+          "server_target_qps.", scenarios=_SERVER, minimum=0.01, maximum=1.0),
+    Field("audit_retries", int, 1, "Times a failed compliance test is run again.", minimum=0, maximum=10),
 )
 
 

@@ -5,10 +5,13 @@ Builders, harness, audit and staging ask this module for paths; none of them joi
 from __future__ import annotations
 
 import datetime as _dt
+import itertools
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from .constants import Scenario, TestMode, WorkloadSetting
+from .errors import UserError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LOG_DIR_FORMAT = "%Y.%m.%d-%H.%M.%S"
@@ -19,11 +22,29 @@ def timestamp(now: _dt.datetime | None = None) -> str:
     return (now or _dt.datetime.now()).strftime(LOG_DIR_FORMAT)
 
 
+def create_unique_dir(path: Path) -> Path:
+    """Create and return `path`, or `<path>-2`, `<path>-3`, ...: the first that did not exist. os.mkdir is
+    atomic, so two processes (or threads) asking for the same name at the same moment get different folders."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for n in itertools.count(1):
+            candidate = path if n == 1 else path.with_name(f"{path.name}-{n}")
+            try:
+                candidate.mkdir()
+                return candidate
+            except FileExistsError:
+                continue
+    except OSError as error:
+        raise UserError(f"Cannot create a log folder in {path.parent}: {error.strerror or error}. Make it writable "
+                        f"or set LOG_DIR to a folder you can write to.") from None
+
+
 @dataclass(frozen=True)
 class Paths:
     repo: Path
     scratch: Path     # MLPERF_SCRATCH_PATH: data/, models/, preprocessed_data/ live here
-    log_dir: Path     # LOG_DIR of this invocation
+    log_dir: Path     # LOG_DIR of this invocation (for the default, the name it starts from: see claimed_log_dir)
+    log_dir_is_default: bool = False
 
     @classmethod
     def create(cls, scratch: str | Path | None = None, log_dir: str | Path | None = None,
@@ -31,7 +52,8 @@ class Paths:
         """Defaults need no setting: scratch under the repo, logs in build/logs/<timestamp>."""
         scratch_path = Path(scratch).expanduser() if scratch else repo / "scratch"
         log_path = Path(log_dir).expanduser() if log_dir else repo / "build" / "logs" / timestamp(now)
-        return cls(repo=repo, scratch=scratch_path.absolute(), log_dir=log_path.absolute())
+        return cls(repo=repo, scratch=scratch_path.absolute(), log_dir=log_path.absolute(),
+                   log_dir_is_default=not log_dir)
 
     # -- top-level folders -----------------------------------------------------------------------
     @property
@@ -90,8 +112,15 @@ class Paths:
         return self.build / "calibration" / benchmark / f"{model}-{dataset}-{count}.calib.json"
 
     # -- logs ------------------------------------------------------------------------------------
+    @cached_property
+    def claimed_log_dir(self) -> Path:
+        """Where this invocation's runs write: LOG_DIR as given, or for the default a folder of its own,
+        `build/logs/<timestamp>` or, when another invocation took that name, `<timestamp>-2`, `-3`, ...,
+        created on first use (not before: actions that write no logs leave no empty folder)."""
+        return create_unique_dir(self.log_dir) if self.log_dir_is_default else self.log_dir
+
     def run_log_dir(self, system_id: str, benchmark: str, scenario: Scenario, test_mode: TestMode) -> Path:
-        return self.log_dir / system_id / benchmark / scenario.value / test_mode.value
+        return self.claimed_log_dir / system_id / benchmark / scenario.value / test_mode.value
 
     @property
     def logs_root(self) -> Path:
@@ -139,6 +168,16 @@ class Paths:
 
     def tarball(self, submitter: str) -> Path:
         return self.build / f"mlperf-inference-{submitter}-submission.tar.gz"
+
+    @property
+    def submission_lock(self) -> Path:
+        """The lock every submission step holds while it reads or writes the staging and exported trees."""
+        return self.build / ".submission.lock"
+
+    @property
+    def submission_check_record(self) -> Path:
+        """What check_submission records of the exported tree it passed; pack_submission packs only that tree."""
+        return self.build / "submission.checked.json"
 
     # -- configs ---------------------------------------------------------------------------------
     def config_dir(self, benchmark: str, scenario: Scenario) -> Path:

@@ -1,16 +1,20 @@
-"""The submission's own runs a compliance test is compared with, found through their metadata.json."""
+"""The submission's own runs a compliance test is compared with: exactly the ones stage_results stages.
+
+They are chosen by submission/runs.choose_runs, the function staging uses, over the same metadata.json files, so
+the audited run, the staged run and the README's command line are one run. Test runs count as in a dry run:
+a full VALID run outranks every test run, so this is the run stage_results stages with or without
+--allow_test_runs, whenever it stages any.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ..config_registry import ResolvedConfig
 from ..constants import TestMode
-from ..harness.metadata import COMPLETED, find_metadata, read_metadata
-
-# Fields that decide what a run computes: a reference must agree on all of them.
-MATCHING_FIELDS = ("model", "dataset", "backend", "precision")
+from ..errors import UserError
+from ..submission.runs import MATCHING_FIELDS, Choice, choose_runs, load_records
 
 
 @dataclass(frozen=True)
@@ -23,32 +27,30 @@ class Reference:
                                           (TestMode.AccuracyOnly, self.accuracy)) if record is None]
 
 
-def score(record: dict[str, Any]) -> float:
-    """A performance run's figure with higher always better, whatever the scenario's metric."""
-    metric = record.get("metric") or {}
-    value = float(metric.get("value") or 0.0)
-    return value if metric.get("higher_is_better", True) else (1.0 / value if value else 0.0)
+def _differences(record: dict[str, Any], config: ResolvedConfig) -> list[str]:
+    fields = record["config"]["fields"]
+    return [f"{name}={fields.get(name)}, not {config[name]}" for name in MATCHING_FIELDS
+            if fields.get(name) != config[name]]
 
 
-def _matches(record: dict[str, Any], system_id: str, config: ResolvedConfig, mode: TestMode) -> bool:
-    fields = record.get("config", {}).get("fields", {})
-    return (record.get("status") == COMPLETED and record.get("purpose", "submission") == "submission"
-            and record.get("system", {}).get("id") == system_id and record.get("benchmark") == config.benchmark
-            and record.get("scenario") == config.scenario.value and record.get("test_mode") == mode.value
-            and all(fields.get(name) == config[name] for name in MATCHING_FIELDS))
+def find_references(roots: Iterable[Path], system_id: str, config: ResolvedConfig,
+                    log: Callable[[str], None] = print) -> Reference:
+    """The performance and accuracy runs stage_results would stage for this config's benchmark and scenario.
 
+    UserError (exit 1) when the run staging would submit computes something else than `config` (another model,
+    data set, backend or precision): the test would be compared with a run that is never staged."""
+    from ..submission.measurements import run_args
 
-def find_references(roots: Iterable[Path], system_id: str, config: ResolvedConfig) -> Reference:
-    """For performance the run staging would submit (VALID first, then the best figure); for accuracy the
-    newest."""
-    records = []
-    for root in dict.fromkeys(roots):
-        records += [read_metadata(path) for path in find_metadata(root)]
-    best: dict[TestMode, dict[str, Any] | None] = {}
-    for mode in TestMode:
-        candidates = [r for r in records if _matches(r, system_id, config, mode)]
-        key = (lambda r: (bool(r.get("valid")), score(r), r.get("finished", ""))) \
-            if mode is TestMode.PerformanceOnly \
-            else (lambda r: r.get("finished", ""))
-        best[mode] = max(candidates, key=key, default=None)
-    return Reference(performance=best[TestMode.PerformanceOnly], accuracy=best[TestMode.AccuracyOnly])
+    key = (system_id, config.benchmark, config.scenario)
+    choice = choose_runs(load_records(roots, log), allow_test_runs=True, system_id=system_id).get(key, Choice())
+    performance = choice.performance
+    if performance is not None and _differences(performance, config):
+        raise UserError(
+            f"The compliance tests of {config.benchmark} {config.scenario.value} are compared with the run "
+            f"stage_results stages, {performance['log_dir']}, which computes something else than the selected "
+            f"config ({'; '.join(_differences(performance, config))}). Select that run: make run_audit_harness "
+            f'RUN_ARGS="{run_args(performance)}"', exit_code=1)
+    accuracy = choice.accuracy
+    if accuracy is not None and _differences(accuracy, config):
+        accuracy = None
+    return Reference(performance=performance, accuracy=accuracy)

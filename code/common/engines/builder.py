@@ -1,8 +1,10 @@
 """generate_engines and calibrate: ResolvedConfig -> engine file + manifest; and where the harness finds it.
 
 An engine is rebuilt only when its manifest differs from the inputs it would be built from now (model bytes,
-backend, precision, batch size, device, runtime version, calibration cache, builder version). The engine file
-is replaced atomically and the manifest is written last, so an interrupted build reads as stale, never current.
+backend, precision, batch size, device, runtime version, calibration cache, builder version), or when the file
+on disk no longer has the size and sha256 the manifest recorded when it was written (truncated, replaced). The
+engine file is replaced atomically and the manifest is written last, so an interrupted build reads as stale,
+never current.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from ..constants import WorkloadSetting
 from ..errors import NotImplementedYet, UserError
 from ..paths import Paths
 from ..fileio import sha256_file
-from .manifest import BUILDER_VERSION, CalibrationInfo, EngineManifest, is_current
+from .manifest import BUILDER_VERSION, CalibrationInfo, EngineManifest, engine_problem
 from . import onnxruntime_builder as ort_builder
 
 CALIBRATION_BATCH = 10   # samples per calibration inference: bounds the calibrator's memory
@@ -63,6 +65,12 @@ def require_model(config: ResolvedConfig, paths: Paths) -> Path:
         raise UserError(f"Model file {model} is missing. Get it with: make download_model "
                         f'RUN_ARGS="--benchmarks={config.benchmark} --model={config["model"]}"', exit_code=1)
     return model
+
+
+def _unreadable_model(config: ResolvedConfig, model: Path, error: Exception) -> UserError:
+    return UserError(f"{model} is not a readable ONNX model ({error}): remove it and fetch it again with make "
+                     f'download_model RUN_ARGS="--benchmarks={config.benchmark} --model={config["model"]}"',
+                     exit_code=1)
 
 
 def _require_runtime(config: ResolvedConfig) -> str:
@@ -147,7 +155,10 @@ def _ensure_calibration(config: ResolvedConfig, paths: Paths, benchmark: Benchma
     input_name = benchmark.models[config["model"]].input_name
     batches = (np.stack(samples[i:i + CALIBRATION_BATCH]) for i in range(0, len(samples), CALIBRATION_BATCH))
     with tempfile.TemporaryDirectory(prefix="calibrate.") as work:
-        prepared = ort_builder.prepare_model(model, Path(work), for_quantization=True)
+        try:
+            prepared = ort_builder.prepare_model(model, Path(work), for_quantization=True)
+        except ort_builder.UnreadableModel as error:
+            raise _unreadable_model(config, model, error) from None
         ranges = ort_builder.compute_ranges(prepared, input_name, batches)
     ort_builder.write_calibration_cache(cache, ranges, inputs)
     log(f"calibration cache written: {cache}")
@@ -172,17 +183,24 @@ def build_engine(config: ResolvedConfig, system_id: str, paths: Paths, benchmark
     expected = _expected_manifest(config, model, device, cache)
     engine = engine_path(config, system_id, paths, device)
     manifest_path = paths.engine_manifest(engine)
-    if not force and is_current(engine, manifest_path, expected):
+    problem = f"a rebuild of {engine} was asked for" if force else engine_problem(engine, manifest_path, expected)
+    if problem is None:
         log(f"engine up to date: {engine}")
-        return EngineResult(engine, expected, rebuilt=False)
+        return EngineResult(engine, EngineManifest.read(manifest_path) or expected, rebuilt=False)
+    if engine.exists() or manifest_path.exists():
+        log(f"rebuilding: {problem}")
     log(f"building {config['precision']} engine for {config['model']} (batch {config['batch_size']}, {device}) ...")
     manifest_path.unlink(missing_ok=True)     # from here until the manifest is written, the engine is stale
     from ..backends.onnxruntime_backend import providers_for
 
-    ort_builder.build(model, engine, config["precision"], providers_for(device), cache)
-    expected.write(manifest_path)
+    try:
+        ort_builder.build(model, engine, config["precision"], providers_for(device), cache)
+    except ort_builder.UnreadableModel as error:
+        raise _unreadable_model(config, model, error) from None
+    written = expected.of_engine(engine)
+    written.write(manifest_path)
     log(f"engine written: {engine}")
-    return EngineResult(engine, expected, rebuilt=True)
+    return EngineResult(engine, written, rebuilt=True)
 
 
 def locate_engine(config: ResolvedConfig, system_id: str, paths: Paths, benchmark: Benchmark) -> Path:
@@ -198,15 +216,8 @@ def locate_engine(config: ResolvedConfig, system_id: str, paths: Paths, benchmar
                         f", then {command}", exit_code=1)
     cache = _calibration_cache(config, paths) if config["precision"] == "int8" else None
     expected = _expected_manifest(config, model, device, cache)
-    manifest_path = paths.engine_manifest(engine)
-    if is_current(engine, manifest_path, expected):
+    reason = engine_problem(engine, paths.engine_manifest(engine), expected)
+    if reason is None:
         return engine
-    found = EngineManifest.read(manifest_path)
-    if not engine.is_file():
-        reason = f"there is no engine at {engine}"
-    elif found is None:
-        reason = f"{engine} has no readable manifest (an interrupted build?)"
-    else:
-        reason = f"{engine} was built from other inputs ({', '.join(found.differences(expected))} changed)"
     raise UserError(f"No current engine for {config.benchmark} {config.scenario.value}: {reason}. "
                     f"Build it with: {command}", exit_code=1)

@@ -1,14 +1,16 @@
-"""The inputs an engine was built from. An engine whose manifest equals the expected one is current;
-anything else (missing, unreadable, any field different) means rebuild."""
+"""The inputs an engine was built from, and the size and sha256 of the file the build wrote. An engine is
+current when its manifest records exactly the expected inputs and the file on disk still has the recorded size
+and sha256; anything else (missing, unreadable, any input different, a truncated or replaced file) means
+rebuild, and `engine_problem` says which."""
 from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..fileio import write_atomically
+from ..fileio import sha256_file, write_atomically
 
 # Bump when the builder's output for the same inputs changes (new passes, other quantization recipe):
 # every existing engine then reads as stale.
@@ -37,6 +39,9 @@ class EngineManifest:
     quantization: str | None = None          # the INT8 recipe, None otherwise
     calibration: CalibrationInfo | None = None
     builder_version: int = BUILDER_VERSION
+    # What the build wrote: not inputs, so left out of equality (an expected manifest has them None).
+    engine_size: int | None = field(default=None, compare=False)
+    engine_sha256: str | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -67,12 +72,38 @@ class EngineManifest:
         write_atomically(Path(path), self.to_json().encode())
 
     def differences(self, other: "EngineManifest") -> list[str]:
-        """Names of the fields that differ, for messages."""
-        return [f.name for f in dataclasses.fields(self) if getattr(self, f.name) != getattr(other, f.name)]
+        """Names of the input fields that differ, for messages."""
+        return [f.name for f in dataclasses.fields(self)
+                if f.compare and getattr(self, f.name) != getattr(other, f.name)]
+
+    def of_engine(self, engine: Path) -> "EngineManifest":
+        """This manifest with the size and sha256 of the engine file as written."""
+        return dataclasses.replace(self, engine_size=Path(engine).stat().st_size, engine_sha256=sha256_file(engine))
+
+
+def engine_problem(engine: Path, manifest_path: Path, expected: EngineManifest) -> str | None:
+    """Why `engine` is not the current engine for `expected` (one clause for a message), or None when it is."""
+    engine = Path(engine)
+    if not engine.is_file():
+        return f"there is no engine at {engine}"
+    found = EngineManifest.read(manifest_path)
+    if found is None:
+        return f"{engine} has no readable manifest (an interrupted build?)"
+    if found != expected:
+        return f"{engine} was built from other inputs ({', '.join(found.differences(expected))} changed)"
+    if found.engine_size is None or found.engine_sha256 is None:
+        return f"the manifest of {engine} records no size and sha256 of it"
+    size = engine.stat().st_size
+    if size != found.engine_size:
+        return (f"{engine} is {size} bytes, its manifest records {found.engine_size} (truncated or replaced since "
+                f"it was built)")
+    if sha256_file(engine) != found.engine_sha256:
+        return f"{engine} does not match the sha256 its manifest records (changed since it was built)"
+    return None
 
 
 def is_current(engine: Path, manifest_path: Path, expected: EngineManifest) -> bool:
-    """The engine file exists and its manifest records exactly the expected inputs."""
-    return Path(engine).is_file() and EngineManifest.read(manifest_path) == expected
+    """The engine file exists, its manifest records exactly the expected inputs, and the file is the one built."""
+    return engine_problem(engine, manifest_path, expected) is None
 
 

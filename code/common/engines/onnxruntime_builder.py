@@ -37,6 +37,10 @@ SUPPORTED_PRECISIONS = ("fp32", "int8")
 _CACHE_KEY = "toolkit_inputs"   # our key in ORT's calibration JSON; ORT's loader ignores keys it does not know
 
 
+class UnreadableModel(Exception):
+    """The source model file does not parse as ONNX (truncated or damaged)."""
+
+
 def runtime_version() -> str:
     import onnxruntime as ort
 
@@ -57,8 +61,12 @@ def prepare_model(source: Path, work: Path, for_quantization: bool) -> Path:
     """Copy of `source` with a dynamic batch dimension; for quantization, also ORT's pre-processing
     (shape inference, constant folding, BatchNorm fusion), so calibration sees the graph that gets quantized."""
     import onnx
+    from google.protobuf.message import DecodeError
 
-    model = onnx.load(str(source))
+    try:
+        model = onnx.load(str(source))
+    except (DecodeError, OSError, ValueError) as error:
+        raise UnreadableModel(str(error)) from None
     changed = False
     initializers = {i.name for i in model.graph.initializer}
     for value in (*model.graph.input, *model.graph.output):

@@ -1,7 +1,12 @@
 """One LoadGen test in a process of its own: `python3 -m code.common.harness.child <run_spec.json>`.
 
 Writes LoadGen's logs, user.conf, accuracy.txt (AccuracyOnly) and, last, metadata.json into the run folder.
-Exit status 0 when the test ran to its end (VALID or not), 1 when it failed.
+Exit status 0 when the test ran to its end (VALID or not), 1 when it failed, 128 + N when signal N stopped it
+and 129 when the process that started it went away (see lifecycle.py); a stopped test is `interrupted`.
+The optional second argument is the read end of the parent's watch pipe.
+
+LoadGen reads an audit.config only from the path it is given: a compliance test's own file, written into the
+run folder from the run spec; every other test gives it no path at all, so a stray file is never read.
 """
 from __future__ import annotations
 
@@ -13,21 +18,27 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..benchmark_api import get_benchmark
 from ..constants import Scenario, TestMode
 from ..paths import Paths
 from .loadgen_log import read_detail
-from .metadata import COMPLETED, FAILED, write_metadata
+from .lifecycle import ChildGuard
+from .metadata import COMPLETED, FAILED, INTERRUPTED, LOG_DIGESTS, log_digests, write_metadata
 from .progress import Progress
 from .qsl import SampleLibrary
 from .settings import test_settings, write_user_conf
-from .spec import RunSpec
+from .spec import AUDIT_CONFIG, RunSpec
 from .sut import HarnessSUT
 from .verdict import explain
 
-AUDIT_CONFIG = "audit.config"
+NO_AUDIT_CONFIG = ""   # LoadGen opens the path it is given; an empty one never opens, so no file is read
+
+
+def audit_config_path(spec: RunSpec) -> Path | None:
+    """Where a compliance test's audit.config goes (inside its run folder); None for every other test."""
+    return Path(spec.log_dir) / AUDIT_CONFIG if spec.audit_config else None
 
 
 def base_record(spec: RunSpec) -> dict[str, Any]:
@@ -70,13 +81,41 @@ def _instances(spec: RunSpec, benchmark) -> list:
     return [make(b) for b in backends]
 
 
-def run(spec: RunSpec) -> int:
-    import mlperf_loadgen as lg
+def _now() -> str:
+    return dt.datetime.now().astimezone().isoformat(timespec="seconds")
 
+
+def _record_stop(spec: RunSpec, started: str) -> Callable[[str], None]:
+    """What a stop signal or a vanished parent leaves behind: an `interrupted` record, no audit.config."""
+    def on_stop(reason: str) -> None:
+        audit_path = audit_config_path(spec)
+        if audit_path is not None:
+            audit_path.unlink(missing_ok=True)
+        write_metadata(Path(spec.log_dir), base_record(spec) | {
+            "started": started, "status": INTERRUPTED, "error": reason, "finished": _now()})
+        print(f"{spec.label}: interrupted: {reason}.", file=sys.stderr)
+    return on_stop
+
+
+def run(spec: RunSpec, parent_fd: int | None = None) -> int:
     log_dir = Path(spec.log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
-    started = dt.datetime.now().astimezone()
-    record = base_record(spec) | {"started": started.isoformat(timespec="seconds")}
+    started = _now()
+    guard = ChildGuard(_record_stop(spec, started), parent_fd).start()
+    status, record = _run_test(spec, log_dir, base_record(spec) | {"started": started})
+    record["finished"] = _now()
+    if record["status"] == COMPLETED and guard.parent_gone():
+        record |= {"status": INTERRUPTED, "error": "the toolkit process that started the test went away "
+                                                   "before its result was recorded"}
+        status = 1
+    guard.finish(lambda: write_metadata(log_dir, record))
+    return status
+
+
+def _run_test(spec: RunSpec, log_dir: Path, record: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    """The test itself: (exit status, record with its outcome)."""
+    import mlperf_loadgen as lg
+
     benchmark = get_benchmark(spec.benchmark)
     paths = Paths.create(scratch=spec.scratch, log_dir=log_dir)
     sut = None
@@ -87,8 +126,8 @@ def run(spec: RunSpec) -> int:
                          int(spec.fields.get("server_batch_timeout_us") or 0)).start()
         user_conf = write_user_conf(log_dir / "user.conf", spec.user_conf)
         settings = test_settings(user_conf, spec.loadgen_model, spec.scenario_enum, spec.mode_enum)
-        audit_path = log_dir / AUDIT_CONFIG   # explicit path: a stray audit.config in cwd is never read
-        if spec.audit_config:
+        audit_path = audit_config_path(spec)   # explicit: LoadGen never looks in the working directory
+        if audit_path is not None:
             audit_path.write_text("\n".join(spec.audit_config) + "\n")
         log_settings = lg.LogSettings()
         log_settings.log_output.outdir = str(log_dir)
@@ -102,26 +141,24 @@ def run(spec: RunSpec) -> int:
         t0 = time.monotonic()
         try:
             with Progress(spec.label, counts, min_duration, min_samples):
-                lg.StartTestWithLogSettings(lg_sut, lg_qsl, settings, log_settings, str(audit_path))
+                lg.StartTestWithLogSettings(lg_sut, lg_qsl, settings, log_settings,
+                                            str(audit_path) if audit_path is not None else NO_AUDIT_CONFIG)
         finally:
             seconds = time.monotonic() - t0
             sut.stop()
             lg.DestroySUT(lg_sut)
             lg.DestroyQSL(lg_qsl)
-            audit_path.unlink(missing_ok=True)
+            if audit_path is not None:
+                audit_path.unlink(missing_ok=True)
         if sut.error is not None:
             raise RuntimeError(f"the backend failed during the run: {type(sut.error).__name__}: {sut.error}") \
                 from sut.error
         record |= _results(spec, benchmark, paths, log_dir, seconds)
-        record["status"] = COMPLETED
-        status = 0
+        record |= {LOG_DIGESTS: log_digests(log_dir), "status": COMPLETED}
+        return 0, record
     except Exception as error:  # noqa: BLE001  recorded in metadata.json; the logs are kept
         (log_dir / "harness_error.txt").write_text(traceback.format_exc())
-        record |= {"status": FAILED, "error": f"{type(error).__name__}: {error}"}
-        status = 1
-    record["finished"] = dt.datetime.now().astimezone().isoformat(timespec="seconds")
-    write_metadata(log_dir, record)
-    return status
+        return 1, record | {"status": FAILED, "error": f"{type(error).__name__}: {error}"}
 
 
 def _results(spec: RunSpec, benchmark, paths: Paths, log_dir: Path, seconds: float) -> dict[str, Any]:
@@ -151,10 +188,10 @@ def _results(spec: RunSpec, benchmark, paths: Paths, log_dir: Path, seconds: flo
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python3 -m code.common.harness.child <run_spec.json>", file=sys.stderr)
+    if len(argv) not in (1, 2) or len(argv) == 2 and not argv[1].isdigit():
+        print("usage: python3 -m code.common.harness.child <run_spec.json> [<watch pipe fd>]", file=sys.stderr)
         return 2
-    return run(RunSpec.load(Path(argv[0])))
+    return run(RunSpec.load(Path(argv[0])), int(argv[1]) if len(argv) == 2 else None)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,15 @@
 """The parent side of the harness: plan each LoadGen test, run it in a child process, report it.
 
-Ctrl-C stops the child, records the test as interrupted (so staging never takes it for a result) and
-propagates; a child that dies without a record gets a `failed` one.
+A stop signal (Ctrl-C, or SIGTERM/SIGHUP raised as KeyboardInterrupt by code.main) is forwarded to the child,
+the test is recorded as interrupted (so staging never takes it for a result) and the interrupt propagates; a
+parent that dies without a chance to forward anything takes the child with it (lifecycle.py). A child that
+dies without a record gets a `failed` one. Only a compliance test hands LoadGen an audit.config; every other
+test refuses a run folder that holds one.
 """
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -15,9 +19,11 @@ from typing import Any, Callable
 from ..benchmark_api import get_benchmark
 from ..constants import Scenario, TestMode
 from ..errors import UserError
+from .claim import claim_run_dir, refuse_used_run_dir
+from .lifecycle import signal_name, stop_child, watch_pipe
 from .metadata import COMPLETED, FAILED, FILE_NAME, INTERRUPTED, read_metadata, write_metadata
 from .settings import performance_sample_count, user_conf_lines
-from .spec import RunSpec
+from .spec import AUDIT_CONFIG, RunSpec
 
 CHILD = "code.common.harness.child"
 
@@ -50,6 +56,9 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
     if (run_dir / FILE_NAME).exists():
         raise UserError(f"{run_dir} already holds a result; results are never overwritten. "
                         f"Use another LOG_DIR (the default is a new timestamped folder).")
+    if not audit_config:
+        refuse_stray_audit_config(run_dir, ctx.paths.log_dir)
+    refuse_used_run_dir(run_dir)
     return RunSpec(
         benchmark=benchmark_name, model=model, dataset=dataset, division=model_spec.division,
         scenario=scenario.value, test_mode=mode.value, loadgen_model=rules.loadgen_model, log_dir=str(run_dir),
@@ -66,35 +75,50 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
     )
 
 
+def refuse_stray_audit_config(run_dir: Path, log_root: Path) -> None:
+    """A test other than a compliance test never starts where an audit.config lies (its run folder, or a folder
+    between it and LOG_DIR): LoadGen is never handed that file, but whoever left it expects a compliance run."""
+    folders = [run_dir, *(p for p in run_dir.parents if p.is_relative_to(log_root))] \
+        if run_dir.is_relative_to(log_root) else [run_dir]
+    for stray in (folder / AUDIT_CONFIG for folder in folders):
+        if stray.exists():
+            raise UserError(f"{stray} is left from another run: only run_audit_harness hands LoadGen an "
+                            f"audit.config, which it writes itself. Remove the file or use another LOG_DIR; "
+                            f"nothing was run.", exit_code=1)
+
+
 def run_test(spec: RunSpec, repo: Path, log: Callable[[str], None] = print,
              child_module: str = CHILD) -> dict[str, Any]:
     """Run one planned test in a child process (`child_module`, run with -m) and return its metadata record."""
-    run_dir = Path(spec.log_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = claim_run_dir(Path(spec.log_dir))   # exclusively: two runs never share a folder
     spec_path = spec.save(run_dir / "run_spec.json")
     log(f"\n=== {spec.label} ({spec.model} on {spec.dataset}) -> {run_dir}")
-    child = subprocess.Popen([sys.executable, "-m", child_module, str(spec_path)], cwd=repo, start_new_session=True)
+    child_end, parent_end = watch_pipe()   # the child sees end-of-file when this process ends
+    try:
+        child = subprocess.Popen([sys.executable, "-m", child_module, str(spec_path), str(child_end)], cwd=repo,
+                                 start_new_session=True, pass_fds=(child_end,))
+    except BaseException:
+        os.close(parent_end)
+        raise
+    finally:
+        os.close(child_end)
     try:
         returncode = child.wait()
-    except KeyboardInterrupt:
-        _stop(child)
-        (run_dir / "audit.config").unlink(missing_ok=True)
-        _record_if_missing(spec, run_dir, INTERRUPTED, "interrupted by the user (Ctrl-C)")
+    except KeyboardInterrupt as stop:
+        signum = getattr(stop, "signum", signal.SIGINT)
+        stop_child(child, signum)
+        if spec.audit_config:
+            (run_dir / AUDIT_CONFIG).unlink(missing_ok=True)
+        how = "the user (Ctrl-C)" if signum == signal.SIGINT else signal_name(signum)
+        _record_if_missing(spec, run_dir, INTERRUPTED, f"interrupted by {how}")
         raise
+    finally:
+        os.close(parent_end)
     metadata = run_dir / FILE_NAME
     if not metadata.exists():
         _record_if_missing(spec, run_dir, FAILED, f"the harness process ended with status {returncode} "
                                                   f"without writing {FILE_NAME}")
     return read_metadata(metadata)
-
-
-def _stop(child: subprocess.Popen) -> None:
-    child.send_signal(signal.SIGTERM)
-    try:
-        child.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.wait()
 
 
 def _record_if_missing(spec: RunSpec, run_dir: Path, status: str, error: str) -> None:

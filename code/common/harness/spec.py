@@ -8,6 +8,8 @@ from typing import Any
 
 from ..constants import Scenario, TestMode
 
+AUDIT_CONFIG = "audit.config"   # a compliance test's LoadGen overrides, in its run folder and nowhere else
+
 
 @dataclass(frozen=True)
 class RunSpec:

@@ -5,6 +5,9 @@ submission_checker_old.py with `--version v6.1`): an error wherever either rejec
 nothing where both accept it. Layout, tree hygiene, systems/<system>.json and the scenario set of each benchmark
 here; each results scenario folder in checker_rules.py. Every number comes from the RulesRound. It never raises on
 a malformed tree: whatever it cannot read is a finding on that file, with the make target or field that fixes it.
+Beside the official verdict, the toolkit's own integrity checks (cross_checks.py) refuse a tree whose files disagree
+with each other or with the run (an edited summary or accuracy.txt, a damaged accuracy log), which the official
+checkers would accept; their findings say so.
 """
 from __future__ import annotations
 
@@ -13,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from ..constants import AccuracyTarget, Scenario, SystemType
+from ..paths import Paths
 from ..rules.schema import BenchmarkRules, RulesRound
 from .checker_rules import (ERROR, WARNING, ScenarioContext, as_int, check_scenario, harness_command, is_falsy,
                             read_json_object)
+from .cross_checks import TreeSources, check_integrity
 
 DIVISIONS = ("closed", "open")
 STATUSES = ("available", "preview", "rdi")
@@ -106,9 +111,14 @@ class _Sink:
             return []
 
 
-def check_submission(root: Path, rules: RulesRound, allow_test_runs: bool = False) -> CheckReport:
+def check_submission(root: Path, rules: RulesRound, allow_test_runs: bool = False,
+                     paths: Paths | None = None) -> CheckReport:
+    """Findings of the official rules and of the toolkit's own integrity checks (cross_checks.py). With `paths`,
+    the integrity checks also read the toolkit's folders: the full accuracy logs truncate_results backed up, the
+    staging tree, and the data sets, to re-score each accuracy.txt."""
     root = Path(root)
     sink = _Sink(root)
+    sources = TreeSources(root, paths)
     checked = 0
     if not root.is_dir():
         sink(ERROR, root, "the submission tree does not exist; run make export_submission.")
@@ -126,7 +136,7 @@ def check_submission(root: Path, rules: RulesRound, allow_test_runs: bool = Fals
         if not submitters:
             sink(ERROR, division, "the division holds no submitter folder; run make export_submission.")
         for submitter in submitters:
-            checked += _check_submitter(sink, rules, submitter, allow_test_runs)
+            checked += _check_submitter(sink, rules, submitter, allow_test_runs, sources)
     return CheckReport(tuple(sink.findings), checked)
 
 
@@ -159,7 +169,8 @@ def _check_hygiene(sink: _Sink, root: Path) -> None:
                 sink(ERROR, entry, f"{entry.name} lies in {division.name}/ outside a submitter folder; {fix}.")
 
 
-def _check_submitter(sink: _Sink, rules: RulesRound, folder: Path, allow_test_runs: bool) -> int:
+def _check_submitter(sink: _Sink, rules: RulesRound, folder: Path, allow_test_runs: bool,
+                     sources: TreeSources) -> int:
     division = folder.parent.name
     if not (folder / "systems").is_dir():
         sink(ERROR, folder / "systems", "systems/ is missing; write one systems/<system>.json per results "
@@ -189,7 +200,7 @@ def _check_submitter(sink: _Sink, rules: RulesRound, folder: Path, allow_test_ru
     for system in systems:
         system_type = _check_system_json(sink, rules, folder, system.name)
         for bench_dir in sink.subdirs(system):
-            checked += _check_benchmark(sink, rules, division, bench_dir, system_type, allow_test_runs)
+            checked += _check_benchmark(sink, rules, division, bench_dir, system_type, allow_test_runs, sources)
     return checked
 
 
@@ -250,7 +261,7 @@ def _scenario_of(name: str) -> Scenario | None:
 
 
 def _check_benchmark(sink: _Sink, rules: RulesRound, division: str, folder: Path, system_type: SystemType | None,
-                     allow_test_runs: bool) -> int:
+                     allow_test_runs: bool, sources: TreeSources) -> int:
     bench = resolve_benchmark(rules, folder.name)
     if bench is None:
         sink(ERROR, folder, f"benchmark folder {folder.name!r} is not a {rules.version} model; rename it to one of "
@@ -285,6 +296,11 @@ def _check_benchmark(sink: _Sink, rules: RulesRound, division: str, folder: Path
         except Exception as exc:  # noqa: BLE001 - a malformed tree must give a finding, never a traceback
             sink(ERROR, scenario_dir, f"the checker could not read this folder ({type(exc).__name__}: {exc}); "
                                       f"regenerate it with make stage_results.")
+        try:
+            check_integrity(ctx, sources)
+        except Exception as exc:  # noqa: BLE001 - likewise
+            sink(ERROR, scenario_dir, f"the integrity checks could not read this folder ({type(exc).__name__}: "
+                                      f"{exc}); regenerate it with make stage_results.")
     if bench.rules is not None and system_type is not None:
         _check_scenario_set(sink, rules, division, folder, bench, system_type, present)
     return len(present)

@@ -109,11 +109,23 @@ def readme(record: dict[str, Any]) -> str:
     ])
 
 
+def _run_user_conf(record: dict[str, Any]) -> str:
+    """The user.conf the run was made with; UserError naming it and the command that makes the run again."""
+    path = Path(record["log_dir"]) / USER_CONF
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        why = error.strerror if isinstance(error, OSError) and error.strerror else "not UTF-8 text"
+        raise UserError(f"{path} cannot be read ({why}), so the run in {record['log_dir']} cannot be described; "
+                        f"restore it or run the test again: make run_harness RUN_ARGS=\"{run_args(record)} "
+                        f"--test_mode={record['test_mode']}\"", exit_code=1) from None
+
+
 def write_measurements(paths: Paths, record: dict[str, Any], rules: BenchmarkRules, benchmark: Benchmark) -> Path:
     folder = paths.measurements_dir(record["system"]["id"], submission_benchmark(rules, record),
                                     Scenario(record["scenario"]))
     write_atomically(folder / MEASUREMENTS, json.dumps(measurements(record, benchmark), indent=2) + "\n")
-    write_atomically(folder / USER_CONF, (Path(record["log_dir"]) / USER_CONF).read_text())
+    write_atomically(folder / USER_CONF, _run_user_conf(record))
     write_atomically(folder / README, readme(record))
     return folder
 

@@ -21,13 +21,17 @@ from ..constants import AccuracyTarget, Scenario, SystemType
 from ..errors import UserError
 from ..fileio import sha256_file, write_atomically
 from ..harness.loadgen_log import ACCURACY, DETAIL, SUMMARY, read_detail
+from ..harness.metadata import LOADGEN_LOGS, LOG_DIGESTS
 from ..paths import Paths
 from ..rules import RulesRound
-from .measurements import MEASUREMENTS, README, USER_CONF, submission_benchmark
-from .runs import Choice, Key, score
+from .cross_checks import write_provenance
+from .measurements import MEASUREMENTS, README, USER_CONF, readme, run_args, submission_benchmark
+from .runs import Choice, Key
 
 Log = Callable[[str], None]
 ACCURACY_FILES = (SUMMARY, DETAIL, ACCURACY, "accuracy.txt")
+PERFORMANCE_FILES = (SUMMARY, DETAIL)
+EXIT_PRECONDITION = 1
 
 
 def _replace_dir(source_files: dict[str, Path], dest: Path) -> None:
@@ -36,15 +40,6 @@ def _replace_dir(source_files: dict[str, Path], dest: Path) -> None:
     dest.mkdir(parents=True)
     for name, source in source_files.items():
         shutil.copy2(source, dest / name)
-
-
-def _staged_score(detail: Path) -> float | None:
-    if not detail.exists():
-        return None
-    metric = read_detail(detail.parent).metric()
-    if metric is None:
-        return None
-    return metric.value if metric.higher_is_better else 1.0 / metric.value
 
 
 def stage_scenario(paths: Paths, rules: RulesRound, submitter: str, key: Key, choice: Choice, log: Log) -> Path:
@@ -57,18 +52,26 @@ def stage_scenario(paths: Paths, rules: RulesRound, submitter: str, key: Key, ch
     measured = paths.measurements_dir(system_id, name, scenario)
     if not all((measured / f).is_file() for f in (MEASUREMENTS, USER_CONF, README)):
         raise UserError(f"{measured} is incomplete: run `make generate_conf_files` first.", exit_code=1)
+    # Every log this scenario stages is checked before the first copy: a changed one stages nothing of it.
+    verify_run_logs(performance, PERFORMANCE_FILES, label, log)
+    if accuracy is not None:
+        verify_run_logs(accuracy, ACCURACY_FILES, label, log)
 
+    if (measured / README).read_text() != readme(performance):
+        raise UserError(f"{measured / README} was written for another configuration than the run chosen for {label} "
+                        f"({performance['log_dir']}), so its commands would not reproduce it: run "
+                        f"`make generate_conf_files` again, then stage.", exit_code=1)
+
+    # The chosen run is staged, always: the same ranking chose the run the audit compares with and the README
+    # reproduces, so a run staged earlier gives way to it (and the console says so).
     run_dir = Path(performance["log_dir"])
     staged_detail = dest / "performance" / "run_1" / DETAIL
-    staged = _staged_score(staged_detail)
-    if staged is not None and staged_detail.read_bytes() == (run_dir / DETAIL).read_bytes():
+    if staged_detail.is_file() and staged_detail.read_bytes() == (run_dir / DETAIL).read_bytes():
         log(f"{label}: performance run already staged ({run_dir})")
-    elif staged is not None and staged >= score(performance):
-        log(f"{label}: kept the staged performance run, which is better than {run_dir}")
     else:
-        if staged is not None:
-            log(f"{label}: replacing the staged performance run with the better {run_dir}")
-        _replace_dir({f: run_dir / f for f in (SUMMARY, DETAIL)}, dest / "performance" / "run_1")
+        if staged_detail.is_file():
+            log(f"{label}: replacing the staged performance run with the chosen {run_dir}")
+        _replace_dir({f: run_dir / f for f in PERFORMANCE_FILES}, dest / "performance" / "run_1")
         log(f"{label}: staged performance run {run_dir}")
 
     if accuracy is not None:
@@ -79,9 +82,41 @@ def stage_scenario(paths: Paths, rules: RulesRound, submitter: str, key: Key, ch
         else:
             _replace_dir({f: acc_dir / f for f in ACCURACY_FILES}, dest / "accuracy")
             log(f"{label}: staged accuracy run {acc_dir}")
+        write_provenance(dest, accuracy, acc_dir / ACCURACY)
     for file_name in (MEASUREMENTS, USER_CONF, README):
         shutil.copy2(measured / file_name, dest / file_name)
     return dest
+
+
+def verify_run_logs(record: dict[str, Any], names: tuple[str, ...], label: str, log: Log) -> None:
+    """Refuse (UserError, exit status 1) a run whose logs changed after it ran: each LoadGen log against the sha256
+    its metadata.json recorded, accuracy.txt against the accuracy it recorded. A run recorded without digests is
+    staged with a note."""
+    run_dir = Path(record["log_dir"])
+    fix = (f"restore the file or run the test again: make run_harness RUN_ARGS=\"{run_args(record)} "
+           f"--test_mode={record['test_mode']}\"")
+    for name in names:
+        if not (run_dir / name).is_file():
+            raise UserError(f"{run_dir / name} is missing, so {label} cannot be staged from {run_dir}; {fix}.",
+                            exit_code=EXIT_PRECONDITION)
+    digests = record.get(LOG_DIGESTS)
+    digests = digests if isinstance(digests, dict) else {}
+    unverified = [name for name in names if name in LOADGEN_LOGS and not isinstance(digests.get(name), str)]
+    if unverified:
+        log(f"note: {label}: {run_dir}/metadata.json records no sha256 of {', '.join(unverified)} (a run recorded "
+            f"before log digests were kept), so these are staged unverified")
+    for name in names:
+        expected = digests.get(name)
+        if isinstance(expected, str) and sha256_file(run_dir / name) != expected:
+            raise UserError(f"{run_dir / name} changed after the run (its sha256 is not the one metadata.json "
+                            f"recorded), so {label} is not staged from {run_dir}; {fix}.", exit_code=EXIT_PRECONDITION)
+    scored = record.get("accuracy")
+    recorded = scored.get("text") if isinstance(scored, dict) else None
+    if "accuracy.txt" in names and isinstance(recorded, str):
+        if (run_dir / "accuracy.txt").read_text(errors="replace").strip() != recorded.strip():
+            raise UserError(f"{run_dir / 'accuracy.txt'} changed after the run (metadata.json recorded "
+                            f"\"{recorded}\"), so {label} is not staged from {run_dir}; {fix}.",
+                            exit_code=EXIT_PRECONDITION)
 
 
 def stage_system_files(paths: Paths, division: str, submitter: str, system_id: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..constants import SystemType
+from ..errors import UserError
 from .custom_list import CUSTOM_SYSTEMS
 from .detect import SystemDetector
 from .info import CPUInfo, GPUInfo, SystemInfo, derived_system_id
@@ -40,7 +41,7 @@ class SystemMatch:
     def registration_hint(self) -> str:
         return (f"This machine is not a registered system, so the toolkit uses the defaults of "
                 f"{self.candidates[1] if len(self.candidates) > 1 else GENERIC_CPU}. To register it and tune "
-                f"its configs, run: make add_custom_system RUN_ARGS=\"--system_id={self.system_id}\"")
+                f"its configs, run: make add_custom_system RUN_ARGS=\"--system_id={self.system_id} --yes\"")
 
 
 def match_system(info: SystemInfo, known: tuple[KnownSystem, ...] | None = None,
@@ -49,6 +50,7 @@ def match_system(info: SystemInfo, known: tuple[KnownSystem, ...] | None = None,
     known = all_known_systems() if known is None else known
     by_id = {k.id: k for k in known}
     if system_name:
+        check_system_name(system_name, info, known)
         found = by_id.get(system_name)
         return SystemMatch(info, system_name, found, (system_name, *_nearest(info, known, exclude=system_name)))
     for system in known:
@@ -56,6 +58,24 @@ def match_system(info: SystemInfo, known: tuple[KnownSystem, ...] | None = None,
             return SystemMatch(info, system.id, system, (system.id, *_nearest(info, known, exclude=system.id)))
     own_id = derived_system_id(info)
     return SystemMatch(info, own_id, by_id.get(own_id), (own_id, *_nearest(info, known, exclude=own_id)))
+
+
+def check_system_name(system_name: str, info: SystemInfo, known: tuple[KnownSystem, ...]) -> None:
+    """--system_name must name a registered system, generic_cpu, or this machine's own derived id."""
+    own_id = derived_system_id(info)
+    allowed = [k.id for k in known] + [GENERIC_CPU]
+    if system_name in allowed or system_name == own_id:
+        return
+    new_id = system_name if _registrable(system_name) else own_id
+    raise UserError(f"--system_name={system_name} names no known system (known: {', '.join(allowed)}, and this "
+                    f"machine's own id {own_id}); to register this machine as {new_id}, run make add_custom_system "
+                    f"SYSTEM_NAME= RUN_ARGS=\"--system_id={new_id} --yes\", after which --system_name={new_id} "
+                    f"works.")
+
+
+def _registrable(system_id: str) -> bool:
+    """What add_custom_system accepts as an id: a letter, then letters, digits and underscores."""
+    return system_id.isascii() and system_id.isidentifier() and system_id[0].isalpha()
 
 
 def _nearest(info: SystemInfo, known: tuple[KnownSystem, ...], exclude: str) -> list[str]:

@@ -1,0 +1,155 @@
+"""Fault injection, choosing runs: an INVALID run with the best figure among VALID ones, test runs beside full
+ones, a damaged record among good ones. VALID always beats INVALID, and the staged run, the audited run and the
+README's reproduction command are one run."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from code.common.audit.references import find_references
+from code.common.constants import Scenario
+from code.common.errors import UserError
+from code.common.submission.measurements import run_args
+from code.common.submission.runs import choose_runs, load_records, rank
+from code.common.systems import SystemDetector, match_system
+from tests.conftest import REPO
+from tests.run_records import resolved_config, write_record
+
+KEY = ("box", "resnet50", Scenario.Offline)
+
+
+def _chosen(root: Path, allow_test_runs: bool):
+    return choose_runs(load_records([root], lambda _: None), allow_test_runs)[KEY]
+
+
+def _audited(root: Path, **fields) -> dict:
+    return find_references([root], "box", resolved_config(**fields), lambda _: None).performance
+
+
+def test_valid_beats_an_invalid_run_with_a_better_figure(tmp_path: Path) -> None:
+    write_record(tmp_path / "valid_100", 100.0, finished="2026-01-01T00:00:01+00:00")
+    best = write_record(tmp_path / "valid_120", 120.0, finished="2026-01-01T00:00:02+00:00")
+    write_record(tmp_path / "invalid_500", 500.0, valid=False, finished="2026-01-01T00:00:03+00:00")
+    chosen = _chosen(tmp_path, allow_test_runs=True).performance
+    assert chosen["log_dir"] == str(best)
+    assert _audited(tmp_path)["log_dir"] == str(best)
+
+
+def test_only_invalid_test_runs_give_the_best_of_them_in_a_dry_run(tmp_path: Path) -> None:
+    write_record(tmp_path / "invalid_100", 100.0, valid=False)
+    best = write_record(tmp_path / "invalid_300", 300.0, valid=False)
+    assert _chosen(tmp_path, allow_test_runs=True).performance["log_dir"] == str(best)
+    assert _chosen(tmp_path, allow_test_runs=False).performance is None
+    assert _audited(tmp_path)["log_dir"] == str(best)
+
+
+def test_a_full_run_outranks_test_runs_so_dry_and_real_runs_stage_the_same(tmp_path: Path) -> None:
+    full = write_record(tmp_path / "full_100", 100.0, test_run=False)
+    write_record(tmp_path / "test_200", 200.0)
+    write_record(tmp_path / "test_invalid_300", 300.0, valid=False)
+    write_record(tmp_path / "full_invalid_400", 400.0, valid=False, test_run=False)   # never staged
+    for allow in (True, False):
+        assert _chosen(tmp_path, allow).performance["log_dir"] == str(full)
+    assert _audited(tmp_path)["log_dir"] == str(full)
+
+
+def test_the_accuracy_run_is_the_same_with_and_without_allow_test_runs(tmp_path: Path) -> None:
+    write_record(tmp_path / "perf", 100.0, test_run=False)
+    full = write_record(tmp_path / "acc_full", 90.0, test_run=False, mode="AccuracyOnly",
+                        finished="2026-01-01T00:00:01+00:00")
+    write_record(tmp_path / "acc_test_newer", 90.0, mode="AccuracyOnly", finished="2026-01-01T00:00:02+00:00")
+    write_record(tmp_path / "acc_full_invalid_newest", 90.0, valid=False, test_run=False, mode="AccuracyOnly",
+                 finished="2026-01-01T00:00:03+00:00")
+    for allow in (True, False):
+        assert _chosen(tmp_path, allow).accuracy["log_dir"] == str(full)
+    reference = find_references([tmp_path], "box", resolved_config(), lambda _: None)
+    assert reference.accuracy["log_dir"] == str(full)
+
+
+def test_rank_orders_valid_then_full_then_figure_then_newer() -> None:
+    runs = [{"valid": False, "test_run": False, "metric": {"value": 900.0}},
+            {"valid": True, "test_run": True, "metric": {"value": 800.0}},
+            {"valid": True, "test_run": False, "metric": {"value": 10.0}, "finished": "1"},
+            {"valid": True, "test_run": False, "metric": {"value": 10.0}, "finished": "2"}]
+    assert sorted(runs, key=rank, reverse=True) == runs[::-1]
+
+
+def test_an_audit_of_another_computation_than_the_staged_run_is_refused(tmp_path: Path) -> None:
+    staged = write_record(tmp_path / "int8", 300.0, precision="int8")
+    write_record(tmp_path / "fp32", 100.0)
+    write_record(tmp_path / "fp32_invalid", 900.0, valid=False)
+    with pytest.raises(UserError) as error:
+        _audited(tmp_path)
+    message = str(error.value)
+    assert error.value.exit_code == 1 and str(staged) in message and "precision=int8, not fp32" in message
+    assert 'make run_audit_harness RUN_ARGS="--benchmarks=resnet50 --scenarios=Offline --precision=int8 ' \
+           '--test_run"' in message
+    assert _audited(tmp_path, precision="int8")["log_dir"] == str(staged)
+
+
+# -- through code.main, in a copy of the repository ---------------------------------------------------------
+def _repo_copy(tmp_path: Path) -> Path:
+    for name in ("code", "configs"):
+        shutil.copytree(REPO / name, tmp_path / "repo" / name, ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path / "repo"
+
+
+def _toolkit(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "code.main", *args, f"--scratch_path={repo / 'scratch'}",
+                           "--submitter=TestOrg", "--allow_test_runs", "--benchmarks=resnet50",
+                           "--scenarios=offline"],
+                          cwd=repo, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300,
+                          check=False)
+
+
+def _generate_conf_files(repo: Path) -> subprocess.CompletedProcess:
+    """generate_conf_files, with the system description the first call asks for filled in."""
+    first = _toolkit(repo, "--action=generate_conf_files")
+    if first.returncode == 0:
+        return first
+    assert "The system description is incomplete" in first.stderr, first.stdout + first.stderr
+    overrides_path = next((repo / "systems").glob("*.overrides.json"))
+    overrides = json.loads(overrides_path.read_text())
+    overrides_path.write_text(json.dumps({**{k: "N/A" for k in overrides}, "status": "available",
+                                          "host_network_card_count": "1", "cooling": "air"}))
+    return _toolkit(repo, "--action=generate_conf_files")
+
+
+def test_staged_audited_and_readme_are_the_same_run(tmp_path: Path) -> None:
+    """Two VALID test runs, an INVALID one with the best figure and a run whose metadata.json is truncated:
+    generate_conf_files and stage_results name the damaged record and go on; the best VALID run is staged,
+    described in the README and audited."""
+    repo = _repo_copy(tmp_path)
+    system_id = match_system(SystemDetector().detect()).system_id
+    logs = repo / "build" / "logs"
+    runs = {batch: write_record(logs / f"2026.01.01-00.00.0{batch}" / system_id / "resnet50" / "Offline", value,
+                                valid=valid, system_id=system_id, batch_size=batch)
+            for batch, value, valid in ((2, 100.0, True), (4, 120.0, True), (8, 500.0, False))}
+    damaged = write_record(logs / "2026.01.01-00.00.09" / system_id / "resnet50" / "Offline", 999.0,
+                           system_id=system_id, batch_size=16)
+    text = (damaged / "metadata.json").read_bytes()
+    (damaged / "metadata.json").write_bytes(text[:len(text) // 3])
+    skipped = f"skipped {damaged / 'metadata.json'}: not valid JSON, truncated or damaged"
+
+    conf = _generate_conf_files(repo)
+    assert conf.returncode == 0 and skipped in conf.stdout, conf.stdout + conf.stderr
+    stage = _toolkit(repo, "--action=stage_results")
+    assert stage.returncode == 0 and skipped in stage.stdout, stage.stdout + stage.stderr
+    assert "internal error" not in conf.stderr + stage.stderr
+
+    best = runs[4]
+    staged = next((repo / "build" / "submission-staging").glob(f"open/TestOrg/results/{system_id}/*/Offline"))
+    assert (staged / "performance/run_1/mlperf_log_detail.txt").read_bytes() == \
+        (best / "mlperf_log_detail.txt").read_bytes()
+    record = json.loads((best / "metadata.json").read_text())
+    readme = (staged / "README.md").read_text()
+    assert f'make run_harness RUN_ARGS="{run_args(record)} --test_mode=PerformanceOnly"' in readme
+    assert "--batch_size=4" in run_args(record)
+    lines: list[str] = []
+    audited = find_references([logs], system_id, resolved_config(system_id), lines.append)
+    assert audited.performance["log_dir"] == str(best) and any(skipped in line for line in lines)
