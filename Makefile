@@ -22,9 +22,9 @@ MAIN = $(PY) -m code.main --action=$@ $(COMMON_ARGS) $(RUN_ARGS)
 .DEFAULT_GOAL := help
 .PHONY: help prebuild build link_dirs show_config download_model download_data preprocess_data generate_engines \
 	calibrate run_harness run bench run_audit_harness generate_conf_files stage_results stage_compliance \
-	truncate_results export_submission check_submission pack_submission add_custom_system clean test test_all
+	truncate_results export_submission check_submission pack_submission add_custom_system lock clean test test_all
 
-$(VENV_STAMP): pyproject.toml scripts/bootstrap_venv.py
+$(VENV_STAMP): requirements/main.txt scripts/bootstrap_venv.py scripts/envlock.py
 	@$(PYTHON_BOOTSTRAP) scripts/bootstrap_venv.py --venv "$(VENV)"
 
 help: ## List the targets and variables
@@ -72,6 +72,8 @@ pack_submission: $(VENV_STAMP) ## Write mlperf-inference-$(SUBMITTER)-submission
 	@$(MAIN)
 add_custom_system: $(VENV_STAMP) ## Register this machine and write config stubs (RUN_ARGS="--system_id=ID --yes")
 	@$(MAIN)
+lock: ## Resolve pyproject.toml's pins into the hash-locked requirements/*.txt (needs the package registry)
+	@$(PYTHON_BOOTSTRAP) scripts/lock_env.py
 clean: $(VENV_STAMP) ## Remove engines and temporary build files (RUN_ARGS=--yes: logs and submission trees too)
 	@$(MAIN)
 test: $(VENV_STAMP) ## Run the fast test suite

@@ -1,63 +1,118 @@
 #!/usr/bin/env python3
-"""Create or refresh `.venv` from the pinned dependencies in pyproject.toml.
+"""Create or refresh `.venv` from the hash-locked dependency set (requirements/<environment>.txt).
 
-Idempotent: a stamp file records the hash of the requested packages, and an unchanged
-list means nothing is installed. Uses only the standard library, so it runs before the
-venv exists. Talks to nothing but the configured package registry.
+The environment gets exactly the lock, every file checked against its sha256: with uv (itself pinned and
+hash-checked in requirements/uv.txt, installed from the package registry into build/tools/uv) as
+`uv pip sync`, which also removes whatever the lock does not hold; where uv cannot be had, with
+`pip install --require-hashes --no-deps` of the same lock. Idempotent: a stamp records the sha256 of the lock
+installed (and which environment), and an unchanged lock means nothing is done. Standard library only, so it runs before the venv exists.
+TOOLKIT_INSTALLER=pip forces the pip path (uv the uv path, failing when uv cannot be had).
 """
 from __future__ import annotations
 
 import argparse
-import hashlib
+import os
+import shutil
 import subprocess
 import sys
-import tomllib
 import venv
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import envlock  # noqa: E402  (standard library only, beside this script)
+
 STAMP_NAME = ".toolkit-deps.sha256"
 
 
-def requested_packages(extras: list[str]) -> list[str]:
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    packages = list(project["dependencies"])
-    optional = project.get("optional-dependencies", {})
-    for extra in extras:
-        if extra not in optional:
-            sys.exit(f"bootstrap: unknown extra '{extra}'; known: {', '.join(sorted(optional))}")
-        packages += optional[extra]
-    return packages
+def ensure_uv(quiet: bool = True) -> Path | None:
+    """The pinned uv binary, installed hash-checked from requirements/uv.txt on first use; None if it cannot be
+    had (no pip for this Python, no registry)."""
+    binary = envlock.uv_binary()
+    if not envlock.UV_LOCK.is_file():
+        return None
+    marker = envlock.UV_HOME / "installed-from.sha256"
+    wanted = envlock.file_sha256(envlock.UV_LOCK)
+    if binary.is_file() and marker.is_file() and marker.read_text().strip() == wanted:
+        return binary
+    target = envlock.UV_HOME.with_name(envlock.UV_HOME.name + ".tmp")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(target, ignore_errors=True)
+    command = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--no-deps",
+               "--require-hashes", "--target", str(target), "-r", str(envlock.UV_LOCK)]
+    done = subprocess.run(command, capture_output=quiet, text=True, check=False)
+    if done.returncode != 0 or not (target / "bin" / "uv").is_file():
+        shutil.rmtree(target, ignore_errors=True)
+        return None
+    (target / marker.name).write_text(wanted + "\n")
+    shutil.rmtree(envlock.UV_HOME, ignore_errors=True)
+    envlock.UV_HOME.parent.mkdir(parents=True, exist_ok=True)
+    target.rename(envlock.UV_HOME)
+    return binary
+
+
+def install_with_uv(uv: Path, venv_dir: Path, lock: Path, extra: list[str] = ()) -> bool:
+    python = venv_dir / "bin" / "python"
+    if not python.exists():
+        if subprocess.call([str(uv), "venv", "--quiet", "--python", sys.executable, str(venv_dir)]) != 0:
+            return False
+    return subprocess.call([str(uv), "pip", "sync", "--quiet", "--require-hashes", "--python", str(python),
+                            *extra, str(lock)]) == 0
+
+
+def install_with_pip(venv_dir: Path, lock: Path, extra: list[str] = ()) -> bool:
+    python = venv_dir / "bin" / "python"
+    if not python.exists():
+        venv.EnvBuilder(with_pip=True).create(venv_dir)
+    elif subprocess.call([str(python), "-m", "pip", "--version"], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL) != 0:
+        subprocess.call([str(python), "-m", "ensurepip", "--default-pip"], stdout=subprocess.DEVNULL)
+    return subprocess.call([str(python), "-m", "pip", "install", "--disable-pip-version-check", "--quiet",
+                            "--require-hashes", "--no-deps", *extra, "-r", str(lock)]) == 0
+
+
+def install(venv_dir: Path, lock: Path, installer: str = "", extra: list[str] = ()) -> str:
+    """Install `lock` into `venv_dir`; returns the installer used ("uv" or "pip"). Exits with a message on failure."""
+    uv = None if installer == "pip" else ensure_uv()
+    if installer == "uv" and uv is None:
+        sys.exit("bootstrap: uv could not be installed from requirements/uv.txt (the package registry must be "
+                 "reachable and this Python must have pip)")
+    if uv is not None:
+        if install_with_uv(uv, venv_dir, lock, list(extra)):
+            return "uv"
+        sys.exit(f"bootstrap: uv could not install {lock} (see the messages above); the package registry must "
+                 f"be reachable")
+    if install_with_pip(venv_dir, lock, list(extra)):
+        return "pip"
+    sys.exit(f"bootstrap: pip could not install {lock} (see the messages above); the package registry must be "
+             f"reachable")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--extras", default="dev", help="comma list of pyproject extras to install (default: dev)")
-    parser.add_argument("--venv", default=str(REPO / ".venv"), help="where the environment lives (default: .venv)")
+    parser.add_argument("--extras", default=None,
+                        help="comma list of pyproject extras (default: the environment installed last, else dev)")
+    parser.add_argument("--venv", default=str(envlock.REPO / ".venv"), help="where the environment lives")
     args = parser.parse_args()
     venv_dir = Path(args.venv).absolute()
     stamp = venv_dir / STAMP_NAME
-    extras = [e for e in args.extras.split(",") if e]
-    packages = requested_packages(extras)
-    digest = hashlib.sha256("\n".join(sorted(packages)).encode()).hexdigest()
-
-    python = venv_dir / "bin" / "python"
-    if python.exists() and stamp.exists() and stamp.read_text().strip() == digest:
-        stamp.touch()  # newer than pyproject.toml again, so make stops asking
-        return 0
+    installed = stamp.read_text().split() if stamp.is_file() else []
+    if args.extras is not None:
+        env = envlock.environment_for([e for e in args.extras.split(",") if e])
+    else:   # keep what `make build` chose (the TensorRT environment on a GPU machine)
+        env = next((e for e in envlock.ENVIRONMENTS if installed[:1] == [e.name]), envlock.ENVIRONMENTS[0])
+    if not env.lock.is_file():
+        sys.exit(f"bootstrap: {env.lock} is missing; run make lock")
     if sys.version_info < (3, 11):
         sys.exit(f"bootstrap: Python 3.11 or newer is required, this is {sys.version.split()[0]}")
-    if not python.exists():
-        print(f"Creating {venv_dir} with {sys.executable} ...", flush=True)
-        venv.EnvBuilder(with_pip=True).create(venv_dir)
-    print(f"Installing {len(packages)} pinned packages into {venv_dir} "
-          f"(extras: {', '.join(extras) or 'none'}) ...", flush=True)
-    command = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--quiet", *packages]
-    if subprocess.call(command) != 0:
-        sys.exit("bootstrap: pip could not install the pinned packages (see the messages above); "
-                 "the package registry must be reachable")
-    stamp.write_text(digest + "\n")
-    print(f"{venv_dir} is ready.", flush=True)
+    digest = envlock.file_sha256(env.lock)
+    python = venv_dir / "bin" / "python"
+    if python.exists() and installed == [env.name, digest]:
+        stamp.touch()  # newer than the lock again, so make stops asking
+        return 0
+    print(f"Installing the locked environment {env.lock.relative_to(envlock.REPO)} into {venv_dir} ...", flush=True)
+    used = install(venv_dir, env.lock, os.environ.get("TOOLKIT_INSTALLER", ""))
+    stamp.write_text(f"{env.name} {digest}\n")
+    print(f"{venv_dir} is ready ({used}, lock sha256 {digest[:12]}).", flush=True)
     return 0
 
 

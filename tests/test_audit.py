@@ -114,7 +114,7 @@ def test_performance_verdict_files_read_like_the_official_ones(tmp_path):
 # -- end to end, in a copy of the repository (its build/ holds the compliance logs) ----------------------
 @pytest.fixture
 def repo_copy(tmp_path: Path) -> Path:
-    for name in ("code", "configs"):
+    for name in ("code", "configs", "scripts", "requirements"):
         shutil.copytree(REPO / name, tmp_path / "repo" / name, ignore=shutil.ignore_patterns("__pycache__"))
     return tmp_path / "repo"
 

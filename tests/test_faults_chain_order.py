@@ -218,7 +218,7 @@ def test_a_damaged_record_is_named_never_an_internal_error(paths, tmp_path, cont
 
 def test_through_the_command_line_pack_without_a_check_exits_1(tmp_path):
     repo = tmp_path / "repo"
-    for name in ("code", "configs"):
+    for name in ("code", "configs", "scripts", "requirements"):
         shutil.copytree(REPO / name, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
     made = make_tree(tmp_path / "made")
     (repo / "build").mkdir()

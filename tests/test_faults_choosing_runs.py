@@ -94,7 +94,7 @@ def test_an_audit_of_another_computation_than_the_staged_run_is_refused(tmp_path
 
 # -- through code.main, in a copy of the repository ---------------------------------------------------------
 def _repo_copy(tmp_path: Path) -> Path:
-    for name in ("code", "configs"):
+    for name in ("code", "configs", "scripts", "requirements"):
         shutil.copytree(REPO / name, tmp_path / "repo" / name, ignore=shutil.ignore_patterns("__pycache__"))
     return tmp_path / "repo"
 

@@ -245,7 +245,7 @@ def test_a_second_descriptor_in_the_same_process_is_refused_too(tmp_path):
 
 def test_a_step_through_the_command_line_names_the_holder(tmp_path):
     repo = tmp_path / "repo"
-    for name in ("code", "configs"):
+    for name in ("code", "configs", "scripts", "requirements"):
         shutil.copytree(REPO / name, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
     lock = Paths.create(repo=repo).submission_lock
     holder = _python(HOLD_LOCK_SCRIPT, lock, stdin=subprocess.PIPE)

@@ -28,7 +28,7 @@ RUN = ["--benchmarks=resnet50", "--model=mobilenet_v2", "--dataset=foolbox20", "
 
 @pytest.fixture
 def repo_copy(tmp_path: Path) -> Path:
-    for name in ("code", "configs", "scripts", "docker", "Makefile", "pyproject.toml", "README.md"):
+    for name in ("code", "configs", "scripts", "docker", "requirements", "Makefile", "pyproject.toml", "README.md"):
         source = REPO / name
         if source.is_dir():
             shutil.copytree(source, tmp_path / "repo" / name, ignore=shutil.ignore_patterns("__pycache__"))

@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from ..common.errors import UserError
 from ..common.paths import SCRATCH_SUBDIRS
@@ -67,8 +68,12 @@ class Build(Handler):
             bootstrap = self.ctx.paths.repo / "scripts" / "bootstrap_venv.py"
             if subprocess.call([sys.executable, str(bootstrap), "--extras", "dev,tensorrt"]) != 0:
                 self.ctx.log("TensorRT could not be installed (see above); ONNX Runtime still works.")
+        from ..common.environment_lock import lock_state
+
+        lock = lock_state(Path(sys.prefix))
         rows = [
             ("Python", sys.version.split()[0], str(self.ctx.paths.venv)),
+            ("Environment", lock.short, self._lock_detail(lock)),
             ("LoadGen", *self._loadgen()),
             ("ONNX Runtime", *self._onnxruntime()),
             ("TensorRT", *self._tensorrt(info.has_gpu)),
@@ -80,9 +85,23 @@ class Build(Handler):
             ("System", self.ctx.system.system_id, "registered" if self.ctx.system.is_known else "not registered"),
         ]
         _print_table("What works on this machine", ("component", "version / state", "details"), rows)
+        for line in lock.differences:
+            self.ctx.log(f"warning: {line} (installed by hand?); `make lock` pins changes, and deleting "
+                         f"{sys.prefix} then any make target installs exactly the lock again")
         if not self.ctx.system.is_known:
             self.ctx.log(self.ctx.system.registration_hint())
         return 0
+
+    @staticmethod
+    def _lock_detail(lock) -> str:
+        if lock.installed_from is None:
+            origin = "this environment was not installed by the toolkit's bootstrap"
+        elif lock.installed_from != lock.digest:
+            origin = "installed from an earlier version of the lock"
+        else:
+            origin = f"{lock.name} environment, installed hash-checked from the lock"
+        state = "no package differs" if not lock.differences else f"{len(lock.differences)} package(s) differ (below)"
+        return f"{origin}; {state}"
 
     def _loadgen(self) -> tuple[str, str]:
         try:

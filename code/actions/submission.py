@@ -18,7 +18,9 @@ from ..common.submission import staging
 from ..common.submission.runs import choose_runs, load_records
 from .base import Handler
 
-SRC_ITEMS = ("code", "configs", "scripts", "docker", "documentation", "Makefile", "pyproject.toml", "README.md")
+# src/ of the submission: the code, and the hash-locked environment it ran in (requirements/).
+SRC_ITEMS = ("code", "configs", "scripts", "docker", "documentation", "requirements", "Makefile", "pyproject.toml",
+             "README.md")
 CHECKER_LOG = "submission_checker_log.txt"
 
 

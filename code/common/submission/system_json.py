@@ -15,6 +15,7 @@ import importlib.metadata
 import json
 import platform
 import shutil
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -47,13 +48,18 @@ _VIRTUAL_BLOCK = ("loop", "ram", "zram", "dm-", "md", "sr", "fd", "nbd")
 
 
 def software_versions() -> dict[str, str]:
-    """Python and the installed packages of the stack that matter for the results."""
+    """Python and the installed packages of the stack that matter for the results, as installed (the bootstrap
+    installs exactly the hash-locked requirements/*.txt), and the lock they came from."""
+    from ..environment_lock import lock_state
+
     found = {"Python": platform.python_version()}
     for dist, label in SOFTWARE_PACKAGES:
         try:
             found[label] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             pass
+    lock = lock_state(Path(sys.prefix))
+    found["environment"] = lock.short + (" (with packages that differ from it)" if lock.differences else "")
     return found
 
 

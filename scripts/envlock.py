@@ -1,0 +1,95 @@
+"""The hash-locked dependency sets of every environment the toolkit creates, and the pinned uv that installs them.
+
+Standard library only: the bootstrap imports this before any environment exists.
+
+- requirements/<name>.txt: one lock per environment (`main`: the runtime and the tests; `tensorrt`: the same plus
+  TensorRT, for NVIDIA GPU machines), written by `uv pip compile --universal --generate-hashes` from the direct
+  pins in pyproject.toml: every package, transitive ones included, pinned with the sha256 of each of its files.
+  The first line records the digest of the pins it was made from, so a lock that no longer matches
+  pyproject.toml is detected without the network.
+- requirements/uv.txt: uv itself (the version in pyproject.toml's [tool.toolkit] uv), hash-pinned the same way.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+LOCK_DIR = REPO / "requirements"
+UV_LOCK = LOCK_DIR / "uv.txt"
+UV_HOME = REPO / "build" / "tools" / "uv"      # pip install --target: the uv binary lands in bin/
+DIGEST_PREFIX = "# toolkit-pins-sha256: "
+PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")
+
+
+@dataclass(frozen=True)
+class Environment:
+    name: str                  # requirements/<name>.txt
+    extras: tuple[str, ...]    # pyproject extras on top of the dependencies
+
+    @property
+    def lock(self) -> Path:
+        return LOCK_DIR / f"{self.name}.txt"
+
+
+# Every environment the toolkit creates. The docker images install these same locks.
+ENVIRONMENTS = (Environment("main", ("dev",)), Environment("tensorrt", ("dev", "tensorrt")))
+
+
+def environment_for(extras: list[str]) -> Environment:
+    """The locked environment holding `extras` (the smallest one that does)."""
+    for env in ENVIRONMENTS:
+        if set(extras) <= set(env.extras):
+            return env
+    known = ", ".join(f"{e.name} ({', '.join(e.extras)})" for e in ENVIRONMENTS)
+    raise SystemExit(f"bootstrap: no locked environment holds the extras {', '.join(extras)}; locked: {known}")
+
+
+def project() -> dict:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())
+
+
+def pins(env: Environment, data: dict | None = None) -> list[str]:
+    """The direct requirements of an environment, as pyproject.toml states them."""
+    data = data or project()
+    optional = data["project"].get("optional-dependencies", {})
+    return [*data["project"]["dependencies"], *(r for extra in env.extras for r in optional.get(extra, []))]
+
+
+def uv_version(data: dict | None = None) -> str:
+    return (data or project())["tool"]["toolkit"]["uv"]
+
+
+def pins_digest(requirements: list[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(requirements)).encode()).hexdigest()
+
+
+def recorded_digest(lock: Path) -> str | None:
+    first = lock.read_text().splitlines()[0] if lock.is_file() else ""
+    return first[len(DIGEST_PREFIX):].strip() if first.startswith(DIGEST_PREFIX) else None
+
+
+def locked_versions(lock: Path) -> dict[str, str]:
+    """Package name (normalised) -> version pinned in a lock."""
+    found = {}
+    for line in lock.read_text().splitlines():
+        match = PIN.match(line)
+        if match:
+            found[normalise(match.group(1))] = match.group(2)
+    return found
+
+
+def normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def file_sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def uv_binary() -> Path:
+    return UV_HOME / "bin" / "uv"

@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""`make lock`: write requirements/<environment>.txt from the direct pins in pyproject.toml, and
+requirements/uv.txt for the pinned uv, with uv's resolver: every package pinned, every file hash-checked.
+
+The locks are universal (markers for every platform) and for Python 3.11, the version the toolkit targets.
+Needs the package registry. Standard library only.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import envlock  # noqa: E402
+from bootstrap_venv import ensure_uv  # noqa: E402
+
+PYTHON_VERSION = "3.11"
+
+
+def compile_lock(uv: Path, requirements: list[str], output: Path) -> None:
+    """uv pip compile of `requirements` into `output`, headed by the digest of the pins it was made from."""
+    command = [str(uv), "pip", "compile", "--quiet", "--universal", "--generate-hashes", "--no-header",
+               "--python-version", PYTHON_VERSION, "-"]
+    done = subprocess.run(command, input="\n".join(requirements) + "\n", capture_output=True, text=True,
+                          check=False)
+    if done.returncode != 0:
+        sys.exit(f"lock: uv could not resolve {output.name}:\n{done.stderr}")
+    header = [f"{envlock.DIGEST_PREFIX}{envlock.pins_digest(requirements)}",
+              "# Written by `make lock` (scripts/lock_env.py) from pyproject.toml; do not edit by hand.",
+              f"# Direct pins: {', '.join(requirements)}"]
+    output.write_text("\n".join(header) + "\n" + done.stdout)
+    print(f"wrote {output.relative_to(envlock.REPO)} ({len(envlock.locked_versions(output))} packages)")
+
+
+def main() -> int:
+    envlock.LOCK_DIR.mkdir(exist_ok=True)
+    data = envlock.project()
+    uv = ensure_uv()
+    if uv is None:   # first lock ever, or requirements/uv.txt is being changed: the pinned uv without hashes
+        target = envlock.UV_HOME
+        if subprocess.call([sys.executable, "-m", "pip", "install", "--quiet", "--target", str(target),
+                            f"uv=={envlock.uv_version(data)}"]) != 0:
+            sys.exit("lock: uv could not be installed from the package registry")
+        uv = envlock.uv_binary()
+    compile_lock(uv, [f"uv=={envlock.uv_version(data)}"], envlock.UV_LOCK)
+    for env in envlock.ENVIRONMENTS:
+        compile_lock(uv, envlock.pins(env, data), env.lock)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""The hash-locked environments: the locks agree with pyproject.toml, every file is hash-pinned, both installers
+(uv and pip --require-hashes) install exactly a lock and refuse a wrong hash, and drift is reported."""
+from __future__ import annotations
+
+import base64
+import hashlib
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from code.common.environment_lock import differences, envlock, lock_state
+from tests.conftest import REPO
+
+sys.path.insert(0, str(REPO / "scripts"))
+import bootstrap_venv  # noqa: E402
+
+ENV = envlock()
+
+
+@pytest.mark.parametrize("env", ENV.ENVIRONMENTS, ids=lambda e: e.name)
+def test_each_lock_was_made_from_the_current_pins(env):
+    """Fails when pyproject.toml's pins and a lock drift apart: run `make lock`."""
+    assert env.lock.is_file(), f"{env.lock} is missing: run make lock"
+    assert ENV.recorded_digest(env.lock) == ENV.pins_digest(ENV.pins(env)), \
+        f"{env.lock.name} was not made from pyproject.toml's current pins: run make lock"
+    locked = ENV.locked_versions(env.lock)
+    for requirement in ENV.pins(env):
+        name, version = requirement.split("==")
+        assert locked.get(ENV.normalise(name)) == version, f"{requirement} is not what {env.lock.name} pins"
+
+
+@pytest.mark.parametrize("lock", [*(e.lock for e in ENV.ENVIRONMENTS), ENV.UV_LOCK], ids=lambda p: p.name)
+def test_every_package_is_pinned_with_hashes(lock):
+    entries = _entries(lock.read_text())
+    assert entries, lock
+    for pin, hashes in entries:
+        assert hashes and all(len(h) == 64 for h in hashes), f"{pin} in {lock.name} has no sha256 for its files"
+    assert ENV.locked_versions(ENV.UV_LOCK) == {"uv": ENV.uv_version()}
+
+
+def _entries(text: str) -> list[tuple[str, list[str]]]:
+    """(pin line, its --hash values) of a requirements file."""
+    entries: list[tuple[str, list[str]]] = []
+    for line in text.splitlines():
+        if ENV.PIN.match(line):
+            entries.append((line, []))
+        elif "--hash=sha256:" in line and entries:
+            entries[-1][1].append(line.split("--hash=sha256:")[1].split()[0].rstrip("\\"))
+    return entries
+
+
+def test_the_tensorrt_environment_is_the_main_one_plus_tensorrt():
+    main, trt = (ENV.locked_versions(e.lock) for e in ENV.ENVIRONMENTS)
+    assert {k: v for k, v in trt.items() if k in main} == main
+    assert "tensorrt-cu12" in trt and "tensorrt-cu12" not in main
+    assert ENV.environment_for(["dev"]).name == "main" and ENV.environment_for(["dev", "tensorrt"]).name == "tensorrt"
+    with pytest.raises(SystemExit, match="no locked environment holds the extras gpu"):
+        ENV.environment_for(["gpu"])
+
+
+# -- both installers, on a wheel made here (no registry needed) ---------------------------------------------------
+def _wheel(folder: Path, version: str = "1.0") -> Path:
+    """A minimal pure-Python wheel `toolkit_probe`, with a RECORD, as pip and uv expect."""
+    name = f"toolkit_probe-{version}-py3-none-any.whl"
+    info = f"toolkit_probe-{version}.dist-info"
+    files = {"toolkit_probe.py": f"VERSION = {version!r}\n",
+             f"{info}/METADATA": f"Metadata-Version: 2.1\nName: toolkit-probe\nVersion: {version}\n",
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(text.encode())}")
+    files[f"{info}/RECORD"] = "\n".join(record + [f"{info}/RECORD,,"]) + "\n"
+    folder.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(folder / name, "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+    return folder / name
+
+
+def _lock(path: Path, wheel: Path, digest: str | None = None) -> Path:
+    digest = digest or hashlib.sha256(wheel.read_bytes()).hexdigest()
+    version = wheel.name.split("-")[1]
+    path.write_text(f"toolkit-probe=={version} \\\n    --hash=sha256:{digest}\n")
+    return path
+
+
+def _probe(venv: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(venv / "bin" / "python"), "-c", "import toolkit_probe; print(toolkit_probe.VERSION)"],
+                          capture_output=True, text=True, check=False)
+
+
+def _installers():
+    uv = bootstrap_venv.ensure_uv()
+    yield pytest.param("pip", id="pip")
+    yield pytest.param("uv", id="uv", marks=pytest.mark.skipif(uv is None, reason="uv could not be installed from "
+                                                                                   "requirements/uv.txt here"))
+
+
+@pytest.mark.parametrize("installer", list(_installers()))
+def test_bootstrap_installs_exactly_the_lock_and_checks_hashes(tmp_path, installer):
+    wheels = tmp_path / "wheels"
+    offline = ["--no-index", "--find-links", str(wheels)]
+    venv = tmp_path / "venv"
+    lock = _lock(tmp_path / "lock.txt", _wheel(wheels, "1.0"))
+    assert bootstrap_venv.install(venv, lock, installer, offline) == installer
+    assert _probe(venv).stdout.strip() == "1.0"
+    # A new lock replaces the version; a wrong hash is refused and changes nothing.
+    lock = _lock(tmp_path / "lock2.txt", _wheel(wheels, "2.0"))
+    bootstrap_venv.install(venv, lock, installer, offline)
+    assert _probe(venv).stdout.strip() == "2.0"
+    tampered = _lock(tmp_path / "bad.txt", _wheel(wheels, "3.0"), digest="0" * 64)
+    with pytest.raises(SystemExit, match="could not install"):
+        bootstrap_venv.install(venv, tampered, installer, offline)
+    assert _probe(venv).stdout.strip() == "2.0"
+
+
+def test_drift_names_each_package_that_differs(tmp_path):
+    locked = {"numpy": "2.4.6", "onnx": "1.23.2", "colorama": "0.4.6"}
+    installed = {"numpy": "2.4.6", "onnx": "1.22.0", "six": "1.16.0", "pip": "24.0"}
+    assert differences(locked, installed) == ["onnx 1.22.0 is installed, the lock says 1.23.2",
+                                              "six 1.16.0 is installed but not in the lock"]
+    state = lock_state(tmp_path, installed={})
+    assert state.name == "main" and state.installed_from is None and state.short.startswith("requirements/main.txt")
+    (tmp_path / ".toolkit-deps.sha256").write_text(f"tensorrt {'ab' * 32}\n")
+    assert lock_state(tmp_path, installed={}).name == "tensorrt"
+
+
+def test_the_running_environment_is_the_lock():
+    """`make test` runs in the bootstrapped .venv: it must hold exactly the main lock."""
+    state = lock_state(Path(sys.prefix))
+    if state.installed_from is None:
+        pytest.skip(f"{sys.prefix} was not installed by the toolkit's bootstrap")
+    assert state.differences == ()
