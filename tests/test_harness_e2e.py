@@ -100,7 +100,9 @@ def test_ctrl_c_stops_cleanly_and_records_an_interrupted_run(scratch, tmp_path):
     command = [sys.executable, "-m", "code.main", "--action=run_harness", "--scenarios=offline", *EMBEDDED,
                "--min_duration=120000", f"--scratch_path={scratch}", f"--log_dir={tmp_path}"]
     assert toolkit(scratch, tmp_path, "--action=generate_engines", *command[4:-2]) == 0
-    parent = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT as a terminal delivers it, even where this test runs as a background job (which ignores SIGINT).
+    parent = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while not list(tmp_path.rglob("mlperf_log_detail.txt")) and time.monotonic() < deadline:
         time.sleep(0.2)
