@@ -246,3 +246,13 @@ def test_stage_results_infers_edge_scenarios_only_when_asked(tmp_path, infer):
         assert 'infer it from SingleStream with RUN_ARGS="--infer_scenarios"' in line
     assert handler._fill_missing(SystemType.datacenter_edge, {("box", "resnet50"): {Scenario.SingleStream}},
                                  {("box", "resnet50"): results}) != []
+
+
+def test_a_damaged_verification_record_never_stops_stage_compliance(tmp_path):
+    paths, results, folder = _compliance_fixture(tmp_path)
+    (folder / "verified_against.json").write_text('{"performance_detail_sha2')
+    log: list[str] = []
+    problems = _stage(paths, results, log)
+    assert len(problems) == 1 and "TEST04" in problems[0]          # TEST01 staged: verified again from its logs
+    assert (results / "TEST01" / "verify_performance.txt").is_file()
+    assert any("verified_against.json cannot be read" in line for line in log)

@@ -223,6 +223,20 @@ def stage_compliance_for(paths: Paths, rules: RulesRound, results_dir: Path, sys
     return problems
 
 
+def _verified_against(path: Path, log: Log) -> dict[str, Any]:
+    """Which runs run_audit_harness verified against ({} when unknown: then only what can be verified again from
+    the logs counts, never a Part III result)."""
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        log(f"note: {path} cannot be read ({exc}); the test is verified again from its logs, and a Part III "
+            f"result in it does not count")
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def _stage_test(paths: Paths, rules: RulesRound, test: str, source: Path, results_dir: Path, bench,
                 target: AccuracyTarget, dtype: np.dtype, log: Log, label: str) -> str | None:
     """Stage one test; the reason it cannot be staged, or None."""
@@ -230,9 +244,7 @@ def _stage_test(paths: Paths, rules: RulesRound, test: str, source: Path, result
     run_1 = source / "performance" / "run_1"
     if not (run_1 / DETAIL).is_file() or not (run_1 / SUMMARY).is_file():
         return "no compliance run"
-    against = {}
-    if (source / "verified_against.json").is_file():
-        against = json.loads((source / "verified_against.json").read_text())
+    against = _verified_against(source / "verified_against.json", log)
     performance = verify_performance(spec, results_dir / "performance" / "run_1", run_1)
     if not performance.passed:
         return f"against the staged performance run the test fails ({performance.summary})"
