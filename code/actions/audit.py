@@ -15,6 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from ..common.audit.references import Reference, find_references
+from ..common.audit.verdicts import PART3_SCORES, VERIFIED_AGAINST
 from ..common.audit.verify import (Check, compare_accuracy_logs, part3_baseline, part3_verdict, read_accuracy_log,
                                    verify_performance, verify_test01_accuracy)
 from ..common.benchmark_api import get_benchmark
@@ -30,10 +31,6 @@ from .base import Context, Handler
 from .harness import EMBEDDED_DEFAULT, with_embedded_default
 
 SELECTION_FLAGS = ("benchmarks", "scenarios")
-# Beside the verdicts, never staged: which submission runs the verdict was reached against (stage_compliance
-# re-checks the staged runs against it).
-VERIFIED_AGAINST = "verified_against.json"
-PART3_FILES = ("baseline_accuracy.txt", "compliance_accuracy.txt")
 
 
 def audit_config_lines(template: tuple[str, ...], sampling_target: int | None) -> list[str]:
@@ -168,7 +165,7 @@ class RunAuditHarness(Handler):
         baseline_log = part3 / "mlperf_log_accuracy_baseline.json"
         baseline_log.write_text(json.dumps(part3_baseline(full, sampled)))
         texts = {}
-        for name, log in zip(PART3_FILES, (baseline_log, run_dir / ACCURACY)):
+        for name, log in zip(PART3_SCORES, (baseline_log, run_dir / ACCURACY)):
             texts[name] = benchmark.score(record["model"], record["dataset"], log, self.ctx.paths).text + "\n"
             (part3 / name).write_text(texts[name])
         rules = self.ctx.rules
@@ -203,7 +200,7 @@ class RunAuditHarness(Handler):
             result = get_benchmark(record["benchmark"]).score(record["model"], record["dataset"],
                                                               accuracy_dir / ACCURACY, self.ctx.paths)
             (accuracy_dir / "accuracy.txt").write_text(result.text + "\n")
-            for name in PART3_FILES if part3 else ():
+            for name in PART3_SCORES if part3 else ():
                 shutil.copy2(run_dir / "part3" / name, accuracy_dir / name)
             against.update(accuracy_log_dir=reference.accuracy["log_dir"],
                            accuracy_log_sha256=sha256_file(Path(reference.accuracy["log_dir"]) / ACCURACY))

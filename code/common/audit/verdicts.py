@@ -17,8 +17,11 @@ from ..rules import BenchmarkRules, ComplianceTest, RulesRound
 from .verify import PASS, part3_verdict
 
 VERIFY_PERFORMANCE, VERIFY_ACCURACY = "verify_performance.txt", "verify_accuracy.txt"
+# Beside the verdicts of a compliance folder, never staged: which submission runs they were reached against.
+VERIFIED_AGAINST = "verified_against.json"
 ACCURACY_FILES = frozenset({"mlperf_log_accuracy.json", "accuracy.txt"})
-PART3_FILES = ACCURACY_FILES | {"baseline_accuracy.txt", "compliance_accuracy.txt"}
+PART3_SCORES = ("baseline_accuracy.txt", "compliance_accuracy.txt")   # in that order: baseline, compliance
+PART3_FILES = ACCURACY_FILES | set(PART3_SCORES)
 # Names the checkers leave out when they compare a folder's files with the set they require.
 IGNORED_FILES = frozenset({"mlperf_log_trace.json", "results.json", ".gitkeep"})
 
@@ -82,8 +85,7 @@ def accuracy_verdict_problems(folder: Path, bench: BenchmarkRules, target: Accur
     if problems:
         return problems
     delta = rules.part3_delta_percent.get(target or AccuracyTarget.k_99, 1.0)
-    check = part3_verdict((accuracy / "baseline_accuracy.txt").read_text(errors="replace"),
-                          (accuracy / "compliance_accuracy.txt").read_text(errors="replace"),
+    check = part3_verdict(*((accuracy / name).read_text(errors="replace") for name in PART3_SCORES),
                           bench.accuracy_pattern, delta)
     return [] if check.passed else [(accuracy / "compliance_accuracy.txt", check.summary)]
 

@@ -30,13 +30,12 @@ from ..fileio import sha256_file, write_atomically
 from ..harness.loadgen_log import ACCURACY, DETAIL, SUMMARY, LoadGenLog, read_detail
 from ..paths import Paths
 from .checker_rules import ERROR, WARNING, ScenarioContext
-from .truncate import ACCURACY_TXT, truncated_text
+from .truncate import ACCURACY_TXT, HASH_LINE, truncated_text
 
 PROVENANCE = ".provenance.json"   # in a staged scenario folder: what its accuracy run was run with
 EDITED = "the logs disagree: the tree was edited after the run"
 OWN_CHECK = "an integrity check of the toolkit's own, which the official checkers do not make"
 RESTAGE = "stage the run again (make stage_results, then make truncate_results export_submission)"
-_HASH_LINE = re.compile(r"^hash=([0-9a-fA-F]{64})\s*$", re.MULTILINE)
 # (line of mlperf_log_summary.txt, key of mlperf_log_detail.txt): the headline figures LoadGen writes in both.
 SUMMARY_FIGURES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^Samples per second\s*:\s*(\S+)"), "result_samples_per_second"),
@@ -170,7 +169,7 @@ class AccuracyCheck:
 
     def run(self) -> None:
         text = self.txt.read_text(errors="replace") if self.txt.is_file() else ""
-        found = _HASH_LINE.search(text)
+        found = HASH_LINE.search(text)
         recorded_hash = found.group(1).lower() if found else None
         parse_error = json_problem(self.log)
         if recorded_hash is None and (parse_error or self._looks_cut()):

@@ -7,19 +7,19 @@ compare with the submitted performance/run_1 and accuracy/ logs, so a verdict ne
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-from ..audit.verdicts import PART3_FILES, verdict_problems
+from ..audit.verdicts import ACCURACY_FILES as TEST01_ACCURACY_FILES
+from ..audit.verdicts import PART3_FILES, VERIFIED_AGAINST, verdict_problems
 from ..audit.verify import (Check, compare_accuracy_logs, read_accuracy_log, verify_performance,
                             verify_test01_accuracy)
 from ..constants import AccuracyTarget, Scenario, SystemType
 from ..errors import UserError
-from ..fileio import sha256_file, write_atomically
+from ..fileio import sha256_file
 from ..harness.loadgen_log import ACCURACY, DETAIL, SUMMARY, read_detail
 from ..harness.metadata import LOADGEN_LOGS, LOG_DIGESTS
 from ..paths import Paths
@@ -27,6 +27,8 @@ from ..rules import RulesRound
 from .cross_checks import write_provenance
 from .measurements import MEASUREMENTS, README, USER_CONF, readme, run_args, submission_benchmark
 from .runs import Choice, Key
+from .system_json import write_system_json
+from .truncate import ACCURACY_TXT, HASH_LINE
 
 Log = Callable[[str], None]
 ACCURACY_FILES = (SUMMARY, DETAIL, ACCURACY, "accuracy.txt")
@@ -132,7 +134,7 @@ def stage_system_files(paths: Paths, division: str, submitter: str, system_id: s
         raise UserError(f"{system_json} cannot be read ({exc}): run `make generate_conf_files` again.",
                         exit_code=1) from None
     data.update(division=division, submitter=submitter)
-    write_atomically(root / "systems" / system_json.name, json.dumps(data, indent=4, sort_keys=True) + "\n")
+    write_system_json(root / "systems" / system_json.name, data)
     calibration = paths.repo / "documentation" / "calibration.md"
     if calibration.is_file():
         (root / "documentation").mkdir(parents=True, exist_ok=True)
@@ -168,9 +170,8 @@ def infer_scenario(results_dir: Path, source: Scenario, missing: Scenario) -> Pa
 def full_accuracy_log(paths: Paths, scenario_dir: Path) -> Path:
     """The whole accuracy log of a staged scenario: the staged one, or its backup once truncate_results ran."""
     staged = scenario_dir / "accuracy" / ACCURACY
-    text = (scenario_dir / "accuracy" / "accuracy.txt").read_text() if \
-        (scenario_dir / "accuracy" / "accuracy.txt").is_file() else ""
-    if re.search(r"^hash=", text, re.MULTILINE):
+    marker = scenario_dir / "accuracy" / ACCURACY_TXT
+    if marker.is_file() and HASH_LINE.search(marker.read_text()):
         return paths.full_results / scenario_dir.relative_to(paths.staging) / "accuracy" / ACCURACY
     return staged
 
@@ -244,7 +245,7 @@ def _stage_test(paths: Paths, rules: RulesRound, test: str, source: Path, result
     run_1 = source / "performance" / "run_1"
     if not (run_1 / DETAIL).is_file() or not (run_1 / SUMMARY).is_file():
         return "no compliance run"
-    against = _verified_against(source / "verified_against.json", log)
+    against = _verified_against(source / VERIFIED_AGAINST, log)
     performance = verify_performance(spec, results_dir / "performance" / "run_1", run_1)
     if not performance.passed:
         return f"against the staged performance run the test fails ({performance.summary})"
@@ -263,7 +264,7 @@ def _stage_test(paths: Paths, rules: RulesRound, test: str, source: Path, result
     if accuracy is not None:
         (tmp / "verify_accuracy.txt").write_text(accuracy.text)
         (tmp / "accuracy").mkdir()
-        for name in (ACCURACY, "accuracy.txt", *(PART3_FILES if part3 else ())):
+        for name in sorted(PART3_FILES if part3 else TEST01_ACCURACY_FILES):
             shutil.copy2(source / "accuracy" / name, tmp / "accuracy" / name)
     problems = verdict_problems(tmp, spec, bench, target, rules)
     if problems:
@@ -291,9 +292,3 @@ def staged_scenarios(paths: Paths, rules: RulesRound, submitter: str) -> list[tu
                 found.append((folder, system_id, names[name], Scenario(scenario)))
     return found
 
-
-def scenarios_by_benchmark(found: list[tuple[Path, str, str, Scenario]]) -> dict[tuple[str, str], set[Any]]:
-    grouped: dict[tuple[str, str], set[Any]] = {}
-    for _, system_id, benchmark, scenario in found:
-        grouped.setdefault((system_id, benchmark), set()).add(scenario)
-    return grouped

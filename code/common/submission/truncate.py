@@ -22,7 +22,8 @@ ACCURACY_JSON = "mlperf_log_accuracy.json"
 ACCURACY_TXT = "accuracy.txt"
 # <division>/<submitter>/results/<system>/<benchmark>/<Scenario>/[TEST01/]accuracy
 _PATTERNS = ("*/*/results/*/*/*/accuracy", "*/*/results/*/*/*/TEST01/accuracy")
-_HASH_LINE = re.compile(r"^hash=([0-9a-fA-F]{64})\s*$", re.MULTILINE)
+# The line truncate_results appends to accuracy.txt; it marks the folder as truncated.
+HASH_LINE = re.compile(r"^hash=([0-9a-fA-F]{64})\s*$", re.MULTILINE)
 EXIT_PRECONDITION = 1
 
 
@@ -89,7 +90,7 @@ def _truncate_one(folder: Path, backup: Path, keep: int, log: Log) -> bool:
             raise UserError(f"{needed} is missing: an accuracy folder needs both {ACCURACY_JSON} and "
                             f"{ACCURACY_TXT}. Stage the accuracy run again.", exit_code=EXIT_PRECONDITION)
     txt = _read_text(txt_path)
-    marked = _HASH_LINE.search(txt)
+    marked = HASH_LINE.search(txt)
     if marked:
         # An interrupted earlier call wrote the hash but not the cut json: finish it. Any other json
         # is left alone (the size check below reports it).
