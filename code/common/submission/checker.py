@@ -21,13 +21,9 @@ from ..rules.schema import BenchmarkRules, RulesRound
 from .checker_rules import (ERROR, WARNING, ScenarioContext, as_int, check_scenario, harness_command, is_falsy,
                             read_json_object)
 from .cross_checks import TreeSources, check_integrity
+from .system_json import COUNT_FIELDS, STATUSES, TEXT_FIELDS
 
 DIVISIONS = ("closed", "open")
-STATUSES = ("available", "preview", "rdi")
-# main.py multiplies these as integers for its summary and crashes on anything else ("N/A").
-INTEGER_FIELDS = ("number_of_nodes", "accelerators_per_node")
-# The old checker's summary concatenates these as strings.
-STRING_FIELDS = ("host_processor_model_name", "accelerator_model_name", "system_type", "system_name")
 MAX_FILE_BYTES = 50 * 1024 * 1024   # the old checker refuses bigger files
 ROOT_FILE_SUFFIXES = (".md", ".pdf")
 
@@ -222,13 +218,13 @@ def _check_system_json(sink: _Sink, rules: RulesRound, folder: Path, system: str
             shown = "empty" if value in ("", None) else \
                 f"{value!r}, which the checkers read as not filled in (write numbers as strings: \"0\")"
             sink(ERROR, path, f"field {name} is {shown}; set it in {overrides}.")
-    for name in INTEGER_FIELDS:
+    for name in COUNT_FIELDS:
         value = data.get(name)
         if not is_falsy(value) and (isinstance(value, bool) or as_int(value) is None
                                     or str(as_int(value)) != str(value).strip()):
             sink(ERROR, path, f"field {name} is {value!r}, not a whole number, and main.py fails on it; set it to "
                               f"the count (\"0\" for none) in {overrides}.")
-    for name in STRING_FIELDS:
+    for name in TEXT_FIELDS:
         value = data.get(name)
         if value is not None and not isinstance(value, str):
             sink(ERROR, path, f"field {name} is {value!r}, not text, and the old checker fails on it; write it as a "

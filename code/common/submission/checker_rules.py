@@ -24,13 +24,11 @@ from ..audit.verdicts import IGNORED_FILES, listed, verdict_problems
 from ..constants import AccuracyTarget, Scenario, SystemType
 from ..harness.loadgen_log import ACCURACY, DETAIL, SUMMARY, LoadGenLog, read_detail
 from ..rules.schema import BenchmarkRules, RulesRound
+from .measurements import MEASUREMENTS_FIELDS, README, USER_CONF   # SYSTEM_IMP_REQUIRED_FILES of the checkers
 
 ERROR, WARNING = "error", "warning"
 Report = Callable[[str, Path, str], None]   # (level, path, message)
 
-# SYSTEM_IMP_REQUIRED_FILES of both checkers: each must hold a truthy value.
-MEASUREMENTS_FIELDS = ("input_data_types", "retraining", "starting_weights_filename", "weight_data_types",
-                       "weight_transformations")
 ACCURACY_TXT = "accuracy.txt"
 HASH_LINE = re.compile(r"^hash=([\w\d]+)$")
 # Files the old checker allows in performance/run_1 and accuracy/ (it refuses anything else).
@@ -363,7 +361,7 @@ def check_measurements(ctx: ScenarioContext) -> None:
             ctx.report(ERROR, ctx.folder / "measurements.json",
                        f"measurements.json {state} {name}; fill it in (make generate_conf_files) and re-run "
                        f"make stage_results.")
-    for name in ("user.conf", "README.md"):
+    for name in (USER_CONF, README):
         path = ctx.folder / name
         text = _read_text(ctx, path, fix) if path.is_file() else None
         if text is None or not text.strip():
