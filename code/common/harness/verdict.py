@@ -25,17 +25,33 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:.2f} ms"
 
 
-def _test_run_queries(log: LoadGenLog) -> str:
-    """SingleStream/MultiStream test runs: the min_query_count they ran with, and whether it is the count
-    LoadGen's early stopping needs for the scenario's percentile (what --test_run asks for)."""
-    if log.scenario not in TARGET_LATENCY_PERCENTILE or log.get("effective_min_query_count") is None:
-        return ""
-    count = int(log.get("effective_min_query_count"))
-    percentile = float(log.get("effective_target_latency_percentile") or TARGET_LATENCY_PERCENTILE[log.scenario])
-    needed = early_stopping_min_queries(percentile)
-    why = f"what LoadGen's early stopping needs for the {percentile * 100:g}th percentile" if count == needed \
-        else f"early stopping needs {needed} for the {percentile * 100:g}th percentile"
-    return f", with min_query_count {count} ({why})"
+def _judged_percentile(log: LoadGenLog) -> float | None:
+    """The latency percentile LoadGen's early stopping judges (SingleStream/MultiStream); None elsewhere."""
+    if log.scenario not in TARGET_LATENCY_PERCENTILE:
+        return None
+    return float(log.get("effective_target_latency_percentile") or TARGET_LATENCY_PERCENTILE[log.scenario])
+
+
+def _test_run_note(log: LoadGenLog) -> str:
+    """What a --test_run ran instead of the rules' 600 s: a count when it ended on one (min_duration 0), else its
+    min_duration, with the min_query_count against what early stopping needs for SingleStream/MultiStream."""
+    v = log.values
+    min_s = log.min_duration_ms / 1000
+    percentile = _judged_percentile(log)
+    needed = early_stopping_min_queries(percentile) if percentile is not None else None
+    if min_s == 0 and log.scenario is Scenario.Offline:
+        ran = f"it ran one query of {v.get('effective_samples_per_query')} samples instead of the rules' 600 s"
+    elif min_s == 0 and percentile is not None:
+        ran = (f"it ran {v.get('effective_min_query_count')} queries instead of the rules' 600 s (early stopping "
+               f"needs {needed} for the {percentile * 100:g}th percentile)")
+    else:
+        ran = f"min_duration was {min_s:.0f} s instead of the rules' 600 s"
+        if percentile is not None and v.get("effective_min_query_count") is not None:
+            count = int(v["effective_min_query_count"])
+            why = f"what LoadGen's early stopping needs for the {percentile * 100:g}th percentile" \
+                if count == needed else f"early stopping needs {needed} for the {percentile * 100:g}th percentile"
+            ran += f", with min_query_count {count} ({why})"
+    return f"This was a test run (--test_run): {ran}, so the result is for a quick look only and cannot be submitted."
 
 
 def explain(log: LoadGenLog, fields: Mapping[str, Any], test_run: bool) -> Verdict:
@@ -92,18 +108,6 @@ def explain(log: LoadGenLog, fields: Mapping[str, Any], test_run: bool) -> Verdi
     valid = log.valid and not log.errors
     if not valid and not reasons:
         reasons.append(f"LoadGen says: {v.get('result_invalid_reason') or 'INVALID (no reason given)'}")
-    if test_run and min_s == 0 and scenario is Scenario.Offline:
-        reasons.append(f"This was a test run (--test_run): it ran one query of {v.get('effective_samples_per_query')} "
-                       f"samples instead of the rules' 600 s, so the result is for a quick look only and cannot be "
-                       f"submitted.")
-    elif test_run and min_s == 0 and scenario in TARGET_LATENCY_PERCENTILE:
-        percentile = float(v.get("effective_target_latency_percentile") or TARGET_LATENCY_PERCENTILE[scenario])
-        reasons.append(f"This was a test run (--test_run): it ran {v.get('effective_min_query_count')} queries "
-                       f"instead of the rules' 600 s (early stopping needs {early_stopping_min_queries(percentile)} "
-                       f"for the {percentile * 100:g}th percentile), so the result is for a quick look only and "
-                       f"cannot be submitted.")
-    elif test_run:
-        reasons.append(f"This was a test run (--test_run): min_duration was {min_s:.0f} s instead of the "
-                       f"rules' 600 s{_test_run_queries(log)}, so the result is for a quick look only and "
-                       f"cannot be submitted.")
+    if test_run:
+        reasons.append(_test_run_note(log))
     return Verdict(valid=valid, submittable=valid and not test_run, reasons=tuple(reasons))
