@@ -21,8 +21,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import envlock  # noqa: E402  (standard library only, beside this script)
 
-STAMP_NAME = ".toolkit-deps.sha256"
-
 
 def ensure_uv(quiet: bool = True) -> Path | None:
     """The pinned uv binary, installed hash-checked from requirements/uv.txt on first use; None if it cannot be
@@ -94,19 +92,16 @@ def main() -> int:
     parser.add_argument("--venv", default=str(envlock.REPO / ".venv"), help="where the environment lives")
     args = parser.parse_args()
     venv_dir = Path(args.venv).absolute()
-    stamp = venv_dir / STAMP_NAME
-    installed = stamp.read_text().split() if stamp.is_file() else []
-    if args.extras is not None:
-        env = envlock.environment_for([e for e in args.extras.split(",") if e])
-    else:   # keep what `make build` chose (the TensorRT environment on a GPU machine)
-        env = next((e for e in envlock.ENVIRONMENTS if installed[:1] == [e.name]), envlock.ENVIRONMENTS[0])
+    installed, installed_digest = envlock.installed_environment(venv_dir)
+    # Without --extras, keep what `make build` chose (the TensorRT environment on a GPU machine).
+    env = installed if args.extras is None else envlock.environment_for([e for e in args.extras.split(",") if e])
     if not env.lock.is_file():
         sys.exit(f"bootstrap: {env.lock} is missing; run make lock")
     if sys.version_info < (3, 11):
         sys.exit(f"bootstrap: Python 3.11 or newer is required, this is {sys.version.split()[0]}")
     digest = envlock.file_sha256(env.lock)
-    python = venv_dir / "bin" / "python"
-    if python.exists() and installed == [env.name, digest]:
+    python, stamp = venv_dir / "bin" / "python", venv_dir / envlock.STAMP_NAME
+    if python.exists() and installed is env and installed_digest == digest:
         stamp.touch()  # newer than the lock again, so make stops asking
         return 0
     print(f"Installing the locked environment {env.lock.relative_to(envlock.REPO)} into {venv_dir} ...", flush=True)

@@ -22,6 +22,7 @@ LOCK_DIR = REPO / "requirements"
 UV_LOCK = LOCK_DIR / "uv.txt"
 UV_HOME = REPO / "build" / "tools" / "uv"      # pip install --target: the uv binary lands in bin/
 DIGEST_PREFIX = "# toolkit-pins-sha256: "
+STAMP_NAME = ".toolkit-deps.sha256"   # in a venv: "<environment> <sha256 of the lock>" the bootstrap installed
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")
 
 
@@ -89,6 +90,14 @@ def normalise(name: str) -> str:
 def file_sha256(path: Path) -> str:
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def installed_environment(venv: Path) -> tuple[Environment, str | None]:
+    """The environment a venv's stamp names (main when it names none) and the lock digest it records."""
+    stamp = venv / STAMP_NAME
+    recorded = stamp.read_text().split() if stamp.is_file() else []
+    env = next((e for e in ENVIRONMENTS if recorded[:1] == [e.name]), ENVIRONMENTS[0])
+    return env, recorded[1] if len(recorded) > 1 and recorded[0] == env.name else None
 
 
 def uv_binary() -> Path:

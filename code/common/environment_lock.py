@@ -15,7 +15,6 @@ from types import ModuleType
 
 from .paths import REPO_ROOT
 
-STAMP_NAME = ".toolkit-deps.sha256"
 # Installed by the bootstrap or by Python itself, never part of a lock.
 INSTALLER_PACKAGES = frozenset({"pip", "setuptools", "wheel", "uv"})
 
@@ -66,12 +65,9 @@ def differences(locked: dict[str, str], installed: dict[str, str]) -> list[str]:
 def lock_state(venv: Path, installed: dict[str, str] | None = None) -> LockState:
     """The environment `venv` was installed as (its stamp; main when there is none) and how it differs."""
     mod = envlock()
-    stamp = venv / STAMP_NAME
-    recorded = stamp.read_text().split() if stamp.is_file() else []
-    env = next((e for e in mod.ENVIRONMENTS if recorded[:1] == [e.name]), mod.ENVIRONMENTS[0])
+    env, installed_from = mod.installed_environment(venv)
     if not env.lock.is_file():
-        return LockState(env.name, env.lock, "missing", recorded[1] if len(recorded) > 1 else None,
-                         (f"{env.lock} is missing: run make lock",))
+        return LockState(env.name, env.lock, "missing", installed_from, (f"{env.lock} is missing: run make lock",))
     digest = mod.file_sha256(env.lock)
     found = differences(mod.locked_versions(env.lock), installed_versions() if installed is None else installed)
-    return LockState(env.name, env.lock, digest, recorded[1] if len(recorded) > 1 else None, tuple(found))
+    return LockState(env.name, env.lock, digest, installed_from, tuple(found))
