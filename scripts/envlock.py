@@ -12,7 +12,10 @@ Standard library only: the bootstrap imports this before any environment exists.
 from __future__ import annotations
 
 import hashlib
+import operator
+import platform
 import re
+import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +26,11 @@ UV_LOCK = LOCK_DIR / "uv.txt"
 UV_HOME = REPO / "build" / "tools" / "uv"      # pip install --target: the uv binary lands in bin/
 DIGEST_PREFIX = "# toolkit-pins-sha256: "
 STAMP_NAME = ".toolkit-deps.sha256"   # in a venv: "<environment> <sha256 of the lock>" the bootstrap installed
-PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")
+PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)(?:\s*;\s*([^\\]*?))?\s*\\?$")
+# The one marker shape a universal lock writes here: `<variable> <op> '<value>'` (e.g. python_full_version < '3.12').
+MARKER = re.compile(r"^(\w+)\s*(<=|>=|==|!=|<|>)\s*'([^']*)'$")
+_OPERATORS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
+              "!=": operator.ne}
 
 
 @dataclass(frozen=True)
@@ -74,13 +81,34 @@ def recorded_digest(lock: Path) -> str | None:
 
 
 def locked_versions(lock: Path) -> dict[str, str]:
-    """Package name (normalised) -> version pinned in a lock."""
+    """Package name (normalised) -> version a lock pins for this interpreter and platform (a universal lock may
+    pin one package twice, under exclusive environment markers)."""
     found = {}
     for line in lock.read_text().splitlines():
         match = PIN.match(line)
-        if match:
+        if match and marker_applies(match.group(3)):
             found[normalise(match.group(1))] = match.group(2)
     return found
+
+
+def marker_applies(marker: str | None) -> bool:
+    """Whether a pin's environment marker holds here; a marker of another shape counts as holding."""
+    match = MARKER.match(marker.strip()) if marker else None
+    if match is None:
+        return True
+    variable, op, wanted = match.groups()
+    here = {"python_full_version": platform.python_version(), "python_version": "%d.%d" % sys.version_info[:2],
+            "sys_platform": sys.platform, "platform_system": platform.system(),
+            "platform_machine": platform.machine()}.get(variable)
+    if here is None:
+        return True
+    if variable.startswith("python"):
+        return _OPERATORS[op](_version(here), _version(wanted))
+    return _OPERATORS[op](here, wanted) if op in ("==", "!=") else True
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
 
 
 def normalise(name: str) -> str:

@@ -135,3 +135,14 @@ def test_the_running_environment_is_the_lock():
     if state.installed_from is None:
         pytest.skip(f"{sys.prefix} was not installed by the toolkit's bootstrap")
     assert state.differences == ()
+
+
+def test_a_pin_under_an_environment_marker_counts_only_where_the_marker_holds(tmp_path):
+    """A universal lock pins contourpy twice (Python < 3.12 and >= 3.12); only one applies to this interpreter."""
+    here = "%d.%d" % sys.version_info[:2]
+    lock = tmp_path / "lock.txt"
+    lock.write_text(f"pkg==1.0 ; python_full_version < '{here}' \\\n    --hash=sha256:aa\n"
+                    f"pkg==2.0 ; python_full_version >= '{here}' \\\n    --hash=sha256:bb\n"
+                    "winonly==3.0 ; sys_platform == 'nonexistent-os' \\\n"
+                    "plain==4.0 \\\n")
+    assert ENV.locked_versions(lock) == {"pkg": "2.0", "plain": "4.0"}
