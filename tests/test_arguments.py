@@ -46,6 +46,14 @@ def test_field_overrides_are_typed_and_aliases_work():
     assert dict(args.overrides) == {"batch_size": 64, "offline_expected_qps": 12.5, "backend": "onnxruntime"}
 
 
+def test_nvidia_names_map_to_what_they_mean():
+    """NVIDIA's gpu_inference_streams are concurrent engine contexts: our instances. Its gpu_copy_streams are CUDA
+    copy streams, which nothing here has: refused with an explanation rather than taken for instances."""
+    assert dict(parse("--gpu_inference_streams=3").overrides) == {"instances": 3}
+    with pytest.raises(UserError, match=r"--gpu_copy_streams is .*host-to-device copies.*--instances"):
+        parse("--gpu_copy_streams=4")
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--foo=1"], "unrecognized arguments: --foo=1. Valid flags: --accuracy_target"),
     (["--scenarios=offlin"], "Unknown scenario 'offlin'. Valid choices: Offline, Server, SingleStream, MultiStream"),

@@ -82,6 +82,15 @@ def test_unknown_field_names_file_and_class():
         validate_class(Typo)
 
 
+def test_an_nvidia_name_without_counterpart_is_explained():
+    class Copied(Base):
+        gpu_copy_streams = 4
+
+    with pytest.raises(UserError, match=r"class Copied sets 'gpu_copy_streams': that is in NVIDIA's harness the "
+                                        r"number of CUDA streams"):
+        validate_class(Copied)
+
+
 def test_field_of_another_scenario_is_rejected():
     class Wrong(Base):
         server_target_qps = 10.0

@@ -16,7 +16,8 @@ from typing import Any, Mapping, Sequence
 from .constants import (AccuracyTarget, HarnessType, PowerSetting, Scenario, TestMode, WorkloadSetting,
                         parse_config_ver)
 from .errors import UserError
-from .fields import FIELDS, SAFE_NAME_MAX_CHARS, SAFE_NAME_TEXT, alias_table, is_safe_name
+from .fields import (FIELDS, NVIDIA_NAMES_WITHOUT_COUNTERPART, SAFE_NAME_MAX_CHARS, SAFE_NAME_TEXT, alias_table,
+                     is_safe_name)
 
 # Benchmark spellings users type -> toolkit benchmark name.
 BENCHMARK_ALIASES = {"resnet": "resnet50", "resnet50": "resnet50", "bert": "bert", "bert-99": "bert",
@@ -166,8 +167,16 @@ def _workload(ns: argparse.Namespace) -> WorkloadSetting:
     )
 
 
+def _refuse_nvidia_names_without_counterpart(argv: Sequence[str]) -> None:
+    for token in argv:
+        name = token[2:].split("=", 1)[0] if token.startswith("--") else ""
+        if name in NVIDIA_NAMES_WITHOUT_COUNTERPART:
+            raise UserError(f"--{name} is {NVIDIA_NAMES_WITHOUT_COUNTERPART[name]}. Leave it out.")
+
+
 def parse_run_args(argv: Sequence[str], actions: Sequence[str], benchmarks: Sequence[str],
                    rules_benchmarks: Sequence[str] = ()) -> RunArgs:
+    _refuse_nvidia_names_without_counterpart(argv)
     parser = build_parser(actions, benchmarks)
     ns = parser.parse_args(list(argv))
     if ns.action not in actions:

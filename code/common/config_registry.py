@@ -24,7 +24,7 @@ from typing import Any, Iterable, Mapping
 
 from .constants import Scenario, WorkloadSetting
 from .errors import UserError
-from .fields import FIELDS, Field
+from .fields import FIELDS, NVIDIA_NAMES_WITHOUT_COUNTERPART, Field
 
 _REGISTRATIONS = "_toolkit_registrations"
 _CLASS_ONLY = frozenset({"benchmark", "scenario"})
@@ -104,6 +104,8 @@ def validate_class(cls: type) -> None:
     values = class_values(cls)
     for name, value in values.items():
         spec = FIELDS.get(name)
+        if spec is None and name in NVIDIA_NAMES_WITHOUT_COUNTERPART:
+            raise UserError(f"{where} sets '{name}': that is {NVIDIA_NAMES_WITHOUT_COUNTERPART[name]}. Remove it.")
         if spec is None:
             hint = difflib.get_close_matches(name, FIELDS, n=1)
             suggestion = f" Did you mean '{hint[0]}'?" if hint else ""

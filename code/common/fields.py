@@ -136,8 +136,9 @@ FIELDS: Mapping[str, Field] = _fields(
     Field("precision", str, "fp32", "Numeric precision of the engine.", choices=("fp32", "fp16", "int8")),
     Field("batch_size", int, 1, "Samples per inference call of one backend instance.",
           aliases=("gpu_batch_size",), minimum=1, maximum=65_536),
-    Field("instances", int, 1, "Backend instances run in parallel worker threads.",
-          aliases=("gpu_copy_streams",), minimum=1, maximum=1024),
+    Field("instances", int, 1, "Backend instances (model copies, each with its own session and worker thread) "
+          "run in parallel; NVIDIA's gpu_inference_streams.",
+          aliases=("gpu_inference_streams",), minimum=1, maximum=1024),
     Field("intra_op_threads", int, 0, "Threads per backend instance (0: cores divided by instances).",
           backends=frozenset({"onnxruntime"}), minimum=0, maximum=4096),
     Field("calibration_images", int, 100, "Images in the INT8 calibration list.", minimum=1, maximum=1_000_000),
@@ -165,6 +166,15 @@ FIELDS: Mapping[str, Field] = _fields(
           "server_target_qps.", scenarios=_SERVER, minimum=0.01, maximum=1.0),
     Field("audit_retries", int, 1, "Times a failed compliance test is run again.", minimum=0, maximum=10),
 )
+
+
+# NVIDIA's knob names that mean something this toolkit has no counterpart for: a flag or config attribute of that
+# name gets this explanation rather than being taken for a knob it is not.
+NVIDIA_NAMES_WITHOUT_COUNTERPART: Mapping[str, str] = MappingProxyType({
+    "gpu_copy_streams": "in NVIDIA's harness the number of CUDA streams used for host-to-device copies per GPU; "
+                        "this toolkit's backends copy on their inference stream, so there is nothing to set. "
+                        "Parallel model instances are --instances (NVIDIA: gpu_inference_streams)",
+})
 
 
 def field(name: str) -> Field:
