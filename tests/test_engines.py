@@ -131,9 +131,9 @@ def test_fp32_build_then_no_op(paths: Paths) -> None:
     bench = FakeBenchmark()
     result = build_engine(_config(), SYSTEM, paths, bench, messages.append)
     assert result.rebuilt and result.path.is_file()
-    assert result.path.name == "fakebench-Offline-cpu-b4-fp32.lwis_k_99_MaxP.onnx"
+    assert result.path.name == "fakebench-Offline-cpu-fp32.lwis_k_99_MaxP.onnx"   # any batch size: no b<N>
     manifest = json.loads(paths.engine_manifest(result.path).read_text())
-    assert manifest["precision"] == "fp32" and manifest["batch_size"] == 4 and manifest["calibration"] is None
+    assert manifest["precision"] == "fp32" and manifest["batch_size"] is None and manifest["calibration"] is None
     batch = bench.data[:4]
     np.testing.assert_allclose(_run(result.path, batch), _reference(paths, batch), atol=1e-4, rtol=1e-4)
 
@@ -145,16 +145,25 @@ def test_fp32_build_then_no_op(paths: Paths) -> None:
     assert locate_engine(_config(), SYSTEM, paths, bench) == result.path
 
 
-@pytest.mark.parametrize("change", ["batch_size", "precision", "model_bytes", "manifest_deleted"])
+def test_an_onnxruntime_engine_serves_every_batch_size(paths: Paths) -> None:
+    """Its batch dimension is dynamic: another batch size finds the same engine current, nothing is rebuilt."""
+    bench = FakeBenchmark()
+    first = build_engine(_config(), SYSTEM, paths, bench, lambda _: None)
+    assert locate_engine(_config(batch_size=8), SYSTEM, paths, bench) == first.path
+    again = build_engine(_config(batch_size=8), SYSTEM, paths, bench, lambda _: None)
+    assert not again.rebuilt and again.path == first.path
+    np.testing.assert_allclose(_run(first.path, bench.data[:8]), _reference(paths, bench.data[:8]), atol=1e-4,
+                               rtol=1e-4)
+
+
+@pytest.mark.parametrize("change", ["precision", "model_bytes", "manifest_deleted"])
 def test_changed_inputs_rebuild(paths: Paths, change: str) -> None:
     import onnx
 
     bench = FakeBenchmark()
     first = build_engine(_config(), SYSTEM, paths, bench, lambda _: None)
     config = _config()
-    if change == "batch_size":
-        config = _config(batch_size=8)
-    elif change == "precision":
+    if change == "precision":
         config = _config(precision="int8")
     elif change == "model_bytes":
         onnx.save(_tiny_model(seed=7), str(paths.model_file(BENCH, MODEL)))

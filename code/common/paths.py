@@ -98,9 +98,12 @@ class Paths:
     def engine_dir(self, system_id: str, benchmark: str, scenario: Scenario) -> Path:
         return self.build / "engines" / system_id / benchmark / scenario.value
 
-    def engine_file(self, system_id: str, benchmark: str, scenario: Scenario, device: str, batch_size: int,
+    def engine_file(self, system_id: str, benchmark: str, scenario: Scenario, device: str, batch_size: int | None,
                     precision: str, workload: WorkloadSetting, ext: str) -> Path:
-        name = f"{benchmark}-{scenario.value}-{device}-b{batch_size}-{precision}.{workload.name}.{ext}"
+        """NVIDIA's name (resnet50-Offline-gpu-b2048-int8.lwis_k_99_MaxP.plan); without the batch part for an
+        engine that serves any batch size."""
+        batch = f"b{batch_size}-" if batch_size is not None else ""
+        name = f"{benchmark}-{scenario.value}-{device}-{batch}{precision}.{workload.name}.{ext}"
         return self.engine_dir(system_id, benchmark, scenario) / name
 
     def engine_manifest(self, engine: Path) -> Path:

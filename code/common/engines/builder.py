@@ -1,7 +1,7 @@
 """generate_engines and calibrate: ResolvedConfig -> engine file + manifest; and where the harness finds it.
 
 An engine is rebuilt only when its manifest differs from the inputs it would be built from now (model bytes,
-backend, precision, batch size, device, runtime version, calibration cache, builder version), or when the file
+backend, precision, batch size where the backend's engine depends on it, device, runtime version, calibration cache, builder version), or when the file
 on disk no longer has the size and sha256 the manifest recorded when it was written (truncated, replaced). The
 engine file is replaced atomically and the manifest is written last, so an interrupted build reads as stale,
 never current.
@@ -27,6 +27,15 @@ from . import onnxruntime_builder as ort_builder
 
 CALIBRATION_BATCH = 10   # samples per calibration inference: bounds the calibrator's memory
 _EXTENSIONS = {"onnxruntime": "onnx", "tensorrt": "plan"}
+# Backends whose engine is built for one batch size (a TensorRT plan's optimization profile). An ONNX Runtime
+# engine has a dynamic batch dimension: one file serves every batch size, so neither its name nor its manifest
+# carries one, and changing the batch size never asks for a rebuild.
+_BATCH_SPECIFIC = frozenset({"tensorrt"})
+
+
+def engine_batch_size(config: ResolvedConfig) -> int | None:
+    """The batch size the engine is built for, or None when the backend's engine serves any batch size."""
+    return int(config["batch_size"]) if config["backend"] in _BATCH_SPECIFIC else None
 
 
 @dataclass(frozen=True)
@@ -46,7 +55,7 @@ def engine_device(config: ResolvedConfig) -> str:
 
 
 def engine_path(config: ResolvedConfig, system_id: str, paths: Paths, device: str) -> Path:
-    return paths.engine_file(system_id, config.benchmark, config.scenario, device, int(config["batch_size"]),
+    return paths.engine_file(system_id, config.benchmark, config.scenario, device, engine_batch_size(config),
                              config["precision"], config.workload, _EXTENSIONS[config["backend"]])
 
 
@@ -92,7 +101,7 @@ def _expected_manifest(config: ResolvedConfig, model: Path, device: str, cache: 
                                       ort_builder.CALIBRATION_METHOD, digest)
     return EngineManifest(
         benchmark=config.benchmark, model=config["model"], model_sha256=sha256_file(model),
-        backend=config["backend"], precision=config["precision"], batch_size=int(config["batch_size"]),
+        backend=config["backend"], precision=config["precision"], batch_size=engine_batch_size(config),
         device=device, runtime_version=_require_runtime(config), opt_level=ort_builder.OPT_LEVEL,
         quantization=ort_builder.QUANTIZATION if calibration else None, calibration=calibration)
 
@@ -189,7 +198,9 @@ def build_engine(config: ResolvedConfig, system_id: str, paths: Paths, benchmark
         return EngineResult(engine, EngineManifest.read(manifest_path) or expected, rebuilt=False)
     if engine.exists() or manifest_path.exists():
         log(f"rebuilding: {problem}")
-    log(f"building {config['precision']} engine for {config['model']} (batch {config['batch_size']}, {device}) ...")
+    batch = engine_batch_size(config)
+    log(f"building {config['precision']} engine for {config['model']} "
+        f"({f'batch {batch}' if batch else 'any batch size'}, {device}) ...")
     manifest_path.unlink(missing_ok=True)     # from here until the manifest is written, the engine is stale
     from ..backends.onnxruntime_backend import providers_for
 

@@ -32,7 +32,7 @@ class EngineManifest:
     model_sha256: str
     backend: str                 # "onnxruntime" | "tensorrt"
     precision: str               # "fp32" | "fp16" | "int8"
-    batch_size: int
+    batch_size: int | None       # the batch size a plan is built for; None: the engine serves any batch size
     device: str                  # "cpu" | "gpu"
     runtime_version: str         # e.g. "onnxruntime 1.31.1": engines are only trusted by the runtime that wrote them
     opt_level: str               # optimization level the engine was saved at
