@@ -195,3 +195,30 @@ def test_early_stopping_says_how_many_queries_loadgen_wants(tmp_path):
     assert verdict.reasons == ("Early stopping could not bound the latency percentile with this many queries "
                                "(202 ran, LoadGen asks for at least 662): run longer (a higher min_duration or "
                                "min_query_count).",)
+
+
+def test_offline_progress_moves_batch_by_batch_within_a_work_item():
+    """An Offline work item holds several batches, completed to LoadGen together: the progress count (inferred)
+    moves after each batch, so the line is not stuck at 0 for the first item."""
+    import types
+
+    import numpy as np
+
+    from code.common.harness.qsl import SampleLibrary
+    from code.common.harness.sut import HarnessSUT
+    from tests.loadgen_probe import TinySet
+
+    seen: list[tuple[int, int]] = []
+    sut = HarnessSUT(Scenario.Offline, SampleLibrary(TinySet(64), 64), [], batch_size=8)
+    completed: list[int] = []
+    sut._lg = types.SimpleNamespace(QuerySampleResponse=lambda i, address, size: i,
+                                    QuerySamplesComplete=lambda responses: completed.extend(responses))
+    sut.qsl.load(list(range(64)))
+
+    def infer(batch):
+        seen.append((sut.counters.inferred, sut.counters.completed))
+        return np.zeros(len(batch), dtype=np.int32)
+
+    sut._run_item(infer, np.arange(32, dtype=np.uint64), np.arange(32, dtype=np.int64))
+    assert seen == [(0, 0), (8, 0), (16, 0), (24, 0)]
+    assert sut.counters.inferred == sut.counters.completed == len(completed) == 32

@@ -134,7 +134,7 @@ def _run_test(spec: RunSpec, log_dir: Path, record: dict[str, Any]) -> tuple[int
         log_settings.log_output.copy_summary_to_stdout = False
         log_settings.enable_trace = False
         lg_sut, lg_qsl = sut.construct(), qsl.construct()
-        counts = lambda: (sut.counters.completed, sut.counters.issued)  # noqa: E731
+        counts = lambda: (sut.counters.inferred, sut.counters.issued)  # noqa: E731  (moves batch by batch)
         min_duration = settings.min_duration_ms / 1000
         min_samples = None if spec.scenario_enum is Scenario.Offline else settings.min_query_count * (
             settings.multi_stream_samples_per_query if spec.scenario_enum is Scenario.MultiStream else 1)

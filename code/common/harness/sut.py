@@ -28,8 +28,9 @@ _STOP = None
 
 @dataclass
 class Counters:
-    completed: int = 0
-    issued: int = 0
+    completed: int = 0     # samples completed to LoadGen
+    issued: int = 0        # samples LoadGen issued
+    inferred: int = 0      # samples through the backend: moves batch by batch, within a work item too
 
 
 class HarnessSUT:
@@ -124,8 +125,11 @@ class HarnessSUT:
             self._complete_empty(ids)
             return
         try:
-            parts = [infer(self.qsl.gather(indices[start:start + self.batch_size]))
-                     for start in range(0, len(indices), self.batch_size)]
+            parts = []
+            for start in range(0, len(indices), self.batch_size):
+                parts.append(infer(self.qsl.gather(indices[start:start + self.batch_size])))
+                with self._lock:
+                    self.counters.inferred += len(parts[-1])
             responses = np.ascontiguousarray(parts[0] if len(parts) == 1 else np.concatenate(parts))
             if len(responses) != len(ids):
                 raise RuntimeError(f"backend returned {len(responses)} responses for {len(ids)} samples")
@@ -147,3 +151,4 @@ class HarnessSUT:
         lg.QuerySamplesComplete([lg.QuerySampleResponse(sample_id, 0, 0) for sample_id in ids.tolist()])
         with self._lock:
             self.counters.completed += len(ids)
+            self.counters.inferred = max(self.counters.inferred, self.counters.completed)
