@@ -5,9 +5,13 @@ from configs.resnet50 import ResNet50Base, ResNet50GPUBase
 
 
 class ServerCPUBase(ResNet50Base):
-    # One sample at a time on all cores: on a CPU, batching buys throughput with latency the 15 ms bound lacks.
+    # One sample per call, one single-threaded instance per core (documentation/harness.md, "Why the CPU
+    # defaults"): on a CPU a batch buys no throughput, and c independent servers queue far less than one server
+    # c times as fast (no intra-op thread pool to wake, so nothing spins against LoadGen's issuing thread).
     scenario = Scenario.Server
     batch_size = 1
+    instances = PerCore(1)
+    intra_op_threads = 1
     server_target_qps = PerCore(10.0)
     server_batch_timeout_us = 0
 
