@@ -7,20 +7,52 @@ from types import MappingProxyType
 from typing import Any
 
 from code.common.config_registry import ConfigKey, ResolvedConfig
-from code.common.constants import Scenario, WorkloadSetting
-from code.common.harness.metadata import LOG_DIGESTS, log_digests, write_metadata
+from code.common.constants import Scenario, TestMode, WorkloadSetting
+from code.common.harness.loadgen_log import Metric
+from code.common.harness.metadata import (AccuracyRecord, ConfigRecord, EngineRecord, Invocation, LoadGenRecord,
+                                          RunRecord, SystemRecord, log_digests, write_metadata)
 from tests.official_corpus import perf_values, write_run
 
 FIELDS = {"model": "mobilenet_v2", "dataset": "foolbox20", "backend": "onnxruntime", "precision": "fp32",
           "batch_size": 4}
 
 
-def resolved_config(system_id: str = "box", **fields: Any) -> ResolvedConfig:
+def resolved_config(system_id: str = "box", scenario: Scenario = Scenario.Offline, **fields: Any) -> ResolvedConfig:
     """The config of resnet50 Offline the records below were made with (fields given here from the command line)."""
     values = {**FIELDS, **fields}
     sources = {name: "command line" if name in fields else "config class" for name in values}
-    return ResolvedConfig(ConfigKey("resnet50", Scenario.Offline, system_id, WorkloadSetting()), "test", "exact",
+    return ResolvedConfig(ConfigKey("resnet50", scenario, system_id, WorkloadSetting()), "test", "exact",
                           MappingProxyType(values), MappingProxyType(sources))
+
+
+def make_record(value: float = 100.0, valid: bool = True, test_run: bool = True,
+                finished: str = "2026-01-01T00:00:00+00:00", system_id: str = "box", mode: str = "PerformanceOnly",
+                scenario: str = "Offline", status: str = "completed", log_dir: str = "/logs/x",
+                config: ResolvedConfig | None = None, **fields: Any) -> RunRecord:
+    """A record of resnet50 on the embedded default as the harness writes it: a completed PerformanceOnly run at
+    `value` (higher is better), or an AccuracyOnly one at `value` %; `fields` given on the command line."""
+    config = config or resolved_config(system_id, Scenario(scenario), **fields)
+    outcome: dict[str, Any] = {}
+    if status == "completed":
+        outcome = {"loadgen": LoadGenRecord(version="6.0.17"), "valid": valid,
+                   "submittable": valid and not test_run}
+        if mode == "AccuracyOnly":
+            outcome["accuracy"] = AccuracyRecord(metric="top-1", value=value, text="accuracy=90.000%, good=18, "
+                                                 "total=20", good=18, total=20)
+        else:
+            outcome |= {"metric": Metric("samples per second", value, "samples/s", True),
+                        "result_validity": "VALID" if valid else "INVALID"}
+    else:
+        outcome["error"] = f"{status} for the test"
+    return RunRecord(
+        status=status, benchmark="resnet50", model=config["model"], dataset=config["dataset"], division="open",
+        scenario=Scenario(scenario), test_mode=TestMode(mode), test_run=test_run,
+        system=SystemRecord(id=system_id, known=True, description=system_id, system_type="edge"),
+        config=ConfigRecord(workload_setting=config.workload.name, fields=dict(config.values),
+                            sources=dict(config.sources), system_id=system_id, config_class="test", match="exact"),
+        engine=EngineRecord(path="engine.onnx", manifest={"runtime_version": "onnxruntime 1.0", "calibration": None}),
+        invocation=Invocation(action="run_harness", typed=tuple(f"--{k}={v}" for k, v in fields.items())),
+        rules_version="v6.1", log_dir=log_dir, started=finished, finished=finished, **outcome)
 
 
 def write_record(run_dir: Path, value: float, valid: bool = True, test_run: bool = True,
@@ -31,22 +63,6 @@ def write_record(run_dir: Path, value: float, valid: bool = True, test_run: bool
     validity = "VALID" if valid else "INVALID"
     write_run(run_dir, perf_values("Offline", result_samples_per_second=value, result_validity=validity))
     (run_dir / "user.conf").write_text("*.Offline.min_duration = 6000\n")
-    config = resolved_config(system_id, **fields)
-    record = {
-        "benchmark": "resnet50", "model": config["model"], "dataset": config["dataset"], "division": "open",
-        "scenario": "Offline", "test_mode": mode, "purpose": "submission", "audit_test": None,
-        "system": {"id": system_id, "known": True, "description": system_id, "system_type": "edge"},
-        "config": config.as_dict(), "test_run": test_run, "rules_version": "v6.1",
-        "engine": {"path": "engine.onnx", "manifest": {"runtime_version": "onnxruntime 1.0", "calibration": None}},
-        "command_line": ["python3", "-m", "code.main"], "log_dir": str(run_dir), "status": "completed",
-        "started": finished, "finished": finished, "loadgen": {"version": "6.0.17"},
-        "metric": {"name": "samples per second", "value": value, "unit": "samples/s", "higher_is_better": True},
-        "result_validity": validity, "valid": valid, "submittable": valid and not test_run, "reasons": [],
-        LOG_DIGESTS: log_digests(run_dir),
-    }
-    if mode == "AccuracyOnly":
-        del record["metric"], record["result_validity"]
-        record["accuracy"] = {"metric": "top-1", "value": value, "good": 18, "total": 20, "text": "accuracy=90.000%",
-                              "threshold": None, "meets_target": None}
-    write_metadata(run_dir, record)
+    record = make_record(value, valid, test_run, finished, system_id, mode, log_dir=str(run_dir), **fields)
+    write_metadata(run_dir, record.replace(log_sha256=log_digests(run_dir)))
     return run_dir

@@ -174,5 +174,5 @@ def test_no_audit_config_left_after_a_failure(scratch, tmp_path):
     spec = RunSpec(**{**spec.__dict__, "log_dir": str(tmp_path / "audit"), "audit_test": "TEST01",
                       "audit_config": audit_config_lines(TEST01.audit_config, 4096)})
     record = run_test(spec, REPO, child_module="tests.fault_child")
-    assert record["status"] == "failed" and "injected device failure" in record["error"]
+    assert record.status == "failed" and "injected device failure" in record.error
     assert not list(tmp_path.rglob("audit.config")) and not (REPO / "audit.config").exists()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from code.common.constants import Scenario, TestMode
-from code.common.harness.metadata import find_metadata, read_metadata
+from code.common.harness.metadata import RunRecord, find_metadata, read_metadata
 from code.common.harness.runner import run_test
 from code.common.harness.spec import RunSpec
 from code.common.paths import Paths
@@ -33,7 +33,7 @@ def toolkit(scratch: Path, log_dir: Path, *args: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def short_run(scratch, tmp_path_factory) -> dict:
+def short_run(scratch, tmp_path_factory) -> RunRecord:
     """The record of one short completed run: its run_spec.json is the template of the child-level tests."""
     log_dir = tmp_path_factory.mktemp("short-run")
     assert toolkit(scratch, log_dir, "--action=generate_engines", *SHORT_RUN) == 0
@@ -42,19 +42,19 @@ def short_run(scratch, tmp_path_factory) -> dict:
     return record
 
 
-def spec_in(short_run: dict, run_dir: Path, **changes) -> RunSpec:
-    spec = RunSpec.load(Path(short_run["log_dir"]) / "run_spec.json")
+def spec_in(short_run: RunRecord, run_dir: Path, **changes) -> RunSpec:
+    spec = RunSpec.load(Path(short_run.log_dir) / "run_spec.json")
     return RunSpec(**{**spec.__dict__, "log_dir": str(run_dir), **changes})
 
 
-def effective_seed(record: dict) -> int:
-    return int(record["loadgen"]["effective"]["accuracy_log_rng_seed"])
+def effective_seed(record: RunRecord) -> int:
+    return int(record.loadgen.effective["accuracy_log_rng_seed"])
 
 
 @pytest.mark.parametrize("where", ["run folder", "LOG_DIR"])
 def test_a_stray_audit_config_in_a_reused_log_dir_stops_the_run_before_anything_starts(scratch, short_run,
                                                                                         tmp_path, capsys, where):
-    system_id = short_run["system"]["id"]
+    system_id = short_run.system.id
     run_dir = Paths.create(log_dir=tmp_path).run_log_dir(system_id, "resnet50", Scenario.Offline,
                                                          TestMode.PerformanceOnly)
     folder = run_dir if where == "run folder" else tmp_path
@@ -80,7 +80,7 @@ def test_a_normal_test_never_reads_an_audit_config_put_beside_it(short_run, tmp_
                           timeout=600, check=False)
     assert done.returncode == 0, done.stderr
     record = read_metadata(run_dir / "metadata.json")
-    assert record["status"] == "completed" and record["purpose"] == "submission"
+    assert record.status == "completed" and record.purpose == "submission"
     assert effective_seed(record) != SEED
     assert FOUND_AUDIT_CONFIG not in (run_dir / "mlperf_log_detail.txt").read_text()
     assert (run_dir / "audit.config").read_text() == STRAY   # not the harness's to remove
@@ -90,7 +90,7 @@ def test_a_compliance_test_reads_its_own_audit_config_and_removes_it(short_run, 
     run_dir = tmp_path / "compliance"
     record = run_test(spec_in(short_run, run_dir, audit_test="TEST01", purpose="audit",
                               audit_config=[STRAY.strip()]), REPO, log=lambda _: None)
-    assert record["status"] == "completed" and record["audit_test"] == "TEST01"
+    assert record.status == "completed" and record.audit_test == "TEST01"
     assert effective_seed(record) == SEED
     assert FOUND_AUDIT_CONFIG in (run_dir / "mlperf_log_detail.txt").read_text()
     assert not (run_dir / "audit.config").exists()

@@ -14,11 +14,12 @@ import pytest
 from code.common.audit.references import find_references
 from code.common.constants import Scenario
 from code.common.errors import UserError
-from code.common.submission.measurements import run_args
+from code.common.harness.metadata import read_metadata
+from code.common.harness.reproduce import reproduce_command
 from code.common.submission.runs import choose_runs, load_records, rank
 from code.common.systems import SystemDetector, match_system
 from tests.conftest import REPO
-from tests.run_records import resolved_config, write_record
+from tests.run_records import make_record, resolved_config, write_record
 
 KEY = ("box", "resnet50", Scenario.Offline)
 
@@ -27,7 +28,7 @@ def _chosen(root: Path, allow_test_runs: bool):
     return choose_runs(load_records([root], lambda _: None), allow_test_runs)[KEY]
 
 
-def _audited(root: Path, **fields) -> dict:
+def _audited(root: Path, **fields):
     return find_references([root], "box", resolved_config(**fields), lambda _: None).performance
 
 
@@ -36,16 +37,16 @@ def test_valid_beats_an_invalid_run_with_a_better_figure(tmp_path: Path) -> None
     best = write_record(tmp_path / "valid_120", 120.0, finished="2026-01-01T00:00:02+00:00")
     write_record(tmp_path / "invalid_500", 500.0, valid=False, finished="2026-01-01T00:00:03+00:00")
     chosen = _chosen(tmp_path, allow_test_runs=True).performance
-    assert chosen["log_dir"] == str(best)
-    assert _audited(tmp_path)["log_dir"] == str(best)
+    assert chosen.log_dir == str(best)
+    assert _audited(tmp_path).log_dir == str(best)
 
 
 def test_only_invalid_test_runs_give_the_best_of_them_in_a_dry_run(tmp_path: Path) -> None:
     write_record(tmp_path / "invalid_100", 100.0, valid=False)
     best = write_record(tmp_path / "invalid_300", 300.0, valid=False)
-    assert _chosen(tmp_path, allow_test_runs=True).performance["log_dir"] == str(best)
+    assert _chosen(tmp_path, allow_test_runs=True).performance.log_dir == str(best)
     assert _chosen(tmp_path, allow_test_runs=False).performance is None
-    assert _audited(tmp_path)["log_dir"] == str(best)
+    assert _audited(tmp_path).log_dir == str(best)
 
 
 def test_a_full_run_outranks_test_runs_so_dry_and_real_runs_stage_the_same(tmp_path: Path) -> None:
@@ -54,8 +55,8 @@ def test_a_full_run_outranks_test_runs_so_dry_and_real_runs_stage_the_same(tmp_p
     write_record(tmp_path / "test_invalid_300", 300.0, valid=False)
     write_record(tmp_path / "full_invalid_400", 400.0, valid=False, test_run=False)   # never staged
     for allow in (True, False):
-        assert _chosen(tmp_path, allow).performance["log_dir"] == str(full)
-    assert _audited(tmp_path)["log_dir"] == str(full)
+        assert _chosen(tmp_path, allow).performance.log_dir == str(full)
+    assert _audited(tmp_path).log_dir == str(full)
 
 
 def test_the_accuracy_run_is_the_same_with_and_without_allow_test_runs(tmp_path: Path) -> None:
@@ -66,16 +67,15 @@ def test_the_accuracy_run_is_the_same_with_and_without_allow_test_runs(tmp_path:
     write_record(tmp_path / "acc_full_invalid_newest", 90.0, valid=False, test_run=False, mode="AccuracyOnly",
                  finished="2026-01-01T00:00:03+00:00")
     for allow in (True, False):
-        assert _chosen(tmp_path, allow).accuracy["log_dir"] == str(full)
+        assert _chosen(tmp_path, allow).accuracy.log_dir == str(full)
     reference = find_references([tmp_path], "box", resolved_config(), lambda _: None)
-    assert reference.accuracy["log_dir"] == str(full)
+    assert reference.accuracy.log_dir == str(full)
 
 
 def test_rank_orders_valid_then_full_then_figure_then_newer() -> None:
-    runs = [{"valid": False, "test_run": False, "metric": {"value": 900.0}},
-            {"valid": True, "test_run": True, "metric": {"value": 800.0}},
-            {"valid": True, "test_run": False, "metric": {"value": 10.0}, "finished": "1"},
-            {"valid": True, "test_run": False, "metric": {"value": 10.0}, "finished": "2"}]
+    runs = [make_record(900.0, valid=False, test_run=False), make_record(800.0, valid=True, test_run=True),
+            make_record(10.0, valid=True, test_run=False, finished="1"),
+            make_record(10.0, valid=True, test_run=False, finished="2")]
     assert sorted(runs, key=rank, reverse=True) == runs[::-1]
 
 
@@ -89,7 +89,7 @@ def test_an_audit_of_another_computation_than_the_staged_run_is_refused(tmp_path
     assert error.value.exit_code == 1 and str(staged) in message and "precision=int8, not fp32" in message
     assert 'make run_audit_harness RUN_ARGS="--benchmarks=resnet50 --scenarios=Offline --precision=int8 ' \
            '--test_run"' in message
-    assert _audited(tmp_path, precision="int8")["log_dir"] == str(staged)
+    assert _audited(tmp_path, precision="int8").log_dir == str(staged)
 
 
 # -- through code.main, in a copy of the repository ---------------------------------------------------------
@@ -146,10 +146,10 @@ def test_staged_audited_and_readme_are_the_same_run(tmp_path: Path) -> None:
     staged = next((repo / "build" / "submission-staging").glob(f"open/TestOrg/results/{system_id}/*/Offline"))
     assert (staged / "performance/run_1/mlperf_log_detail.txt").read_bytes() == \
         (best / "mlperf_log_detail.txt").read_bytes()
-    record = json.loads((best / "metadata.json").read_text())
+    record = read_metadata(best / "metadata.json")
     readme = (staged / "README.md").read_text()
-    assert f'make run_harness RUN_ARGS="{run_args(record)} --test_mode=PerformanceOnly"' in readme
-    assert "--batch_size=4" in run_args(record)
+    assert reproduce_command(record) in readme and reproduce_command(record).endswith('--test_mode=PerformanceOnly"')
+    assert "--batch_size=4" in reproduce_command(record)
     lines: list[str] = []
     audited = find_references([logs], system_id, resolved_config(system_id), lines.append)
-    assert audited.performance["log_dir"] == str(best) and any(skipped in line for line in lines)
+    assert audited.performance.log_dir == str(best) and any(skipped in line for line in lines)

@@ -139,7 +139,7 @@ def _spec(log_dir: Path) -> RunSpec:
                    scenario="Offline", test_mode="PerformanceOnly", loadgen_model="resnet50", log_dir=str(log_dir),
                    scratch="unused", engine="unused", engine_manifest={}, config={"fields": {}}, system={},
                    user_conf=[], performance_sample_count=1, cpu_cores=1, test_run=True, rules_version="v6.1",
-                   accuracy_threshold=None, command_line=[])
+                   accuracy_threshold=None, invocation={})
 
 
 def test_a_run_planned_before_another_claimed_its_folder_writes_nothing_there(tmp_path):

@@ -57,7 +57,7 @@ def test_read_metadata_names_the_file_and_why(tmp_path: Path) -> None:
             read_metadata(runs[name] / "metadata.json")
         assert error.value.exit_code == 1 and reason in str(error.value)
         assert str(runs[name] / "metadata.json") in str(error.value)
-    assert read_metadata(runs["good1"] / "metadata.json")["metric"]["value"] == 100.0
+    assert read_metadata(runs["good1"] / "metadata.json").metric.value == 100.0
 
 
 def test_load_records_skips_each_damaged_record_with_one_named_line(tmp_path: Path) -> None:
@@ -65,7 +65,7 @@ def test_load_records_skips_each_damaged_record_with_one_named_line(tmp_path: Pa
     lines: list[str] = []
     # The same tree given twice (build/logs and LOG_DIR's parent often coincide): each record once.
     records = load_records([tmp_path / "logs", tmp_path / "logs"], lines.append)
-    assert sorted(r["log_dir"] for r in records) == [str(runs["good1"]), str(runs["good2"])]
+    assert sorted(r.log_dir for r in records) == [str(runs["good1"]), str(runs["good2"])]
     assert len(lines) == 5
     for name in ("truncated", "not_an_object", "other_schema", "field_missing", "not_utf8"):
         [line] = [line for line in lines if str(runs[name] / "metadata.json") in line]
@@ -76,7 +76,7 @@ def test_find_references_skips_a_truncated_record(tmp_path: Path) -> None:
     runs = _damaged_records(tmp_path / "logs")
     lines: list[str] = []
     reference = find_references([tmp_path / "logs"], "box", resolved_config(), lines.append)
-    assert reference.performance["log_dir"] == str(runs["good2"])
+    assert reference.performance.log_dir == str(runs["good2"])
     assert any(str(runs["truncated"] / "metadata.json") in line for line in lines)
 
 

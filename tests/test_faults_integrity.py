@@ -17,7 +17,7 @@ import pytest
 from code.common.benchmark_api import get_benchmark
 from code.common.constants import Scenario
 from code.common.errors import UserError
-from code.common.harness.metadata import LOG_DIGESTS, log_digests
+from code.common.harness.metadata import RunRecord, log_digests
 from code.common.paths import Paths
 from code.common.rules import get_round
 from code.common.submission.checker import check_submission
@@ -28,6 +28,7 @@ from code.common.submission.runs import Choice
 from code.common.submission.staging import stage_scenario
 from code.common.submission.truncate import truncate_tree
 from code.resnet50.models import facts
+from tests.run_records import make_record, resolved_config
 from tests.official_corpus import ORG, SYSTEM, TreeSpec, accuracy_values, build_tree, detail_text, \
     perf_values, write_run
 
@@ -60,8 +61,8 @@ def chain(scratch: Path, tmp_path: Path) -> Paths:
         accuracy = scenario_dir / "accuracy"
         (accuracy / "mlperf_log_accuracy.json").write_text(text)
         (accuracy / "accuracy.txt").write_text(line + "\n")
-        record = {"benchmark": "resnet50", "config": {"fields": {"model": MODEL, "dataset": DATASET}},
-                  "log_dir": str(tmp_path / "logs" / scenario_dir.name)}
+        record = make_record(90.0, system_id=SYSTEM, mode="AccuracyOnly", config=resolved_config(SYSTEM),
+                             log_dir=str(tmp_path / "logs" / scenario_dir.name))
         write_provenance(scenario_dir, record, accuracy / "mlperf_log_accuracy.json")
     truncate_tree(paths.staging, paths.full_results, RULES, lambda _: None)
     (paths.repo / "README.md").write_text("the code\n")
@@ -195,16 +196,11 @@ def test_a_tree_truncated_elsewhere_gets_the_checks_the_tree_allows(chain):
 
 
 # -- staging refuses logs changed after the run ---------------------------------------------------------------
-def run_record(log_dir: Path, mode: str) -> dict:
-    """What metadata.json holds of a completed Offline run of the embedded default (the fields staging reads)."""
-    return {"schema_version": 1, "status": "completed", "benchmark": "resnet50", "scenario": "Offline",
-            "test_mode": mode, "division": "open", "system": {"id": SYSTEM}, "log_dir": str(log_dir),
-            "config": {"workload_setting": "lwis_k_99_MaxP",
-                       "fields": {"model": MODEL, "dataset": DATASET, "precision": "fp32"},
-                       "sources": {"model": "command line", "dataset": "command line"}},
-            "valid": True, "metric": {"value": 163.84, "higher_is_better": True},
-            **({"accuracy": {"text": "accuracy=90.000%, good=18, total=20"}} if mode == "AccuracyOnly" else {}),
-            LOG_DIGESTS: log_digests(log_dir)}
+def run_record(log_dir: Path, mode: str) -> RunRecord:
+    """The record of a completed Offline run of the embedded default, with the digests of the logs in `log_dir`."""
+    record = make_record(163.84, test_run=False, system_id=SYSTEM, mode=mode, log_dir=str(log_dir),
+                         config=resolved_config(SYSTEM, model=MODEL, dataset=DATASET))
+    return record.replace(log_sha256=log_digests(log_dir))
 
 
 @pytest.fixture
@@ -261,7 +257,7 @@ def test_a_log_changed_after_the_run_is_refused_at_staging(runs, mode, name):
 
 def test_a_run_recorded_without_digests_is_staged_with_a_note(runs):
     paths, choice = runs
-    del choice.performance[LOG_DIGESTS]
+    choice.performance = choice.performance.replace(log_sha256={})
     lines = stage(paths, choice)
     assert any(line.startswith("note:") and "staged unverified" in line for line in lines), lines
 

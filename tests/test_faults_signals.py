@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from code.common.harness.lifecycle import ChildGuard
-from code.common.harness.metadata import find_metadata, read_metadata
+from code.common.harness.metadata import RunRecord, find_metadata, read_metadata
 from code.common.harness.spec import RunSpec
 from code.main import StopSignal, interrupted_status, main, raise_on_stop_signals
 
@@ -41,7 +41,7 @@ def engine(scratch) -> Path:
 
 
 @pytest.fixture(scope="module")
-def short_run(engine, tmp_path_factory) -> dict:
+def short_run(engine, tmp_path_factory) -> RunRecord:
     """The record of one short completed run (its run_spec.json is the template for the child-level tests)."""
     log_dir = tmp_path_factory.mktemp("short-run")
     assert toolkit(engine, log_dir, "--action=run_harness", *SHORT_RUN) == 0
@@ -115,8 +115,8 @@ def test_a_stop_signal_to_the_toolkit_stops_the_child_and_records_an_interrupted
     assert parent.wait(timeout=PATIENCE_S) == status, output.read_text()
     assert harness_processes(spec_path) == []
     [record] = map(read_metadata, find_metadata(log_dir))
-    assert record["status"] == "interrupted", record
-    assert "log_sha256" not in record
+    assert record.status == "interrupted", record
+    assert not record.log_sha256 and record.metric is None
     assert "internal error" not in output.read_text()
 
 
@@ -127,12 +127,12 @@ def test_a_killed_toolkit_takes_its_child_along_and_the_run_is_never_completed(e
     parent.wait()
     wait_for(lambda: not harness_processes(spec_path), "the orphaned harness child to end")
     [record] = map(read_metadata, find_metadata(log_dir))
-    assert record["status"] == "interrupted", record
-    assert "went away" in record["error"]
+    assert record.status == "interrupted", record
+    assert "went away" in record.error
 
 
 def test_a_child_whose_parent_is_already_gone_records_an_interrupted_run(short_run, tmp_path):
-    spec = RunSpec.load(Path(short_run["log_dir"]) / "run_spec.json")
+    spec = RunSpec.load(Path(short_run.log_dir) / "run_spec.json")
     run_dir = tmp_path / "orphan"
     run_dir.mkdir()
     spec_path = RunSpec(**{**spec.__dict__, "log_dir": str(run_dir)}).save(run_dir / "run_spec.json")
@@ -146,7 +146,7 @@ def test_a_child_whose_parent_is_already_gone_records_an_interrupted_run(short_r
         os.close(child_end)
     assert done.returncode == 128 + signal.SIGHUP, done.stderr
     record = read_metadata(run_dir / "metadata.json")
-    assert record["status"] == "interrupted" and "went away" in record["error"]
+    assert record.status == "interrupted" and "went away" in record.error
 
 
 def test_the_guard_sees_the_parent_go_and_lets_only_one_final_record_through():
@@ -166,9 +166,9 @@ def test_the_guard_sees_the_parent_go_and_lets_only_one_final_record_through():
 
 
 def test_a_completed_run_records_the_sha256_of_its_loadgen_logs(short_run):
-    assert short_run["status"] == "completed"
-    run_dir = Path(short_run["log_dir"])
-    digests = short_run["log_sha256"]
+    assert short_run.status == "completed"
+    run_dir = Path(short_run.log_dir)
+    digests = short_run.log_sha256
     assert sorted(digests) == sorted(LOADGEN_LOGS)
     for name, digest in digests.items():
         assert digest == hashlib.sha256((run_dir / name).read_bytes()).hexdigest(), name

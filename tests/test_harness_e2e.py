@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from code.common.harness.metadata import find_metadata, read_metadata
+from code.common.harness.metadata import RunRecord, find_metadata, read_metadata
 from code.common.harness.runner import run_test
 from code.common.harness.spec import RunSpec
 from code.main import main
@@ -26,8 +26,8 @@ def toolkit(scratch: Path, log_dir: Path, *args: str) -> int:
     return main([*args, f"--scratch_path={scratch}", f"--log_dir={log_dir}"], log=print)
 
 
-def records(log_dir: Path) -> dict[tuple[str, str], dict]:
-    return {(r["scenario"], r["test_mode"]): r for r in map(read_metadata, find_metadata(log_dir))}
+def records(log_dir: Path) -> dict[tuple[str, str], RunRecord]:
+    return {(r.scenario, r.test_mode): r for r in map(read_metadata, find_metadata(log_dir))}
 
 
 def test_four_scenarios_short_runs_write_parsed_metadata(scratch, tmp_path, capsys):
@@ -38,22 +38,22 @@ def test_four_scenarios_short_runs_write_parsed_metadata(scratch, tmp_path, caps
     found = records(tmp_path)
     assert set(found) == {(s, "PerformanceOnly") for s in ("Offline", "Server", "SingleStream", "MultiStream")}
     for (scenario, _), record in found.items():
-        assert record["status"] == "completed", record
-        assert record["division"] == "open" and record["model"] == "mobilenet_v2"
-        assert record["metric"]["value"] > 0, scenario
-        assert record["loadgen"]["version"].startswith("6.0.17")
-        assert record["loadgen"]["seeds"]["qsl_rng_seed"] == 2085463073848966840
-        assert record["loadgen"]["effective"]["min_duration_ms"] == 2000
-        assert record["config"]["fields"]["min_duration"] == 2000
-        assert record["engine"]["manifest"]["model"] == "mobilenet_v2" and record["engine"]["manifest_sha256"]
-        assert record["submittable"] is False
-        run_dir = Path(record["log_dir"])
+        assert record.status == "completed", record
+        assert record.division == "open" and record.model == "mobilenet_v2"
+        assert record.metric.value > 0, scenario
+        assert record.loadgen.version.startswith("6.0.17")
+        assert record.loadgen.seeds["qsl_rng_seed"] == 2085463073848966840
+        assert record.loadgen.effective["min_duration_ms"] == 2000
+        assert record.config.fields["min_duration"] == 2000
+        assert record.engine.manifest["model"] == "mobilenet_v2" and record.engine.manifest_sha256
+        assert record.submittable is False
+        run_dir = Path(record.log_dir)
         assert (run_dir / "mlperf_log_detail.txt").exists() and (run_dir / "user.conf").exists()
         assert not (run_dir / "audit.config").exists()
     offline = found[("Offline", "PerformanceOnly")]
-    assert offline["valid"] is False   # 20 samples/s asked for: the query ends long before min_duration
-    assert "raise offline_expected_qps to about" in offline["reasons"][0]
-    assert found[("MultiStream", "PerformanceOnly")]["loadgen"]["effective"]["samples_per_query"] == 8
+    assert offline.valid is False   # 20 samples/s asked for: the query ends long before min_duration
+    assert "raise offline_expected_qps to about" in offline.reasons[0]
+    assert found[("MultiStream", "PerformanceOnly")].loadgen.effective["samples_per_query"] == 8
     out = capsys.readouterr().out
     assert "Summary:" in out and "raise offline_expected_qps" in out
 
@@ -63,9 +63,9 @@ def test_accuracy_mode_on_foolbox_and_results_are_never_overwritten(scratch, tmp
     assert toolkit(scratch, tmp_path, "--action=generate_engines", *args[1:]) == 0
     assert toolkit(scratch, tmp_path, *args) == 0
     record = records(tmp_path)[("Offline", "AccuracyOnly")]
-    assert record["accuracy"]["text"] == "accuracy=90.000%, good=18, total=20"
-    assert (Path(record["log_dir"]) / "accuracy.txt").read_text() == "accuracy=90.000%, good=18, total=20\n"
-    assert record["accuracy"]["threshold"] is None   # open division: reported, not gated
+    assert record.accuracy.text == "accuracy=90.000%, good=18, total=20"
+    assert (Path(record.log_dir) / "accuracy.txt").read_text() == "accuracy=90.000%, good=18, total=20\n"
+    assert record.accuracy.threshold is None   # open division: reported, not gated
     assert toolkit(scratch, tmp_path, *args) == 2
     assert "already holds a result; results are never overwritten" in capsys.readouterr().err
 
@@ -76,7 +76,7 @@ def test_missing_prerequisites_name_the_make_target(scratch, tmp_path, capsys):
     assert 'make preprocess_data RUN_ARGS="--benchmarks=resnet50 --model=mobilenet_v2 --dataset=foolbox20"' \
         in capsys.readouterr().err
     assert toolkit(scratch, tmp_path, "--action=run_harness", "--scenarios=offline", *EMBEDDED,
-                   "--batch_size=7") == 1
+                   "--precision=int8", "--calibration_images=13", "--test_run") == 1   # an engine nobody builds
     assert "make generate_engines" in capsys.readouterr().err
     assert not list(tmp_path.rglob("metadata.json"))
 
@@ -89,8 +89,8 @@ def test_backend_failure_marks_the_run_failed_and_keeps_the_logs(scratch, tmp_pa
     spec = RunSpec.load(spec_path)
     spec = RunSpec(**{**spec.__dict__, "log_dir": str(tmp_path / "faulty")})
     record = run_test(spec, REPO, child_module="tests.fault_child")
-    assert record["status"] == "failed"
-    assert "injected device failure" in record["error"]
+    assert record.status == "failed"
+    assert "injected device failure" in record.error
     faulty = tmp_path / "faulty"
     assert "injected device failure" in (faulty / "harness_error.txt").read_text()
     assert (faulty / "mlperf_log_detail.txt").exists()   # LoadGen's logs are kept for diagnosis
@@ -111,7 +111,7 @@ def test_ctrl_c_stops_cleanly_and_records_an_interrupted_run(scratch, tmp_path):
     _, err = parent.communicate(timeout=60)
     assert parent.returncode == 130, err
     [record] = map(read_metadata, find_metadata(tmp_path))
-    assert record["status"] == "interrupted"
+    assert record.status == "interrupted"
     assert not list(tmp_path.rglob("audit.config")) and not (REPO / "audit.config").exists()
     spec_path = next(tmp_path.rglob("run_spec.json"))
     leftover = subprocess.run(["pgrep", "-f", str(spec_path)], capture_output=True, text=True).stdout.split()
@@ -137,7 +137,7 @@ def test_imagenet_sample_accuracy_through_loadgen_fp32_and_int8(imagenet_sample,
         assert toolkit(imagenet_sample, tmp_path / precision, "--action=generate_engines", *args) == 0
         assert toolkit(imagenet_sample, tmp_path / precision, "--action=run_harness", *args) == 0
         record = records(tmp_path / precision)[("Offline", "AccuracyOnly")]
-        assert record["accuracy"]["total"] == 1000
-        top1[precision] = record["accuracy"]["value"]
+        assert record.accuracy.total == 1000
+        top1[precision] = record.accuracy.value
     assert top1["fp32"] == pytest.approx(83.8, abs=0.5)
     assert top1["fp32"] - top1["int8"] <= 1.5, top1

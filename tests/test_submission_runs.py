@@ -1,6 +1,7 @@
 """Which runs are staged: choices from metadata records, measurements, and the staging refusals."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -11,10 +12,13 @@ from code.common.constants import AccuracyTarget, Scenario, SystemType
 from code.common.errors import UserError
 from code.common.paths import Paths
 from code.common.rules import get_round
-from code.common.submission.measurements import calibration_markdown, run_args
+from code.common.harness.metadata import EngineRecord, RunRecord
+from code.common.harness.reproduce import record_selection, reproduce_command
+from code.common.submission.measurements import calibration_markdown
 from code.common.submission.runs import choose_runs
 from code.common.submission.staging import stage_scenario
 
+from .run_records import make_record, resolved_config
 from .synthetic_logs import offline_detail
 
 RULES = get_round()
@@ -22,13 +26,11 @@ FIELDS = {"model": "mobilenet_v2", "dataset": "foolbox20", "backend": "onnxrunti
 
 
 def record(mode="PerformanceOnly", value=100.0, valid=True, test_run=False, status="completed", finished="1",
-           scenario="Offline", log_dir="/logs/x", **fields) -> dict:
-    return {"status": status, "purpose": "submission", "system": {"id": "box"}, "benchmark": "resnet50",
-            "scenario": scenario, "test_mode": mode, "valid": valid, "test_run": test_run, "finished": finished,
-            "division": "open", "log_dir": log_dir, "_path": f"{log_dir}/metadata.json",
-            "metric": {"value": value, "higher_is_better": True},
-            "config": {"fields": {**FIELDS, **fields}, "workload_setting": "lwis_k_99_MaxP",
-                       "sources": {"model": "command line", "batch_size": "config class"}}}
+           scenario="Offline", log_dir="/logs/x", **fields) -> RunRecord:
+    """A run of the embedded default whose model was typed on the command line."""
+    config = resolved_config("box", Scenario(scenario), model=FIELDS["model"], **fields)
+    return make_record(value, valid, test_run, finished, mode=mode, scenario=scenario, status=status,
+                       log_dir=log_dir, config=config)
 
 
 def test_best_valid_performance_and_matching_latest_accuracy():
@@ -38,8 +40,8 @@ def test_best_valid_performance_and_matching_latest_accuracy():
                record("AccuracyOnly", finished="3"), record("AccuracyOnly", finished="5", precision="int8"),
                record("AccuracyOnly", finished="4")]
     choice = choose_runs(records, allow_test_runs=False)[("box", "resnet50", Scenario.Offline)]
-    assert choice.performance["metric"]["value"] == 120
-    assert choice.accuracy["finished"] == "4"   # the int8 run computes something else
+    assert choice.performance.metric.value == 120
+    assert choice.accuracy.finished == "4"   # the int8 run computes something else
     reasons = " | ".join(choice.passed_over)
     for why in ("INVALID run", "failed run", "interrupted run", "test run (--test_run; stage it with --allow_test_runs"):
         assert why in reasons
@@ -48,28 +50,29 @@ def test_best_valid_performance_and_matching_latest_accuracy():
 def test_dry_runs_take_test_runs_but_never_failed_ones():
     records = [record(value=400, test_run=True, valid=False), record(value=500, status="failed", test_run=True)]
     choice = choose_runs(records, allow_test_runs=True)[("box", "resnet50", Scenario.Offline)]
-    assert choice.performance["metric"]["value"] == 400
+    assert choice.performance.metric.value == 400
     assert choose_runs(records[1:], allow_test_runs=True)[("box", "resnet50", Scenario.Offline)].performance is None
 
 
 def test_latency_scenarios_prefer_lower_latency():
     records = [record(scenario="SingleStream", value=5.0), record(scenario="SingleStream", value=4.0)]
-    for r in records:
-        r["metric"]["higher_is_better"] = False
+    records = [r.replace(metric=dataclasses.replace(r.metric, higher_is_better=False)) for r in records]
     choice = choose_runs(records, False)[("box", "resnet50", Scenario.SingleStream)]
-    assert choice.performance["metric"]["value"] == 4.0
+    assert choice.performance.metric.value == 4.0
 
 
-def test_run_args_repeat_the_command_line_fields():
-    assert run_args(record(test_run=True)) == \
+def test_reproduce_command_repeats_the_given_fields():
+    assert reproduce_command(record(test_run=True)) == 'make run_harness RUN_ARGS="--benchmarks=resnet50 ' \
+        '--scenarios=Offline --model=mobilenet_v2 --test_run --test_mode=PerformanceOnly"'
+    assert record_selection(record(test_run=True)).without_test().run_args() == \
         "--benchmarks=resnet50 --scenarios=Offline --model=mobilenet_v2 --test_run"
 
 
 def test_calibration_markdown_describes_what_was_used():
     fp32 = record()
     int8 = record(precision="int8")
-    int8["engine"] = {"manifest": {"calibration": {"dataset": "imagenet_sample", "count": 100, "method": "MinMax",
-                                                   "cache_sha256": "ab" * 32}}}
+    int8 = int8.replace(engine=EngineRecord(path="e.onnx", manifest={"calibration": {
+        "dataset": "imagenet_sample", "count": 100, "method": "MinMax", "cache_sha256": "ab" * 32}}))
     text = calibration_markdown([fp32, int8])
     assert "fp32, no calibration" in text
     assert "MinMax over 100 images of the calibration list of `imagenet_sample`" in text
@@ -91,7 +94,7 @@ def test_edge_scenarios_are_inferred_only_as_the_rules_allow(tmp_path):
     assert not (dest / "TEST01").exists()   # compliance is verified and staged per folder by stage_compliance
 
 
-def _staged_run(tmp_path: Path, name: str, value: float) -> dict:
+def _staged_run(tmp_path: Path, name: str, value: float) -> RunRecord:
     run_dir = offline_detail(tmp_path / name, value)
     (run_dir / "mlperf_log_summary.txt").write_text(f"run {name}\n")
     return record(value=value, log_dir=str(run_dir))
@@ -219,13 +222,13 @@ def test_stage_results_refuses_benchmarks_and_scenarios_outside_the_suite(tmp_pa
     from code.common.submission.runs import Choice
 
     handler, _ = _stage_results(tmp_path)
-    closed = Choice(performance={"config": {"workload_setting": "lwis_k_99_MaxP"}, "division": "closed"})
+    closed = Choice(performance=record().replace(division="closed"))
     why = handler._refusal(("box", "resnet50", Scenario.Offline), closed, SystemType.datacenter)
     assert why.startswith("resnet is not in the v6.1 datacenter suite")
     why = handler._refusal(("box", "resnet50", Scenario.Server), closed, SystemType.edge)
     assert why.startswith("box resnet Server: the closed division has no Server for resnet on a edge system")
     assert handler._refusal(("box", "resnet50", Scenario.Server), closed, SystemType.datacenter_edge) is None
-    open_ = Choice(performance={"config": {"workload_setting": "lwis_k_99_MaxP"}, "division": "open"})
+    open_ = Choice(performance=record())
     assert handler._refusal(("box", "resnet50", Scenario.Server), open_, SystemType.edge) is None
 
 

@@ -264,9 +264,10 @@ def test_stage_results_uses_the_exact_spelling(tmp_path: Path) -> None:
 
 
 # -- measurements.json -----------------------------------------------------------------------------------------------
-def _record(model: str = "mobilenet_v2", precision: str = "fp32") -> dict:
-    return {"benchmark": "resnet50", "scenario": "Offline",
-            "config": {"fields": {"model": model, "precision": precision}}}
+def _record(model: str = "mobilenet_v2", precision: str = "fp32"):
+    from tests.run_records import make_record
+
+    return make_record(model=model, precision=precision)
 
 
 def _benchmark(**facts) -> SimpleNamespace:

@@ -12,10 +12,9 @@ import dataclasses
 import json
 import shutil
 from pathlib import Path
-from types import MappingProxyType
 
 from ..common.audit.references import Reference, find_references
-from ..common.audit.verdicts import PART3_SCORES, VERIFIED_AGAINST
+from ..common.audit.verdicts import PART3_SCORES, VERIFIED_AGAINST, verdict_problems
 from ..common.audit.verify import (Check, compare_accuracy_logs, part3_baseline, part3_verdict, read_accuracy_log,
                                    verify_performance, verify_test01_accuracy)
 from ..common.benchmark_api import get_benchmark
@@ -24,17 +23,25 @@ from ..common.constants import Scenario, TestMode
 from ..common.errors import UserError
 from ..common.fileio import sha256_file, write_atomically
 from ..common.harness.loadgen_log import ACCURACY, DETAIL, SUMMARY
-from ..common.harness.metadata import COMPLETED
+from ..common.harness.metadata import RunRecord
+from ..common.harness.plan import Plan, announce, earlier_runs, free_space, plan_entry
+from ..common.harness.reproduce import config_command
 from ..common.harness.runner import plan_test, run_test
 from ..common.paths import timestamp
 from .base import Context, Handler
 from .harness import EMBEDDED_DEFAULT, with_embedded_default
 
 SELECTION_FLAGS = ("benchmarks", "scenarios")
+REFERENCE_SOURCE = "compared run"   # what the record says of a value taken over from the run a test is compared with
 
 
 def audit_config_lines(template: tuple[str, ...], sampling_target: int | None) -> list[str]:
     return [line.format(sampling_target=sampling_target) for line in template]
+
+
+def _qps_scale(config: ResolvedConfig) -> float:
+    """The fraction of the Server target QPS a compliance run asks for (1 in the other scenarios)."""
+    return float(config["audit_server_qps_scale"]) if config.scenario is Scenario.Server else 1.0
 
 
 def _audit_context(ctx: Context) -> Context:
@@ -53,13 +60,22 @@ class Outcome:
 
 
 class RunAuditHarness(Handler):
+    free_space = staticmethod(free_space)    # free bytes of the compliance logs' file system (tests fake it)
+
     def __init__(self, ctx: Context) -> None:
         super().__init__(_audit_context(ctx))
+        self._contexts: dict[str, Context] = {}
 
     def handle(self) -> int:
         plans = self._plan()
-        outcomes = [self._run_test(*plan) for plan in plans]
+        plan = self._estimate(plans)
+        if not announce(plan, self.ctx.args.dry_run, self.ctx.log, self.free_space(plan.where)):
+            return 0
+        outcomes = [self._run_test(*p) for p, test in zip(plans, plan.tests) if not test.skip]
         self.ctx.log("\nCompliance summary:")
+        for test in plan.tests:
+            if test.skip:
+                self.ctx.log(f"  {test.audit_test} {test.benchmark} {test.scenario.value}: skipped, {test.skip}")
         for outcome in outcomes:
             self.ctx.log(f"  {outcome.label}: {'PASS' if outcome.passed else 'FAIL'} ({outcome.summary})")
             self.ctx.log(f"    {outcome.folder}")
@@ -77,7 +93,7 @@ class RunAuditHarness(Handler):
             reference = find_references([ctx.paths.logs_root, ctx.paths.log_dir.parent], ctx.system.system_id,
                                         config, ctx.log)
             needed = [m for m in reference.missing() if m is TestMode.PerformanceOnly or "TEST01" in tests]
-            missing += [self._make_line(config, mode) for mode in needed]
+            missing += [config_command("run_harness", config, mode, ctx.args.test_run) for mode in needed]
             plans += [(test, config, reference) for test in tests]
         if missing:
             raise UserError("The compliance tests are compared with the submission's own runs, and these are "
@@ -87,20 +103,56 @@ class RunAuditHarness(Handler):
                             f"{ctx.rules.version}.")
         return plans
 
-    def _make_line(self, config: ResolvedConfig, mode: TestMode) -> str:
-        fields = " ".join(f"--{n}={config[n]}" for n, s in sorted(config.sources.items())
-                          if s == "command line" and n not in ("model", "dataset"))
-        return (f'make run_harness RUN_ARGS="--benchmarks={config.benchmark} --scenarios={config.scenario.value} '
-                f'--model={config["model"]} --dataset={config["dataset"]} --test_mode={mode.value}'
-                f'{" " + fields if fields else ""}{" --test_run" if self.ctx.args.test_run else ""}"')
+    def _estimate(self, plans: list[tuple[str, ResolvedConfig, Reference]]) -> Plan:
+        """Each compliance test's expected duration and disk (a test run, its logs and the verdict folder's copy);
+        under --resume a test whose verdict passed against the runs it is compared with now is skipped."""
+        ctx = self.ctx
+        runs = earlier_runs([ctx.paths.logs_root, ctx.paths.log_dir.parent], lambda path, reason: None)  # named above
+        tests = []
+        for name, config, reference in plans:
+            folder = ctx.paths.compliance_log_dir(name, ctx.system.system_id, config.benchmark, config.scenario)
+            test = plan_entry(self._run_context(reference), config.benchmark, config.scenario,
+                              TestMode.PerformanceOnly, runs, audit_test=name, qps_scale=_qps_scale(config),
+                              folder=folder, copies=2)
+            passed = self._passed_already(name, config, reference, folder) if ctx.args.resume else None
+            tests.append(dataclasses.replace(test, skip=passed) if passed else test)
+        retries = sorted({int(config["audit_retries"]) for _, config, _ in plans})
+        note = f"  (a failing test runs again, up to audit_retries={'/'.join(map(str, retries))} times)"
+        return Plan(tuple(tests), ctx.paths.compliance_logs_root, notes=(note,))
+
+    def _passed_already(self, name: str, config: ResolvedConfig, reference: Reference, folder: Path) -> str | None:
+        """--resume: why the test in `folder` need not run again (its verdict passes, reached against the very
+        runs it is compared with now, their logs unchanged), or None."""
+        try:
+            against = json.loads((folder / VERIFIED_AGAINST).read_text())
+        except (OSError, UnicodeDecodeError, ValueError):
+            return None
+        performance, accuracy, test = reference.performance, reference.accuracy, self.ctx.rules.compliance_tests[name]
+        detail = Path(performance.log_dir) / DETAIL
+        if not isinstance(against, dict) or against.get("performance_log_dir") != performance.log_dir or \
+                not detail.is_file() or against.get("performance_detail_sha256") != sha256_file(detail):
+            return None
+        if test.samples_accuracy and (accuracy is None or against.get("accuracy_log_dir") != accuracy.log_dir):
+            return None
+        if verdict_problems(folder, test, self.ctx.rules.benchmark(config.benchmark),
+                            self.ctx.args.workload.accuracy_target, self.ctx.rules):
+            return None
+        return f"PASS already against {performance.log_dir} (verdict in {folder})"
 
     # -- one test ----------------------------------------------------------------------------------
+    def _run_context(self, reference: Reference) -> Context:
+        """The context of the compliance runs compared with `reference`, worked out once (it says what differs)."""
+        key = reference.performance.log_dir
+        if key not in self._contexts:
+            self._contexts[key] = self._like_reference(reference.performance)
+        return self._contexts[key]
+
     def _run_test(self, name: str, config: ResolvedConfig, reference: Reference) -> Outcome:
         ctx, test = self.ctx, self.ctx.rules.compliance_tests[name]
         rules = ctx.rules.benchmark(config.benchmark)
         folder = ctx.paths.compliance_log_dir(name, ctx.system.system_id, config.benchmark, config.scenario)
-        run_ctx = self._like_reference(reference.performance)
-        scale = float(config["audit_server_qps_scale"]) if config.scenario is Scenario.Server else 1.0
+        run_ctx = self._run_context(reference)
+        scale = _qps_scale(config)
         label = f"{name} {config.benchmark} {config.scenario.value}"
         outcome = None
         for attempt in range(1, int(config["audit_retries"]) + 2):
@@ -116,30 +168,28 @@ class RunAuditHarness(Handler):
                 break
         return outcome
 
-    def _like_reference(self, performance: dict) -> Context:
-        """Compliance runs are set up like the run they are compared with: every field that run took from
-        its command line (batch size, threads, min_duration, ...) carries over unless given here, and a
+    def _like_reference(self, performance: RunRecord) -> Context:
+        """Compliance runs are set up like the run they are compared with: every field that run was given
+        (typed or filled in: batch size, threads, min_duration, ...) carries over unless given here, and a
         test-run reference gives a test-run audit."""
         args = self.ctx.args
-        config = performance["config"]
-        inherited = {name: config["fields"][name] for name, source in config["sources"].items()
-                     if source == "command line" and name not in args.overrides}
+        fields = performance.config.fields
+        inherited = {name: value for name, value in performance.given_fields().items() if name not in args.overrides}
         for name, value in args.overrides.items():
-            if name in config["fields"] and config["fields"][name] != value:
+            if name in fields and fields[name] != value:
                 self.ctx.log(f"Note: --{name}={value} differs from the run the test is compared with "
-                             f"({name}={config['fields'][name]}, {performance['log_dir']}).")
-        test_run = args.test_run or bool(performance.get("test_run"))
-        if test_run and not args.test_run:
+                             f"({name}={fields[name]}, {performance.log_dir}).")
+        flags = {}
+        if performance.test_run and not args.test_run:
             self.ctx.log("The submission's performance run was a --test_run, so the compliance runs are too.")
-        new_args = dataclasses.replace(args, test_run=test_run,
-                                       overrides=MappingProxyType({**args.overrides, **inherited}))
-        return dataclasses.replace(self.ctx, args=new_args, _registry=None)
+            flags["test_run"] = True
+        return dataclasses.replace(self.ctx, args=args.fill_in(REFERENCE_SOURCE, inherited, **flags), _registry=None)
 
-    def _verify(self, label: str, test, record: dict, reference: Reference, run_dir: Path,
+    def _verify(self, label: str, test, record: RunRecord, reference: Reference, run_dir: Path,
                 folder: Path) -> Outcome:
-        if record.get("status") != COMPLETED:
-            return Outcome(label, False, f"the compliance run {record.get('status')}: {record.get('error')}", folder)
-        performance = verify_performance(test, Path(reference.performance["log_dir"]), run_dir)
+        if not record.completed:
+            return Outcome(label, False, f"the compliance run {record.status}: {record.error}", folder)
+        performance = verify_performance(test, Path(reference.performance.log_dir), run_dir)
         accuracy, part3 = self._verify_accuracy(record, reference, run_dir) if test.samples_accuracy else (None, None)
         self._lay_out(folder, run_dir, performance, accuracy, part3 is not None, record, reference)
         accuracy_passed = accuracy is None or accuracy.passed or (part3 is not None and part3.passed)
@@ -150,12 +200,12 @@ class RunAuditHarness(Handler):
                 parts.append(part3.summary)
         return Outcome(label, performance.passed and accuracy_passed, "; ".join(parts), folder)
 
-    def _verify_accuracy(self, record: dict, reference: Reference, run_dir: Path) -> tuple[Check, Check | None]:
+    def _verify_accuracy(self, record: RunRecord, reference: Reference, run_dir: Path) -> tuple[Check, Check | None]:
         """verify_accuracy.py's check; when responses differ, Part III: the baseline (the accuracy run's entries for
         the sampled qsl_idx) and the compliance log scored by the benchmark's accuracy script, into
         run_dir/part3/{baseline,compliance}_accuracy.txt, and the checker's delta test on them."""
-        benchmark = get_benchmark(record["benchmark"])
-        full = read_accuracy_log(Path(reference.accuracy["log_dir"]) / ACCURACY)
+        benchmark = get_benchmark(record.benchmark)
+        full = read_accuracy_log(Path(reference.accuracy.log_dir) / ACCURACY)
         sampled = read_accuracy_log(run_dir / ACCURACY)
         check = verify_test01_accuracy(compare_accuracy_logs(full, sampled, benchmark.response_dtype))
         if check.passed or not sampled:
@@ -166,16 +216,16 @@ class RunAuditHarness(Handler):
         baseline_log.write_text(json.dumps(part3_baseline(full, sampled)))
         texts = {}
         for name, log in zip(PART3_SCORES, (baseline_log, run_dir / ACCURACY)):
-            texts[name] = benchmark.score(record["model"], record["dataset"], log, self.ctx.paths).text + "\n"
+            texts[name] = benchmark.score(record.model, record.dataset, log, self.ctx.paths).text + "\n"
             (part3 / name).write_text(texts[name])
         rules = self.ctx.rules
         target = self.ctx.args.workload.accuracy_target
-        verdict = part3_verdict(*texts.values(), rules.benchmark(record["benchmark"]).accuracy_pattern,
+        verdict = part3_verdict(*texts.values(), rules.benchmark(record.benchmark).accuracy_pattern,
                                 rules.part3_delta_percent.get(target, 1.0))
         return check, verdict
 
     def _lay_out(self, folder: Path, run_dir: Path, performance: Check, accuracy: Check | None, part3: bool,
-                 record: dict, reference: Reference) -> None:
+                 record: RunRecord, reference: Reference) -> None:
         """verify_*.txt, performance/run_1/ and (TEST01) accuracy/ in the folder staging copies from: the files
         and names compliance/TEST0x/run_verification.py writes, plus the Part III files the checker reads."""
         replaced = [p for p in ("verify_accuracy.txt", "verify_performance.txt", "performance", "accuracy")
@@ -190,18 +240,18 @@ class RunAuditHarness(Handler):
         run_1.mkdir(parents=True)
         for log in (SUMMARY, DETAIL):
             shutil.copy2(run_dir / log, run_1 / log)
-        against = {"performance_log_dir": reference.performance["log_dir"],
-                   "performance_detail_sha256": sha256_file(Path(reference.performance["log_dir"]) / DETAIL)}
+        against = {"performance_log_dir": reference.performance.log_dir,
+                   "performance_detail_sha256": sha256_file(Path(reference.performance.log_dir) / DETAIL)}
         if accuracy is not None:
             (folder / "verify_accuracy.txt").write_text(accuracy.text)
             accuracy_dir = folder / "accuracy"
             accuracy_dir.mkdir()
             shutil.copy2(run_dir / ACCURACY, accuracy_dir / ACCURACY)
-            result = get_benchmark(record["benchmark"]).score(record["model"], record["dataset"],
-                                                              accuracy_dir / ACCURACY, self.ctx.paths)
+            result = get_benchmark(record.benchmark).score(record.model, record.dataset, accuracy_dir / ACCURACY,
+                                                           self.ctx.paths)
             (accuracy_dir / "accuracy.txt").write_text(result.text + "\n")
             for name in PART3_SCORES if part3 else ():
                 shutil.copy2(run_dir / "part3" / name, accuracy_dir / name)
-            against.update(accuracy_log_dir=reference.accuracy["log_dir"],
-                           accuracy_log_sha256=sha256_file(Path(reference.accuracy["log_dir"]) / ACCURACY))
+            against.update(accuracy_log_dir=reference.accuracy.log_dir,
+                           accuracy_log_sha256=sha256_file(Path(reference.accuracy.log_dir) / ACCURACY))
         write_atomically(folder / VERIFIED_AGAINST, json.dumps(against, indent=2) + "\n")

@@ -3,18 +3,22 @@ run_harness, and `run`, the embedded default end to end."""
 from __future__ import annotations
 
 import dataclasses
-from types import MappingProxyType
+from pathlib import Path
 
 from ..common.benchmark_api import get_benchmark
 from ..common.constants import Scenario, TestMode
-from ..common.harness.metadata import COMPLETED
-from ..common.harness.runner import plan_test, run_test, summary_line
+from ..common.harness.plan import PlannedTest, announce, free_space, plan_harness
+from ..common.harness.resume import outcome_in, resume_paths
+from ..common.harness.runner import CHILD, plan_test, refuse_taken_run_dir, run_test, summary_line
 from .base import Context, Handler
 
 # What `make run` runs when RUN_ARGS leave it open: open-division MobileNetV2 on the 20 labelled
 # ImageNet images that a package registry ships, Offline, a short test run, performance then accuracy.
 EMBEDDED_DEFAULT = {"benchmarks": ("resnet50",), "scenarios": (Scenario.Offline,),
                     "fields": {"model": "mobilenet_v2", "dataset": "foolbox20"}}
+# The source the record gives what the toolkit filled in for the user (config.sources, invocation.filled_in).
+EMBEDDED_DEFAULT_SOURCE = "embedded default"
+RUN_TEST_MODES_SOURCE = "make run (PerformanceOnly, then AccuracyOnly)"
 
 
 class _PerConfig(Handler):
@@ -78,54 +82,89 @@ class Calibrate(_PerConfig):
 
 
 class RunHarness(Handler):
+    child_module = CHILD                     # the process a test runs in (tests put a fake one here)
+    free_space = staticmethod(free_space)    # free bytes of LOG_DIR's file system (tests put a fake one here)
+
     def test_modes(self) -> list[TestMode]:
         return [self.ctx.args.test_mode]
 
+    def prepare(self) -> None:
+        """What must happen between the plan and the first test (make run: downloads, preprocessing, engines)."""
+
     def handle(self) -> int:
-        plans = [(b, s, m) for b, s in self.ctx.selected() for m in self.test_modes()]
-        if not plans:
+        selection = [(b, s, m) for b, s in self.ctx.selected() for m in self.test_modes()]
+        if not selection:
             self.ctx.log("Nothing selected that has a config.")
             return 1
-        specs = [plan_test(self.ctx, b, s, m) for b, s, m in plans]   # every check before the first run
-        records = []
-        for spec in specs:
-            record = run_test(spec, self.ctx.paths.repo, self.ctx.log)
-            records.append(record)
-            self.ctx.log(summary_line(record))
-            for reason in record.get("reasons", []):
-                self.ctx.log(f"  - {reason}")
+        if self.ctx.args.resume:
+            self.ctx = dataclasses.replace(self.ctx, paths=resume_paths(self.ctx.paths, self.ctx.log))
+        # The plan needs only configs, rules, the data sets' declared sizes and earlier records, all known before
+        # make run downloads or preprocesses anything; so it comes first, and a dry run or a full disk stops the
+        # command before any long step (prepare).
+        plan = plan_harness(self.ctx, selection)
+        if not announce(plan, self.ctx.args.dry_run, self.ctx.log, self.free_space(plan.where)):
+            return 0
+        for test in plan.to_run:   # a LOG_DIR given: its folders are known, so a taken one stops us before prepare
+            if test.folder is not None:
+                refuse_taken_run_dir(test.folder, self.ctx.paths.log_dir)
+        self.prepare()
+        specs = [(test, plan_test(self.ctx, test.benchmark, test.scenario, test.test_mode, log_dir=test.folder))
+                 for test in plan.to_run]   # every check before the first run
+        records = [self._run(test, spec) for test, spec in specs]
         self.ctx.log("\nSummary:")
+        for test in plan.tests:
+            if test.skip:
+                self.ctx.log(f"  {test.label}: skipped, {test.skip}")
         for record in records:
             self.ctx.log(f"  {summary_line(record)}")
         self.ctx.log(f"Logs and metadata.json: {self.ctx.paths.claimed_log_dir}")
-        return 0 if all(r.get("status") == COMPLETED for r in records) else 1
+        return 0 if all(r.completed for r in records) else 1
+
+    def _run(self, test: PlannedTest, spec):
+        """Run one planned test; under --resume, run it again into a retry folder while it is not VALID and
+        retries are left. The record of its last run."""
+        retry, left = test.retry, test.retries_left
+        while True:
+            record = run_test(spec, self.ctx.paths.repo, self.ctx.log, child_module=self.child_module)
+            self.ctx.log(summary_line(record))
+            for reason in record.reasons:
+                self.ctx.log(f"  - {reason}")
+            outcome = outcome_in(Path(spec.log_dir))
+            if left <= 0 or (outcome is not None and outcome.done):
+                return record
+            retry, left = retry + 1, left - 1
+            first = self.ctx.paths.run_log_dir(self.ctx.system.system_id, test.benchmark, test.scenario,
+                                               test.test_mode)
+            folder = self.ctx.paths.retry_run_dir(first, retry)
+            self.ctx.log(f"{test.label} is {outcome.outcome() if outcome else 'without a record'}: running it "
+                         f"again into {folder} (--retries allows {left} more after this one).")
+            spec = plan_test(self.ctx, test.benchmark, test.scenario, test.test_mode, log_dir=folder)
 
 
 def with_embedded_default(ctx: Context) -> Context:
-    """The embedded default, for whatever RUN_ARGS leave open."""
+    """The embedded default, for whatever RUN_ARGS leave open: filled in, and recorded as such (never as typed)."""
     args = ctx.args
     fields = {k: v for k, v in EMBEDDED_DEFAULT["fields"].items() if k not in args.overrides}
-    changes = {
-        "benchmarks": args.benchmarks if "benchmarks" in args.explicit else EMBEDDED_DEFAULT["benchmarks"],
-        "scenarios": args.scenarios if "scenarios" in args.explicit else EMBEDDED_DEFAULT["scenarios"],
-        "test_run": args.test_run if "test_run" in args.explicit else True,
-        "overrides": MappingProxyType({**fields, **args.overrides}),
-    }
-    return dataclasses.replace(ctx, args=dataclasses.replace(args, **changes), _registry=None)
+    defaults = {"benchmarks": EMBEDDED_DEFAULT["benchmarks"], "scenarios": EMBEDDED_DEFAULT["scenarios"],
+                "test_run": True}
+    flags = {name: value for name, value in defaults.items() if name not in args.explicit}
+    return dataclasses.replace(ctx, args=args.fill_in(EMBEDDED_DEFAULT_SOURCE, fields, **flags), _registry=None)
 
 
 class Run(RunHarness):
     """Everything from the model download to the results, for the embedded default by default."""
 
     def __init__(self, ctx: Context) -> None:
-        super().__init__(with_embedded_default(ctx))
+        ctx = with_embedded_default(ctx)
+        if "test_mode" not in ctx.args.explicit:   # both modes (test_modes): recorded as filled in
+            ctx = dataclasses.replace(ctx, args=ctx.args.fill_in(RUN_TEST_MODES_SOURCE, test_mode=ctx.args.test_mode))
+        super().__init__(ctx)
 
     def test_modes(self) -> list[TestMode]:
         if "test_mode" in self.ctx.args.explicit:
             return [self.ctx.args.test_mode]
         return [TestMode.PerformanceOnly, TestMode.AccuracyOnly]
 
-    def handle(self) -> int:
+    def prepare(self) -> None:
         for step in (DownloadModel, DownloadData, PreprocessData, GenerateEngines):
             step(self.ctx).run()
-        return super().handle()

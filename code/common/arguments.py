@@ -6,6 +6,7 @@ flag, benchmark, scenario or a badly typed value raises UserError (exit status 2
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import tempfile
 from dataclasses import dataclass
@@ -23,8 +24,13 @@ from .fields import (FIELDS, NVIDIA_NAMES_WITHOUT_COUNTERPART, SAFE_NAME_MAX_CHA
 BENCHMARK_ALIASES = {"resnet": "resnet50", "resnet50": "resnet50", "bert": "bert", "bert-99": "bert",
                      "3d-unet": "3d-unet", "3dunet": "3d-unet", "yolo": "yolo"}
 AUDIT_ACTION = "run_audit_harness"
+REPORT_ACTION = "report"
+# Commands that run several LoadGen tests: they print their plan first, and take --dry_run and --resume.
+MULTI_TEST_ACTIONS = ("run_harness", "run", AUDIT_ACTION)
+RESUMABLE_RETRIES = ("run_harness", "run")    # --retries: run_audit_harness has its field audit_retries
+DEFAULT_RETRIES, MAX_RETRIES = 1, 10
 # Actions that write into LOG_DIR or MLPERF_SCRATCH_PATH: a folder given for them must be writable before they start.
-WRITES_LOG_DIR = frozenset({"run_harness", "run", "bench"})
+WRITES_LOG_DIR = frozenset({"run_harness", "run", "bench", "find_peak"})
 WRITES_SCRATCH = frozenset({"prebuild", "link_dirs", "download_model", "download_data", "preprocess_data", "run"})
 
 
@@ -47,9 +53,45 @@ class RunArgs:
     allow_test_runs: bool
     infer_scenarios: bool
     passphrase_file: str | None
-    overrides: Mapping[str, Any]       # config fields given on the command line
+    all_runs: bool                     # report: every run under build/logs, not only the newest LOG_DIR
+    overrides: Mapping[str, Any]       # config fields given on the command line, or filled in (filled_in)
     explicit: frozenset[str]           # run flags the user gave (so defaults can be told apart)
     argv: tuple[str, ...]
+    # Run flags and config fields the toolkit set, not the user -> why (e.g. "embedded default"). Resolved like
+    # typed ones; recorded apart (config.sources, the record's invocation).
+    filled_in: Mapping[str, str] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
+    dry_run: bool = False              # multi-test commands: print the plan and stop
+    resume: bool = False               # multi-test commands: continue in the LOG_DIR of an interrupted one
+    retries: int = DEFAULT_RETRIES     # with --resume: runs again of a test that is not VALID
+
+    def fill_in(self, source: str, fields: Mapping[str, Any] | None = None, **flags: Any) -> "RunArgs":
+        """These config fields and run flags (benchmarks, scenarios, test_run, ...) set by the toolkit, each
+        recorded with `source`; the caller decides whether what the user typed is kept."""
+        fields = dict(fields or {})
+        filled = {**self.filled_in, **dict.fromkeys([*fields, *flags], source)}
+        return dataclasses.replace(self, **flags, overrides=MappingProxyType({**self.overrides, **fields}),
+                                   filled_in=MappingProxyType(filled))
+
+    @property
+    def typed(self) -> tuple[str, ...]:
+        """The flags as the user gave them (RUN_ARGS and make variables), without --action and make's empty
+        location flags."""
+        return typed_flags(self.argv)
+
+
+# Make passes these on every call, empty when the user set nothing: `--scratch_path= --log_dir= --submitter=`.
+MAKE_PLUMBING = ("--scratch_path=", "--log_dir=", "--submitter=")
+
+
+def typed_flags(argv: Sequence[str]) -> tuple[str, ...]:
+    typed: list[str] = []
+    arguments = iter(argv)
+    for argument in arguments:
+        if argument == "--action":
+            next(arguments, None)   # its value
+        elif not argument.startswith("--action=") and argument not in MAKE_PLUMBING:
+            typed.append(argument)
+    return tuple(typed)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -95,6 +137,22 @@ def build_parser(actions: Sequence[str], benchmarks: Sequence[str]) -> _Parser:
                                  "rules allow")
     submission.add_argument("--passphrase_file", default=None,
                             help="pack_submission: encrypt the tarball with the passphrase in this file")
+    report = parser.add_argument_group("report")
+    report.add_argument("--all", dest="all_runs", nargs="?", const="true", default=None,
+                        help=f"make {REPORT_ACTION}: report every run under build/logs (and build/compliance_logs) "
+                             f"instead of the newest LOG_DIR")
+    multi = parser.add_argument_group(f"multi-test commands ({', '.join(MULTI_TEST_ACTIONS)})")
+    multi.add_argument("--dry_run", nargs="?", const="true", default=None,
+                       help="print the plan (each test, its expected duration and the disk it writes, the totals) "
+                            "and stop: nothing is run, downloaded or written")
+    multi.add_argument("--resume", nargs="?", const="true", default=None,
+                       help="continue an interrupted command in its LOG_DIR (LOG_DIR=..., else the newest under "
+                            "build/logs): a test with a VALID record there is skipped, an INVALID, failed or "
+                            "interrupted one runs again into a retry folder beside the first; run_audit_harness "
+                            "skips the tests whose verdict passed against the runs they are compared with")
+    multi.add_argument("--retries", default=None,
+                       help=f"with --resume ({', '.join(RESUMABLE_RETRIES)}): how many times a test that is not "
+                            f"VALID runs again, {0} to {MAX_RETRIES} (default {DEFAULT_RETRIES})")
     custom = parser.add_argument_group("add_custom_system")
     custom.add_argument("--system_id", default=None, help="id of the system to add")
     custom.add_argument("--yes", nargs="?", const="true", default=None, help="do not ask; accept the defaults")
@@ -205,9 +263,13 @@ def parse_run_args(argv: Sequence[str], actions: Sequence[str], benchmarks: Sequ
         allow_test_runs=_flag_bool(ns.allow_test_runs, "allow_test_runs"),
         infer_scenarios=_flag_bool(ns.infer_scenarios, "infer_scenarios"),
         passphrase_file=empty_to_none(ns.passphrase_file),
+        all_runs=_flag_bool(ns.all_runs, "all"),
         overrides=MappingProxyType(overrides),
         explicit=explicit,
         argv=tuple(argv),
+        dry_run=_flag_bool(ns.dry_run, "dry_run"),
+        resume=_flag_bool(ns.resume, "resume"),
+        retries=parse_retries(ns.retries),
     )
     check_run_args(args)
     return args
@@ -219,6 +281,9 @@ def check_run_args(args: RunArgs) -> None:
     if args.submitter is not None:
         check_submitter(args.submitter)
     _check_audit_test(args)
+    if args.all_runs and args.action != REPORT_ACTION:
+        raise UserError(f"--all applies only to make {REPORT_ACTION}, not to {args.action}; drop it from RUN_ARGS.")
+    _check_multi_test_flags(args)
     if args.log_dir is not None and args.action in WRITES_LOG_DIR:
         check_writable_folder(args.log_dir, "LOG_DIR", "--log_dir")
     if args.scratch_path is not None and args.action in WRITES_SCRATCH:
@@ -248,6 +313,32 @@ def _check_audit_test(args: RunArgs) -> None:
     if args.action == AUDIT_ACTION and args.test_mode is TestMode.AccuracyOnly:
         raise UserError(f"--test_mode=AccuracyOnly does not apply to make {AUDIT_ACTION}: compliance tests are "
                         f"performance-mode runs compared with the submission's own runs; drop --test_mode.")
+
+
+def parse_retries(text: str | None) -> int:
+    """--retries: a whole number from 0 to MAX_RETRIES (DEFAULT_RETRIES when not given)."""
+    if text is None:
+        return DEFAULT_RETRIES
+    if not text.strip().isdigit() or int(text) > MAX_RETRIES:
+        raise UserError(f"--retries={text}: expected a whole number from 0 to {MAX_RETRIES} (how many times "
+                        f"--resume runs a test again that is not VALID; default {DEFAULT_RETRIES}).")
+    return int(text)
+
+
+def _check_multi_test_flags(args: RunArgs) -> None:
+    actions = f"{', '.join(MULTI_TEST_ACTIONS[:-1])} and {MULTI_TEST_ACTIONS[-1]}"
+    for flag, given in (("dry_run", args.dry_run), ("resume", args.resume)):
+        if given and args.action not in MULTI_TEST_ACTIONS:
+            raise UserError(f"--{flag} applies only to make {actions}, not to {args.action}; drop it from RUN_ARGS.")
+    if "retries" in args.explicit and args.action == AUDIT_ACTION:
+        raise UserError(f"--retries does not apply to make {AUDIT_ACTION}: a failed compliance test runs again "
+                        f"up to audit_retries times (e.g. --audit_retries=2); drop --retries.")
+    if "retries" in args.explicit and args.action not in RESUMABLE_RETRIES:
+        raise UserError(f"--retries applies only to make {', '.join(RESUMABLE_RETRIES)} with --resume, not to "
+                        f"{args.action}; drop it from RUN_ARGS.")
+    if "retries" in args.explicit and not args.resume:
+        raise UserError(f"--retries={args.retries} applies only with --resume (it says how many times a test "
+                        f"that is not VALID runs again); add --resume or drop --retries.")
 
 
 def check_writable_folder(text: str, variable: str, flag: str) -> Path:

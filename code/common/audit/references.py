@@ -9,26 +9,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Callable, Iterable
 
+from ..arguments import AUDIT_ACTION
 from ..config_registry import ResolvedConfig
 from ..constants import TestMode
 from ..errors import UserError
+from ..harness.metadata import RunRecord
+from ..harness.reproduce import record_selection
 from ..submission.runs import MATCHING_FIELDS, Choice, choose_runs, load_records
 
 
 @dataclass(frozen=True)
 class Reference:
-    performance: dict[str, Any] | None
-    accuracy: dict[str, Any] | None
+    performance: RunRecord | None
+    accuracy: RunRecord | None
 
     def missing(self) -> list[TestMode]:
         return [mode for mode, record in ((TestMode.PerformanceOnly, self.performance),
                                           (TestMode.AccuracyOnly, self.accuracy)) if record is None]
 
 
-def _differences(record: dict[str, Any], config: ResolvedConfig) -> list[str]:
-    fields = record["config"]["fields"]
+def _differences(record: RunRecord, config: ResolvedConfig) -> list[str]:
+    fields = record.config.fields
     return [f"{name}={fields.get(name)}, not {config[name]}" for name in MATCHING_FIELDS
             if fields.get(name) != config[name]]
 
@@ -39,17 +42,15 @@ def find_references(roots: Iterable[Path], system_id: str, config: ResolvedConfi
 
     UserError (exit 1) when the run staging would submit computes something else than `config` (another model,
     data set, backend or precision): the test would be compared with a run that is never staged."""
-    from ..submission.measurements import run_args
-
     key = (system_id, config.benchmark, config.scenario)
     choice = choose_runs(load_records(roots, log), allow_test_runs=True, system_id=system_id).get(key, Choice())
     performance = choice.performance
     if performance is not None and _differences(performance, config):
         raise UserError(
             f"The compliance tests of {config.benchmark} {config.scenario.value} are compared with the run "
-            f"stage_results stages, {performance['log_dir']}, which computes something else than the selected "
-            f"config ({'; '.join(_differences(performance, config))}). Select that run: make run_audit_harness "
-            f'RUN_ARGS="{run_args(performance)}"', exit_code=1)
+            f"stage_results stages, {performance.log_dir}, which computes something else than the selected "
+            f"config ({'; '.join(_differences(performance, config))}). Select that run: "
+            f"{record_selection(performance).without_test().command(AUDIT_ACTION)}", exit_code=1)
     accuracy = choice.accuracy
     if accuracy is not None and _differences(accuracy, config):
         accuracy = None

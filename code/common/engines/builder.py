@@ -18,10 +18,10 @@ import numpy as np
 
 from ..benchmark_api import Benchmark, Log
 from ..config_registry import ResolvedConfig
-from ..constants import WorkloadSetting
 from ..errors import NotImplementedYet, UserError
 from ..paths import Paths
 from ..fileio import sha256_file
+from ..harness.reproduce import config_command
 from .manifest import BUILDER_VERSION, CalibrationInfo, EngineManifest, engine_problem
 from . import onnxruntime_builder as ort_builder
 
@@ -57,15 +57,6 @@ def engine_device(config: ResolvedConfig) -> str:
 def engine_path(config: ResolvedConfig, system_id: str, paths: Paths, device: str) -> Path:
     return paths.engine_file(system_id, config.benchmark, config.scenario, device, engine_batch_size(config),
                              config["precision"], config.workload, _EXTENSIONS[config["backend"]])
-
-
-def make_command(action: str, config: ResolvedConfig) -> str:
-    """The `make` line that repeats this config's selection and command-line fields for another action."""
-    args = [f"--benchmarks={config.benchmark}", f"--scenarios={config.scenario.value}"]
-    if config.workload != WorkloadSetting():
-        args.append(f"--config_ver={config.workload.name}")
-    args += [f"--{name}={config[name]}" for name, source in sorted(config.sources.items()) if source == "command line"]
-    return f'make {action} RUN_ARGS="{" ".join(args)}"'
 
 
 def require_model(config: ResolvedConfig, paths: Paths) -> Path:
@@ -219,7 +210,7 @@ def locate_engine(config: ResolvedConfig, system_id: str, paths: Paths, benchmar
     _require_runtime(config)
     device = engine_device(config)
     engine = engine_path(config, system_id, paths, device)
-    command = make_command("generate_engines", config)
+    command = config_command("generate_engines", config)
     model = paths.model_file(config.benchmark, config["model"])
     if not model.is_file():
         raise UserError(f"Model file {model} is missing, so engine {engine} cannot be checked against it. "

@@ -25,7 +25,9 @@ from ..constants import Scenario, TestMode
 from ..paths import Paths
 from .loadgen_log import read_detail
 from .lifecycle import ChildGuard
-from .metadata import COMPLETED, FAILED, INTERRUPTED, LOG_DIGESTS, log_digests, write_metadata
+from .metadata import (COMPLETED, FAILED, INTERRUPTED, AccuracyRecord, ConfigRecord, Durations, EngineRecord,
+                       Invocation, LoadGenRecord, RunRecord, SystemRecord, log_digests, write_metadata)
+from .record import load_part
 from .progress import Progress
 from .qsl import SampleLibrary
 from .settings import test_settings, write_user_conf
@@ -41,18 +43,17 @@ def audit_config_path(spec: RunSpec) -> Path | None:
     return Path(spec.log_dir) / AUDIT_CONFIG if spec.audit_config else None
 
 
-def base_record(spec: RunSpec) -> dict[str, Any]:
-    """The fields every metadata.json has, whatever the outcome."""
-    return {
-        "benchmark": spec.benchmark, "model": spec.model, "dataset": spec.dataset, "division": spec.division,
-        "scenario": spec.scenario, "test_mode": spec.test_mode, "purpose": spec.purpose,
-        "audit_test": spec.audit_test,
-        "system": spec.system, "config": spec.config, "test_run": spec.test_run,
-        "engine": {"path": spec.engine, "manifest": spec.engine_manifest,
-                   "manifest_sha256": hashlib.sha256(json.dumps(spec.engine_manifest, sort_keys=True).encode())
-                   .hexdigest()},
-        "rules_version": spec.rules_version, "command_line": spec.command_line, "log_dir": spec.log_dir,
-    }
+def base_record(spec: RunSpec, status: str, **outcome: Any) -> RunRecord:
+    """The record of this test: the fields every metadata.json has, whatever the outcome, and `outcome`."""
+    manifest_sha256 = hashlib.sha256(json.dumps(spec.engine_manifest, sort_keys=True).encode()).hexdigest()
+    return RunRecord(
+        status=status, benchmark=spec.benchmark, model=spec.model, dataset=spec.dataset, division=spec.division,
+        scenario=spec.scenario_enum, test_mode=spec.mode_enum, purpose=spec.purpose, audit_test=spec.audit_test,
+        test_run=spec.test_run, system=load_part(SystemRecord, spec.system, "system"),
+        config=load_part(ConfigRecord, spec.config, "config"),
+        engine=EngineRecord(path=spec.engine, manifest=spec.engine_manifest, manifest_sha256=manifest_sha256),
+        invocation=load_part(Invocation, spec.invocation, "invocation"), rules_version=spec.rules_version,
+        log_dir=spec.log_dir, **outcome)
 
 
 def _instances(spec: RunSpec, benchmark) -> list:
@@ -91,8 +92,8 @@ def _record_stop(spec: RunSpec, started: str) -> Callable[[str], None]:
         audit_path = audit_config_path(spec)
         if audit_path is not None:
             audit_path.unlink(missing_ok=True)
-        write_metadata(Path(spec.log_dir), base_record(spec) | {
-            "started": started, "status": INTERRUPTED, "error": reason, "finished": _now()})
+        write_metadata(Path(spec.log_dir), base_record(spec, INTERRUPTED, error=reason, started=started,
+                                                        finished=_now()))
         print(f"{spec.label}: interrupted: {reason}.", file=sys.stderr)
     return on_stop
 
@@ -102,18 +103,18 @@ def run(spec: RunSpec, parent_fd: int | None = None) -> int:
     log_dir.mkdir(parents=True, exist_ok=True)
     started = _now()
     guard = ChildGuard(_record_stop(spec, started), parent_fd).start()
-    status, record = _run_test(spec, log_dir, base_record(spec) | {"started": started})
-    record["finished"] = _now()
-    if record["status"] == COMPLETED and guard.parent_gone():
-        record |= {"status": INTERRUPTED, "error": "the toolkit process that started the test went away "
-                                                   "before its result was recorded"}
+    status, record = _run_test(spec, log_dir, started)
+    record = record.replace(finished=_now())
+    if record.completed and guard.parent_gone():
+        record = record.replace(status=INTERRUPTED, error="the toolkit process that started the test went away "
+                                                          "before its result was recorded")
         status = 1
     guard.finish(lambda: write_metadata(log_dir, record))
     return status
 
 
-def _run_test(spec: RunSpec, log_dir: Path, record: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    """The test itself: (exit status, record with its outcome)."""
+def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecord]:
+    """The test itself: (exit status, its record)."""
     import mlperf_loadgen as lg
 
     benchmark = get_benchmark(spec.benchmark)
@@ -153,37 +154,36 @@ def _run_test(spec: RunSpec, log_dir: Path, record: dict[str, Any]) -> tuple[int
         if sut.error is not None:
             raise RuntimeError(f"the backend failed during the run: {type(sut.error).__name__}: {sut.error}") \
                 from sut.error
-        record |= _results(spec, benchmark, paths, log_dir, seconds)
-        record |= {LOG_DIGESTS: log_digests(log_dir), "status": COMPLETED}
-        return 0, record
+        outcome = _results(spec, benchmark, paths, log_dir, seconds)
+        return 0, base_record(spec, COMPLETED, started=started, log_sha256=log_digests(log_dir), **outcome)
     except Exception as error:  # noqa: BLE001  recorded in metadata.json; the logs are kept
         (log_dir / "harness_error.txt").write_text(traceback.format_exc())
-        return 1, record | {"status": FAILED, "error": f"{type(error).__name__}: {error}"}
+        return 1, base_record(spec, FAILED, started=started, error=f"{type(error).__name__}: {error}")
 
 
 def _results(spec: RunSpec, benchmark, paths: Paths, log_dir: Path, seconds: float) -> dict[str, Any]:
+    """The outcome fields of a completed test's record."""
     log = read_detail(log_dir)
     result: dict[str, Any] = {
-        "loadgen": {"version": log.get("loadgen_version", importlib.metadata.version("mlcommons-loadgen")),
-                    "seeds": log.seeds, "errors": list(log.errors), "warnings": len(log.warnings),
-                    "effective": {k[len("effective_"):]: v for k, v in log.values.items()
-                                  if k.startswith("effective_")}},
-        "durations": {"test_s": round(seconds, 3), "measured_s": log.run_duration_s},
+        "loadgen": LoadGenRecord(
+            version=str(log.get("loadgen_version", importlib.metadata.version("mlcommons-loadgen"))),
+            seeds=log.seeds, errors=log.errors, warnings=len(log.warnings),
+            effective={k[len("effective_"):]: v for k, v in log.values.items() if k.startswith("effective_")}),
+        "durations": Durations(test_s=round(seconds, 3), measured_s=log.run_duration_s),
     }
     if spec.mode_enum is TestMode.PerformanceOnly:
-        metric = log.metric()
         verdict = explain(log, spec.fields, spec.test_run)
-        result |= {"metric": metric.__dict__ if metric else None, "result_validity": log.get("result_validity"),
-                   "valid": verdict.valid, "submittable": verdict.submittable, "reasons": list(verdict.reasons)}
+        result |= {"metric": log.metric(), "result_validity": log.get("result_validity"),
+                   "valid": verdict.valid, "submittable": verdict.submittable, "reasons": tuple(verdict.reasons)}
     else:
         accuracy = benchmark.score(spec.model, spec.dataset, log_dir / "mlperf_log_accuracy.json", paths)
         (log_dir / "accuracy.txt").write_text(accuracy.text + "\n")
         meets = None if spec.accuracy_threshold is None else accuracy.value >= spec.accuracy_threshold
-        result |= {"accuracy": {"metric": accuracy.metric, "value": accuracy.value, "good": accuracy.good,
-                                "total": accuracy.total, "text": accuracy.text,
-                                "threshold": spec.accuracy_threshold, "meets_target": meets},
+        result |= {"accuracy": AccuracyRecord(metric=accuracy.metric, value=accuracy.value, text=accuracy.text,
+                                              good=accuracy.good, total=accuracy.total,
+                                              threshold=spec.accuracy_threshold, meets_target=meets),
                    "valid": log.errors == (), "submittable": log.errors == () and not spec.test_run,
-                   "reasons": [f"LoadGen reported an error: {e}" for e in log.errors]}
+                   "reasons": tuple(f"LoadGen reported an error: {e}" for e in log.errors)}
     return result
 
 

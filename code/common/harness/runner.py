@@ -14,14 +14,15 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
+from ..arguments import RunArgs
 from ..benchmark_api import get_benchmark
 from ..constants import Scenario, TestMode
 from ..errors import UserError
 from .claim import claim_run_dir, refuse_used_run_dir
 from .lifecycle import signal_name, stop_child, watch_pipe
-from .metadata import COMPLETED, FAILED, FILE_NAME, INTERRUPTED, read_metadata, write_metadata
+from .metadata import FAILED, FILE_NAME, INTERRUPTED, RunRecord, read_metadata, write_metadata
 from .settings import performance_sample_count, user_conf_lines
 from .spec import AUDIT_CONFIG, RunSpec
 
@@ -36,6 +37,33 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
 
     config = ctx.resolve(benchmark_name, scenario)
     fields = config.values
+    benchmark, model_spec, rules = check_selection(ctx, benchmark_name, fields)
+    model, dataset = fields["model"], fields["dataset"]
+    target = ctx.args.workload.accuracy_target
+    samples = benchmark.preprocessed(model, dataset, ctx.paths)
+    engine = locate_engine(config, ctx.system.system_id, ctx.paths, benchmark)
+    manifest = json.loads(ctx.paths.engine_manifest(engine).read_text())
+    run_dir = log_dir or ctx.paths.run_log_dir(ctx.system.system_id, benchmark_name, scenario, mode)
+    refuse_taken_run_dir(run_dir, ctx.paths.log_dir, audit=bool(audit_config))
+    return RunSpec(
+        benchmark=benchmark_name, model=model, dataset=dataset, division=model_spec.division,
+        scenario=scenario.value, test_mode=mode.value, loadgen_model=rules.loadgen_model, log_dir=str(run_dir),
+        scratch=str(ctx.paths.scratch), engine=str(engine), engine_manifest=manifest, config=config.as_dict(),
+        system={"id": ctx.system.system_id, "known": ctx.system.is_known, "description": ctx.system.describe(),
+                "system_type": ctx.system.system_type.value, "hardware": ctx.system.info.as_dict()},
+        user_conf=user_conf_lines(rules.loadgen_model, scenario, fields, rules, len(samples), ctx.args.test_run,
+                                  qps_scale),
+        performance_sample_count=performance_sample_count(fields, rules, len(samples)),
+        cpu_cores=ctx.system.info.cpu.cores, test_run=ctx.args.test_run, rules_version=ctx.rules.version,
+        accuracy_threshold=rules.accuracy_threshold(target) if model_spec.division == "closed" else None,
+        invocation=invocation(ctx.args, mode), purpose="audit" if audit_test else purpose,
+        audit_test=audit_test, audit_config=list(audit_config or []),
+    )
+
+
+def check_selection(ctx, benchmark_name: str, fields: Mapping[str, Any]):
+    """(benchmark, model spec, benchmark rules) of a test; UserError when its model, data set or accuracy target
+    is not one the benchmark has. Needs nothing on disk, so a plan checks it before anything is downloaded."""
     benchmark = get_benchmark(benchmark_name)
     model, dataset = fields["model"], fields["dataset"]
     if model not in benchmark.models:
@@ -48,31 +76,27 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
     if target not in rules.accuracy_targets:
         raise UserError(f"{benchmark_name} has no {target.percent_label} % accuracy target in {ctx.rules.version}; "
                         f"valid: {', '.join(t.value for t in rules.accuracy_targets)}.")
-    model_spec = benchmark.models[model]
-    samples = benchmark.preprocessed(model, dataset, ctx.paths)
-    engine = locate_engine(config, ctx.system.system_id, ctx.paths, benchmark)
-    manifest = json.loads(ctx.paths.engine_manifest(engine).read_text())
-    run_dir = log_dir or ctx.paths.run_log_dir(ctx.system.system_id, benchmark_name, scenario, mode)
+    return benchmark, benchmark.models[model], rules
+
+
+def invocation(args: RunArgs, mode: TestMode) -> dict[str, Any]:
+    """What the user typed, and what the toolkit filled in (RunArgs.filled_in), for the record."""
+    flags = {"benchmarks": ",".join(args.benchmarks), "scenarios": ",".join(s.value for s in args.scenarios),
+             "test_run": args.test_run, "test_mode": mode.value}
+    filled = {name: {"value": args.overrides[name] if name in args.overrides else flags.get(name),
+                     "source": source} for name, source in args.filled_in.items()}
+    return {"action": args.action, "typed": list(args.typed), "filled_in": filled}
+
+
+def refuse_taken_run_dir(run_dir: Path, log_root: Path, audit: bool = False) -> None:
+    """Stop before anything starts when `run_dir` cannot take this test: it holds a result, an audit.config lies
+    on its way (except for a compliance test, which writes its own), or another run has it."""
     if (run_dir / FILE_NAME).exists():
-        raise UserError(f"{run_dir} already holds a result; results are never overwritten. "
-                        f"Use another LOG_DIR (the default is a new timestamped folder).")
-    if not audit_config:
-        refuse_stray_audit_config(run_dir, ctx.paths.log_dir)
+        raise UserError(f"{run_dir} already holds a result; results are never overwritten. Use another LOG_DIR "
+                        f"(the default is a new timestamped folder), or add --resume to continue in this one.")
+    if not audit:
+        refuse_stray_audit_config(run_dir, log_root)
     refuse_used_run_dir(run_dir)
-    return RunSpec(
-        benchmark=benchmark_name, model=model, dataset=dataset, division=model_spec.division,
-        scenario=scenario.value, test_mode=mode.value, loadgen_model=rules.loadgen_model, log_dir=str(run_dir),
-        scratch=str(ctx.paths.scratch), engine=str(engine), engine_manifest=manifest, config=config.as_dict(),
-        system={"id": ctx.system.system_id, "known": ctx.system.is_known, "description": ctx.system.describe(),
-                "system_type": ctx.system.system_type.value, "hardware": ctx.system.info.as_dict()},
-        user_conf=user_conf_lines(rules.loadgen_model, scenario, fields, rules, len(samples), ctx.args.test_run,
-                                  qps_scale),
-        performance_sample_count=performance_sample_count(fields, rules, len(samples)),
-        cpu_cores=ctx.system.info.cpu.cores, test_run=ctx.args.test_run, rules_version=ctx.rules.version,
-        accuracy_threshold=rules.accuracy_threshold(target) if model_spec.division == "closed" else None,
-        command_line=["python3", "-m", "code.main", *ctx.args.argv], purpose="audit" if audit_test else purpose,
-        audit_test=audit_test, audit_config=list(audit_config or []),
-    )
 
 
 def refuse_stray_audit_config(run_dir: Path, log_root: Path) -> None:
@@ -88,7 +112,7 @@ def refuse_stray_audit_config(run_dir: Path, log_root: Path) -> None:
 
 
 def run_test(spec: RunSpec, repo: Path, log: Callable[[str], None] = print,
-             child_module: str = CHILD) -> dict[str, Any]:
+             child_module: str = CHILD) -> RunRecord:
     """Run one planned test in a child process (`child_module`, run with -m) and return its metadata record."""
     run_dir = claim_run_dir(Path(spec.log_dir))   # exclusively: two runs never share a folder
     spec_path = spec.save(run_dir / "run_spec.json")
@@ -125,25 +149,23 @@ def _record_if_missing(spec: RunSpec, run_dir: Path, status: str, error: str) ->
     from .child import base_record
 
     path = run_dir / FILE_NAME
-    if path.exists() and (status == FAILED or read_metadata(path).get("status") == COMPLETED):
+    if path.exists() and (status == FAILED or read_metadata(path).completed):
         return  # the child's own record says more
-    write_metadata(run_dir, base_record(spec) | {"status": status, "error": error})
+    write_metadata(run_dir, base_record(spec, status, error=error))
 
 
-def summary_line(record: dict[str, Any]) -> str:
-    label = f"{record['benchmark']} {record['scenario']} {record['test_mode']}"
-    if record.get("audit_test"):
-        label += f" {record['audit_test']}"
-    if record.get("status") != COMPLETED:
-        return f"{label}: {record.get('status', '?').upper()}: {record.get('error', '')}"
-    if record["test_mode"] == TestMode.AccuracyOnly.value:
-        accuracy = record["accuracy"]
-        if accuracy["threshold"] is None:
-            gate = f"{record['division']} division: reported, not gated"
+def summary_line(record: RunRecord) -> str:
+    label = record.label
+    if not record.completed:
+        return f"{label}: {record.status.upper()}: {record.error or ''}"
+    if record.test_mode is TestMode.AccuracyOnly and record.accuracy is not None:
+        accuracy = record.accuracy
+        if accuracy.threshold is None:
+            gate = f"{record.division} division: reported, not gated"
         else:
-            gate = f"target {accuracy['threshold']:.3f}: {'met' if accuracy['meets_target'] else 'NOT MET'}"
-        return f"{label}: {accuracy['text']} ({gate})"
-    metric = record.get("metric") or {}
-    figure = f"{metric.get('value', float('nan')):.2f} {metric.get('unit', '')}".strip()
-    validity = "VALID" if record.get("valid") else "INVALID"
-    return f"{label}: {figure} ({metric.get('name', 'no metric')}), {validity}"
+            gate = f"target {accuracy.threshold:.3f}: {'met' if accuracy.meets_target else 'NOT MET'}"
+        return f"{label}: {accuracy.text} ({gate})"
+    metric = record.metric
+    figure = f"{metric.value:.2f} {metric.unit}" if metric is not None else "nan"
+    validity = "VALID" if record.valid else "INVALID"
+    return f"{label}: {figure} ({metric.name if metric is not None else 'no metric'}), {validity}"

@@ -32,7 +32,7 @@ class RunSpec:
     test_run: bool
     rules_version: str
     accuracy_threshold: float | None   # closed-division target of the metric, None when not gated
-    command_line: list[str]
+    invocation: dict[str, Any]         # record.Invocation as JSON: what the user typed, what was filled in
     purpose: str = "submission"        # "submission", "audit" or "bench": only submission runs are references
     audit_test: str | None = None
     audit_config: list[str] = field(default_factory=list)   # lines; written to the run folder, never to cwd

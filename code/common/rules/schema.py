@@ -104,11 +104,16 @@ class RulesRound:
     inferable_scenarios: tuple[tuple[Scenario, Scenario], ...] = ()
     # Part III of TEST01: allowed |1 - baseline / compliance| in percent, per accuracy target.
     part3_delta_percent: Mapping[AccuracyTarget, float] = field(default_factory=dict)
+    # LoadGen's min_query_count per scenario where no user.conf line sets one: the round's mlperf.conf
+    # (`*.<Scenario>.min_query_count`), else TestSettings' default. Offline's per-benchmark value (mlperf.conf's
+    # `<model>.Offline.min_query_count`) is BenchmarkRules.offline_min_samples where the round sets one.
+    min_query_count: Mapping[Scenario, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "benchmarks", MappingProxyType(dict(self.benchmarks)))
         object.__setattr__(self, "compliance_tests", MappingProxyType(dict(self.compliance_tests)))
         object.__setattr__(self, "part3_delta_percent", MappingProxyType(dict(self.part3_delta_percent)))
+        object.__setattr__(self, "min_query_count", MappingProxyType(dict(self.min_query_count)))
 
     def benchmark(self, name: str) -> BenchmarkRules:
         try:

@@ -28,6 +28,7 @@ from ..errors import UserError
 from ..fields import is_safe_name
 from ..fileio import sha256_file, write_atomically
 from ..harness.loadgen_log import ACCURACY, DETAIL, SUMMARY, LoadGenLog, read_detail
+from ..harness.metadata import RunRecord
 from ..paths import Paths
 from .checker_rules import ERROR, WARNING, ScenarioContext
 from .truncate import ACCURACY_TXT, HASH_LINE, truncated_text
@@ -293,11 +294,11 @@ def json_problem(path: Path) -> str | None:
 
 
 # -- provenance of a staged scenario ----------------------------------------------------------------------
-def write_provenance(scenario_dir: Path, accuracy_record: dict[str, Any], accuracy_log: Path) -> Path:
+def write_provenance(scenario_dir: Path, accuracy_record: RunRecord, accuracy_log: Path) -> Path:
     """Record in the staging tree what the staged accuracy run was run with (never exported: a hidden file)."""
-    data = {"benchmark": accuracy_record["benchmark"], "model": accuracy_record["config"]["fields"]["model"],
-            "dataset": accuracy_record["config"]["fields"]["dataset"],
-            "accuracy_log_dir": accuracy_record.get("log_dir"), "accuracy_log_sha256": sha256_file(accuracy_log)}
+    fields = accuracy_record.config.fields
+    data = {"benchmark": accuracy_record.benchmark, "model": fields["model"], "dataset": fields["dataset"],
+            "accuracy_log_dir": accuracy_record.log_dir, "accuracy_log_sha256": sha256_file(accuracy_log)}
     return write_atomically(scenario_dir / PROVENANCE, json.dumps(data, indent=2) + "\n")
 
 

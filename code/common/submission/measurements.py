@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from ..benchmark_api import Benchmark
-from ..constants import Scenario, WorkloadSetting
+from ..constants import TestMode, WorkloadSetting
 from ..errors import UserError
 from ..fileio import write_atomically
+from ..harness.metadata import RunRecord
+from ..harness.reproduce import record_selection, reproduce_command
 from ..paths import Paths
 from ..rules import BenchmarkRules
 
@@ -23,8 +25,8 @@ MEASUREMENTS_FIELDS = ("input_data_types", "retraining", "starting_weights_filen
                        "weight_transformations")
 
 
-def submission_benchmark(rules: BenchmarkRules, record: dict[str, Any]) -> str:
-    return rules.submission_name(WorkloadSetting.from_name(record["config"]["workload_setting"]).accuracy_target)
+def submission_benchmark(rules: BenchmarkRules, record: RunRecord) -> str:
+    return rules.submission_name(WorkloadSetting.from_name(record.config.workload_setting).accuracy_target)
 
 
 def _yes_no(value: Any) -> str:
@@ -34,11 +36,15 @@ def _yes_no(value: Any) -> str:
     return str(value).strip() if value is not None and str(value).strip() else "no"
 
 
-def measurements(record: dict[str, Any], benchmark: Benchmark) -> dict[str, str]:
+def _manifest(record: RunRecord) -> dict[str, Any]:
+    return dict(record.engine.manifest) if record.engine is not None else {}
+
+
+def measurements(record: RunRecord, benchmark: Benchmark) -> dict[str, str]:
     """measurements.json of one result: every field of MEASUREMENTS_FIELDS, a non-empty string."""
-    fields = record["config"]["fields"]
+    fields = record.config.fields
     model = benchmark.models[fields["model"]]
-    calibration = (record.get("engine", {}).get("manifest") or {}).get("calibration")
+    calibration = _manifest(record).get("calibration")
     transformations = model.weight_transformations
     if fields["precision"] == "int8":
         how = f" on {calibration['count']} {calibration['dataset']} images" if calibration else ""
@@ -52,9 +58,9 @@ def measurements(record: dict[str, Any], benchmark: Benchmark) -> dict[str, str]
     }
     problems = measurements_problems(values)
     if problems:
-        raise UserError(f"measurements.json of {record['benchmark']} {record['scenario']} (model "
+        raise UserError(f"measurements.json of {record.benchmark} {record.scenario.value} (model "
                         f"{fields['model']}) would be rejected by the checkers: {'; '.join(problems)}; fill the "
-                        f"model's facts in code/{record['benchmark']}/ and run make generate_conf_files again.",
+                        f"model's facts in code/{record.benchmark}/ and run make generate_conf_files again.",
                         exit_code=1)
     return values
 
@@ -72,72 +78,56 @@ def measurements_problems(values: dict[str, Any]) -> list[str]:
     return problems
 
 
-def run_args(record: dict[str, Any]) -> str:
-    """RUN_ARGS that select this run's config again: benchmark, scenario, workload and command-line fields."""
-    config = record["config"]
-    args = [f"--benchmarks={record['benchmark']}", f"--scenarios={record['scenario']}"]
-    if config["workload_setting"] != WorkloadSetting().name:
-        args.append(f"--config_ver={config['workload_setting']}")
-    args += [f"--{name}={config['fields'][name]}" for name, source in sorted(config["sources"].items())
-             if source == "command line"]
-    if record.get("test_run"):
-        args.append("--test_run")
-    return " ".join(args)
-
-
-def readme(record: dict[str, Any]) -> str:
-    args = run_args(record)
-    manifest = record.get("engine", {}).get("manifest") or {}
+def readme(record: RunRecord) -> str:
+    """The README of a staged result: the commands that make the run again, from this record."""
+    config = record_selection(record).without_test()
+    fields = record.config.fields
+    loadgen = record.loadgen.version if record.loadgen is not None else "?"
     return "\n".join([
-        f"# {record['benchmark']} {record['scenario']} on {record['system']['id']}",
+        f"# {record.benchmark} {record.scenario.value} on {record.system.id}",
         "",
-        f"Model `{record['config']['fields']['model']}` ({record['division']} division) on data set "
-        f"`{record['config']['fields']['dataset']}`, backend {manifest.get('runtime_version', '?')}, "
-        f"{record['config']['fields']['precision']}, LoadGen {record.get('loadgen', {}).get('version', '?')}.",
+        f"Model `{fields['model']}` ({record.division} division) on data set `{fields['dataset']}`, backend "
+        f"{_manifest(record).get('runtime_version', '?')}, {fields['precision']}, LoadGen {loadgen}.",
         "",
         "From the repository root (`src/` of this submission), with the data in MLPERF_SCRATCH_PATH:",
         "",
         "```",
         "make prebuild build",
-        f'make download_model download_data preprocess_data RUN_ARGS="{args}"',
-        f'make generate_engines RUN_ARGS="{args}"',
-        f'make run_harness RUN_ARGS="{args} --test_mode=PerformanceOnly"',
-        f'make run_harness RUN_ARGS="{args} --test_mode=AccuracyOnly"',
-        f'make run_audit_harness RUN_ARGS="{args}"',
+        config.command("download_model download_data preprocess_data"),
+        config.command("generate_engines"),
+        *(config.with_test_mode(mode).command("run_harness") for mode in TestMode),
+        config.command("run_audit_harness"),
         "```",
         "",
     ])
 
 
-def _run_user_conf(record: dict[str, Any]) -> str:
+def _run_user_conf(record: RunRecord) -> str:
     """The user.conf the run was made with; UserError naming it and the command that makes the run again."""
-    path = Path(record["log_dir"]) / USER_CONF
+    path = Path(record.log_dir) / USER_CONF
     try:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         why = error.strerror if isinstance(error, OSError) and error.strerror else "not UTF-8 text"
-        raise UserError(f"{path} cannot be read ({why}), so the run in {record['log_dir']} cannot be described; "
-                        f"restore it or run the test again: make run_harness RUN_ARGS=\"{run_args(record)} "
-                        f"--test_mode={record['test_mode']}\"", exit_code=1) from None
+        raise UserError(f"{path} cannot be read ({why}), so the run in {record.log_dir} cannot be described; "
+                        f"restore it or run the test again: {reproduce_command(record)}", exit_code=1) from None
 
 
-def write_measurements(paths: Paths, record: dict[str, Any], rules: BenchmarkRules, benchmark: Benchmark) -> Path:
-    folder = paths.measurements_dir(record["system"]["id"], submission_benchmark(rules, record),
-                                    Scenario(record["scenario"]))
+def write_measurements(paths: Paths, record: RunRecord, rules: BenchmarkRules, benchmark: Benchmark) -> Path:
+    folder = paths.measurements_dir(record.system.id, submission_benchmark(rules, record), record.scenario)
     write_atomically(folder / MEASUREMENTS, json.dumps(measurements(record, benchmark), indent=2) + "\n")
     write_atomically(folder / USER_CONF, _run_user_conf(record))
     write_atomically(folder / README, readme(record))
     return folder
 
 
-def calibration_markdown(records: list[dict[str, Any]]) -> str:
+def calibration_markdown(records: list[RunRecord]) -> str:
     lines = ["# Calibration", "",
              "Generated by `make generate_conf_files` from the engines of the submitted runs.", ""]
     for record in records:
-        fields = record["config"]["fields"]
-        manifest = record.get("engine", {}).get("manifest") or {}
-        calibration = manifest.get("calibration")
-        where = f"{record['system']['id']} {record['benchmark']} {record['scenario']} ({fields['model']})"
+        fields = record.config.fields
+        calibration = _manifest(record).get("calibration")
+        where = f"{record.system.id} {record.benchmark} {record.scenario.value} ({fields['model']})"
         if fields["precision"] != "int8" or not calibration:
             lines.append(f"- {where}: {fields['precision']}, no calibration: the weights and activations keep "
                          f"their trained {fields['precision']} values.")

@@ -21,11 +21,12 @@ from ..constants import AccuracyTarget, Scenario, SystemType
 from ..errors import UserError
 from ..fileio import sha256_file
 from ..harness.loadgen_log import ACCURACY, DETAIL, SUMMARY, read_detail
-from ..harness.metadata import LOADGEN_LOGS, LOG_DIGESTS
+from ..harness.metadata import LOADGEN_LOGS, RunRecord
+from ..harness.reproduce import reproduce_command
 from ..paths import Paths
 from ..rules import RulesRound
 from .cross_checks import write_provenance
-from .measurements import MEASUREMENTS, README, USER_CONF, readme, run_args, submission_benchmark
+from .measurements import MEASUREMENTS, README, USER_CONF, readme, submission_benchmark
 from .runs import Choice, Key
 from .system_json import write_system_json
 from .truncate import ACCURACY_TXT, HASH_LINE
@@ -61,12 +62,12 @@ def stage_scenario(paths: Paths, rules: RulesRound, submitter: str, key: Key, ch
 
     if (measured / README).read_text() != readme(performance):
         raise UserError(f"{measured / README} was written for another configuration than the run chosen for {label} "
-                        f"({performance['log_dir']}), so its commands would not reproduce it: run "
+                        f"({performance.log_dir}), so its commands would not reproduce it: run "
                         f"`make generate_conf_files` again, then stage.", exit_code=1)
 
     # The chosen run is staged, always: the same ranking chose the run the audit compares with and the README
     # reproduces, so a run staged earlier gives way to it (and the console says so).
-    run_dir = Path(performance["log_dir"])
+    run_dir = Path(performance.log_dir)
     staged_detail = dest / "performance" / "run_1" / DETAIL
     if staged_detail.is_file() and staged_detail.read_bytes() == (run_dir / DETAIL).read_bytes():
         log(f"{label}: performance run already staged ({run_dir})")
@@ -77,7 +78,7 @@ def stage_scenario(paths: Paths, rules: RulesRound, submitter: str, key: Key, ch
         log(f"{label}: staged performance run {run_dir}")
 
     if accuracy is not None:
-        acc_dir = Path(accuracy["log_dir"])
+        acc_dir = Path(accuracy.log_dir)
         staged_acc = dest / "accuracy" / DETAIL
         if staged_acc.exists() and staged_acc.read_bytes() == (acc_dir / DETAIL).read_bytes():
             log(f"{label}: accuracy run already staged ({acc_dir})")   # maybe truncated since: left as it is
@@ -90,19 +91,17 @@ def stage_scenario(paths: Paths, rules: RulesRound, submitter: str, key: Key, ch
     return dest
 
 
-def verify_run_logs(record: dict[str, Any], names: tuple[str, ...], label: str, log: Log) -> None:
+def verify_run_logs(record: RunRecord, names: tuple[str, ...], label: str, log: Log) -> None:
     """Refuse (UserError, exit status 1) a run whose logs changed after it ran: each LoadGen log against the sha256
     its metadata.json recorded, accuracy.txt against the accuracy it recorded. A run recorded without digests is
     staged with a note."""
-    run_dir = Path(record["log_dir"])
-    fix = (f"restore the file or run the test again: make run_harness RUN_ARGS=\"{run_args(record)} "
-           f"--test_mode={record['test_mode']}\"")
+    run_dir = Path(record.log_dir)
+    fix = f"restore the file or run the test again: {reproduce_command(record)}"
     for name in names:
         if not (run_dir / name).is_file():
             raise UserError(f"{run_dir / name} is missing, so {label} cannot be staged from {run_dir}; {fix}.",
                             exit_code=EXIT_PRECONDITION)
-    digests = record.get(LOG_DIGESTS)
-    digests = digests if isinstance(digests, dict) else {}
+    digests = record.log_sha256
     unverified = [name for name in names if name in LOADGEN_LOGS and not isinstance(digests.get(name), str)]
     if unverified:
         log(f"note: {label}: {run_dir}/metadata.json records no sha256 of {', '.join(unverified)} (a run recorded "
@@ -112,9 +111,8 @@ def verify_run_logs(record: dict[str, Any], names: tuple[str, ...], label: str, 
         if isinstance(expected, str) and sha256_file(run_dir / name) != expected:
             raise UserError(f"{run_dir / name} changed after the run (its sha256 is not the one metadata.json "
                             f"recorded), so {label} is not staged from {run_dir}; {fix}.", exit_code=EXIT_PRECONDITION)
-    scored = record.get("accuracy")
-    recorded = scored.get("text") if isinstance(scored, dict) else None
-    if "accuracy.txt" in names and isinstance(recorded, str):
+    recorded = record.accuracy.text if record.accuracy is not None else None
+    if "accuracy.txt" in names and recorded is not None:
         if (run_dir / "accuracy.txt").read_text(errors="replace").strip() != recorded.strip():
             raise UserError(f"{run_dir / 'accuracy.txt'} changed after the run (metadata.json recorded "
                             f"\"{recorded}\"), so {label} is not staged from {run_dir}; {fix}.",

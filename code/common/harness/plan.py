@@ -1,0 +1,402 @@
+"""The plan of a multi-test command (run_harness, run, run_audit_harness): each LoadGen test it will run, how long
+it is expected to take and how much it writes, and the totals. Printed before the first test starts; `--dry_run`
+prints it and stops; a plan whose logs would not fit the free space of their file system stops the command
+before anything runs.
+
+The length of a test is LoadGen's (6.0.17: loadgen/test_settings_internal.cc, loadgen.cc) applied to the user.conf
+the test gets (settings.user_conf_lines, which shortens test runs) over the round's defaults (rules tables):
+- Offline issues one query of max(min_query_count, int(1.1 x min_duration x target_qps)) samples;
+- SingleStream and MultiStream issue queries, one at a time, until both min_duration and min_query_count are
+  reached, from a list pre-generated for max(min_query_count, 2 x min_duration x target_qps) queries;
+- Server issues max(min_query_count, min_duration x target_qps) queries at target_qps;
+- AccuracyOnly issues every sample of the data set once.
+The speed is the newest earlier run of the same system, benchmark, scenario and speed-defining fields when there
+is one ("measured"), else the config's expected QPS or latency ("from config"). Disk: each test's small logs
+(detail and summary logs, user.conf, run_spec.json, metadata.json) and its accuracy log, where LoadGen writes each
+logged response as hex (two characters a byte) in a JSON entry: every sample in AccuracyOnly, a sampled share of
+them in TEST01's performance run, none otherwise. The engine does not change any of it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from ..constants import Scenario, TestMode
+from ..errors import UserError
+from ..rules import BenchmarkRules, RulesRound
+from .metadata import COMPLETED, read_records
+
+MEASURED, FROM_CONFIG = "measured", "from config"
+OFFLINE_SLACK = 1.1          # kSlack of test_settings_internal.cc: Offline's query covers 1.1 x min_duration
+STREAM_GENERATED = 2         # GenerateQueries: SingleStream/MultiStream queries for 2 x min_duration
+SMALL_LOGS_BYTES = 64 * 1024   # detail (~30 KB) and summary logs, user.conf, run_spec.json, metadata.json
+# `{ "seq_id" : , "qsl_idx" : , "data" : "" },` and a line break: an accuracy-log entry less its numbers and hex.
+ACCURACY_ENTRY_BYTES = 44
+ACCURACY_LOG_FRAME_BYTES = 4     # "[", "]" and line breaks around the entries
+# Config fields that change the speed of a test: an earlier run is its measurement only when they all agree.
+SPEED_FIELDS = ("model", "backend", "precision", "batch_size", "instances", "intra_op_threads",
+                "multi_stream_samples_per_query")
+
+
+# -- earlier runs ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EarlierRun:
+    """What the plan and --resume need of an earlier run's metadata.json."""
+
+    folder: Path
+    system_id: str
+    benchmark: str
+    scenario: str
+    test_mode: str
+    audit_test: str | None
+    purpose: str
+    status: str
+    valid: bool
+    test_run: bool
+    fields: Mapping[str, Any]
+    metric: float | None            # the headline figure: samples/s (Offline, Server), ms per query (SS, MS)
+    finished: str
+
+    @property
+    def done(self) -> bool:
+        """Completed and VALID: nothing gained by running it again."""
+        return self.status == COMPLETED and self.valid
+
+    def outcome(self) -> str:
+        if self.status != COMPLETED:
+            return self.status
+        return "VALID" if self.valid else "INVALID"
+
+
+def earlier_runs(roots: Iterable[Path], skipped: Callable[[Path, str], None]) -> list[EarlierRun]:
+    """Every readable run record under `roots`: the one place here that reads metadata.json, so that a change of
+    the record's shape is adapted here alone. An unreadable record goes to `skipped(path, reason)`."""
+    runs = []
+    for record in read_records(roots, skipped):
+        runs.append(EarlierRun(
+            folder=Path(record.path).parent, system_id=record.system.id, benchmark=record.benchmark,
+            scenario=record.scenario.value, test_mode=record.test_mode.value, audit_test=record.audit_test,
+            purpose=record.purpose, status=record.status, valid=record.valid is True, test_run=record.test_run,
+            fields=record.config.fields, metric=record.metric.value if record.metric else None,
+            finished=record.finished or ""))
+    return runs
+
+
+def find_measurement(runs: Sequence[EarlierRun], system_id: str, benchmark: str, scenario: Scenario,
+                     fields: Mapping[str, Any]) -> EarlierRun | None:
+    """The newest completed performance run (not a compliance or bench run) of the same system, benchmark,
+    scenario and speed-defining fields, with a figure; VALID or not, its speed is real."""
+    same = [r for r in runs if r.status == COMPLETED and r.test_mode == TestMode.PerformanceOnly.value
+            and r.audit_test is None and r.purpose == "submission" and r.system_id == system_id
+            and r.benchmark == benchmark and r.scenario == scenario.value and (r.metric or 0) > 0
+            and all(r.fields.get(name) == fields.get(name) for name in SPEED_FIELDS)]
+    return max(same, key=lambda r: r.finished, default=None)
+
+
+# -- LoadGen's settings and speed ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LoadGenSettings:
+    """The settings that size a test, as LoadGen reads them (round defaults, then user.conf)."""
+
+    min_duration_s: float
+    min_query_count: int
+    target_qps: float           # queries per second: Offline and Server as set, SS/MS 1 / target latency
+    samples_per_query: int = 1  # MultiStream's; 1 elsewhere (Offline's one query is sized by `estimate`)
+
+
+def loadgen_settings(scenario: Scenario, user_conf: Sequence[str], rules_round: RulesRound,
+                     rules: BenchmarkRules) -> LoadGenSettings:
+    """From the lines of user.conf (`<model>.<Scenario>.<key> = <value>`) over the round's defaults."""
+    values: dict[str, float] = {}
+    for line in user_conf:
+        key, _, value = line.partition("=")
+        values[key.strip().rsplit(".", 1)[-1]] = float(value)
+    default_count = rules.offline_min_samples if scenario is Scenario.Offline and rules.offline_min_samples \
+        else rules_round.min_query_count.get(scenario, 1)
+    if scenario in (Scenario.Offline, Scenario.Server):
+        target_qps = values["target_qps"]
+    else:
+        target_qps = 1000.0 / values["target_latency"]     # target_latency is in ms
+    return LoadGenSettings(
+        min_duration_s=values.get("min_duration", rules_round.min_duration_ms) / 1000,
+        min_query_count=int(values.get("min_query_count", default_count)),
+        target_qps=target_qps,
+        samples_per_query=int(values.get("samples_per_query", 1)) if scenario is Scenario.MultiStream else 1)
+
+
+@dataclass(frozen=True)
+class Speed:
+    samples_per_s: float
+    source: str        # MEASURED or FROM_CONFIG
+    basis: str         # the figure and where it comes from
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.basis}"
+
+
+def config_speed(scenario: Scenario, fields: Mapping[str, Any], settings: LoadGenSettings) -> Speed:
+    if scenario is Scenario.Offline:
+        return Speed(settings.target_qps, FROM_CONFIG, f"offline_expected_qps={settings.target_qps:g}")
+    if scenario is Scenario.Server:
+        return Speed(settings.target_qps, FROM_CONFIG, f"server target {settings.target_qps:g} QPS")
+    name = "single_stream_expected_latency_ns" if scenario is Scenario.SingleStream \
+        else "multi_stream_expected_latency_ns"
+    return Speed(settings.target_qps * settings.samples_per_query, FROM_CONFIG,
+                 f"{name}={fields.get(name)}, {1000 / settings.target_qps:.3g} ms per query")
+
+
+def measured_speed(scenario: Scenario, run: EarlierRun, settings: LoadGenSettings) -> Speed:
+    where = f"in {run.folder}"
+    if scenario in (Scenario.Offline, Scenario.Server):
+        return Speed(float(run.metric), MEASURED, f"{run.metric:.4g} samples/s {where}")
+    per_query_s = float(run.metric) / 1000     # the scenario's latency percentile: a little pessimistic
+    return Speed(settings.samples_per_query / per_query_s, MEASURED, f"{run.metric:.4g} ms per query {where}")
+
+
+# -- one test ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PlannedTest:
+    benchmark: str
+    scenario: Scenario
+    test_mode: TestMode
+    audit_test: str | None
+    queries: int
+    samples: int                # samples LoadGen issues
+    duration_s: float           # the LoadGen test, not counting the start-up of its process
+    logged_responses: int       # entries of the accuracy log
+    disk_bytes: int
+    speed: Speed
+    folder: Path | None = None  # where it writes; None: a folder of a LOG_DIR not created yet
+    skip: str | None = None     # why it does not run (--resume: done already)
+    note: str | None = None     # e.g. the earlier attempts a rerun follows
+    retry: int = 0              # which retry of the test this run is (0: its first attempt)
+    retries_left: int = 0       # --resume: how many times it may run again after this run if it is not VALID
+
+    @property
+    def label(self) -> str:
+        audit = f" {self.audit_test}" if self.audit_test else ""
+        return f"{self.benchmark} {self.scenario.value} {self.test_mode.value}{audit}"
+
+    def lines(self) -> list[str]:
+        if self.skip:
+            return [f"  {self.label}: SKIPPED, {self.skip}"]
+        queries = f"{self.queries} {'query' if self.queries == 1 else 'queries'}"
+        logged = f", {self.logged_responses} responses logged" if self.logged_responses else ""
+        lines = [f"  {self.label}: {self.samples} samples in {queries}, about {format_duration(self.duration_s)} "
+                 f"({self.speed}), {format_bytes(self.disk_bytes)}{logged}"]
+        if self.folder is not None:
+            lines.append(f"    -> {self.folder}")
+        if self.note:
+            lines.append(f"    {self.note}")
+        return lines
+
+
+def estimate(scenario: Scenario, mode: TestMode, settings: LoadGenSettings, speed: Speed, dataset_size: int,
+             response_bytes: int, sampling_target: int | None = None) -> tuple[int, int, float, int]:
+    """(queries, samples, seconds, logged responses) of one test; `sampling_target`: TEST01's
+    accuracy_log_sampling_target, whose responses a performance run logs."""
+    spq = settings.samples_per_query
+    if mode is TestMode.AccuracyOnly:
+        rate = min(speed.samples_per_s, settings.target_qps) if scenario is Scenario.Server else speed.samples_per_s
+        queries = 1 if scenario is Scenario.Offline else math.ceil(dataset_size / spq)
+        return queries, dataset_size, dataset_size / rate, dataset_size
+    if scenario is Scenario.Offline:
+        samples = max(settings.min_query_count, int(OFFLINE_SLACK * settings.min_duration_s * settings.target_qps))
+        queries, seconds = 1, samples / speed.samples_per_s
+    elif scenario is Scenario.Server:
+        queries = max(settings.min_query_count, math.ceil(settings.min_duration_s * settings.target_qps))
+        samples, seconds = queries, queries / min(settings.target_qps, speed.samples_per_s)   # or falls behind
+    else:
+        rate = speed.samples_per_s / spq     # queries per second, one at a time
+        generated = max(settings.min_query_count, int(STREAM_GENERATED * settings.min_duration_s * settings.target_qps))
+        queries = min(generated, max(settings.min_query_count, math.ceil(settings.min_duration_s * rate)))
+        samples, seconds = queries * spq, queries / rate
+    logged = sampled_responses(scenario, settings, samples, sampling_target) if sampling_target else 0
+    return queries, samples, seconds, logged
+
+
+def sampled_responses(scenario: Scenario, settings: LoadGenSettings, samples: int, sampling_target: int) -> int:
+    """Responses a performance run logs with accuracy_log_sampling_target: LoadGen (loadgen.cc IssueQueries) logs
+    each with probability target / expected samples, expected = max(target_qps x min_duration (x samples per
+    query), min_query_count x samples per query; Offline: its query's samples)."""
+    spq = 1 if scenario is Scenario.Offline else settings.samples_per_query
+    minimum = samples if scenario is Scenario.Offline else settings.min_query_count * spq
+    expected = max(int(settings.target_qps * settings.min_duration_s) * spq, minimum, 1)
+    return min(samples, round(sampling_target * samples / expected))
+
+
+def accuracy_log_bytes(entries: int, dataset_size: int, response_bytes: int) -> int:
+    """mlperf_log_accuracy.json of `entries` responses: each `{ "seq_id" : n, "qsl_idx" : i, "data" : "<hex>" }`
+    (digits counted at their widest)."""
+    if entries <= 0:
+        return ACCURACY_LOG_FRAME_BYTES
+    digits = len(str(max(entries - 1, 0))) + len(str(max(dataset_size - 1, 0)))
+    return ACCURACY_LOG_FRAME_BYTES + entries * (ACCURACY_ENTRY_BYTES + digits + 2 * response_bytes)
+
+
+def dataset_size(benchmark, dataset: str, rules: BenchmarkRules) -> int:
+    """Samples of the data set, known before it is downloaded; the round's size where the plug-in declares none."""
+    declared = benchmark.datasets[dataset].sample_count
+    return int(declared) if declared else rules.dataset_size
+
+
+def response_bytes(benchmark, model: str) -> int:
+    """Bytes of one sample's response in the accuracy log (before LoadGen writes them as hex)."""
+    return int(benchmark.models[model].response_size) * np.dtype(benchmark.response_dtype).itemsize
+
+
+def plan_entry(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, runs: Sequence[EarlierRun], *,
+               audit_test: str | None = None, qps_scale: float = 1.0, folder: Path | None = None,
+               copies: int = 1) -> PlannedTest:
+    """The estimate of one test as `ctx` would run it. `copies`: how many times its logs are kept (a compliance
+    test's verdict folder holds a second copy)."""
+    from .runner import check_selection
+    from .settings import user_conf_lines
+
+    config = ctx.resolve(benchmark_name, scenario)
+    fields = config.values
+    benchmark, _, rules = check_selection(ctx, benchmark_name, fields)
+    size = dataset_size(benchmark, fields["dataset"], rules)
+    user_conf = user_conf_lines(rules.loadgen_model, scenario, fields, rules, size, ctx.args.test_run, qps_scale)
+    settings = loadgen_settings(scenario, user_conf, ctx.rules, rules)
+    measurement = find_measurement(runs, ctx.system.system_id, benchmark_name, scenario, fields)
+    speed = measured_speed(scenario, measurement, settings) if measurement else config_speed(scenario, fields,
+                                                                                              settings)
+    sampling = rules.test01_sampling_target if audit_test and \
+        ctx.rules.compliance_tests[audit_test].samples_accuracy else None
+    queries, samples, seconds, logged = estimate(scenario, mode, settings, speed, size, sampling_target=sampling,
+                                                 response_bytes=response_bytes(benchmark, fields["model"]))
+    disk = copies * (SMALL_LOGS_BYTES + accuracy_log_bytes(logged, size, response_bytes(benchmark, fields["model"])))
+    return PlannedTest(benchmark_name, scenario, mode, audit_test, queries, samples, seconds, logged, disk, speed,
+                       folder=folder)
+
+
+def plan_harness(ctx, selection: Sequence[tuple[str, Scenario, TestMode]]) -> Plan:
+    """The plan of run_harness and run: one test per (benchmark, scenario, test mode) in LOG_DIR. With --resume,
+    what LOG_DIR holds of a test decides whether it is skipped, runs, or runs again into a retry folder."""
+    from .metadata import skipped_line
+    from .resume import find_attempts, resume_test
+
+    paths, unreadable = ctx.paths, {}
+
+    def skipped(path: Path, reason: str) -> None:
+        unreadable[Path(path).parent.resolve()] = reason
+        ctx.log(skipped_line(path, reason))
+
+    runs = earlier_runs([paths.logs_root, paths.log_dir], skipped)
+    tests = []
+    for benchmark, scenario, mode in selection:
+        folder = None if paths.log_dir_is_default else \
+            paths.run_log_dir(ctx.system.system_id, benchmark, scenario, mode)
+        test = plan_entry(ctx, benchmark, scenario, mode, runs, folder=folder)
+        if ctx.args.resume and folder is not None:
+            attempts = find_attempts(folder, runs, unreadable, ctx.resolve(benchmark, scenario).values,
+                                     ctx.args.test_run)
+            test = resume_test(test, attempts, ctx.args.retries)
+        elif ctx.args.resume:    # nothing to resume: a first attempt, run again like any under --resume
+            test = dataclasses.replace(test, retries_left=ctx.args.retries)
+        tests.append(test)
+    new = "a new folder, created when the first test starts" if paths.log_dir_is_default else ""
+    return Plan(tuple(tests), paths.log_dir, new)
+
+
+# -- the whole plan ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Plan:
+    tests: tuple[PlannedTest, ...]
+    where: Path                   # the folder the logs go to (its file system is checked for space)
+    where_note: str = ""          # e.g. "a new LOG_DIR, created when the first test starts"
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def to_run(self) -> tuple[PlannedTest, ...]:
+        return tuple(t for t in self.tests if not t.skip)
+
+    @property
+    def duration_s(self) -> float:
+        return sum(t.duration_s for t in self.to_run)
+
+    @property
+    def disk_bytes(self) -> int:
+        return sum(t.disk_bytes for t in self.to_run)
+
+    def lines(self, free_bytes: int | None = None) -> list[str]:
+        where = f"{self.where} ({self.where_note})" if self.where_note else str(self.where)
+        lines = [f"Plan: {len(self.tests)} test{'s' if len(self.tests) != 1 else ''}, logs in {where}", *self.notes]
+        for test in self.tests:
+            lines += test.lines()
+        skipped = len(self.tests) - len(self.to_run)
+        free = f" ({format_bytes(free_bytes)} free there)" if free_bytes is not None else ""
+        lines.append(f"Total: {len(self.to_run)} to run{f', {skipped} skipped' if skipped else ''}; about "
+                     f"{format_duration(self.duration_s)} of LoadGen tests (plus each test's start-up: engine and "
+                     f"samples loaded, warm-up), {format_bytes(self.disk_bytes)} of logs{free}.")
+        return lines
+
+
+def existing_parent(path: Path) -> Path:
+    """`path` or its nearest parent that exists: where the file system of a folder still to be created is."""
+    path = Path(path).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def free_space(path: Path) -> int:
+    """Free bytes of the file system `path` will be on."""
+    return shutil.disk_usage(existing_parent(path)).free
+
+
+def space_problem(plan: Plan, free_bytes: int) -> str | None:
+    """Why the plan's logs would not fit `free_bytes`, the free space of their file system; None when they fit."""
+    if plan.disk_bytes <= free_bytes:
+        return None
+    return (f"The plan writes about {format_bytes(plan.disk_bytes)} of logs into {plan.where}, but its file system "
+            f"({existing_parent(plan.where)}) has only {format_bytes(free_bytes)} free. Free some space, or set "
+            f"LOG_DIR to a folder on a larger disk")
+
+
+def check_free_space(plan: Plan, free_bytes: int | None = None) -> None:
+    """UserError (exit 1) when the plan's logs would not fit the free space of their file system (measured when
+    `free_bytes` is None)."""
+    problem = space_problem(plan, free_space(plan.where) if free_bytes is None else free_bytes)
+    if problem:
+        raise UserError(f"{problem}; nothing was run.", exit_code=1)
+
+
+def announce(plan: Plan, dry_run: bool, log: Callable[[str], None], free_bytes: int) -> bool:
+    """Print the plan; False for a dry run, which ends there. UserError (exit 1) before anything starts when the
+    logs would not fit `free_bytes`, the free space of their file system."""
+    for line in plan.lines(free_bytes):
+        log(line)
+    if dry_run:
+        problem = space_problem(plan, free_bytes)
+        log("Dry run: nothing was run, downloaded or written." + (f"\nNote: {problem}." if problem else ""))
+        return False
+    check_free_space(plan, free_bytes)
+    return True
+
+
+def format_duration(seconds: float) -> str:
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {rest:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def format_bytes(count: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if count < 1024:
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count:.1f} TiB"

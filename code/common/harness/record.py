@@ -1,0 +1,269 @@
+"""RunRecord: what metadata.json holds, typed (schema 2), and how a record of schema 1 is read.
+
+One frozen dataclass per part of the record; `RunRecord.from_dict` checks every value against its type, so a
+reader never meets a field of the wrong type, and `as_dict` gives the JSON object. documentation/metadata.md
+describes every field. File reading and writing live in metadata.py.
+"""
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import enum
+import functools
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from ..arguments import typed_flags
+from ..config_registry import set_by_invocation
+from ..constants import Scenario, TestMode
+from .loadgen_log import Metric
+
+SCHEMA_VERSION = 2
+READABLE_SCHEMAS = (1, 2)     # 1: the previous release's records, converted on reading
+COMPLETED, FAILED, INTERRUPTED = "completed", "failed", "interrupted"
+STATUSES = (COMPLETED, FAILED, INTERRUPTED)
+_STORED = "stored"            # dataclass field metadata: False for what is never written (where it was read)
+
+
+@dataclass(frozen=True)
+class SystemRecord:
+    id: str
+    known: bool = False
+    description: str = ""
+    system_type: str = ""
+    hardware: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ConfigRecord:
+    """The resolved config: every field's value and where it came from (see config_registry)."""
+
+    workload_setting: str
+    fields: Mapping[str, Any]
+    sources: Mapping[str, str]
+    system_id: str = ""       # whose config class was taken: a nearest known system when this one has none
+    config_class: str = ""
+    match: str = ""
+
+    def given(self) -> dict[str, Any]:
+        """The fields the invocation set (typed, or filled in by the toolkit): what repeats the config."""
+        return {name: self.fields[name] for name, source in self.sources.items()
+                if name in self.fields and set_by_invocation(source)}
+
+
+@dataclass(frozen=True)
+class EngineRecord:
+    path: str
+    manifest: Mapping[str, Any] = field(default_factory=dict)
+    manifest_sha256: str = ""
+
+
+@dataclass(frozen=True)
+class AccuracyRecord:
+    metric: str
+    value: float
+    text: str                 # the accuracy.txt line
+    good: int | None = None
+    total: int | None = None
+    threshold: float | None = None       # closed division's target; None where accuracy is reported, not gated
+    meets_target: bool | None = None
+
+
+@dataclass(frozen=True)
+class LoadGenRecord:
+    version: str
+    seeds: Mapping[str, int] = field(default_factory=dict)
+    errors: tuple[str, ...] = ()
+    warnings: int = 0
+    effective: Mapping[str, Any] = field(default_factory=dict)   # the detail log's effective_* settings, unprefixed
+
+
+@dataclass(frozen=True)
+class Durations:
+    test_s: float                        # the LoadGen test, wall clock
+    measured_s: float | None = None      # its measured part, from LoadGen's own figures
+
+
+@dataclass(frozen=True)
+class Filled:
+    """A value the toolkit filled in where the user typed none, and why."""
+
+    value: Any
+    source: str
+
+
+@dataclass(frozen=True)
+class Invocation:
+    action: str = ""
+    typed: tuple[str, ...] = ()                  # the flags as the user gave them
+    filled_in: Mapping[str, Filled] = field(default_factory=dict)   # run flag or field -> what the toolkit set
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRecord:
+    """One LoadGen test. The outcome fields (durations ... log_sha256) are set only for a test that ran to its end."""
+
+    status: str                          # completed, failed or interrupted
+    error: str | None = None             # failed or interrupted: why
+    benchmark: str
+    model: str
+    dataset: str
+    division: str
+    scenario: Scenario
+    test_mode: TestMode
+    purpose: str = "submission"          # submission, audit or bench: only submission runs are staged
+    audit_test: str | None = None
+    test_run: bool = False
+    system: SystemRecord
+    config: ConfigRecord
+    engine: EngineRecord | None = None
+    invocation: Invocation = field(default_factory=Invocation)
+    rules_version: str = ""
+    log_dir: str
+    started: str | None = None
+    finished: str | None = None
+    durations: Durations | None = None
+    loadgen: LoadGenRecord | None = None
+    metric: Metric | None = None         # PerformanceOnly
+    result_validity: str | None = None   # PerformanceOnly: LoadGen's VALID or INVALID
+    accuracy: AccuracyRecord | None = None   # AccuracyOnly
+    valid: bool | None = None
+    submittable: bool | None = None
+    reasons: tuple[str, ...] = ()
+    log_sha256: Mapping[str, str] = field(default_factory=dict)   # LoadGen log name -> sha256 as the test wrote it
+    path: Path | None = field(default=None, compare=False, metadata={_STORED: False})   # where it was read
+
+    @property
+    def completed(self) -> bool:
+        return self.status == COMPLETED
+
+    @property
+    def label(self) -> str:
+        audit = f" {self.audit_test}" if self.audit_test else ""
+        return f"{self.benchmark} {self.scenario.value} {self.test_mode.value}{audit}"
+
+    def given_fields(self) -> dict[str, Any]:
+        """The config fields this test's invocation set, typed or filled in: with the selection, they give the
+        same resolved config again."""
+        return self.config.given()
+
+    def replace(self, **changes: Any) -> "RunRecord":
+        return dataclasses.replace(self, **changes)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON object of metadata.json (schema SCHEMA_VERSION)."""
+        return {"schema_version": SCHEMA_VERSION, **_plain(self)}
+
+    @classmethod
+    def from_dict(cls, data: Any, path: Path | None = None) -> "RunRecord":
+        """The record in a JSON object of any readable schema; RecordProblem when it cannot be one."""
+        if not isinstance(data, dict):
+            raise RecordProblem("it holds no JSON object")
+        version = data.get("schema_version")
+        if version not in READABLE_SCHEMAS or isinstance(version, bool):
+            raise RecordProblem(f"metadata schema {version!r}, this toolkit reads schemas "
+                                f"{', '.join(map(str, READABLE_SCHEMAS))}")
+        record = _load(cls, _from_schema_1(data) if version == 1 else data, "")
+        if record.status not in STATUSES:
+            raise RecordProblem(f"\"status\" is not one of {', '.join(STATUSES)}")
+        return dataclasses.replace(record, path=Path(path)) if path is not None else record
+
+
+class RecordProblem(ValueError):
+    """Why a JSON object is not a run record (a sentence naming the field)."""
+
+
+# -- schema 1 -------------------------------------------------------------------------------------------------
+def _from_schema_1(data: dict[str, Any]) -> dict[str, Any]:
+    """A schema-1 record in schema 2's shape. Schema 1 kept the whole command line (`command_line`, make's
+    empty location flags included) where schema 2 has `invocation`; it did not tell values the toolkit filled
+    in from typed ones, so its config.sources say "command line" for both, and its invocation lists none."""
+    converted = {name: value for name, value in data.items() if name != "command_line"}
+    command_line = data.get("command_line")
+    if isinstance(command_line, list) and all(isinstance(a, str) for a in command_line):
+        argv = command_line[command_line.index("code.main") + 1:] if "code.main" in command_line else command_line
+        action = next((a.split("=", 1)[1] for a in argv if a.startswith("--action=")), "")
+        converted["invocation"] = {"action": action, "typed": list(typed_flags(argv))}
+    return converted
+
+
+# -- typed loading and plain output ---------------------------------------------------------------------------
+def load_part(cls: type, data: Any, where: str) -> Any:
+    """One part of a record (SystemRecord, ConfigRecord, Invocation, ...) from its JSON object, checked."""
+    return _load_dataclass(cls, data, where)
+
+
+def _load(kind: Any, value: Any, where: str) -> Any:
+    """`value` (from JSON) as `kind`, checked all the way down; RecordProblem naming the field otherwise."""
+    origin = typing.get_origin(kind)
+    if kind is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in typing.get_args(kind):
+            return None
+        [inner] = [a for a in typing.get_args(kind) if a is not type(None)]
+        return _load(inner, value, where)
+    if dataclasses.is_dataclass(kind):
+        return _load_dataclass(kind, value, where)
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        if value not in {m.value for m in kind}:
+            raise RecordProblem(f"\"{where}\" is not one of {', '.join(m.value for m in kind)}")
+        return kind(value)
+    if origin is collections.abc.Mapping:
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            raise RecordProblem(f"\"{where}\" is not an object")
+        item = typing.get_args(kind)[1]
+        return MappingProxyType({k: _load(item, v, f"{where}.{k}") for k, v in value.items()})
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise RecordProblem(f"\"{where}\" is not a list")
+        item = typing.get_args(kind)[0]
+        return tuple(_load(item, v, f"{where}[{i}]") for i, v in enumerate(value))
+    if kind in (int, float) and (not isinstance(value, (int, float)) or isinstance(value, bool)
+                                 or kind is int and not isinstance(value, int)):
+        raise RecordProblem(f"\"{where}\" is not {'an integer' if kind is int else 'a number'}")
+    if kind in (str, bool) and not isinstance(value, kind):
+        raise RecordProblem(f"\"{where}\" is not {'a string' if kind is str else 'true or false'}")
+    if kind in (int, float, str, bool):
+        return kind(value)
+    raise TypeError(f"no JSON reading for {kind!r} ({where})")
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _load_dataclass(cls: type, value: Any, where: str) -> Any:
+    if not isinstance(value, dict):
+        raise RecordProblem(f"\"{where}\" is not an object" if where else "it holds no JSON object")
+    hints, given = _hints(cls), {}
+    for spec in dataclasses.fields(cls):
+        if not spec.metadata.get(_STORED, True):
+            continue
+        name = f"{where}.{spec.name}" if where else spec.name
+        has_default = spec.default is not dataclasses.MISSING or spec.default_factory is not dataclasses.MISSING
+        if value.get(spec.name) is None and has_default:
+            continue   # absent or null: the default (null where the type allows it)
+        if spec.name not in value:
+            raise RecordProblem(f"\"{name}\" is missing")
+        given[spec.name] = _load(hints[spec.name], value[spec.name], name)
+    return cls(**given)
+
+
+def _plain(value: Any) -> Any:
+    """Dataclasses, mappings, tuples and enums as JSON values."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {spec.name: _plain(getattr(value, spec.name)) for spec in dataclasses.fields(value)
+                if spec.metadata.get(_STORED, True)}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
