@@ -168,7 +168,7 @@ class Clean(Handler):
     """Engines and scratch work go; logs and submission trees stay unless --yes says otherwise."""
 
     DISPOSABLE = ("engines", "calibration", "test_cache")
-    RESULTS = ("logs", "compliance_logs", "submission-staging", "submission", "full_results")
+    RESULTS = ("logs", "compliance_logs", "reports", "submission-staging", "submission", "full_results")
 
     def handle(self) -> int:
         build = self.ctx.paths.build

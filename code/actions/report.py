@@ -1,0 +1,89 @@
+"""report: the runs of the newest LOG_DIR (or of LOG_DIR, or with --all of every run) as an HTML page with
+PNG plots under build/reports/<name>/, and a summary table on the console."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..common.errors import UserError
+from ..common.harness.metadata import skipped_line
+from ..common.report.collect import ReportRow, Scope, newest_log_dir, ordered, read_rows, report_name
+from ..common.report.text import folder_text, plural
+from .base import Handler
+
+MAKE_RUNS = ('make run_harness RUN_ARGS="--benchmarks=resnet50 --scenarios=offline --test_mode=PerformanceOnly '
+             '--test_run"')
+
+
+class Report(Handler):
+    def handle(self) -> int:
+        from ..common.report import write_report
+        from ..common.report.console import summary_table
+
+        ctx, paths = self.ctx, self.ctx.paths
+        given = self._given_log_dir()
+        roots = [paths.logs_root, *([given] if given and not given.is_relative_to(paths.logs_root) else []),
+                 *([paths.compliance_logs_root] if ctx.args.all_runs else [])]
+        damaged: list[tuple[Path, str]] = []
+        every = read_rows(roots, lambda path, reason: damaged.append((path, reason)))
+        scope = self._scope(every, given, roots)
+        skipped = [(path, reason) for path, reason in damaged
+                   if any(path.absolute().is_relative_to(root) for root in scope.roots)]
+        for path, reason in skipped:
+            ctx.log(skipped_line(path, reason))
+        rows = ordered(r for r in every if scope.holds(r) and self._selected(r))
+        if not rows:
+            raise UserError(self._no_runs(scope), exit_code=1)
+        shown = " and ".join(folder_text(root, paths.repo) for root in roots)
+        written = write_report(paths, scope, rows, every, skipped, self._latency_bound, shown)
+        ctx.log(summary_table(rows, paths.repo, f"{plural(len(rows), 'test')}. {scope.description}",
+                              terminal=ctx.log is print and sys.stdout.isatty()))
+        ctx.log(f"Report: {folder_text(written.html, paths.repo)}")
+        ctx.log(f"Plots:  {len(written.plots)} PNG files in {folder_text(paths.report_dir(scope.name), paths.repo)}/")
+        return 0
+
+    def _given_log_dir(self) -> Path | None:
+        """LOG_DIR when the user gave one: it must be an existing folder."""
+        if self.ctx.args.log_dir is None:
+            return None
+        folder = self.ctx.paths.log_dir
+        if not folder.is_dir():
+            state = "is not a folder" if folder.exists() else "does not exist"
+            raise UserError(f"LOG_DIR={self.ctx.args.log_dir} ({folder}) {state}: give the folder of a "
+                            f"make run_harness invocation (build/logs/<timestamp>), or leave LOG_DIR out to report "
+                            f"the newest one.")
+        return folder
+
+    def _scope(self, every: list[ReportRow], given: Path | None, roots: list[Path]) -> Scope:
+        paths = self.ctx.paths
+        if self.ctx.args.all_runs:
+            shown = " and ".join(folder_text(root, paths.repo) for root in roots)
+            return Scope("all", f"Every run under {shown}", tuple(roots))
+        if given is not None:
+            return Scope(report_name(given, paths.logs_root), f"Runs in LOG_DIR {folder_text(given, paths.repo)}",
+                         (given,))
+        newest = newest_log_dir(every, paths.logs_root)
+        if newest is None:   # nothing usable anywhere: the message names build/logs
+            return Scope("none", f"Runs under {folder_text(paths.logs_root, paths.repo)}", (paths.logs_root,))
+        return Scope(report_name(newest, paths.logs_root),
+                     f"Runs of the newest LOG_DIR {folder_text(newest, paths.repo)} (RUN_ARGS=--all: every run "
+                     f"under {folder_text(paths.logs_root, paths.repo)})", (newest,))
+
+    def _selected(self, row: ReportRow) -> bool:
+        """--benchmarks and --scenarios narrow the report when given."""
+        args = self.ctx.args
+        return ("benchmarks" not in args.explicit or row.benchmark in args.benchmarks) and \
+            ("scenarios" not in args.explicit or row.scenario in {s.value for s in args.scenarios})
+
+    def _no_runs(self, scope: Scope) -> str:
+        searched = " and ".join(str(root) for root in scope.roots)
+        narrowed = " for the selected --benchmarks/--scenarios" \
+            if {"benchmarks", "scenarios"} & self.ctx.args.explicit else ""
+        return (f"No runs to report{narrowed}: no usable metadata.json under {searched}. Make runs first, e.g. "
+                f"{MAKE_RUNS} (or make run), then make report.")
+
+    def _latency_bound(self, benchmark: str) -> float | None:
+        try:
+            return self.ctx.rules.benchmark(benchmark).server_latency_ms
+        except KeyError:
+            return None

@@ -1,0 +1,59 @@
+"""How figures, targets and folders read in the console table and the HTML page (plain text, not escaped)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .collect import Figure, ReportRow, target
+
+NONE = "-"
+
+
+def number(value: float) -> str:
+    """Four significant digits or so, never in exponent notation for the figures a run gives."""
+    size = abs(value)
+    if size >= 100:
+        return f"{value:,.1f}"
+    if size >= 1:
+        return f"{value:.2f}"
+    return f"{value:.4g}"
+
+
+def figure_text(figure: Figure | None) -> str:
+    return NONE if figure is None else f"{number(figure.value)} {figure.unit}".strip()
+
+
+def headline(row: ReportRow) -> str:
+    """The run's figure: its metric, or for an accuracy run the accuracy."""
+    if row.is_accuracy:
+        if row.accuracy is None or row.accuracy.value is None:
+            return NONE
+        return f"{row.accuracy.value:.3f} {row.accuracy.metric}"
+    return figure_text(row.metric)
+
+
+def target_text(row: ReportRow) -> str:
+    goal = target(row)
+    return NONE if goal is None else f"{figure_text(goal)} ({goal.label})"
+
+
+def ratio_text(row: ReportRow) -> str:
+    """How the figure compares with its target, in words; empty when there is nothing to compare."""
+    goal = target(row)
+    if row.is_accuracy:
+        if goal is None or row.accuracy is None or row.accuracy.value is None:
+            return ""
+        return f"{'meets' if row.accuracy.value >= goal.value else 'below'} the threshold {number(goal.value)}"
+    if goal is None or row.metric is None or goal.value <= 0 or row.metric.unit != goal.unit:
+        return ""
+    percent = 100.0 * row.metric.value / goal.value
+    return f"{percent:.0f}% of the {goal.label}"
+
+
+def folder_text(folder: Path, repo: Path) -> str:
+    """A run folder as people type it: relative to the repository when inside it."""
+    folder = folder.absolute()
+    return str(folder.relative_to(repo)) if folder.is_relative_to(repo) else str(folder)
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
