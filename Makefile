@@ -21,7 +21,7 @@ MAIN = $(PY) -m code.main --action=$@ $(COMMON_ARGS) $(RUN_ARGS)
 
 .DEFAULT_GOAL := help
 .PHONY: help prebuild build link_dirs show_config download_model download_data preprocess_data generate_engines \
-	calibrate run_harness run bench run_audit_harness generate_conf_files stage_results stage_compliance \
+	calibrate run_harness run bench find_peak run_audit_harness report generate_conf_files stage_results stage_compliance \
 	truncate_results export_submission check_submission pack_submission add_custom_system lock clean test test_all
 
 $(VENV_STAMP): requirements/main.txt scripts/bootstrap_venv.py scripts/envlock.py
@@ -54,7 +54,11 @@ run: $(VENV_STAMP) ## Main job: prepare and run the embedded default benchmark e
 	@$(MAIN)
 bench: $(VENV_STAMP) ## Measure the harness against baselines measured in the same run (ratios)
 	@$(MAIN)
+find_peak: $(VENV_STAMP) ## Find and confirm the peak Server QPS / expected QPS and latencies; write them to custom.py
+	@$(MAIN)
 run_audit_harness: $(VENV_STAMP) ## Run and verify the compliance tests (TEST01, TEST04)
+	@$(MAIN)
+report: $(VENV_STAMP) ## HTML report with plots of the newest LOG_DIR's runs in build/reports (RUN_ARGS=--all: every run)
 	@$(MAIN)
 generate_conf_files: $(VENV_STAMP) ## Write measurements/ (measurements.json, user.conf, README.md)
 	@$(MAIN)

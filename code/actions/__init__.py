@@ -38,9 +38,14 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
     Action("calibrate", "Regenerate the INT8 calibration cache", "harness:Calibrate"),
     Action("run_harness", "Run the selected benchmarks through LoadGen", "harness:RunHarness"),
     Action("run", "Main job: prepare and run the embedded default benchmark end to end", "harness:Run"),
-    Action("bench", "Measure the harness: overhead, model throughput vs raw ONNX Runtime, best Server QPS",
+    Action("bench", "Measure the harness: overhead, Offline throughput and SingleStream latency vs raw ONNX Runtime, "
+           "best Server QPS vs Offline (INT8, FP32)",
            "bench:Bench"),
+    Action("find_peak", "Find each selected scenario's peak setting with short runs, confirm it at full length, "
+           "write it into this system's custom config", "find_peak:FindPeak"),
     Action("run_audit_harness", "Run and verify the compliance tests", "audit:RunAuditHarness"),
+    Action("report", "Write an HTML report with plots of the runs in build/logs and print a summary table",
+           "report:Report"),
     Action("generate_conf_files", "Write measurements/ (measurements.json, user.conf, README.md)",
            "submission:GenerateConfFiles"),
     Action("stage_results", "Copy the best valid runs into the submission staging tree", "submission:StageResults"),

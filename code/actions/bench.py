@@ -3,36 +3,53 @@
 (a) Offline samples/s of the harness with a backend that returns at once / a bare LoadGen null SUT.
 (b) Offline samples/s of the model through the harness / raw ONNX Runtime on the same preprocessed inputs,
     same engine, batch size, instances and threads.
-(c) The highest Server target QPS that LoadGen rates VALID for the model on this machine (short runs).
-Runs on the embedded default unless RUN_ARGS choose otherwise.
+(c) SingleStream: raw ONNX Runtime's per-sample latency / the harness's, as LoadGen measures it, both at the
+    percentile LoadGen judges (the 90th), so that higher is better.
+(d) Server at INT8: the highest target QPS that LoadGen rates VALID (search.find_highest over short runs) / the
+    INT8 Offline samples/s through the harness; (e) the same at FP32.
+Runs on the embedded default unless RUN_ARGS choose otherwise; builds the INT8 and FP32 engines it needs.
 """
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import subprocess
 import sys
 import threading
 import time
-from types import MappingProxyType
 
 import numpy as np
 
 from ..common.benchmark_api import get_benchmark
-from ..common.constants import Scenario, TestMode
-from ..common.harness.runner import plan_test, run_test
+from ..common.constants import Scenario
+from ..common.errors import UserError
+from ..common.harness.early_stopping import TARGET_LATENCY_PERCENTILE
+from ..common.tuning.ratios import Figure, figure_table
+from ..common.tuning.search import Outcome, SearchResult, find_highest, round_sig
+from ..common.tuning.trials import run_once
 from .base import Context, Handler
 from .harness import DownloadData, DownloadModel, GenerateEngines, PreprocessData, with_embedded_default
 
-GOALS = {"a": 0.8, "b": 0.95}
+GOALS = {"a": 0.8, "b": 0.97, "c": 0.97, "server": 0.5}
+BENCH_SOURCE = "make bench"   # the source its records give the settings bench chooses
 PROBE_SECONDS = 5
 RUN_SECONDS = 15
+LATENCY_SECONDS = 5           # each raw SingleStream measurement
+SERVER_TOLERANCE = 0.05
+SERVER_MAX_TRIALS = 10
+SCENARIOS = (Scenario.Offline, Scenario.Server, Scenario.SingleStream)
 
 
 def _with(ctx: Context, scenarios: tuple[Scenario, ...], **fields) -> Context:
-    args = dataclasses.replace(ctx.args, scenarios=scenarios, test_run=True,
-                               overrides=MappingProxyType({**ctx.args.overrides, **fields}))
+    args = ctx.args.fill_in(BENCH_SOURCE, fields, scenarios=scenarios, test_run=True)
     return dataclasses.replace(ctx, args=args, _registry=None)
+
+
+def percentile_of(latencies: list[int], percentile: float) -> float:
+    """The percentile as LoadGen takes it (results.cc): the sorted latencies at index count x percentile."""
+    ordered = sorted(latencies)
+    return float(ordered[min(len(ordered) - 1, int(len(ordered) * percentile))])
 
 
 class Bench(Handler):
@@ -40,37 +57,61 @@ class Bench(Handler):
         super().__init__(with_embedded_default(ctx))
 
     def handle(self) -> int:
-        ctx = _with(self.ctx, (Scenario.Offline, Scenario.Server))
-        for step in (DownloadModel, DownloadData, PreprocessData, GenerateEngines):
-            step(ctx).run()
+        ctx = _with(self.ctx, SCENARIOS)
         benchmark_name = ctx.args.benchmarks[0]
         offline = ctx.resolve(benchmark_name, Scenario.Offline)
-        rows = []
+        precision = offline["precision"]
+        # The configs as they are (b, c), and at INT8 and FP32 for the Server figures (d, e).
+        at = {p: _with(ctx, SCENARIOS, precision=p) for p in ("int8", "fp32") if p != precision}
+        at[precision] = ctx
+        for step in (DownloadModel, DownloadData, PreprocessData):
+            step(ctx).run()
+        for each in at.values():
+            GenerateEngines(each).run()
+        figures = []
 
         bare = self._probe("bare", offline)
         harness = self._probe("harness", offline)
-        rows.append(("(a) harness overhead, Offline, backend returns at once", harness, bare, "samples/s", "a"))
+        figures.append(Figure("(a) harness overhead: Offline, backend returns at once, vs bare LoadGen SUT",
+                              harness, bare, "samples/s", GOALS["a"]))
 
         # Raw ONNX Runtime before and after the harness run: their mean cancels slow drifts of the machine.
         raw_before = self._raw_throughput(ctx, benchmark_name, offline)
-        run = self._harness_offline(ctx, benchmark_name, raw_before)
+        through = {precision: self._harness_offline(ctx, benchmark_name, raw_before, f"offline-{precision}")}
         raw = (raw_before + self._raw_throughput(ctx, benchmark_name, offline)) / 2
-        rows.append((f"(b) {offline['model']} Offline through the harness vs raw ONNX Runtime", run, raw,
-                     "samples/s", "b"))
+        figures.append(Figure(f"(b) {offline['model']} {precision} Offline: harness vs raw ONNX Runtime",
+                              through[precision], raw, "samples/s", GOALS["b"]))
 
-        best, lowest_invalid = self._server_search(ctx, benchmark_name, upper=raw)
-        self.ctx.log(f"\nBenchmark of the harness on {ctx.system.system_id} ({offline['model']}, batch "
-                     f"{offline['batch_size']}, {offline['instances']} instance(s)):")
-        for label, value, baseline, unit, goal in rows:
-            ratio = value / baseline if baseline else float("nan")
-            verdict = "meets" if ratio >= GOALS[goal] else "BELOW"
-            self.ctx.log(f"  {label}: {value:,.0f} / {baseline:,.0f} {unit} = {ratio:.3f} "
-                         f"({verdict} the goal >= {GOALS[goal]})")
-        self.ctx.log(f"  (c) highest VALID Server target QPS for {offline['model']}: {best:.1f} "
-                     f"({best / raw:.2f} of the raw Offline throughput; {RUN_SECONDS} s runs)")
-        if lowest_invalid is not None and not best:
-            qps, reasons = lowest_invalid
-            self.ctx.log(f"      no rate down to {qps:g} QPS was VALID; there: {reasons[0] if reasons else '?'}")
+        single = ctx.resolve(benchmark_name, Scenario.SingleStream)
+        percentile = TARGET_LATENCY_PERCENTILE[Scenario.SingleStream]
+        raw_before = self._raw_latency(ctx, benchmark_name, single, percentile)
+        measured = self._harness_singlestream(ctx, benchmark_name, raw_before)
+        raw = (raw_before + self._raw_latency(ctx, benchmark_name, single, percentile)) / 2
+        figures.append(Figure(f"(c) {single['model']} {precision} SingleStream p{percentile * 100:g} latency: raw "
+                              f"ONNX Runtime / harness", measured, raw, "ms", GOALS["c"], higher_is_better=False))
+
+        searches = {}
+        for label, each in (("d", "int8"), ("e", "fp32")):
+            if each not in through:
+                through[each] = self._harness_offline(at[each], benchmark_name, through[precision],
+                                                      f"offline-{each}")
+            searches[each] = self._server_peak(at[each], benchmark_name, each, through[each])
+            figures.append(Figure(f"({label}) {offline['model']} {each} Server: highest VALID target QPS vs "
+                                  f"{each} Offline through the harness", searches[each].value or 0.0, through[each],
+                                  "QPS", GOALS["server"], baseline_unit="samples/s"))
+
+        self.ctx.log(f"\nBenchmark of the harness on {ctx.system.system_id} ({offline['model']}; Offline batch "
+                     f"{offline['batch_size']}, {offline['instances']} instance(s); Server batch "
+                     f"{ctx.resolve(benchmark_name, Scenario.Server)['batch_size']}):")
+        for line in figure_table(figures):
+            self.ctx.log(f"  {line}")
+        for each, search in searches.items():
+            bracket = ", ".join(f"{v:g}" if v is not None else "-" for v in (search.low, search.high))
+            self.ctx.log(f"  Server {each}: {search.stopped}; bracket [{bracket}] QPS "
+                         f"({len(search.steps)} runs of at least {RUN_SECONDS} s)")
+            rejected = [s.outcome for s in search.steps if not s.accepted]
+            if search.value is None and rejected:
+                self.ctx.log(f"    no rate was VALID; the last INVALID one: {rejected[-1].reason}")
         return 0
 
     # -- (a) ---------------------------------------------------------------------------------------
@@ -81,21 +122,28 @@ class Bench(Handler):
         done = subprocess.run(command, cwd=self.ctx.paths.repo, capture_output=True, text=True, check=True)
         return json.loads(done.stdout.strip().splitlines()[-1])["samples_per_second"]
 
-    # -- (b) ---------------------------------------------------------------------------------------
-    def _raw_throughput(self, ctx: Context, benchmark_name: str, config) -> float:
-        """ONNX Runtime alone: the same engine, batches, instances and threads, no LoadGen."""
+    # -- raw ONNX Runtime (b, c) -------------------------------------------------------------------
+    def _raw_backends(self, ctx: Context, benchmark_name: str, config):
+        """The benchmark, its preprocessed samples and one backend per instance on the config's own engine, with
+        the harness's threads per instance."""
         from ..common.backends import create_backend
         from ..common.engines.builder import locate_engine
 
         benchmark = get_benchmark(benchmark_name)
         engine = locate_engine(config, ctx.system.system_id, ctx.paths, benchmark)
         samples = benchmark.preprocessed(config["model"], config["dataset"], ctx.paths)
-        batch_size, instances = int(config["batch_size"]), int(config["instances"])
-        data = np.stack([samples.load(i % len(samples)) for i in range(batch_size)])
+        instances = int(config["instances"])
         threads = int(config.get("intra_op_threads") or 0) or max(1, ctx.system.info.cpu.cores // instances)
         input_name = benchmark.models[config["model"]].input_name
         backends = [create_backend(engine, backend=config["backend"], input_name=input_name, threads=threads)
                     for _ in range(instances)]
+        return benchmark, samples, backends
+
+    def _raw_throughput(self, ctx: Context, benchmark_name: str, config) -> float:
+        """ONNX Runtime alone: the same engine, batches, instances and threads, no LoadGen."""
+        benchmark, samples, backends = self._raw_backends(ctx, benchmark_name, config)
+        batch_size, instances = int(config["batch_size"]), len(backends)
+        data = np.stack([samples.load(i % len(samples)) for i in range(batch_size)])
         for backend in backends:
             backend.infer(data)   # warm-up
         done = [0] * instances
@@ -114,31 +162,62 @@ class Bench(Handler):
             worker.join()
         return sum(done) / (time.monotonic() - start)
 
-    def _harness_offline(self, ctx: Context, benchmark_name: str, raw: float) -> float:
-        run_ctx = _with(ctx, (Scenario.Offline,), min_duration=RUN_SECONDS * 1000, offline_expected_qps=raw)
-        record = self._run(run_ctx, benchmark_name, Scenario.Offline, "offline")
-        return float(record["metric"]["value"])
+    def _raw_latency(self, ctx: Context, benchmark_name: str, config, percentile: float) -> float:
+        """ONNX Runtime alone, one sample after the other as SingleStream issues them (gathered from memory,
+        inferred, postprocessed): the `percentile` of the per-sample latencies, in ms."""
+        benchmark, samples, backends = self._raw_backends(ctx, benchmark_name, config)
+        backend = backends[0]
+        data = np.stack([samples.load(i) for i in range(len(samples))])
+        backend.infer(data[[0]])   # warm-up
+        latencies: list[int] = []
+        stop = time.monotonic() + LATENCY_SECONDS
+        for index in itertools.cycle(range(len(data))):
+            if time.monotonic() >= stop:
+                break
+            began = time.perf_counter_ns()
+            benchmark.postprocess(config["model"], backend.infer(data[[index]]))
+            latencies.append(time.perf_counter_ns() - began)
+        return percentile_of(latencies, percentile) / 1e6
 
-    # -- (c) ---------------------------------------------------------------------------------------
-    def _server_search(self, ctx: Context, benchmark_name: str, upper: float) -> tuple[float, tuple | None]:
-        """Bisect the target QPS between 0 and the raw throughput; VALID runs move the floor up.
-        Returns the best VALID rate and (rate, reasons) of the lowest INVALID one."""
-        low, high, best, lowest_invalid = 0.0, upper, 0.0, None
-        for step in range(5):
-            qps = round((low + high) / 2, 1)
-            # LoadGen's early stopping needs about 460 queries within the bound to rate a p99 VALID.
-            run_ctx = _with(ctx, (Scenario.Server,), min_duration=RUN_SECONDS * 1000, min_query_count=500,
-                            server_target_qps=qps)
-            record = self._run(run_ctx, benchmark_name, Scenario.Server, f"server-{step}-{qps:g}")
-            valid = bool(record.get("valid"))
-            self.ctx.log(f"Server at {qps:g} QPS: {'VALID' if valid else 'INVALID'}")
-            if valid:
-                low, best = qps, qps
-            else:
-                high, lowest_invalid = qps, (qps, record.get("reasons") or [record.get("error", "")])
-        return best, lowest_invalid
+    # -- through the harness -----------------------------------------------------------------------
+    def _harness_offline(self, ctx: Context, benchmark_name: str, expected: float, name: str) -> float:
+        """Offline samples/s through the harness in a run of about RUN_SECONDS; run again, sized from what was
+        measured, when `expected` was so low that the query ended sooner."""
+        folder = self.ctx.paths.log_dir / "bench"
+        outcome = self._short(ctx, benchmark_name, Scenario.Offline, folder / name, offline_expected_qps=expected)
+        if not outcome.valid and outcome.throughput and outcome.throughput > expected:
+            outcome = self._short(ctx, benchmark_name, Scenario.Offline, folder / f"{name}-resized",
+                                  offline_expected_qps=round_sig(outcome.throughput * 1.1))
+        if not outcome.throughput:
+            raise UserError(f"The Offline run in {outcome.run_dir} gave no throughput: {outcome.reason}", exit_code=1)
+        return outcome.throughput
 
-    def _run(self, ctx: Context, benchmark_name: str, scenario: Scenario, name: str) -> dict:
-        log_dir = self.ctx.paths.log_dir / "bench" / name
-        spec = plan_test(ctx, benchmark_name, scenario, TestMode.PerformanceOnly, log_dir=log_dir, purpose="bench")
-        return run_test(spec, ctx.paths.repo, log=lambda _: None)
+    def _harness_singlestream(self, ctx: Context, benchmark_name: str, expected_ms: float) -> float:
+        """The SingleStream latency percentile LoadGen judges, in ms, through the harness (a short run sized on
+        the raw latency, so that it does not run out of queries)."""
+        outcome = self._short(ctx, benchmark_name, Scenario.SingleStream, self.ctx.paths.log_dir / "bench" /
+                              "singlestream", single_stream_expected_latency_ns=max(1, int(expected_ms * 1e6)))
+        if outcome.latency_ns is None:
+            raise UserError(f"The SingleStream run in {outcome.run_dir} gave no latency: {outcome.reason}",
+                            exit_code=1)
+        return outcome.latency_ns / 1e6
+
+    def _server_peak(self, ctx: Context, benchmark_name: str, precision: str, offline: float) -> SearchResult:
+        """The highest Server target QPS LoadGen rates VALID in short runs, from half the Offline throughput up to
+        at most all of it."""
+        folder = self.ctx.paths.log_dir / "bench" / f"server-{precision}"
+        numbers = itertools.count(1)
+        self.ctx.log(f"Server {precision}: highest VALID target QPS, from {round_sig(offline * GOALS['server']):g}")
+
+        def trial(qps: float) -> Outcome:
+            return self._short(ctx, benchmark_name, Scenario.Server, folder / f"trial-{next(numbers):02d}-{qps:g}qps",
+                               server_target_qps=qps)
+        return find_highest(trial, offline * GOALS["server"], tolerance=SERVER_TOLERANCE, latency_margin=0.0,
+                            ceiling=round_sig(offline), max_trials=SERVER_MAX_TRIALS, unit=lambda v: f"{v:g} QPS",
+                            log=self.ctx.log)
+
+    def _short(self, ctx: Context, benchmark_name: str, scenario: Scenario, run_dir, **fields) -> Outcome:
+        """One short run (trials.SHORT_RUNS; Offline lasts RUN_SECONDS) with `fields` set."""
+        if scenario is Scenario.Offline:
+            fields = {"min_duration": RUN_SECONDS * 1000, **fields}
+        return run_once(ctx, benchmark_name, scenario, run_dir, fields, short=True, source=BENCH_SOURCE)

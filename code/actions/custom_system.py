@@ -50,7 +50,7 @@ def render_config_class(system_id: str, parent: type, scenario: Scenario) -> str
     inherited = class_values(parent)
     backend = inherited.get("backend", FIELDS["backend"].default)
     applicable = [f for f in FIELDS.values() if f.applies_to(scenario, backend)]
-    lines = ["", "", f"@register({system_id!r})", f"class {_class_name(system_id)}({parent.__name__}):",
+    lines = ["", "", f"@register({system_id!r})", f"class {class_name(system_id)}({parent.__name__}):",
              f'    """{system_id}, {scenario.value}: prefilled from {parent.__name__}; '
              f'uncomment a line to change it."""']
     for title, group in (("Required", [f for f in applicable if f.required]),
@@ -65,7 +65,12 @@ def render_config_class(system_id: str, parent: type, scenario: Scenario) -> str
     return "\n".join(lines) + "\n"
 
 
-def _class_name(system_id: str) -> str:
+def hardware_description(info: SystemInfo) -> str:
+    """The description a new system gets unless the user gives one."""
+    return f"{len(info.gpus)}x {info.gpus[0].name}" if info.gpus else f"{info.cpu.model}, {info.cpu.cores} cores"
+
+
+def class_name(system_id: str) -> str:
     name = re.sub(r"\W", "_", system_id)
     return f"System_{name}" if name[0].isdigit() or keyword.iskeyword(name) else name
 
@@ -79,8 +84,7 @@ class AddCustomSystem(Handler):
             raise UserError("add_custom_system asks questions, but there is no terminal. "
                             "Run it as: make add_custom_system RUN_ARGS=\"--system_id=ID --yes\"")
         system_id = ctx.args.system_id or derived_system_id(info)
-        description = (f"{len(info.gpus)}x {info.gpus[0].name}" if info.gpus
-                       else f"{info.cpu.model}, {info.cpu.cores} cores")
+        description = hardware_description(info)
         system_type = ctx.system.system_type
         if interactive:
             system_id = _ask("System id", system_id)
@@ -110,7 +114,7 @@ class AddCustomSystem(Handler):
         ctx.paths.custom_systems_file.write_text(render_custom_list((*CUSTOM_SYSTEMS, entry)))
         ctx.log(f"wrote {ctx.paths.custom_systems_file.relative_to(ctx.paths.repo)}")
         for path, parent, scenario in plan:
-            _append_config(path, system_id, parent, scenario)
+            append_config(path, system_id, parent, scenario)
             ctx.log(f"wrote {path.relative_to(ctx.paths.repo)}")
         ctx.log(f"Done. Tune the values in the files above, then check them with: "
                 f"make show_config RUN_ARGS=\"--system_name={system_id}\"")
@@ -125,7 +129,7 @@ class AddCustomSystem(Handler):
                             f"(code/common/systems/known.py or custom_list.py). Nothing was written.")
 
 
-def _append_config(path: Path, system_id: str, parent: type, scenario: Scenario) -> None:
+def append_config(path: Path, system_id: str, parent: type, scenario: Scenario) -> None:
     if not path.exists():
         header = ('"""Configs of custom systems for this scenario. Written by `make add_custom_system`; '
                   'edit freely."""\n'

@@ -1,0 +1,296 @@
+"""find_peak: per selected benchmark and scenario, the value of the setting that LoadGen sizes a run from, found
+with short runs, confirmed by one run of full rules length, and written into this system's custom config class.
+
+- Server, server_target_qps: the highest rate LoadGen rates VALID with the 99th percentile at most 90 % of the
+  latency bound (search.find_highest: bracket, halving, edges run twice, the majority decides a contradiction).
+- Offline, offline_expected_qps: LoadGen issues 1.1 x expected QPS x min_duration samples in its one query, so the
+  query lasts min_duration only when the expected QPS is at least the real throughput / 1.1. The value is the
+  measured samples/s x OFFLINE_MARGIN (search.settle).
+- SingleStream / MultiStream, *_expected_latency_ns: LoadGen pre-generates queries for 2 x min_duration at the
+  expected latency and ends the run early ("Ran out of generated queries", INVALID) when the real mean latency
+  is below half of it. The value is the percentile LoadGen judges (90th, 99th), at most LATENCY_MEAN_CAP x the
+  mean latency (search.settle).
+A confirming run that is INVALID is followed by one at a safer value (lower QPS or latency, higher expected
+Offline QPS), at most CONFIRM_ATTEMPTS runs; a value no full-length run rated VALID is never written.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import importlib.util
+import inspect
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from ..common.config_registry import ConfigKey, ConfigRegistry
+from ..common.constants import Scenario, TestMode, WorkloadSetting
+from ..common.errors import UserError
+from ..common.fields import FIELDS
+from ..common.systems import KnownSystem, all_known_systems
+from ..common.systems.custom_list import CUSTOM_SYSTEMS
+from ..common.tuning.config_edit import literal, set_class_field
+from ..common.tuning.search import (ConfirmResult, Outcome, SearchResult, confirm, find_highest, round_sig,
+                                    settle)
+from ..common.tuning.trials import RUN_LENGTH_FIELDS, SEARCHED_FIELD, SHORT_RUNS, run_once, with_fields
+from .base import Handler
+from .custom_system import append_config, class_name, hardware_description, render_custom_list, system_entry
+
+SERVER_TOLERANCE = 0.05          # the bracket is narrowed until its width is at most 5 % of its low end
+SERVER_LATENCY_MARGIN = 0.10     # a short run counts only with its p99 at most 90 % of the bound
+SERVER_MAX_TRIALS = 16
+SERVER_STEP_DOWN = 0.9           # a confirming run INVALID at x: the next one runs at 0.9 x
+OFFLINE_MARGIN = 1.1             # expected QPS = 1.1 x measured: the query lasts min_duration up to 21 % faster
+LATENCY_MEAN_CAP = 1.5           # expected latency <= 1.5 x mean: no running out up to 25 % faster
+LATENCY_STEP_DOWN = 0.8
+SETTLE_TOLERANCE = 0.05
+SETTLE_MAX_TRIALS = 4
+CONFIRM_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a value found for one benchmark and scenario goes."""
+
+    path: Path                       # configs/<benchmark>/<Scenario>/custom.py
+    class_name: str
+    parent: type | None = None       # the class is created from this parent first, as add_custom_system does
+    register: KnownSystem | None = None   # the system is registered in custom_list.py first
+    not_writable: str = ""           # why the value is printed instead of written
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """How one scenario's value is searched and confirmed."""
+
+    search: Callable[[Callable[[float], Outcome], float], SearchResult]
+    step: Callable[[float, Outcome], float | None]    # a safer value after an INVALID confirming run
+    unit: Callable[[float], str]
+    label: Callable[[float], str]                     # the value in a run folder's name
+
+
+def _qps(value: float) -> str:
+    return f"{value:g} QPS"
+
+
+def _ms(value: float) -> str:
+    return f"{value / 1e6:.3g} ms"
+
+
+def strategy(scenario: Scenario, log: Callable[[str], None]) -> Strategy:
+    if scenario is Scenario.Server:
+        return Strategy(
+            search=lambda trial, start: find_highest(trial, start, tolerance=SERVER_TOLERANCE,
+                                                     latency_margin=SERVER_LATENCY_MARGIN,
+                                                     max_trials=SERVER_MAX_TRIALS, unit=_qps, log=log),
+            step=lambda value, _: round_sig(value * SERVER_STEP_DOWN), unit=_qps, label=lambda v: f"{v:g}qps")
+    if scenario is Scenario.Offline:
+        def propose(outcome: Outcome) -> float | None:
+            return round_sig(outcome.throughput * OFFLINE_MARGIN) if outcome.throughput else None
+        return Strategy(
+            search=lambda trial, start: settle(trial, start, propose, safest=max, tolerance=SETTLE_TOLERANCE,
+                                               max_trials=SETTLE_MAX_TRIALS, unit=_qps, log=log),
+            step=lambda value, outcome: round_sig(max(value, outcome.throughput or 0) * OFFLINE_MARGIN),
+            unit=_qps, label=lambda v: f"{v:g}qps")
+
+    def propose_latency(outcome: Outcome) -> float | None:
+        if not outcome.latency_ns or not outcome.mean_latency_ns:
+            return None
+        return int(round_sig(min(outcome.latency_ns, outcome.mean_latency_ns * LATENCY_MEAN_CAP)))
+    return Strategy(
+        search=lambda trial, start: settle(trial, start, propose_latency, safest=min, tolerance=SETTLE_TOLERANCE,
+                                           max_trials=SETTLE_MAX_TRIALS, unit=_ms, log=log),
+        step=lambda value, outcome: int(round_sig(min(value * LATENCY_STEP_DOWN,
+                                                      propose_latency(outcome) or value))),
+        unit=_ms, label=lambda v: f"{v / 1e6:.3g}ms")
+
+
+@dataclass(frozen=True)
+class Found:
+    benchmark: str
+    scenario: Scenario
+    field: str
+    value: float | None
+    where: str          # what happened to it, in words
+
+
+class FindPeak(Handler):
+    def handle(self) -> int:
+        ctx = self.ctx
+        self._refuse_run_lengths()
+        pairs = ctx.selected()
+        if not pairs:
+            raise UserError("Nothing selected has a config: choose --benchmarks and --scenarios that do "
+                            "(make show_config lists them).")
+        targets = {pair: plan_target(ctx, *pair) for pair in pairs}   # every check before the first run
+        for benchmark, scenario in pairs:
+            self.preflight(benchmark, scenario)
+        for (benchmark, scenario), target in targets.items():
+            if target.not_writable:
+                ctx.log(f"Note: {benchmark} {scenario.value}: {target.not_writable}")
+        found = [self._find(benchmark, scenario, targets[(benchmark, scenario)]) for benchmark, scenario in pairs]
+        ctx.log("\nfind_peak:")
+        for item in found:
+            value = f"{item.field} = {literal(item.value)}" if item.value is not None \
+                else f"{item.field}: nothing confirmed"
+            ctx.log(f"  {item.benchmark} {item.scenario.value}: {value}; {item.where}")
+        return 0 if all(item.value is not None for item in found) else 1
+
+    def _refuse_run_lengths(self) -> None:
+        given = [f"--{name}" for name in RUN_LENGTH_FIELDS if name in self.ctx.args.overrides]
+        if self.ctx.args.test_run:
+            given.append("--test_run")
+        if given:
+            raise UserError(f"find_peak sets the length of its runs itself (short search runs, then one run of the "
+                            f"round's full length to confirm the value); drop {', '.join(given)} from RUN_ARGS.")
+
+    # -- runs (a test replaces these two) ------------------------------------------------------------------
+    def preflight(self, benchmark: str, scenario: Scenario) -> None:
+        """Everything a run needs (model, data, engine) is there: checked before the first run starts."""
+        from ..common.harness.runner import plan_test
+
+        folder = self.ctx.paths.find_peak_dir(self.ctx.system.system_id, benchmark, scenario,
+                                              root=self.ctx.paths.log_dir)   # named, not created
+        plan_test(with_fields(self.ctx, (scenario,), True, SHORT_RUNS[scenario]), benchmark, scenario,
+                  TestMode.PerformanceOnly, log_dir=folder / "preflight", purpose="bench")
+
+    def run_one(self, benchmark: str, scenario: Scenario, run_dir: Path, fields: Mapping[str, Any],
+                short: bool) -> Outcome:
+        return run_once(self.ctx, benchmark, scenario, run_dir, fields, short=short)
+
+    # -- one benchmark and scenario -------------------------------------------------------------------------
+    def _find(self, benchmark: str, scenario: Scenario, target: Target) -> Found:
+        ctx = self.ctx
+        config = ctx.resolve(benchmark, scenario)
+        field = SEARCHED_FIELD[scenario]
+        kind = FIELDS[field].type
+        plan = strategy(scenario, ctx.log)
+        folder = ctx.paths.find_peak_dir(ctx.system.system_id, benchmark, scenario)
+        numbers = {"trial": itertools.count(1), "confirm": itertools.count(1)}
+
+        def runner(kind_of_run: str) -> Callable[[float], Outcome]:
+            def run(value: float) -> Outcome:
+                name = f"{kind_of_run}-{next(numbers[kind_of_run]):02d}-{plan.label(value)}"
+                return self.run_one(benchmark, scenario, folder / name, {field: kind(value)},
+                                    short=kind_of_run == "trial")
+            return run
+
+        ctx.log(f"\n== {benchmark} {scenario.value}: {field}, from {plan.unit(config[field])} "
+                f"({config.sources[field]}); runs in {_shown(folder, ctx.paths.repo)}")
+        searched = plan.search(runner("trial"), float(config[field]))
+        ctx.log(f"  search: {searched.stopped}")
+        if searched.value is None:
+            return Found(benchmark, scenario, field, None, f"not written: {searched.stopped}")
+        minutes = ctx.rules.min_duration_ms / 60_000
+        ctx.log(f"  confirming {plan.unit(searched.value)} with one run of the round's full length "
+                f"(at least {minutes:g} minutes) ...")
+        confirmed = confirm(runner("confirm"), searched.value, plan.step, max_attempts=CONFIRM_ATTEMPTS,
+                            unit=plan.unit, log=ctx.log)
+        if confirmed.value is None:
+            return Found(benchmark, scenario, field, None, f"not written: {confirmed.stopped}")
+        value = kind(confirmed.value)
+        comment = provenance(ctx, config, field, confirmed)
+        if target.not_writable:
+            return Found(benchmark, scenario, field, value, f"not written ({target.not_writable})")
+        for line in write_value(ctx, target, benchmark, scenario, field, value, comment):
+            ctx.log(f"  {line}")
+        return Found(benchmark, scenario, field, value,
+                     f"written to {_shown(target.path, ctx.paths.repo)} (class {target.class_name})")
+
+
+def provenance(ctx, config, field: str, confirmed: ConfirmResult) -> list[str]:
+    """The comment above a written value: when, from which runs, with which command-line fields."""
+    repo = ctx.paths.repo
+    given = {k: v for k, v in ctx.args.overrides.items() if k != field and k in config.values}
+    fields = f", with {', '.join(f'{k}={v}' for k, v in sorted(given.items()))}" if given else ""
+    run = confirmed.steps[-1].outcome.run_dir
+    return [f"on {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}{fields}.",
+            "Confirmed VALID by the full-length run in", f"{_shown(Path(run), repo)};",
+            "found by the short runs trial-* beside it."]
+
+
+def _shown(path: Path, repo: Path) -> str:
+    return str(path.relative_to(repo)) if path.is_relative_to(repo) else str(path)
+
+
+# -- where the value goes ---------------------------------------------------------------------------------------
+def plan_target(ctx, benchmark: str, scenario: Scenario) -> Target:
+    """The custom.py class of this system for the selection; created from the nearest system's class (and the
+    system registered) when missing, as add_custom_system does."""
+    system_id, workload = ctx.system.system_id, ctx.args.workload
+    path = ctx.paths.custom_config_file(benchmark, scenario)
+    existing = ctx.registry.entries.get(ConfigKey(benchmark, scenario, system_id, workload))
+    if existing is not None:
+        source = Path(inspect.getsourcefile(existing) or "")
+        if source.resolve() != path.resolve():
+            return Target(path, existing.__name__, not_writable=(
+                f"the config of {system_id} is class {existing.__name__} in {_shown(source, ctx.paths.repo)}, "
+                f"a file of the project; find_peak writes only custom.py classes, so it prints the value to set "
+                f"there"))
+        return Target(path, existing.__name__)
+    if workload != WorkloadSetting():
+        raise UserError(f"{system_id} has no {workload.name} config class for {benchmark} {scenario.value} in "
+                        f"{_shown(path, ctx.paths.repo)}; find_peak creates only lwis_k_99_MaxP classes. Add one "
+                        f"registered for {workload.name} (see documentation/configs.md), then run it again.")
+    _, parent = ctx.registry.lookup(benchmark, scenario, ctx.system.candidates[1:], workload)
+    registered = system_id in {s.id for s in all_known_systems()}
+    entry = None if registered else system_entry(system_id, ctx.system.info, ctx.system.system_type,
+                                                 hardware_description(ctx.system.info))
+    return Target(path, class_name(system_id), parent=parent, register=entry)
+
+
+def write_value(ctx, target: Target, benchmark: str, scenario: Scenario, field: str, value: float | int,
+                comment: list[str]) -> list[str]:
+    """Write `field = value` into the target class (creating it first when needed), check that the registry
+    loads it with that value, and say what was written. On any failure both files are put back as they were."""
+    repo, system_id = ctx.paths.repo, ctx.system.system_id
+    files = [target.path] + ([ctx.paths.custom_systems_file] if target.register else [])
+    before = {path: path.read_text() if path.exists() else None for path in files}
+    said = []
+    try:
+        if target.register is not None and not _listed(ctx.paths.custom_systems_file, system_id):
+            ctx.paths.custom_systems_file.write_text(render_custom_list((*CUSTOM_SYSTEMS, target.register)))
+            said.append(f"this machine was not a registered system: registered it as {system_id} in "
+                        f"{_shown(ctx.paths.custom_systems_file, repo)}, as make add_custom_system does")
+        if target.parent is not None and not _has_class(target.path, target.class_name):
+            append_config(target.path, system_id, target.parent, scenario)
+            said.append(f"{system_id} had no custom {scenario.value} config: created class {target.class_name} "
+                        f"(prefilled from {target.parent.__name__}) in {_shown(target.path, repo)}")
+        target.path.write_text(set_class_field(target.path.read_text(), target.class_name, field, value, comment))
+        check_loads(target.path, ConfigKey(benchmark, scenario, system_id, ctx.args.workload), field, value)
+    except BaseException:
+        for path, text in before.items():
+            if text is None:
+                path.unlink(missing_ok=True)
+            else:
+                path.write_text(text)
+        raise
+    said.append(f"wrote {field} = {literal(value)} into class {target.class_name} of {_shown(target.path, repo)}; "
+                f"check it with: make show_config RUN_ARGS=\"--benchmarks={benchmark} --scenarios={scenario.value}\"")
+    return said
+
+
+def _listed(custom_list: Path, system_id: str) -> bool:
+    return custom_list.exists() and f"KnownSystem({system_id!r}," in custom_list.read_text()
+
+
+def _has_class(path: Path, name: str) -> bool:
+    return path.exists() and f"\nclass {name}(" in path.read_text()
+
+
+_checks = itertools.count(1)
+
+
+def check_loads(path: Path, key: ConfigKey, field: str, value: float | int) -> None:
+    """Load `path` as a new module (the one imported earlier in this process may be stale) into a registry of
+    its own, and check that `key` resolves `field` to `value`; UserError when not."""
+    spec = importlib.util.spec_from_file_location(f"_find_peak_check_{next(_checks)}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    registry = ConfigRegistry()
+    registry.add_module(module)
+    if key not in registry.entries:
+        raise UserError(f"{path} does not register a config for {key} after writing; it was put back.", exit_code=1)
+    resolved = registry.resolve(key.benchmark, key.scenario, [key.system_id], key.workload).values.get(field)
+    if resolved != value:
+        raise UserError(f"{path} gives {field} = {resolved!r} after writing {value!r}; it was put back.", exit_code=1)

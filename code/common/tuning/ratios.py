@@ -1,0 +1,49 @@
+"""The figures `make bench` reports: a measurement of the harness against a baseline measured in the same run,
+as a ratio (higher is better) with a goal, and the table they are printed in."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Figure:
+    label: str
+    value: float               # the harness's figure
+    baseline: float            # what it is measured against
+    unit: str                  # of both: "samples/s", "ms", "QPS"
+    goal: float                # the ratio to reach
+    higher_is_better: bool = True   # False (latencies): the ratio is baseline / value
+    baseline_unit: str = ""    # when the baseline's unit differs (Server QPS against Offline samples/s)
+
+    @property
+    def ratio(self) -> float:
+        numerator, denominator = (self.value, self.baseline) if self.higher_is_better else (self.baseline, self.value)
+        return numerator / denominator if denominator and math.isfinite(denominator) else float("nan")
+
+    @property
+    def meets(self) -> bool:
+        return self.ratio >= self.goal   # NaN never meets
+
+
+def amount(value: float, unit: str) -> str:
+    """A figure as people read it: 3.521 ms, 47.5 QPS, 1,234 samples/s."""
+    if not math.isfinite(value):
+        return f"- {unit}"
+    if unit == "ms":
+        return f"{value:.3f} ms"
+    return f"{value:,.1f} {unit}" if abs(value) < 100 else f"{value:,.0f} {unit}"
+
+
+def figure_table(figures: list[Figure]) -> list[str]:
+    """Lines of a table: figure, harness, baseline, ratio, goal, meets or BELOW."""
+    header = ("figure", "harness", "baseline", "ratio", "goal", "")
+    rows = [(f.label, amount(f.value, f.unit), amount(f.baseline, f.baseline_unit or f.unit),
+             f"{f.ratio:.3f}" if math.isfinite(f.ratio) else "-", f">= {f.goal:g}", "meets" if f.meets else "BELOW")
+            for f in figures]
+    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
+    align = ("<", ">", ">", ">", "<", "<")
+
+    def line(cells) -> str:
+        return "  ".join(f"{cell:{a}{w}}" for cell, a, w in zip(cells, align, widths)).rstrip()
+    return [line(header), line(["-" * w for w in widths]), *(line(row) for row in rows)]

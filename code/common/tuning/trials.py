@@ -1,0 +1,88 @@
+"""The LoadGen runs a search is made of: one performance test with some config fields set, read back as an Outcome.
+
+Every run here is planned with purpose "bench", so staging never takes it for a result, and goes into the run
+folder it is given. A short run sets its own min_duration and min_query_count (SHORT_RUNS) and is marked a test
+run; a full-length run sets neither, so LoadGen applies the round's mlperf.conf (600 s, its query counts).
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from ..constants import Scenario, TestMode
+from ..errors import UserError
+from ..harness.early_stopping import scenario_min_queries
+from ..harness.loadgen_log import read_detail
+from ..harness.runner import plan_test, run_test
+from .search import Outcome
+
+# LoadGen's Server early stopping needs 459 queries within the bound (0.99^459 < 1 - 0.99) to rate a p99
+# VALID; 500 leaves a few over-bound queries room.
+SERVER_SHORT_QUERIES = 500
+SHORT_SECONDS = {Scenario.Offline: 10, Scenario.Server: 15, Scenario.SingleStream: 10, Scenario.MultiStream: 10}
+# What a short run sets, per scenario: SingleStream and MultiStream get the fewest queries early stopping accepts
+# for their percentile (64, 662); Offline ends on its one query (min_query_count is its samples).
+SHORT_RUNS: Mapping[Scenario, Mapping[str, int]] = MappingProxyType({
+    scenario: MappingProxyType({"min_duration": SHORT_SECONDS[scenario] * 1000,
+                                "min_query_count": SERVER_SHORT_QUERIES if scenario is Scenario.Server
+                                else scenario_min_queries(scenario) or 1})
+    for scenario in Scenario})
+# The fields a search moves, per scenario.
+SEARCHED_FIELD = MappingProxyType({
+    Scenario.Server: "server_target_qps", Scenario.Offline: "offline_expected_qps",
+    Scenario.SingleStream: "single_stream_expected_latency_ns",
+    Scenario.MultiStream: "multi_stream_expected_latency_ns"})
+FIND_PEAK_SOURCE = "make find_peak"   # the source its records give the settings a search chooses
+# Fields a search sets itself: the user may not set them for it.
+RUN_LENGTH_FIELDS = ("min_duration", "min_query_count")
+
+
+def with_fields(ctx, scenarios: tuple[Scenario, ...], test_run: bool, fields: Mapping[str, Any],
+                source: str = FIND_PEAK_SOURCE):
+    """A copy of the action context that selects `scenarios` and sets `fields` over the command line's, recorded
+    as filled in by `source`."""
+    args = ctx.args.fill_in(source, fields, scenarios=scenarios, test_run=test_run)
+    return dataclasses.replace(ctx, args=args, _registry=None)
+
+
+def run_once(ctx, benchmark: str, scenario: Scenario, run_dir: Path, fields: Mapping[str, Any],
+             short: bool = True, source: str = FIND_PEAK_SOURCE) -> Outcome:
+    """One PerformanceOnly test with `fields` set, short (SHORT_RUNS, unless `fields` set the length) or at full
+    length, into `run_dir`. A run that did not complete (the harness failed) stops the search: a UserError naming
+    the folder."""
+    run_fields = {**(SHORT_RUNS[scenario] if short else {}), **fields}
+    run_ctx = with_fields(ctx, (scenario,), short, run_fields, source)
+    spec = plan_test(run_ctx, benchmark, scenario, TestMode.PerformanceOnly, log_dir=run_dir, purpose="bench")
+    record = run_test(spec, ctx.paths.repo, log=lambda _: None)
+    if not record.completed:
+        raise UserError(f"The {benchmark} {scenario.value} run in {run_dir} did not complete ({record.status}: "
+                        f"{record.error}); see harness_error.txt there. The search stopped.", exit_code=1)
+    return outcome_of(Path(record.log_dir), bool(record.valid), record.reasons)
+
+
+def outcome_of(run_dir: Path, valid: bool, reasons: tuple[str, ...] | list[str] = ()) -> Outcome:
+    """What the search needs of a completed run, from LoadGen's detail log in `run_dir`."""
+    log = read_detail(run_dir)
+    v = log.values
+    scenario = log.scenario
+    percentile = float(v.get("effective_target_latency_percentile") or 0) or None
+    latency = v.get(f"result_{percentile * 100:.2f}_percentile_latency_ns") if percentile else None
+    throughput = v.get("result_samples_per_second" if scenario is Scenario.Offline
+                       else "result_completed_samples_per_sec")
+    mean = v.get("result_mean_latency_ns")
+    causes = [r for r in reasons if not r.startswith("This was a test run")]
+    return Outcome(
+        valid=valid,
+        latency_ns=float(latency) if latency is not None and scenario is not Scenario.Offline else None,
+        percentile=percentile if scenario is not Scenario.Offline else None,
+        bound_ns=float(v.get("effective_target_latency_ns") or 0) or None if scenario is Scenario.Server else None,
+        mean_latency_ns=float(mean) if mean is not None and scenario is not Scenario.Offline else None,
+        throughput=float(throughput) if throughput is not None else None,
+        reason=_short(causes[0]) if causes and not valid else "",
+        run_dir=str(run_dir))
+
+
+def _short(reason: str, limit: int = 140) -> str:
+    return reason if len(reason) <= limit else reason[:limit - 3].rstrip() + "..."

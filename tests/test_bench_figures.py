@@ -1,0 +1,37 @@
+"""make bench's figures: ratios (latencies inverted so that higher is better), goals and the printed table."""
+import math
+
+from code.actions.bench import percentile_of
+from code.common.tuning.ratios import Figure, amount, figure_table
+
+
+def test_ratio_and_goal():
+    throughput = Figure("(b) Offline", 970.0, 1000.0, "samples/s", 0.97)
+    assert throughput.ratio == 0.97 and throughput.meets
+    latency = Figure("(c) SingleStream p90", 4.0, 3.0, "ms", 0.97, higher_is_better=False)
+    assert latency.ratio == 0.75 and not latency.meets      # raw 3 ms / harness 4 ms
+    server = Figure("(d) Server", 0.0, 500.0, "QPS", 0.5, baseline_unit="samples/s")
+    assert server.ratio == 0.0 and not server.meets
+    assert math.isnan(Figure("x", 1.0, 0.0, "ms", 0.5).ratio) and not Figure("x", 1.0, 0.0, "ms", 0.5).meets
+
+
+def test_table_has_one_aligned_row_per_figure():
+    lines = figure_table([
+        Figure("(a) overhead", 45_000.0, 50_000.0, "samples/s", 0.8),
+        Figure("(c) SingleStream p90 latency: raw / harness", 3.61, 3.52, "ms", 0.97, higher_is_better=False),
+        Figure("(d) int8 Server vs Offline", 120.0, 480.0, "QPS", 0.5, baseline_unit="samples/s"),
+    ])
+    assert lines[0].split() == ["figure", "harness", "baseline", "ratio", "goal"]
+    assert set(lines[1].replace(" ", "")) == {"-"}
+    a, c, d = lines[2:]
+    assert "45,000 samples/s" in a and "50,000 samples/s" in a and "0.900" in a and ">= 0.8" in a and "meets" in a
+    assert "3.610 ms" in c and "3.520 ms" in c and "0.975" in c and c.endswith("meets")
+    assert "120 QPS" in d and "480 samples/s" in d and "0.250" in d and d.endswith("BELOW")
+    assert len({line.index(">=") for line in lines[2:]}) == 1      # the goal column lines up
+
+
+def test_amounts_and_loadgen_percentile():
+    assert amount(47.25, "QPS") == "47.2 QPS" and amount(1234.4, "samples/s") == "1,234 samples/s"
+    assert amount(float("nan"), "ms") == "- ms"
+    assert percentile_of(list(range(1, 11)), 0.9) == 10.0    # sorted[int(10 x 0.9)], as LoadGen's results.cc
+    assert percentile_of([5], 0.9) == 5.0
