@@ -197,6 +197,20 @@ def test_early_stopping_says_how_many_queries_loadgen_wants(tmp_path):
                                "min_query_count).",)
 
 
+def test_early_stopping_that_wants_more_queries_within_the_bound_says_the_load_is_too_high(tmp_path):
+    """LoadGen's other wording (results.cc): enough queries ran, but too many were over the latency."""
+    write_detail(tmp_path, {"effective_scenario": "Server", "result_validity": "INVALID",
+                            "result_min_duration_met": True, "early_stopping_met": False, "result_query_count": 500,
+                            "early_stopping_result": " * Run unsuccessful.  * Processed 500 queries.  * Would need "
+                                                     "to run at least 338 more queries,  with the run being "
+                                                     "successful if every additional  query were under latency.",
+                            "effective_min_duration_ms": 15000})
+    verdict = explain(read_detail(tmp_path), {}, test_run=False)
+    assert verdict.reasons == ("Early stopping could not bound the latency percentile: too many of the 500 queries "
+                               "were over the latency bound, and LoadGen would need 338 more, every one within it. "
+                               "Lower the load (target QPS) or the latency, or run longer.",)
+
+
 def test_offline_progress_moves_batch_by_batch_within_a_work_item():
     """An Offline work item holds several batches, completed to LoadGen together: the progress count (inferred)
     moves after each batch, so the line is not stuck at 0 for the first item."""

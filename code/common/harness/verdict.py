@@ -96,11 +96,17 @@ def explain(log: LoadGenLog, fields: Mapping[str, Any], test_run: bool) -> Verdi
         reasons.append(f"Only {v.get('result_query_count', '?')} queries ran, fewer than the "
                        f"{v.get('effective_min_query_count', '?')} required: raise the target or min_duration.")
     if not _yes(v.get("early_stopping_met", True)):
-        needed = re.search(r"at least (\d+) (?:total |more )?queries", str(v.get("early_stopping_result", "")))
-        count = f" ({v.get('result_query_count', '?')} ran, LoadGen asks for at least {needed.group(1)})" \
-            if needed else ""
-        reasons.append(f"Early stopping could not bound the latency percentile with this many queries{count}: "
-                       f"run longer (a higher min_duration or min_query_count).")
+        needed = re.search(r"at least (\d+) (total |more )?queries", str(v.get("early_stopping_result", "")))
+        ran = v.get("result_query_count", "?")
+        if needed and needed.group(2) == "more ":
+            # Too many queries over the latency: more queries help only if they all come in under it.
+            reasons.append(f"Early stopping could not bound the latency percentile: too many of the {ran} queries "
+                           f"were over the latency bound, and LoadGen would need {needed.group(1)} more, every one "
+                           f"within it. Lower the load (target QPS) or the latency, or run longer.")
+        else:
+            count = f" ({ran} ran, LoadGen asks for at least {needed.group(1)})" if needed else ""
+            reasons.append(f"Early stopping could not bound the latency percentile with this many queries{count}: "
+                           f"run longer (a higher min_duration or min_query_count).")
     for error in log.errors:
         if "Ran out of generated queries" not in error:
             reasons.append(f"LoadGen reported an error: {error}")
