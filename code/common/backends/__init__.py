@@ -11,7 +11,12 @@ from .base import Backend, NullBackend
 
 BACKENDS = ("onnxruntime", "tensorrt")
 
-__all__ = ["BACKENDS", "Backend", "NullBackend", "create_backend"]
+__all__ = ["BACKENDS", "Backend", "NullBackend", "create_backend", "threads_per_instance"]
+
+
+def threads_per_instance(fields, cpu_cores: int) -> int:
+    """Intra-op threads of each backend instance: `intra_op_threads`, or when 0 the cores shared out evenly."""
+    return int(fields.get("intra_op_threads") or 0) or max(1, cpu_cores // int(fields["instances"]))
 
 
 def create_backend(engine_path: Path, *, backend: str, input_name: str, threads: int,

@@ -60,11 +60,11 @@ def _instances(spec: RunSpec, benchmark) -> list:
     """One inference callable per backend instance, each warmed up on the batch sizes it will see."""
     import numpy as np
 
-    from ..backends import create_backend
+    from ..backends import create_backend, threads_per_instance
 
     fields = spec.fields
     count, batch_size = int(fields["instances"]), int(fields["batch_size"])
-    threads = int(fields.get("intra_op_threads") or 0) or max(1, spec.cpu_cores // count)
+    threads = threads_per_instance(fields, spec.cpu_cores)
     model_spec = benchmark.models[spec.model]
     backends = [create_backend(Path(spec.engine), backend=fields["backend"], input_name=model_spec.input_name,
                                threads=threads, device=spec.engine_manifest.get("device", "cpu"))
