@@ -74,6 +74,36 @@ def test_valid_over_the_latency_margin_is_not_accepted():
     assert result.value <= 100
 
 
+def test_a_short_run_invalid_by_early_stopping_alone_is_judged_on_its_percentile():
+    """500 queries leave early stopping little room: a few cold-start outliers fail it although the 99th
+    percentile is well within the bound. The search judges such a short run on the percentile (the full-length
+    confirmation, with the round's query count, is LoadGen's verdict as it is)."""
+    within = Outcome(valid=False, latency_ns=9e6, percentile=0.99, bound_ns=BOUND, early_stopping_only=True)
+    assert within.accepted(0.1)
+    assert not Outcome(valid=False, latency_ns=14e6, percentile=0.99, bound_ns=BOUND,
+                       early_stopping_only=True).accepted(0.1)          # over the margin
+    assert not Outcome(valid=False, latency_ns=9e6, percentile=0.99, bound_ns=BOUND).accepted(0.1)
+    lines: list[str] = []
+    result = find_highest(lambda v: within if v <= 40 else Outcome(valid=False, latency_ns=2 * BOUND,
+                                                                     percentile=0.99, bound_ns=BOUND),
+                          20.0, tolerance=0.05, latency_margin=0.1, log=lines.append)
+    assert 38 <= result.value <= 40 and "INVALID by early stopping alone" in lines[0]
+
+
+def test_early_stopping_alone_is_read_from_loadgens_verdicts(tmp_path):
+    from code.common.tuning.trials import outcome_of
+    from tests.synthetic_logs import write_detail
+
+    base = {"effective_scenario": "Server", "result_validity": "INVALID", "effective_target_latency_ns": 15_000_000,
+            "effective_target_latency_percentile": 0.99, "result_99.00_percentile_latency_ns": 9_000_000,
+            "result_perf_constraints_met": True, "result_min_duration_met": True, "result_min_queries_met": True,
+            "early_stopping_met": False}
+    write_detail(tmp_path, base)
+    assert outcome_of(tmp_path, valid=False).early_stopping_only
+    write_detail(tmp_path, {**base, "result_perf_constraints_met": False})
+    assert not outcome_of(tmp_path, valid=False).early_stopping_only
+
+
 def test_a_lucky_run_above_the_peak_is_overturned_by_the_edge_retest():
     trial = Recorder(server(100.0), flips={110.0: 1})   # 110 QPS passes once by luck
     lines: list[str] = []

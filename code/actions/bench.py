@@ -224,9 +224,10 @@ class Bench(Handler):
         numbers = itertools.count(1)
         self.ctx.log(f"Server {precision}: highest VALID target QPS, from {round_sig(offline * GOALS['server']):g}")
 
-        def trial(qps: float) -> Outcome:
-            return self._short(ctx, benchmark_name, Scenario.Server, folder / f"trial-{next(numbers):02d}-{qps:g}qps",
-                               server_target_qps=qps)
+        def trial(qps: float) -> Outcome:   # the figure is LoadGen's VALID: early stopping counts here
+            outcome = self._short(ctx, benchmark_name, Scenario.Server,
+                                  folder / f"trial-{next(numbers):02d}-{qps:g}qps", server_target_qps=qps)
+            return dataclasses.replace(outcome, early_stopping_only=False)
         return find_highest(trial, offline * GOALS["server"], tolerance=SERVER_TOLERANCE, latency_margin=0.0,
                             ceiling=round_sig(offline), max_trials=SERVER_MAX_TRIALS, unit=lambda v: f"{v:g} QPS",
                             log=self.ctx.log)

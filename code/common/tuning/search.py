@@ -35,10 +35,16 @@ class Outcome:
     throughput: float | None = None        # samples/s
     reason: str = ""                       # why INVALID, in a few words
     run_dir: str = ""
+    # INVALID only because LoadGen's early stopping could not bound the percentile from this few queries: every
+    # other constraint (the latency percentile within its bound, duration, query count) was met. A short run's
+    # verdict on the latency then comes from the percentile itself; the full-length confirmation, with the round's
+    # query count, is judged by LoadGen as it is.
+    early_stopping_only: bool = False
 
     def accepted(self, latency_margin: float = 0.0) -> bool:
-        """VALID, and within (1 - latency_margin) x the latency bound where there is one."""
-        if not self.valid:
+        """VALID (or INVALID by early stopping alone), and within (1 - latency_margin) x the latency bound where
+        there is one."""
+        if not (self.valid or (self.early_stopping_only and self.bound_ns and self.latency_ns is not None)):
             return False
         return self.bound_ns is None or self.latency_ns is None or \
             self.latency_ns <= self.bound_ns * (1 - latency_margin)
@@ -92,7 +98,7 @@ def round_sig(value: float, digits: int = 3) -> float:
 
 def _verdict(outcome: Outcome, accepted: bool) -> str:
     if accepted:
-        return "VALID"
+        return "VALID" if outcome.valid else "accepted (INVALID by early stopping alone, percentile within)"
     return "VALID, over the margin" if outcome.valid else "INVALID"
 
 

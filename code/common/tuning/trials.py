@@ -29,6 +29,9 @@ SHORT_RUNS: Mapping[Scenario, Mapping[str, int]] = MappingProxyType({
                                 "min_query_count": SERVER_SHORT_QUERIES if scenario is Scenario.Server
                                 else scenario_min_queries(scenario) or 1})
     for scenario in Scenario})
+# LoadGen's verdicts besides early stopping (results.cc); all true and early stopping false: INVALID by early
+# stopping alone.
+MET_OTHERWISE = ("result_perf_constraints_met", "result_min_duration_met", "result_min_queries_met")
 # The fields a search moves, per scenario.
 SEARCHED_FIELD = MappingProxyType({
     Scenario.Server: "server_target_qps", Scenario.Offline: "offline_expected_qps",
@@ -81,7 +84,9 @@ def outcome_of(run_dir: Path, valid: bool, reasons: tuple[str, ...] | list[str] 
         mean_latency_ns=float(mean) if mean is not None and scenario is not Scenario.Offline else None,
         throughput=float(throughput) if throughput is not None else None,
         reason=_short(causes[0]) if causes and not valid else "",
-        run_dir=str(run_dir))
+        run_dir=str(run_dir),
+        early_stopping_only=not valid and not log.errors and v.get("early_stopping_met") is False
+        and all(v.get(key) is True for key in MET_OTHERWISE))
 
 
 def _short(reason: str, limit: int = 140) -> str:
