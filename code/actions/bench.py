@@ -131,7 +131,7 @@ class Bench(Handler):
 
     # -- (a) ---------------------------------------------------------------------------------------
     def _probe(self, kind: str, config) -> float:
-        outdir = self.ctx.paths.log_dir / "bench" / f"overhead-{kind}"
+        outdir = self.ctx.paths.bench_dir / f"overhead-{kind}"
         command = [sys.executable, "-m", "code.common.harness.overhead", kind, str(outdir), str(PROBE_SECONDS),
                    str(config["batch_size"]), str(config["instances"])]
         done = subprocess.run(command, cwd=self.ctx.paths.repo, capture_output=True, text=True, check=True)
@@ -198,7 +198,7 @@ class Bench(Handler):
     def _harness_offline(self, ctx: Context, benchmark_name: str, expected: float, name: str) -> float:
         """Offline samples/s through the harness in a run of about RUN_SECONDS; run again, sized from what was
         measured, when `expected` was so low that the query ended sooner."""
-        folder = self.ctx.paths.log_dir / "bench"
+        folder = self.ctx.paths.bench_dir
         outcome = self._short(ctx, benchmark_name, Scenario.Offline, folder / name, offline_expected_qps=expected)
         if not outcome.valid and outcome.throughput and outcome.throughput > expected:
             outcome = self._short(ctx, benchmark_name, Scenario.Offline, folder / f"{name}-resized",
@@ -210,7 +210,7 @@ class Bench(Handler):
     def _harness_singlestream(self, ctx: Context, benchmark_name: str, expected_ms: float) -> float:
         """The SingleStream latency percentile LoadGen judges, in ms, through the harness (a short run sized on
         the raw latency, so that it does not run out of queries)."""
-        outcome = self._short(ctx, benchmark_name, Scenario.SingleStream, self.ctx.paths.log_dir / "bench" /
+        outcome = self._short(ctx, benchmark_name, Scenario.SingleStream, self.ctx.paths.bench_dir /
                               "singlestream", single_stream_expected_latency_ns=max(1, int(expected_ms * 1e6)))
         if outcome.latency_ns is None:
             raise UserError(f"The SingleStream run in {outcome.run_dir} gave no latency: {outcome.reason}",
@@ -220,7 +220,7 @@ class Bench(Handler):
     def _server_peak(self, ctx: Context, benchmark_name: str, precision: str, offline: float) -> SearchResult:
         """The highest Server target QPS LoadGen rates VALID in short runs, from half the Offline throughput up to
         at most all of it."""
-        folder = self.ctx.paths.log_dir / "bench" / f"server-{precision}"
+        folder = self.ctx.paths.bench_dir / f"server-{precision}"
         numbers = itertools.count(1)
         self.ctx.log(f"Server {precision}: highest VALID target QPS, from {round_sig(offline * GOALS['server']):g}")
 

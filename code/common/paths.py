@@ -132,6 +132,11 @@ class Paths:
         a plan passes `log_dir` to name the folder without creating LOG_DIR."""
         return (root or self.claimed_log_dir) / system_id / benchmark / scenario.value / test_mode.value
 
+    @property
+    def bench_dir(self) -> Path:
+        """Where `make bench` puts its runs (purpose "bench", never staged), in this invocation's own LOG_DIR."""
+        return self.claimed_log_dir / "bench"
+
     def find_peak_dir(self, system_id: str, benchmark: str, scenario: Scenario, root: Path | None = None) -> Path:
         """Where `make find_peak` puts the runs of one benchmark and scenario: one folder per run, `trial-NN-<value>`
         (short) and `confirm-NN-<value>` (full length), all of purpose "bench", never staged. `root` as for
