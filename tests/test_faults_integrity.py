@@ -26,6 +26,7 @@ from code.common.submission.export import export_tree
 from code.common.submission.measurements import readme
 from code.common.submission.runs import Choice
 from code.common.submission.staging import stage_scenario
+from code.common.submission.truncate import truncated_text
 from code.common.submission.truncate import truncate_tree
 from code.resnet50.models import facts
 from tests.run_records import make_record, resolved_config
@@ -82,7 +83,7 @@ def integrity_errors(paths: Paths, with_folders: bool = True) -> list[str]:
 
 def test_the_chain_tree_passes_every_integrity_check(chain):
     cut = scenario(chain) / "accuracy" / "mlperf_log_accuracy.json"
-    assert len(cut.read_text()) == 2 * RULES.accuracy_log_keep_chars + 3   # truncate_results did cut it
+    assert len(cut.read_text()) == 2 * RULES.accuracy_log_keep_chars + 7   # truncate_results did cut it
     assert not (scenario(chain) / PROVENANCE).exists()                     # provenance stays in staging
     report = check_submission(chain.submission, RULES, paths=chain)
     assert report.findings == (), report.text()
@@ -143,7 +144,7 @@ def test_swapped_backup_and_log_fail_the_check(chain):
     offline = Path("open") / ORG / "results" / SYSTEM / "resnet" / "Offline" / "accuracy"
     (chain.full_results / offline / "mlperf_log_accuracy.json").write_text(text)
     (chain.submission / offline / "mlperf_log_accuracy.json").write_text(
-        text[:RULES.accuracy_log_keep_chars] + "..." + text[-RULES.accuracy_log_keep_chars:])
+        truncated_text(text, RULES.accuracy_log_keep_chars))
     txt = chain.submission / offline / "accuracy.txt"
     txt.write_text(f"accuracy=100.000%, good=20, total=20\nhash={hashlib.sha256(text.encode()).hexdigest()}\n")
     [error] = integrity_errors(chain)

@@ -54,7 +54,7 @@ def test_truncate_hash_sizes_backup_and_second_run(tmp_path: Path) -> None:
     for folder, original in originals.items():
         cut = (folder / "mlperf_log_accuracy.json").read_text()
         text = original.decode()
-        assert cut == text[:keep] + "..." + text[-keep:] and len(cut) == 2 * keep + 3
+        assert cut == text[:keep] + "\n\n...\n\n" + text[-keep:] and len(cut) == 2 * keep + 7
         assert len(cut.encode()) <= RULES.accuracy_log_max_bytes
         lines = (folder / "accuracy.txt").read_text().splitlines()
         assert lines == ["accuracy=76.456%, good=38228, total=50000", f"hash={hashlib.sha256(original).hexdigest()}"]
@@ -88,7 +88,7 @@ def test_truncate_finishes_an_interrupted_run(tmp_path: Path) -> None:
     (folder / "accuracy.txt").write_text(f"accuracy=76.456%\nhash={digest}\n")  # crash before the cut
     report = truncate_tree(root, backup, RULES, Log())
     assert folder in report.truncated
-    assert len((folder / "mlperf_log_accuracy.json").read_text()) == 2 * RULES.accuracy_log_keep_chars + 3
+    assert len((folder / "mlperf_log_accuracy.json").read_text()) == 2 * RULES.accuracy_log_keep_chars + 7
 
 
 # -- export --------------------------------------------------------------------------------------
@@ -262,3 +262,25 @@ def test_official_checker_needs_a_checkout(tmp_path: Path) -> None:
     (tmp_path / "submission/open/ACME/results").mkdir(parents=True)
     with pytest.raises(UserError, match="not a checkout of the MLCommons inference repository"):
         run_official_checker(tmp_path, tmp_path / "submission", "v6.1", tmp_path / "out", Log())
+
+
+@pytest.mark.parametrize("size", [100, 4096, 6000, 20_000])
+def test_truncation_is_byte_for_byte_the_official_scripts(tmp_path: Path, size: int) -> None:
+    """Against tools/submission/truncate_accuracy_log.py's truncate_file, when MLPERF_INFERENCE_DIR is a checkout."""
+    import importlib.util
+
+    from code.common.submission.truncate import truncated_text
+    from tests.official_tools import inference_dir
+
+    checkout = inference_dir()
+    if checkout is None:
+        pytest.skip("set MLPERF_INFERENCE_DIR to an MLCommons inference checkout to compare with its truncation")
+    spec = importlib.util.spec_from_file_location(
+        "official_truncate", checkout / "tools" / "submission" / "truncate_accuracy_log.py")
+    official = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(official)
+    text = "".join(f'{{ "seq_id" : {i}, "qsl_idx" : {i % 50}, "data" : "{i:016X}" }},\n' for i in range(size))[:size]
+    log = tmp_path / "mlperf_log_accuracy.json"
+    log.write_text(text)
+    official.truncate_file(str(log))
+    assert truncated_text(text, RULES.accuracy_log_keep_chars) == log.read_text()

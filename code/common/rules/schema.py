@@ -95,7 +95,7 @@ class RulesRound:
     benchmarks: Mapping[str, BenchmarkRules]
     compliance_tests: Mapping[str, ComplianceTest]
     all_models: tuple[str, ...]                     # every model name the round accepts
-    accuracy_log_keep_chars: int = 4000             # truncation keeps this many characters at each end
+    accuracy_log_keep_chars: int = 4096             # truncation keeps this many characters at each end (VIEWABLE_SIZE)
     accuracy_log_max_bytes: int = 10240             # truncated accuracy json may be at most this big
     system_json_fields: tuple[str, ...] = field(default_factory=tuple)
     # Fields of systems/<system>.json the checker requires a truthy value for ("0" passes, 0 and "" do not).

@@ -31,7 +31,7 @@ from ..harness.loadgen_log import ACCURACY, DETAIL, SUMMARY, LoadGenLog, read_de
 from ..harness.metadata import RunRecord
 from ..paths import Paths
 from .checker_rules import ERROR, WARNING, ScenarioContext
-from .truncate import ACCURACY_TXT, HASH_LINE, truncated_text
+from .truncate import ACCURACY_TXT, HASH_LINE, has_truncated_shape, truncated_text
 
 PROVENANCE = ".provenance.json"   # in a staged scenario folder: what its accuracy run was run with
 EDITED = "the logs disagree: the tree was edited after the run"
@@ -208,9 +208,8 @@ class AccuracyCheck:
     def _looks_cut(self) -> bool:
         """Whether the log has the shape truncate_results gives a long log (which may parse by chance: a cut
         inside a string on both sides joins into one string)."""
-        keep = self.ctx.rules.accuracy_log_keep_chars
         text = self.log.read_bytes().decode("utf-8", errors="surrogateescape")
-        return len(text) == 2 * keep + 3 and text[keep:keep + 3] == "..."
+        return has_truncated_shape(text, self.ctx.rules.accuracy_log_keep_chars)
 
     def _check_backup(self, backup: Path, recorded_hash: str) -> Path | None:
         if sha256_file(backup) != recorded_hash:

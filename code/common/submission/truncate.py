@@ -43,9 +43,20 @@ def accuracy_dirs(root: Path) -> list[Path]:
     return sorted(found)
 
 
+# What the official tools/submission/truncate_accuracy_log.py puts between the two ends it keeps.
+TRUNCATION_MARK = "\n\n...\n\n"
+
+
 def truncated_text(text: str, keep: int) -> str:
-    """First `keep` + "..." + last `keep` characters; unchanged when not longer than 2 * keep."""
-    return text if len(text) <= 2 * keep else text[:keep] + "..." + text[-keep:]
+    """The official cut: the first `keep` characters, TRUNCATION_MARK, the last `keep` characters; unchanged when
+    shorter than `keep` (as the official script, a log between `keep` and 2 x `keep` characters is cut too and
+    comes out with its middle repeated: byte for byte what the official script makes of it)."""
+    return text if len(text) < keep else text[:keep] + TRUNCATION_MARK + text[-keep:]
+
+
+def has_truncated_shape(text: str, keep: int) -> bool:
+    """Whether `text` has the shape truncated_text gives a long log."""
+    return len(text) == 2 * keep + len(TRUNCATION_MARK) and text[keep:keep + len(TRUNCATION_MARK)] == TRUNCATION_MARK
 
 
 def _read_text(path: Path) -> str:
