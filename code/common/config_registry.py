@@ -42,6 +42,11 @@ def set_by_invocation(source: str) -> bool:
     return not (source.startswith(CONFIG_CLASS) or source == FIELD_DEFAULT)
 
 
+def given_values(values: Mapping[str, Any], sources: Mapping[str, str]) -> dict[str, Any]:
+    """The values the invocation set (typed or filled in by the toolkit), by name: what repeats the config."""
+    return {name: values[name] for name, source in sources.items() if name in values and set_by_invocation(source)}
+
+
 class BenchmarkConfig:
     """Root of every config class. Subclasses set `benchmark`, `scenario` and field values."""
 
@@ -156,7 +161,7 @@ class ResolvedConfig:
 
     def given(self) -> dict[str, Any]:
         """The fields the invocation set (typed or filled in by the toolkit), by name."""
-        return {name: self.values[name] for name, source in self.sources.items() if set_by_invocation(source)}
+        return given_values(self.values, self.sources)
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]

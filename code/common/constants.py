@@ -61,6 +61,11 @@ class TestMode(_Choice):
         return {"performance": "PerformanceOnly", "accuracy": "AccuracyOnly"}
 
 
+def test_label(benchmark: str, scenario: str, test_mode: str, audit_test: str | None = None) -> str:
+    """How one LoadGen test is named in messages: `resnet50 Offline PerformanceOnly TEST01`."""
+    return f"{benchmark} {scenario} {test_mode}" + (f" {audit_test}" if audit_test else "")
+
+
 class AccuracyTarget(_Choice):
     """Fraction of the reference accuracy a run must reach; names follow NVIDIA's k_99 / k_99_9."""
 

@@ -17,7 +17,7 @@ from ..constants import TestMode
 from ..errors import UserError
 from ..harness.metadata import RunRecord
 from ..harness.reproduce import record_selection
-from ..submission.runs import MATCHING_FIELDS, Choice, choose_runs, load_records
+from ..submission.runs import Choice, choose_runs, differing_fields, load_records
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,7 @@ class Reference:
 
 def _differences(record: RunRecord, config: ResolvedConfig) -> list[str]:
     fields = record.config.fields
-    return [f"{name}={fields.get(name)}, not {config[name]}" for name in MATCHING_FIELDS
-            if fields.get(name) != config[name]]
+    return [f"{name}={fields.get(name)}, not {config[name]}" for name in differing_fields(fields, config.values)]
 
 
 def find_references(roots: Iterable[Path], system_id: str, config: ResolvedConfig,

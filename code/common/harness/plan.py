@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..constants import Scenario, TestMode
+from ..constants import Scenario, TestMode, test_label
 from ..errors import UserError
 from ..rules import BenchmarkRules, RulesRound
 from .metadata import COMPLETED, read_records
@@ -180,8 +180,7 @@ class PlannedTest:
 
     @property
     def label(self) -> str:
-        audit = f" {self.audit_test}" if self.audit_test else ""
-        return f"{self.benchmark} {self.scenario.value} {self.test_mode.value}{audit}"
+        return test_label(self.benchmark, self.scenario.value, self.test_mode.value, self.audit_test)
 
     def lines(self) -> list[str]:
         if self.skip:
@@ -270,9 +269,10 @@ def plan_entry(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, run
                                                                                               settings)
     sampling = rules.test01_sampling_target if audit_test and \
         ctx.rules.compliance_tests[audit_test].samples_accuracy else None
+    response = response_bytes(benchmark, fields["model"])
     queries, samples, seconds, logged = estimate(scenario, mode, settings, speed, size, sampling_target=sampling,
-                                                 response_bytes=response_bytes(benchmark, fields["model"]))
-    disk = copies * (SMALL_LOGS_BYTES + accuracy_log_bytes(logged, size, response_bytes(benchmark, fields["model"])))
+                                                 response_bytes=response)
+    disk = copies * (SMALL_LOGS_BYTES + accuracy_log_bytes(logged, size, response))
     return PlannedTest(benchmark_name, scenario, mode, audit_test, queries, samples, seconds, logged, disk, speed,
                        folder=folder)
 

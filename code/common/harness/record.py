@@ -18,8 +18,8 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from ..arguments import typed_flags
-from ..config_registry import set_by_invocation
-from ..constants import Scenario, TestMode
+from ..config_registry import given_values
+from ..constants import Scenario, TestMode, test_label
 from .loadgen_log import Metric
 
 SCHEMA_VERSION = 2
@@ -51,8 +51,7 @@ class ConfigRecord:
 
     def given(self) -> dict[str, Any]:
         """The fields the invocation set (typed, or filled in by the toolkit): what repeats the config."""
-        return {name: self.fields[name] for name, source in self.sources.items()
-                if name in self.fields and set_by_invocation(source)}
+        return given_values(self.fields, self.sources)
 
 
 @dataclass(frozen=True)
@@ -143,8 +142,7 @@ class RunRecord:
 
     @property
     def label(self) -> str:
-        audit = f" {self.audit_test}" if self.audit_test else ""
-        return f"{self.benchmark} {self.scenario.value} {self.test_mode.value}{audit}"
+        return test_label(self.benchmark, self.scenario.value, self.test_mode.value, self.audit_test)
 
     def given_fields(self) -> dict[str, Any]:
         """The config fields this test's invocation set, typed or filled in: with the selection, they give the

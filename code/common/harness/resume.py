@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from ..paths import RETRY_SUFFIX, Paths
-from ..submission.runs import MATCHING_FIELDS
+from ..submission.runs import differing_fields
 from .plan import EarlierRun, PlannedTest, earlier_runs
 
 
@@ -52,8 +52,7 @@ class Attempts:
 
 def _differences(run: EarlierRun, fields: Mapping, test_run: bool) -> list[str]:
     """How `run` differs from the test as planned now (empty: it computes the same)."""
-    differences = [f"{name}={run.fields.get(name)}" for name in MATCHING_FIELDS
-                   if run.fields.get(name) != fields.get(name)]
+    differences = [f"{name}={run.fields.get(name)}" for name in differing_fields(run.fields, fields)]
     if run.test_run != test_run:
         differences.append("a --test_run" if run.test_run else "not a --test_run")
     return differences
@@ -69,13 +68,13 @@ def find_attempts(run_dir: Path, runs: Sequence[EarlierRun], unreadable: Mapping
     not_done = []
     for folder in folders:
         run = by_folder.get(folder.resolve())
+        differences = _differences(run, fields, test_run) if run is not None else []
         if run is None:
             why = unreadable.get(folder.resolve())
             not_done.append(f"{folder}: " + (f"unreadable metadata.json ({why})" if why else
                                              "no metadata.json (stopped without a record, or still running)"))
-        elif _differences(run, fields, test_run):
-            differences = ", ".join(_differences(run, fields, test_run))
-            not_done.append(f"{folder}: computes something else ({differences})")
+        elif differences:
+            not_done.append(f"{folder}: computes something else ({', '.join(differences)})")
         elif run.done:
             return Attempts(run_dir, run, tuple(not_done), last_retry)
         else:

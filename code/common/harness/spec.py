@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..constants import Scenario, TestMode
+from ..constants import Scenario, TestMode, test_label
 
 AUDIT_CONFIG = "audit.config"   # a compliance test's LoadGen overrides, in its run folder and nowhere else
 
@@ -51,8 +51,7 @@ class RunSpec:
 
     @property
     def label(self) -> str:
-        audit = f" {self.audit_test}" if self.audit_test else ""
-        return f"{self.benchmark} {self.scenario} {self.test_mode}{audit}"
+        return test_label(self.benchmark, self.scenario, self.test_mode, self.audit_test)
 
     def save(self, path: Path) -> Path:
         path.write_text(json.dumps(asdict(self), indent=2, default=str) + "\n")

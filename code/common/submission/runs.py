@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from ..constants import Scenario, TestMode
 from ..harness.metadata import RunRecord, read_records, skipped_line
@@ -73,9 +73,13 @@ def _why_not(record: RunRecord, allow_test_runs: bool) -> str | None:
     return None
 
 
+def differing_fields(have: Mapping[str, Any], want: Mapping[str, Any]) -> list[str]:
+    """The MATCHING_FIELDS whose values differ: empty when the two configs compute the same."""
+    return [name for name in MATCHING_FIELDS if have.get(name) != want.get(name)]
+
+
 def same_computation(a: RunRecord, b: RunRecord) -> bool:
-    fa, fb = a.config.fields, b.config.fields
-    return all(fa.get(name) == fb.get(name) for name in MATCHING_FIELDS)
+    return not differing_fields(a.config.fields, b.config.fields)
 
 
 def _is_submission_run(record: RunRecord, system_id: str | None) -> bool:
