@@ -150,8 +150,17 @@ def test_short_audit_of_the_embedded_default(scratch, repo_copy):
     assert (test01 / "verify_accuracy.txt").read_text().rstrip().endswith("TEST PASS")
     assert (test01 / "accuracy" / "accuracy.txt").read_text() == "accuracy=90.000%, good=18, total=20\n"
     assert sorted(p.name for p in (test01 / "accuracy").iterdir()) == ["accuracy.txt", "mlperf_log_accuracy.json"]
-    assert (test01 / "verified_against.json").is_file()
+    against = json.loads((test01 / "verified_against.json").read_text())
+    assert {"performance_detail_sha256", "accuracy_log_sha256"} <= set(against)
     assert not list(repo_copy.glob("audit.config"))
+    if audit.returncode == 0:   # both passed: --resume skips them, until a log a test was compared with changes
+        resumed = toolkit(repo_copy, scratch, "--action=run_audit_harness", "--resume", "--dry_run")
+        assert resumed.stdout.count("PASS already") == 2, resumed.stdout + resumed.stderr
+        with open(Path(against["accuracy_log_dir"]) / "mlperf_log_accuracy.json", "a") as log:
+            log.write("\n")
+        resumed = toolkit(repo_copy, scratch, "--action=run_audit_harness", "--resume", "--dry_run")
+        [skipped] = [line for line in resumed.stdout.splitlines() if "PASS already" in line]
+        assert "TEST04" in skipped   # TEST01 was compared with that accuracy log: it runs again
 
 
 def test_missing_submission_runs_name_the_commands(scratch, repo_copy):

@@ -14,14 +14,15 @@ import shutil
 from pathlib import Path
 
 from ..common.audit.references import Reference, find_references
-from ..common.audit.verdicts import PART3_SCORES, VERIFIED_AGAINST, verdict_problems
+from ..common.audit.verdicts import (PART3_SCORES, read_verified_against, verdict_problems,
+                                     write_verified_against)
 from ..common.audit.verify import (Check, compare_accuracy_logs, part3_baseline, part3_verdict, read_accuracy_log,
                                    verify_performance, verify_test01_accuracy)
 from ..common.benchmark_api import get_benchmark
 from ..common.config_registry import ResolvedConfig
 from ..common.constants import Scenario, TestMode
 from ..common.errors import UserError
-from ..common.fileio import sha256_file, write_atomically
+from ..common.fileio import sha256_file
 from ..common.harness.loadgen_log import ACCURACY, DETAIL, SUMMARY
 from ..common.harness.metadata import RunRecord
 from ..common.harness.plan import Plan, announce, earlier_runs, free_space, plan_entry
@@ -124,16 +125,19 @@ class RunAuditHarness(Handler):
         """--resume: why the test in `folder` need not run again (its verdict passes, reached against the very
         runs it is compared with now, their logs unchanged), or None."""
         try:
-            against = json.loads((folder / VERIFIED_AGAINST).read_text())
+            against = read_verified_against(folder)
         except (OSError, UnicodeDecodeError, ValueError):
             return None
         performance, accuracy, test = reference.performance, reference.accuracy, self.ctx.rules.compliance_tests[name]
         detail = Path(performance.log_dir) / DETAIL
-        if not isinstance(against, dict) or against.get("performance_log_dir") != performance.log_dir or \
+        if against.get("performance_log_dir") != performance.log_dir or \
                 not detail.is_file() or against.get("performance_detail_sha256") != sha256_file(detail):
             return None
-        if test.samples_accuracy and (accuracy is None or against.get("accuracy_log_dir") != accuracy.log_dir):
-            return None
+        if test.samples_accuracy:
+            log = Path(accuracy.log_dir) / ACCURACY if accuracy is not None else None
+            if log is None or against.get("accuracy_log_dir") != accuracy.log_dir or not log.is_file() \
+                    or against.get("accuracy_log_sha256") != sha256_file(log):
+                return None
         if verdict_problems(folder, test, self.ctx.rules.benchmark(config.benchmark),
                             self.ctx.args.workload.accuracy_target, self.ctx.rules):
             return None
@@ -240,8 +244,6 @@ class RunAuditHarness(Handler):
         run_1.mkdir(parents=True)
         for log in (SUMMARY, DETAIL):
             shutil.copy2(run_dir / log, run_1 / log)
-        against = {"performance_log_dir": reference.performance.log_dir,
-                   "performance_detail_sha256": sha256_file(Path(reference.performance.log_dir) / DETAIL)}
         if accuracy is not None:
             (folder / "verify_accuracy.txt").write_text(accuracy.text)
             accuracy_dir = folder / "accuracy"
@@ -252,6 +254,7 @@ class RunAuditHarness(Handler):
             (accuracy_dir / "accuracy.txt").write_text(result.text + "\n")
             for name in PART3_SCORES if part3 else ():
                 shutil.copy2(run_dir / "part3" / name, accuracy_dir / name)
-            against.update(accuracy_log_dir=reference.accuracy.log_dir,
-                           accuracy_log_sha256=sha256_file(Path(reference.accuracy.log_dir) / ACCURACY))
-        write_atomically(folder / VERIFIED_AGAINST, json.dumps(against, indent=2) + "\n")
+        compared = reference.accuracy if accuracy is not None else None
+        write_verified_against(folder, reference.performance.log_dir, Path(reference.performance.log_dir) / DETAIL,
+                               compared.log_dir if compared else None,
+                               Path(compared.log_dir) / ACCURACY if compared else None)

@@ -10,9 +10,12 @@ the verdict of tools/submission/submission_checker (compliance_check.py) and sub
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from ..constants import AccuracyTarget
+from ..fileio import sha256_file, write_atomically
 from ..rules import BenchmarkRules, ComplianceTest, RulesRound
 from .verify import PASS, part3_verdict
 
@@ -26,6 +29,29 @@ PART3_FILES = ACCURACY_FILES | set(PART3_SCORES)
 IGNORED_FILES = frozenset({"mlperf_log_trace.json", "results.json", ".gitkeep"})
 
 Problem = tuple[Path, str]   # (file or folder, what is wrong)
+
+
+# -- verified_against.json ------------------------------------------------------------------------------------
+def write_verified_against(folder: Path, performance_log_dir: str, detail_log: Path,
+                           accuracy_log_dir: str | None = None, accuracy_log: Path | None = None) -> None:
+    """Record which runs (folders, and the sha256 of the logs compared with) a compliance folder was verified
+    against."""
+    against = {"performance_log_dir": performance_log_dir, "performance_detail_sha256": sha256_file(detail_log)}
+    if accuracy_log_dir is not None and accuracy_log is not None:
+        against.update(accuracy_log_dir=accuracy_log_dir, accuracy_log_sha256=sha256_file(accuracy_log))
+    write_atomically(folder / VERIFIED_AGAINST, json.dumps(against, indent=2) + "\n")
+
+
+def read_verified_against(folder: Path) -> dict[str, Any]:
+    """What write_verified_against recorded in `folder`; {} when there is no record. ValueError (or OSError)
+    when the record is damaged."""
+    path = folder / VERIFIED_AGAINST
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict):
+        raise ValueError("it holds no JSON object")
+    return data
 
 
 def _lines(path: Path) -> list[str] | None:

@@ -14,7 +14,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..audit.verdicts import ACCURACY_FILES as TEST01_ACCURACY_FILES
-from ..audit.verdicts import PART3_FILES, VERIFIED_AGAINST, verdict_problems
+from ..audit.verdicts import PART3_FILES, VERIFIED_AGAINST, read_verified_against, verdict_problems
 from ..audit.verify import (Check, compare_accuracy_logs, read_accuracy_log, verify_performance,
                             verify_test01_accuracy)
 from ..constants import AccuracyTarget, Scenario, SystemType
@@ -222,18 +222,15 @@ def stage_compliance_for(paths: Paths, rules: RulesRound, results_dir: Path, sys
     return problems
 
 
-def _verified_against(path: Path, log: Log) -> dict[str, Any]:
+def _verified_against(folder: Path, log: Log) -> dict[str, Any]:
     """Which runs run_audit_harness verified against ({} when unknown: then only what can be verified again from
     the logs counts, never a Part III result)."""
-    if not path.is_file():
-        return {}
     try:
-        data = json.loads(path.read_text())
+        return read_verified_against(folder)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        log(f"note: {path} cannot be read ({exc}); the test is verified again from its logs, and a Part III "
-            f"result in it does not count")
+        log(f"note: {folder / VERIFIED_AGAINST} cannot be read ({exc}); the test is verified again from its logs, "
+            f"and a Part III result in it does not count")
         return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _stage_test(paths: Paths, rules: RulesRound, test: str, source: Path, results_dir: Path, bench,
@@ -243,7 +240,7 @@ def _stage_test(paths: Paths, rules: RulesRound, test: str, source: Path, result
     run_1 = source / "performance" / "run_1"
     if not (run_1 / DETAIL).is_file() or not (run_1 / SUMMARY).is_file():
         return "no compliance run"
-    against = _verified_against(source / VERIFIED_AGAINST, log)
+    against = _verified_against(source, log)
     performance = verify_performance(spec, results_dir / "performance" / "run_1", run_1)
     if not performance.passed:
         return f"against the staged performance run the test fails ({performance.summary})"
