@@ -27,6 +27,7 @@ from ..common.config_registry import ConfigKey, ConfigRegistry
 from ..common.constants import Scenario, TestMode, WorkloadSetting
 from ..common.errors import UserError
 from ..common.fields import FIELDS
+from ..common.paths import shown_path
 from ..common.systems import KnownSystem, all_known_systems
 from ..common.systems.custom_list import CUSTOM_SYSTEMS
 from ..common.tuning.config_edit import literal, set_class_field
@@ -176,7 +177,7 @@ class FindPeak(Handler):
             return run
 
         ctx.log(f"\n== {benchmark} {scenario.value}: {field}, from {plan.unit(config[field])} "
-                f"({config.sources[field]}); runs in {_shown(folder, ctx.paths.repo)}")
+                f"({config.sources[field]}); runs in {shown_path(folder, ctx.paths.repo)}")
         searched = plan.search(runner("trial"), float(config[field]))
         ctx.log(f"  search: {searched.stopped}")
         if searched.value is None:
@@ -195,7 +196,7 @@ class FindPeak(Handler):
         for line in write_value(ctx, target, benchmark, scenario, field, value, comment):
             ctx.log(f"  {line}")
         return Found(benchmark, scenario, field, value,
-                     f"written to {_shown(target.path, ctx.paths.repo)} (class {target.class_name})")
+                     f"written to {shown_path(target.path, ctx.paths.repo)} (class {target.class_name})")
 
 
 def provenance(ctx, config, field: str, confirmed: ConfirmResult) -> list[str]:
@@ -205,12 +206,8 @@ def provenance(ctx, config, field: str, confirmed: ConfirmResult) -> list[str]:
     fields = f", with {', '.join(f'{k}={v}' for k, v in sorted(given.items()))}" if given else ""
     run = confirmed.steps[-1].outcome.run_dir
     return [f"on {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}{fields}.",
-            "Confirmed VALID by the full-length run in", f"{_shown(Path(run), repo)};",
+            "Confirmed VALID by the full-length run in", f"{shown_path(Path(run), repo)};",
             "found by the short runs trial-* beside it."]
-
-
-def _shown(path: Path, repo: Path) -> str:
-    return str(path.relative_to(repo)) if path.is_relative_to(repo) else str(path)
 
 
 # -- where the value goes ---------------------------------------------------------------------------------------
@@ -224,13 +221,13 @@ def plan_target(ctx, benchmark: str, scenario: Scenario) -> Target:
         source = Path(inspect.getsourcefile(existing) or "")
         if source.resolve() != path.resolve():
             return Target(path, existing.__name__, not_writable=(
-                f"the config of {system_id} is class {existing.__name__} in {_shown(source, ctx.paths.repo)}, "
+                f"the config of {system_id} is class {existing.__name__} in {shown_path(source, ctx.paths.repo)}, "
                 f"a file of the project; find_peak writes only custom.py classes, so it prints the value to set "
                 f"there"))
         return Target(path, existing.__name__)
     if workload != WorkloadSetting():
         raise UserError(f"{system_id} has no {workload.name} config class for {benchmark} {scenario.value} in "
-                        f"{_shown(path, ctx.paths.repo)}; find_peak creates only lwis_k_99_MaxP classes. Add one "
+                        f"{shown_path(path, ctx.paths.repo)}; find_peak creates only lwis_k_99_MaxP classes. Add one "
                         f"registered for {workload.name} (see documentation/configs.md), then run it again.")
     _, parent = ctx.registry.lookup(benchmark, scenario, ctx.system.candidates[1:], workload)
     registered = system_id in {s.id for s in all_known_systems()}
@@ -251,11 +248,11 @@ def write_value(ctx, target: Target, benchmark: str, scenario: Scenario, field: 
         if target.register is not None and not _listed(ctx.paths.custom_systems_file, system_id):
             ctx.paths.custom_systems_file.write_text(render_custom_list((*CUSTOM_SYSTEMS, target.register)))
             said.append(f"this machine was not a registered system: registered it as {system_id} in "
-                        f"{_shown(ctx.paths.custom_systems_file, repo)}, as make add_custom_system does")
+                        f"{shown_path(ctx.paths.custom_systems_file, repo)}, as make add_custom_system does")
         if target.parent is not None and not _has_class(target.path, target.class_name):
             append_config(target.path, system_id, target.parent, scenario)
             said.append(f"{system_id} had no custom {scenario.value} config: created class {target.class_name} "
-                        f"(prefilled from {target.parent.__name__}) in {_shown(target.path, repo)}")
+                        f"(prefilled from {target.parent.__name__}) in {shown_path(target.path, repo)}")
         target.path.write_text(set_class_field(target.path.read_text(), target.class_name, field, value, comment))
         check_loads(target.path, ConfigKey(benchmark, scenario, system_id, ctx.args.workload), field, value)
     except BaseException:
@@ -265,7 +262,7 @@ def write_value(ctx, target: Target, benchmark: str, scenario: Scenario, field: 
             else:
                 path.write_text(text)
         raise
-    said.append(f"wrote {field} = {literal(value)} into class {target.class_name} of {_shown(target.path, repo)}; "
+    said.append(f"wrote {field} = {literal(value)} into class {target.class_name} of {shown_path(target.path, repo)}; "
                 f"check it with: make show_config RUN_ARGS=\"--benchmarks={benchmark} --scenarios={scenario.value}\"")
     return said
 

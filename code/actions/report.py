@@ -7,8 +7,9 @@ from pathlib import Path
 
 from ..common.errors import UserError
 from ..common.harness.metadata import skipped_line
+from ..common.paths import shown_path
 from ..common.report.collect import ReportRow, Scope, newest_log_dir, ordered, read_rows, report_name
-from ..common.report.text import folder_text, plural
+from ..common.report.text import plural
 from .base import Handler
 
 MAKE_RUNS = ('make run_harness RUN_ARGS="--benchmarks=resnet50 --scenarios=offline --test_mode=PerformanceOnly '
@@ -34,12 +35,12 @@ class Report(Handler):
         rows = ordered(r for r in every if scope.holds(r) and self._selected(r))
         if not rows:
             raise UserError(self._no_runs(scope), exit_code=1)
-        shown = " and ".join(folder_text(root, paths.repo) for root in roots)
+        shown = " and ".join(shown_path(root, paths.repo) for root in roots)
         written = write_report(paths, scope, rows, every, skipped, self._latency_bound, shown)
         ctx.log(summary_table(rows, paths.repo, f"{plural(len(rows), 'test')}. {scope.description}",
                               terminal=ctx.log is print and sys.stdout.isatty()))
-        ctx.log(f"Report: {folder_text(written.html, paths.repo)}")
-        ctx.log(f"Plots:  {len(written.plots)} PNG files in {folder_text(paths.report_dir(scope.name), paths.repo)}/")
+        ctx.log(f"Report: {shown_path(written.html, paths.repo)}")
+        ctx.log(f"Plots:  {len(written.plots)} PNG files in {shown_path(paths.report_dir(scope.name), paths.repo)}/")
         return 0
 
     def _given_log_dir(self) -> Path | None:
@@ -57,17 +58,17 @@ class Report(Handler):
     def _scope(self, every: list[ReportRow], given: Path | None, roots: list[Path]) -> Scope:
         paths = self.ctx.paths
         if self.ctx.args.all_runs:
-            shown = " and ".join(folder_text(root, paths.repo) for root in roots)
+            shown = " and ".join(shown_path(root, paths.repo) for root in roots)
             return Scope("all", f"Every run under {shown}", tuple(roots))
         if given is not None:
-            return Scope(report_name(given, paths.logs_root), f"Runs in LOG_DIR {folder_text(given, paths.repo)}",
+            return Scope(report_name(given, paths.logs_root), f"Runs in LOG_DIR {shown_path(given, paths.repo)}",
                          (given,))
         newest = newest_log_dir(every, paths.logs_root)
         if newest is None:   # nothing usable anywhere: the message names build/logs
-            return Scope("none", f"Runs under {folder_text(paths.logs_root, paths.repo)}", (paths.logs_root,))
+            return Scope("none", f"Runs under {shown_path(paths.logs_root, paths.repo)}", (paths.logs_root,))
         return Scope(report_name(newest, paths.logs_root),
-                     f"Runs of the newest LOG_DIR {folder_text(newest, paths.repo)} (RUN_ARGS=--all: every run "
-                     f"under {folder_text(paths.logs_root, paths.repo)})", (newest,))
+                     f"Runs of the newest LOG_DIR {shown_path(newest, paths.repo)} (RUN_ARGS=--all: every run "
+                     f"under {shown_path(paths.logs_root, paths.repo)})", (newest,))
 
     def _selected(self, row: ReportRow) -> bool:
         """--benchmarks and --scenarios narrow the report when given."""

@@ -22,6 +22,12 @@ RETRY_SUFFIX = "-retry"   # <test mode>-retry<k>: the run folder of a test's k-t
 SCRATCH_SUBDIRS = ("data", "models", "preprocessed_data")
 
 
+def shown_path(path: Path, repo: Path) -> str:
+    """A path as people type it: relative to the repository when inside it, else absolute."""
+    path = Path(path).absolute()
+    return str(path.relative_to(repo)) if path.is_relative_to(repo) else str(path)
+
+
 def timestamp(now: _dt.datetime | None = None) -> str:
     return (now or _dt.datetime.now()).strftime(LOG_DIR_FORMAT)
 

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Sequence
 
 from .collect import ReportRow
-from .text import folder_text, headline, target_text
+from ..paths import shown_path
+from .text import headline, target_text
 
 COLUMNS = ("system", "benchmark", "scenario", "mode", "figure", "target", "verdict", "run folder")
 KEEP_WHOLE = frozenset({"system", "benchmark", "scenario", "mode", "figure"})   # short; the others may wrap
@@ -27,7 +28,7 @@ def summary_table(rows: Sequence[ReportRow], repo: Path, title: str, terminal: b
     for row in rows:
         cells = (row.system, row.benchmark, row.scenario, row.mode, headline(row), target_text(row))
         table.add_row(*(Text(c) for c in cells), Text(row.verdict_text, style=VERDICT_STYLES.get(row.verdict, "")),
-                      Text(folder_text(row.run_dir, repo)))
+                      Text(shown_path(row.run_dir, repo)))
     out = io.StringIO()
     width = shutil.get_terminal_size().columns if terminal else FILE_WIDTH
     Console(file=out, width=width, force_terminal=terminal, no_color=not terminal, highlight=False).print(table)

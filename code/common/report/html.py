@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from .collect import Latencies, ReportRow
-from .text import NONE, figure_text, folder_text, headline, number, plural, ratio_text, target_text
+from ..paths import shown_path
+from .text import NONE, figure_text, headline, number, plural, ratio_text, target_text
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ def _summary(page: Page) -> str:
     rows = [(esc(t.row.system), esc(t.row.benchmark), esc(t.row.scenario),
              f'<a href="#{esc(t.anchor)}">{esc(t.row.mode)}</a>',
              esc(headline(t.row)), esc(target_text(t.row)), _verdict(t.row),
-             f"<code>{esc(folder_text(t.row.run_dir, page.repo))}</code>")
+             f"<code>{esc(shown_path(t.row.run_dir, page.repo))}</code>")
             for g in page.groups for t in g.tests]
     return _table(("system", "benchmark", "scenario", "mode", "figure", "target", "verdict", "run folder"), rows)
 
@@ -116,7 +117,7 @@ def _facts(test: TestView, repo: Path) -> str:
     facts += [("verdict", _verdict(row)), ("status", esc(row.status)),
               ("model, data set", esc(f"{row.model}, {row.dataset}")),
               ("started", esc(row.started.isoformat(timespec="seconds"))),
-              ("run folder", f"<code>{esc(folder_text(row.run_dir, repo))}</code>")]
+              ("run folder", f"<code>{esc(shown_path(row.run_dir, repo))}</code>")]
     return "<table>" + "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in facts) + "</table>"
 
 

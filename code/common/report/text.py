@@ -1,7 +1,5 @@
-"""How figures, targets and folders read in the console table and the HTML page (plain text, not escaped)."""
+"""How figures and targets read in the console table and the HTML page (plain text, not escaped)."""
 from __future__ import annotations
-
-from pathlib import Path
 
 from .collect import Figure, ReportRow, target
 
@@ -47,12 +45,6 @@ def ratio_text(row: ReportRow) -> str:
         return ""
     percent = 100.0 * row.metric.value / goal.value
     return f"{percent:.0f}% of the {goal.label}"
-
-
-def folder_text(folder: Path, repo: Path) -> str:
-    """A run folder as people type it: relative to the repository when inside it."""
-    folder = folder.absolute()
-    return str(folder.relative_to(repo)) if folder.is_relative_to(repo) else str(folder)
 
 
 def plural(count: int, noun: str) -> str:
