@@ -27,7 +27,7 @@ from ..common.errors import UserError
 from ..common.harness.early_stopping import TARGET_LATENCY_PERCENTILE
 from ..common.tuning.ratios import Figure, figure_table
 from ..common.tuning.search import Outcome, SearchResult, find_highest, round_sig
-from ..common.tuning.trials import run_once
+from ..common.tuning.trials import run_once, with_fields
 from .base import Context, Handler
 from .harness import DownloadData, DownloadModel, GenerateEngines, PreprocessData, with_embedded_default
 
@@ -46,8 +46,7 @@ SERVER_LAYOUT = {"int8": {}, "fp32": {"instances": 1, "intra_op_threads": 0}}
 
 
 def _with(ctx: Context, scenarios: tuple[Scenario, ...], **fields) -> Context:
-    args = ctx.args.fill_in(BENCH_SOURCE, fields, scenarios=scenarios, test_run=True)
-    return dataclasses.replace(ctx, args=args, _registry=None)
+    return with_fields(ctx, scenarios, True, fields, BENCH_SOURCE)
 
 
 def percentile_of(latencies: list[int], percentile: float) -> float:
