@@ -14,6 +14,7 @@ from ..common.benchmark_api import DatasetSpec, Log
 from ..common.errors import UserError
 from ..common.fileio import write_atomically
 from ..common.paths import Paths
+from ..common.preprocessed_store import parse_map
 
 VAL_MAP = "val_map.txt"                      # file name inside a data set folder (the data set's own format)
 CALIBRATION_LIST = "cal_image_list_option_1.txt"
@@ -65,15 +66,7 @@ def download_hint(dataset: str) -> str:
 
 def parse_val_map(path: Path) -> list[tuple[str, int]]:
     """`<file> <label>` lines; blank lines ignored. Raises UserError on malformed lines."""
-    entries = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        parts = line.split()
-        if len(parts) != 2 or not parts[1].lstrip("-").isdigit():
-            raise UserError(f"{path}:{number}: expected `<file> <label>`, found {line!r}", exit_code=1)
-        entries.append((parts[0], int(parts[1])))
-    return entries
+    return [(name, label) for name, (label,) in parse_map(path, ("label",))]
 
 
 def read_val_map(dataset: str, paths: Paths) -> list[tuple[str, int]]:

@@ -1,0 +1,354 @@
+"""Preprocessed samples on disk, for any benchmark: one `.npy` per sample (the model's input, no batch axis).
+
+A set lives in one folder, `paths.preprocessed_dir(benchmark, model, dataset)`, and holds:
+
+- one `<name>.npy` per sample;
+- the map file (e.g. `val_map.txt`), one line per sample in QSL order: `<name>.npy` followed by the sample's
+  integers, one per column of the set (resnet50: the label; yolo: the COCO image id and the image's original
+  height and width);
+- `manifest.json`: the inputs the folder was made from (format, model, data set, preprocessing, input shape
+  and dtype, digests of the source lists) and, under `files`, the size and sha256 of every file written.
+
+The manifest is written last and removed first, so a folder is current when its manifest records what we would
+preprocess now and every file still has its recorded size (checked whenever the set is opened) and sha256
+(checked by `write_store`, which preprocesses again exactly the files that differ). Anything else (missing,
+interrupted, other preprocessing or source list, a truncated or replaced file) is stale, and the message names
+the file and the `make preprocess_data` command that repairs it.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import sys
+import time
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence, TypeVar
+
+import numpy as np
+
+from .benchmark_api import Log
+from .errors import UserError
+from .fileio import sha256_file, write_atomically
+
+MANIFEST = "manifest.json"
+FILES = "files"     # manifest key: {file name: {"size": bytes, "sha256": hex}} of every file written
+
+
+def preprocess_hint(benchmark: str, model: str, dataset: str) -> str:
+    return f'make preprocess_data RUN_ARGS="--benchmarks={benchmark} --model={model} --dataset={dataset}"'
+
+
+@dataclass(frozen=True)
+class Store:
+    """What one preprocessed set is and where it lives."""
+
+    benchmark: str
+    model: str
+    dataset: str
+    directory: Path
+    map_name: str                   # e.g. "val_map.txt"
+    columns: tuple[str, ...]        # the integers after the file name on each map line, e.g. ("label",)
+    shape: tuple[int, ...]          # one sample, no batch axis
+    dtype: str                      # numpy dtype name of the samples
+    preprocessing: str              # names the preprocessing function (and its version), recorded in the manifest
+    format: int = 2                 # bump when the file layout changes, so older folders read as stale
+    # What the samples are made from, as it is now (e.g. {"count": 20, "source_val_map_sha256": ...}); None when
+    # the raw data set is not there to compare (then an existing folder is trusted for what it says it is).
+    sources: dict[str, Any] | None = None
+
+    @property
+    def hint(self) -> str:
+        return preprocess_hint(self.benchmark, self.model, self.dataset)
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """The manifest entries that do not depend on the raw data."""
+        return {"format": self.format, "model": self.model, "dataset": self.dataset,
+                "preprocessing": self.preprocessing, "input_shape": list(self.shape), "dtype": self.dtype}
+
+    @property
+    def expected(self) -> dict[str, Any] | None:
+        """The manifest (less `files`) that preprocessing would write now; None without the raw data."""
+        return None if self.sources is None else {**self.identity, **self.sources}
+
+
+@dataclass(frozen=True)
+class SourceSample:
+    """One sample to preprocess: read from `source`, written as `name`, with its map-line integers `values`."""
+
+    source: Path
+    name: str
+    values: tuple[int, ...]
+
+
+def output_name(relative: str) -> str:
+    """The `.npy` name of a source file named `relative` in its data set: one flat folder even for subfolders."""
+    return relative.replace("/", "__") + ".npy"
+
+
+@dataclass
+class PreprocessedSamples:
+    """A `PreprocessedSet`: sample i is `directory / file_names[i]`; `values[i]` its map-line integers."""
+
+    directory: Path
+    file_names: list[str]
+    values: np.ndarray              # int64, samples x columns
+    columns: tuple[str, ...]
+    manifest: dict[str, Any] = field(default_factory=dict)
+    hint: str = ""                  # the make preprocess_data command that repairs the set
+
+    def __len__(self) -> int:
+        return len(self.file_names)
+
+    def column(self, name: str) -> np.ndarray:
+        """One integer per sample, e.g. column("label")."""
+        try:
+            return self.values[:, self.columns.index(name)]
+        except ValueError:
+            raise KeyError(f"{self.directory}: no column {name!r} (columns: {', '.join(self.columns)})") from None
+
+    def load(self, index: int) -> np.ndarray:
+        """Sample `index`; UserError naming the file and `make preprocess_data` when it is damaged."""
+        path = self.directory / self.file_names[index]
+        try:
+            array = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as error:
+            raise self._damaged(path, f"cannot be read as a preprocessed sample ({error})") from None
+        shape, dtype = self.manifest.get("input_shape"), self.manifest.get("dtype")
+        if (shape is not None and list(array.shape) != list(shape)) or (dtype is not None and array.dtype != dtype):
+            raise self._damaged(path, f"holds a {array.dtype} array of shape {list(array.shape)}, not {dtype} "
+                                      f"{list(shape or ())}")
+        return array
+
+    def _damaged(self, path: Path, why: str) -> UserError:
+        return UserError(f"{path} {why}. Run `{self.hint}` again: it preprocesses the damaged files again.",
+                         exit_code=1)
+
+
+Samples = TypeVar("Samples", bound=PreprocessedSamples)
+
+
+# -- map files ------------------------------------------------------------------------------------
+
+def parse_map(path: Path, columns: Sequence[str]) -> list[tuple[str, tuple[int, ...]]]:
+    """`<file> <int> ...` lines, one integer per column; blank lines ignored. UserError on malformed lines."""
+    entries = []
+    expected = " ".join(["<file>", *(f"<{c}>" for c in columns)])
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != len(columns) + 1 or not all(p.lstrip("-").isdigit() for p in parts[1:]):
+            raise UserError(f"{path}:{number}: expected `{expected}`, found {line!r}", exit_code=1)
+        entries.append((parts[0], tuple(int(p) for p in parts[1:])))
+    return entries
+
+
+def format_map(entries: Sequence[tuple[str, Sequence[int]]]) -> str:
+    return "".join(" ".join([name, *(str(int(v)) for v in values)]) + "\n" for name, values in entries)
+
+
+# -- manifest and file checks ---------------------------------------------------------------------
+
+def read_manifest(directory: Path) -> dict[str, Any] | None:
+    try:
+        manifest = json.loads((directory / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) and isinstance(manifest.get(FILES), dict) else None
+
+
+def _inputs(manifest: dict[str, Any]) -> dict[str, Any]:
+    """What the folder was made from: the manifest without the digests of what was written."""
+    return {k: v for k, v in manifest.items() if k != FILES}
+
+
+def _changed(expected: dict[str, Any], found: dict[str, Any]) -> list[str]:
+    return sorted(k for k in expected.keys() | found.keys() if expected.get(k) != found.get(k))
+
+
+def _digest(data: bytes) -> dict[str, Any]:
+    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _file_problem(path: Path, recorded: Any, check_sha256: bool) -> str | None:
+    """Why `path` is not the file its manifest entry records (one clause), or None."""
+    if not isinstance(recorded, dict):
+        return "is not in the manifest"
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return "is missing"
+    if size != recorded.get("size"):
+        return f"is {size} bytes, the manifest records {recorded.get('size')} (truncated or replaced)"
+    if check_sha256 and sha256_file(path) != recorded.get("sha256"):
+        return "does not match the sha256 the manifest records (changed since it was written)"
+    return None
+
+
+def _damaged_files(directory: Path, files: dict[str, Any], names: list[str],
+                   check_sha256: bool) -> dict[str, str]:
+    """{name: why} of the files in `names` that differ from their manifest entries; sha256 checks in parallel."""
+    def check(name: str) -> str | None:
+        return _file_problem(directory / name, files.get(name), check_sha256)
+
+    if check_sha256:
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            problems = list(pool.map(check, names))
+    else:
+        problems = [check(name) for name in names]
+    return {name: why for name, why in zip(names, problems) if why is not None}
+
+
+def _require_intact(store: Store, files: dict[str, Any], names: list[str], check_sha256: bool) -> None:
+    """UserError naming the first file of `names` that differs from the manifest, and `make preprocess_data`."""
+    damaged = _damaged_files(store.directory, files, names, check_sha256)
+    if damaged:
+        name, why = next(iter(damaged.items()))
+        more = f" ({len(damaged) - 1} more file(s) too)" if len(damaged) > 1 else ""
+        raise UserError(f"{store.directory / name} {why}{more}. Run `{store.hint}` again: it "
+                        f"preprocesses the damaged files again.", exit_code=1)
+
+
+# -- opening --------------------------------------------------------------------------------------
+
+def open_store(store: Store, cls: type[Samples] = PreprocessedSamples) -> Samples:  # type: ignore[assignment]
+    """Open the preprocessed folder; UserError naming `make preprocess_data` when missing or stale."""
+    directory = store.directory
+    manifest = read_manifest(directory)
+    if manifest is None or not (directory / store.map_name).is_file():
+        raise UserError(f"{store.model} on {store.dataset} is not preprocessed ({directory} has no complete "
+                        f"{MANIFEST}). Run `{store.hint}` first.", exit_code=1)
+    inputs = _inputs(manifest)
+    expected = store.expected
+    if expected is None:  # raw data gone (or copied elsewhere): trust the folder for what it says it is
+        expected = {**inputs, **store.identity}
+    changed = _changed(expected, inputs)
+    if changed:
+        raise UserError(f"The preprocessed data in {directory} is stale ({', '.join(changed)} changed). "
+                        f"Run `{store.hint}` again.", exit_code=1)
+    _require_intact(store, manifest[FILES], [store.map_name], check_sha256=True)
+    entries = parse_map(directory / store.map_name, store.columns)
+    _require_intact(store, manifest[FILES], [name for name, _ in entries], check_sha256=False)
+    if len(entries) != manifest.get("count"):
+        raise UserError(f"{directory / store.map_name} lists {len(entries)} samples, the manifest "
+                        f"{manifest.get('count')}. Run `{store.hint}` again.", exit_code=1)
+    values = np.array([v for _, v in entries], dtype=np.int64).reshape(len(entries), len(store.columns))
+    return cls(directory, [name for name, _ in entries], values, tuple(store.columns), manifest, store.hint)
+
+
+# -- writing --------------------------------------------------------------------------------------
+
+def _convert_one(source: Path, dest: Path, convert: Callable[[Path], np.ndarray], shape: tuple[int, ...],
+                 dtype: np.dtype) -> dict[str, Any]:
+    """Preprocess one sample into `dest`; the size and sha256 of what was written."""
+    array = np.ascontiguousarray(convert(source), dtype=dtype)
+    if array.shape != shape:
+        raise ValueError(f"preprocessing gave shape {array.shape}, the model takes {shape}")
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    data = buffer.getvalue()
+    write_atomically(dest, data)
+    return _digest(data)
+
+
+def _reusable_files(store: Store, expected: dict[str, Any], names: list[str], log: Log) -> dict[str, Any] | None:
+    """The manifest entries of the files that can stay as they are; None when the whole folder is current."""
+    directory = store.directory
+    found = read_manifest(directory)
+    if found is None:
+        if (directory / MANIFEST).exists():
+            log(f"{directory / MANIFEST} is unreadable or from an older version: preprocessing everything again")
+        return {}
+    if _inputs(found) != expected:
+        log(f"the preprocessed data in {directory} is stale ({', '.join(_changed(expected, _inputs(found)))} "
+            f"changed): preprocessing again")
+        return {}
+    damaged = _damaged_files(directory, found[FILES], [*names, store.map_name], check_sha256=True)
+    if not damaged:
+        return None
+    name, why = next(iter(damaged.items()))
+    log(f"{len(damaged)} file(s) in {directory} differ from its manifest (first: {name} {why}): "
+        f"preprocessing them again")
+    return {n: entry for n, entry in found[FILES].items() if n not in damaged and n != store.map_name}
+
+
+def write_store(store: Store, samples: Sequence[SourceSample], convert: Callable[[Path], np.ndarray], log: Log,
+                download_hint: str, cls: type[Samples] = PreprocessedSamples) -> Samples:  # type: ignore[assignment]
+    """Write (or reuse, when the manifest matches) the preprocessed set of `samples`, in their order.
+
+    `convert` turns one source file into one sample (any array of `store.shape`; it is cast to `store.dtype`);
+    it runs on a thread per core. `store.sources` must be set and its `count` equal to len(samples).
+    `download_hint` is the command that brings back missing source files."""
+    expected = store.expected
+    if expected is None or expected.get("count") != len(samples):
+        raise ValueError(f"{store.dataset}: the store's sources must record the count of the {len(samples)} samples")
+    directory, label = store.directory, f"{store.model}/{store.dataset}"
+    names = [s.name for s in samples]
+    if len(set(names)) != len(names):
+        raise UserError(f"{store.dataset}: two samples would be written to the same file in {directory}",
+                        exit_code=1)
+    kept = _reusable_files(store, expected, names, log)
+    if kept is None:
+        log(f"{store.model} on {store.dataset}: preprocessed data in {directory} is up to date "
+            f"({len(samples)} samples); skipped")
+        return open_store(store, cls)
+    todo = [s for s in samples if s.name not in kept]
+    missing = [s.source for s in todo if not s.source.is_file()]
+    if missing:
+        raise UserError(f"{store.dataset}: {len(missing)} of the source files to preprocess are missing "
+                        f"(first: {missing[0]}). Run `{download_hint}`.", exit_code=1)
+
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / MANIFEST).unlink(missing_ok=True)  # from here until the end the folder reads as stale
+    dtype = np.dtype(store.dtype)
+    log(f"{store.model} on {store.dataset}: preprocessing {len(todo)} samples with {store.preprocessing} "
+        f"into {directory}")
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        futures = {pool.submit(_convert_one, s.source, directory / s.name, convert, tuple(store.shape), dtype): s
+                   for s in todo}
+        try:
+            _wait_with_progress({future: str(s.source) for future, s in futures.items()}, label, log)
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+    files = {**kept, **{s.name: future.result() for future, s in futures.items()}}
+    map_data = format_map([(s.name, s.values) for s in samples]).encode()
+    write_atomically(directory / store.map_name, map_data)
+    files[store.map_name] = _digest(map_data)
+    manifest = {**expected, FILES: {name: files[name] for name in [*names, store.map_name]}}
+    write_atomically(directory / MANIFEST, (json.dumps(manifest, indent=1) + "\n").encode())  # last: complete
+    seconds = time.perf_counter() - start
+    log(f"{store.model} on {store.dataset}: {len(todo)} samples in {seconds:.1f} s "
+        f"({len(todo) / max(seconds, 1e-9):.0f} samples/s)")
+    return open_store(store, cls)
+
+
+def _wait_with_progress(futures: dict[Future, str], label: str, log: Log) -> None:
+    """Re-raise the first failure naming its source; show progress (rich on a terminal, else log lines)."""
+    total = len(futures)
+
+    def check(future: Future) -> None:
+        error = future.exception()
+        if error is not None:
+            raise UserError(f"could not preprocess {futures[future]}: {error}", exit_code=1) from error
+
+    if sys.stdout.isatty():
+        from rich.progress import Progress
+
+        with Progress(transient=True) as progress:
+            task = progress.add_task(f"preprocessing {label}", total=total)
+            for future in as_completed(futures):
+                check(future)
+                progress.advance(task)
+        return
+    every = max(500, total // 10)   # a log line per tenth of a large set; small sets just finish
+    for done, future in enumerate(as_completed(futures), 1):
+        check(future)
+        if done % every == 0 and done < total:
+            log(f"{label}: {done}/{total} samples")
