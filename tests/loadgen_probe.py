@@ -1,7 +1,9 @@
 """Run the harness SUT through the real LoadGen on tiny generated samples, in a process of its own.
 
-`python -m tests.loadgen_probe <Scenario> <outdir> [fail_after]` prints a JSON line with what happened.
-The backend is a small numpy computation whose answer depends on the input, so responses can be checked.
+`python -m tests.loadgen_probe <Scenario> <outdir> [fail_after] [mode] [variable]` prints a JSON line with what
+happened. The backend is a small numpy computation whose answer depends on the input, so responses can be checked:
+one int32 per sample, or with `variable` a detection-shaped response of `index % 3` float32 records
+[index, 1, 2, 3, 4, 5, 6] (an empty response for every third sample).
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from code.common.benchmark_api import Responses
 from code.common.constants import Scenario, TestMode
 from code.common.harness.loadgen_log import read_detail
 from code.common.harness.qsl import SampleLibrary
@@ -31,17 +34,25 @@ class TinySet:
         return self.data[index]
 
 
-def main(scenario_name: str, outdir: str, fail_after: int = -1, mode: str = "PerformanceOnly") -> None:
+def variable_response(index: int) -> np.ndarray:
+    record = np.array([index, 1, 2, 3, 4, 5, 6], dtype=np.float32)
+    return np.tile(record, (index % 3, 1))
+
+
+def main(scenario_name: str, outdir: str, fail_after: int = -1, mode: str = "PerformanceOnly",
+         variable: bool = False) -> None:
     import mlperf_loadgen as lg
 
     scenario = Scenario(scenario_name)
     calls = {"n": 0}
 
-    def infer(batch: np.ndarray) -> np.ndarray:
+    def infer(batch: np.ndarray, indices: np.ndarray) -> Responses:
         calls["n"] += 1
         if 0 <= fail_after < calls["n"]:
             raise ValueError("injected backend failure")
-        return (batch.sum(axis=1) // 4).astype(np.int32)   # = 4 * index + 1.5 -> floor: index*4+1
+        if variable:
+            return Responses.pieces([variable_response(int(i)) for i in indices])
+        return Responses.rows((batch.sum(axis=1) // 4).astype(np.int32))   # = 4 * index + 1.5 -> index*4+1
 
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
@@ -71,4 +82,4 @@ def main(scenario_name: str, outdir: str, fail_after: int = -1, mode: str = "Per
 
 if __name__ == "__main__":
     main(sys.argv[1], sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else -1,
-         sys.argv[4] if len(sys.argv) > 4 else "PerformanceOnly")
+         sys.argv[4] if len(sys.argv) > 4 else "PerformanceOnly", len(sys.argv) > 5 and sys.argv[5] == "variable")

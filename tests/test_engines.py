@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from code.common.backends import NullBackend, create_backend
-from code.common.benchmark_api import ModelSpec
+from code.common.benchmark_api import ModelSpec, TensorSpec
 from code.common.config_registry import ConfigKey, ResolvedConfig
 from code.common.constants import Scenario, WorkloadSetting
 from code.common.engines.builder import build_engine, calibrate, locate_engine
@@ -71,7 +71,7 @@ class FakeBenchmark:
     """Just what the engine builder uses: model specs, preprocessed data and a calibration list."""
 
     name = BENCH
-    models = {MODEL: ModelSpec(MODEL, "random conv net", "open", "input", SHAPE, "float32", "-", "none")}
+    models = {MODEL: ModelSpec(MODEL, "random conv net", "open", (TensorSpec("input", "float32", SHAPE),), "-", "none")}
 
     def __init__(self, seed: int = 1) -> None:
         self.data = np.random.default_rng(seed).normal(0, 1, (40, *SHAPE)).astype(np.float32)
@@ -282,3 +282,4 @@ def test_no_runtime_imported_at_import() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1])
     assert out.stdout.strip() == "[]"
+

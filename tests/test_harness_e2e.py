@@ -137,7 +137,7 @@ def test_imagenet_sample_accuracy_through_loadgen_fp32_and_int8(imagenet_sample,
         assert toolkit(imagenet_sample, tmp_path / precision, "--action=generate_engines", *args) == 0
         assert toolkit(imagenet_sample, tmp_path / precision, "--action=run_harness", *args) == 0
         record = records(tmp_path / precision)[("Offline", "AccuracyOnly")]
-        assert record.accuracy.total == 1000
+        assert record.accuracy.samples == 1000
         top1[precision] = record.accuracy.value
     assert top1["fp32"] == pytest.approx(83.8, abs=0.5)
     assert top1["fp32"] - top1["int8"] <= 1.5, top1

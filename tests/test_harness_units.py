@@ -179,6 +179,18 @@ def test_accuracy_mode_responses_are_the_backend_outputs(tmp_path):
         assert value == 4 * entry["qsl_idx"] + 1
 
 
+@pytest.mark.parametrize("scenario", ["Offline", "SingleStream", "Server"])
+def test_variable_size_responses_reach_the_accuracy_log_whole(tmp_path, scenario):
+    from tests.loadgen_probe import variable_response
+
+    result = probe(scenario, tmp_path, "-1", "AccuracyOnly", "variable")
+    entries = json.loads((tmp_path / "mlperf_log_accuracy.json").read_text())
+    assert result["completed"] == len(entries) == 64 and result["error"] is None
+    for entry in entries:
+        assert bytes.fromhex(entry["data"]) == variable_response(entry["qsl_idx"]).tobytes()
+    assert sum(entry["data"] == "" for entry in entries) == 22   # indices 0, 3, ..., 63: no record
+
+
 def test_backend_failure_is_recorded_and_the_run_still_ends(tmp_path):
     result = probe("Offline", tmp_path, "2")
     assert "injected backend failure" in result["error"]
@@ -218,6 +230,7 @@ def test_offline_progress_moves_batch_by_batch_within_a_work_item():
 
     import numpy as np
 
+    from code.common.benchmark_api import Responses
     from code.common.harness.qsl import SampleLibrary
     from code.common.harness.sut import HarnessSUT
     from tests.loadgen_probe import TinySet
@@ -229,10 +242,25 @@ def test_offline_progress_moves_batch_by_batch_within_a_work_item():
                                     QuerySamplesComplete=lambda responses: completed.extend(responses))
     sut.qsl.load(list(range(64)))
 
-    def infer(batch):
+    def infer(batch, indices):
         seen.append((sut.counters.inferred, sut.counters.completed))
-        return np.zeros(len(batch), dtype=np.int32)
+        return Responses.rows(np.zeros(len(batch), dtype=np.int32))
 
     sut._run_item(infer, np.arange(32, dtype=np.uint64), np.arange(32, dtype=np.int64))
     assert seen == [(0, 0), (8, 0), (16, 0), (24, 0)]
     assert sut.counters.inferred == sut.counters.completed == len(completed) == 32
+
+
+@pytest.mark.parametrize("samples, batch_size, instances, expected", [
+    (300, 1, 2, 38),       # a short batch-1 query: every instance gets several items
+    (24576, 32, 2, 16),    # a long query: items of 512 samples
+    (20, 32, 2, 1),        # fewer samples than one batch
+    (5000, 1, 1, 512),
+])
+def test_offline_work_items_keep_every_instance_busy(samples, batch_size, instances, expected):
+    from code.common.harness.qsl import SampleLibrary
+    from code.common.harness.sut import HarnessSUT
+    from tests.loadgen_probe import TinySet
+
+    sut = HarnessSUT(Scenario.Offline, SampleLibrary(TinySet(8), 8), [None] * instances, batch_size=batch_size)
+    assert sut._batches_per_item(samples) == expected

@@ -17,11 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from code.common.benchmark_api import get_benchmark
+from code.common.benchmark_api import Responses, get_benchmark
 from code.common.errors import UserError
 from code.common.paths import Paths
 from code.resnet50 import models as models_module
 from code.resnet50.accuracy import main as accuracy_main, score_accuracy_log
+from code.resnet50.models import postprocess
 from code.resnet50.benchmark import BENCHMARK
 from code.resnet50.mobilenet_v2 import WEIGHTS_PACKAGE, WEIGHTS_VERSION
 from tests.conftest import FOOLBOX, seed_downloads
@@ -46,7 +47,10 @@ def _run_onnx(model_path: Path, images, input_name: str, batch: int = 50) -> lis
 
 
 def _responses(model: str, outputs: list[list[np.ndarray]]) -> np.ndarray:
-    return np.concatenate([BENCHMARK.postprocess(model, out) for out in outputs])
+    """The class id of every sample, read back from the responses the postprocessor gives the SUT."""
+    postprocess = BENCHMARK.postprocessor(model, None)
+    joined = Responses.join([postprocess(out, np.arange(len(out[0]))) for out in outputs])
+    return np.frombuffer(b"".join(joined.sample(i) for i in range(len(joined))), np.int32)
 
 
 # -- accuracy script ------------------------------------------------------------------------------
@@ -59,9 +63,9 @@ def test_score_text_offset_and_dedupe(tmp_path: Path) -> None:
                                  [(i, np.array([r + offset], np.int32)) for i, r in raw])
         result = score_accuracy_log(log, labels, label_offset=offset)
         assert result.text == "accuracy=75.000%, good=3, total=4"
-        assert (result.good, result.total, result.value) == (3, 4, 75.0)
+        assert (result.samples, result.value, result.metric) == (4, 75.0, "top-1 accuracy")
     # Scoring offset data without the offset gets everything wrong: the offset really is applied.
-    assert score_accuracy_log(tmp_path / "acc1.json", labels, label_offset=0).good == 0
+    assert score_accuracy_log(tmp_path / "acc1.json", labels, label_offset=0).value == 0
 
 
 def test_score_twenty_and_first_element_of_wider_dtype(tmp_path: Path) -> None:
@@ -104,13 +108,13 @@ def test_postprocess_finds_outputs_by_kind() -> None:
     scores[0, 5], scores[1, 1000] = 1, 1
     argmax = np.array([5, 1000], np.int64)
     for outputs in ([argmax, scores], [scores, argmax], [argmax.reshape(2, 1)], [scores]):
-        got = BENCHMARK.postprocess("resnet50_v1.5", outputs)
+        got = postprocess("resnet50_v1.5", outputs)
         assert got.dtype == np.int32 and got.tolist() == [5, 1000]
     # A 1000-class head has no background: shifted into the reference's raw class space.
-    assert BENCHMARK.postprocess("resnet50_v1.5", [scores[:, 1:]]).tolist() == [5, 1000]
-    assert BENCHMARK.postprocess("mobilenet_v2", [scores[:, 1:]]).tolist() == [4, 999]
+    assert postprocess("resnet50_v1.5", [scores[:, 1:]]).tolist() == [5, 1000]
+    assert postprocess("mobilenet_v2", [scores[:, 1:]]).tolist() == [4, 999]
     with pytest.raises(ValueError, match="no class-id output"):
-        BENCHMARK.postprocess("mobilenet_v2", [np.zeros((2, 10), np.float32)])
+        postprocess("mobilenet_v2", [np.zeros((2, 10), np.float32)])
 
 
 # -- data sets, preprocessing ---------------------------------------------------------------------
@@ -228,7 +232,8 @@ def test_reference_like_model_offset_path(foolbox_paths: Paths, tmp_path: Path) 
     assert responses.dtype == np.int32 and responses.tolist() == raw.tolist()  # class ids as-is, background = 0
     log = write_accuracy_log(tmp_path / "acc.json", enumerate(responses.reshape(-1, 1)))
     result = BENCHMARK.score("resnet50_v1.5", "foolbox20", log, foolbox_paths)
-    assert (result.good, result.total) == (int((raw - 1 == images.labels).sum()), 20)
+    good = int((raw - 1 == images.labels).sum())
+    assert result.samples == 20 and result.text.startswith(f"accuracy={100 * good / 20:.3f}%, good={good}, total=20")
     perfect = write_accuracy_log(tmp_path / "perfect.json",
                                  [(i, np.array([label + 1], np.int32)) for i, label in enumerate(images.labels)])
     assert BENCHMARK.score("resnet50_v1.5", "foolbox20", perfect, foolbox_paths).text == \
@@ -263,6 +268,6 @@ def test_imagenet_sample_mobilenet_accuracy(tmp_path: Path, mobilenet_onnx: Path
         log = write_accuracy_log(tmp_path / "acc.json", [(int(i), responses[i:i + 1]) for i in [*order, order[0]]])
         result = BENCHMARK.score("mobilenet_v2", "imagenet_sample", log, paths)
         print(result.text)
-        assert result.total == 1000 and abs(result.value - 83.8) <= 0.5, result.text
+        assert result.samples == 1000 and abs(result.value - 83.8) <= 0.5, result.text
     finally:
         shutil.rmtree(paths.scratch, ignore_errors=True)  # 600 MB of tensors: do not leave them in /tmp

@@ -113,7 +113,7 @@ def _record_of(ctx: Context, mode: TestMode, log_dir: Path):
                    scratch="unused", engine="e.onnx", engine_manifest={}, config=config.as_dict(),
                    system={"id": ctx.system.system_id}, user_conf=[], performance_sample_count=1, cpu_cores=2,
                    test_run=ctx.args.test_run, rules_version="v6.1", accuracy_threshold=None,
-                   invocation=invocation(ctx.args, mode))
+                   invocation=invocation(ctx.args, mode, "resnet50"))
     write_metadata(log_dir, base_record(spec, COMPLETED))
     return read_metadata(log_dir / "metadata.json"), config
 

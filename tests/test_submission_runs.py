@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from code.common.benchmark_api import get_benchmark
 from code.common.constants import AccuracyTarget, Scenario, SystemType
 from code.common.errors import UserError
 from code.common.paths import Paths
@@ -159,7 +160,7 @@ def _stage(paths, results, log=None):
     from code.common.submission.staging import stage_compliance_for
 
     return stage_compliance_for(paths, RULES, results, "box", "resnet50", Scenario.Offline, AccuracyTarget.k_99,
-                                np.dtype(np.int32), log.append if log is not None else (lambda _: None))
+                                get_benchmark("resnet50").response, log.append if log is not None else (lambda _: None))
 
 
 def test_stage_compliance_verifies_against_the_staged_runs(tmp_path):

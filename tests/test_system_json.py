@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from code.actions.submission import StageResults
-from code.common.benchmark_api import ModelSpec
+from code.common.benchmark_api import ModelSpec, TensorSpec
 from code.common.constants import SystemType
 from code.common.errors import UserError
 from code.common.paths import Paths
@@ -271,8 +271,8 @@ def _record(model: str = "mobilenet_v2", precision: str = "fp32"):
 
 
 def _benchmark(**facts) -> SimpleNamespace:
-    spec = ModelSpec(name="m", description="test model", division="open", input_name="input",
-                     input_shape=(3, 224, 224), input_dtype="float32", starting_weights_filename="m.onnx",
+    spec = ModelSpec(name="m", description="test model", division="open",
+                     inputs=(TensorSpec("input", "float32", (3, 224, 224)),), starting_weights_filename="m.onnx",
                      weight_transformations="none", **facts)
     return SimpleNamespace(models={"m": spec})
 

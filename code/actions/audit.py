@@ -16,8 +16,9 @@ from pathlib import Path
 from ..common.audit.references import Reference, find_references
 from ..common.audit.verdicts import (PART3_SCORES, read_verified_against, verdict_problems,
                                      write_verified_against)
-from ..common.audit.verify import (Check, compare_accuracy_logs, part3_baseline, part3_verdict, read_accuracy_log,
-                                   verify_performance, verify_test01_accuracy)
+from ..common.audit.verify import (Check, WholeResponses, compare_accuracy_logs, compare_whole_responses,
+                                   part3_baseline, part3_verdict, read_accuracy_log, verify_performance,
+                                   verify_test01_accuracy)
 from ..common.benchmark_api import get_benchmark
 from ..common.config_registry import ResolvedConfig
 from ..common.constants import Scenario, TestMode
@@ -30,10 +31,12 @@ from ..common.harness.reproduce import config_command
 from ..common.harness.runner import plan_test, run_test
 from ..common.paths import timestamp
 from .base import Context, Handler
-from .harness import EMBEDDED_DEFAULT, with_embedded_default
+from .harness import EMBEDDED_FIELDS, with_embedded_default
 
 SELECTION_FLAGS = ("benchmarks", "scenarios")
-REFERENCE_SOURCE = "compared run"   # what the record says of a value taken over from the run a test is compared with
+REFERENCE_SOURCE = "compared run"
+# Beside verify_accuracy.txt (never staged): TEST01's sampled responses compared whole, not just their first value.
+WHOLE_RESPONSES = "whole_responses.txt"   # what the record says of a value taken over from the run a test is compared with
 
 
 def audit_config_lines(template: tuple[str, ...], sampling_target: int | None) -> list[str]:
@@ -46,10 +49,10 @@ def _qps_scale(config: ResolvedConfig) -> float:
 
 
 def _audit_context(ctx: Context) -> Context:
-    """With no selection at all, audit the embedded default (what `make run` produced)."""
-    chosen = any(flag in ctx.args.explicit for flag in SELECTION_FLAGS) or \
-        any(field in ctx.args.overrides for field in EMBEDDED_DEFAULT["fields"])
-    return ctx if chosen else with_embedded_default(ctx)
+    """With no model or data set named, audit what `make run` runs for the selection (each benchmark's embedded
+    default; resnet50 Offline with no selection at all)."""
+    chosen = any(field in ctx.args.overrides for field in EMBEDDED_FIELDS)
+    return ctx if chosen else with_embedded_default(ctx, test_run=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,9 +180,9 @@ class RunAuditHarness(Handler):
         (typed or filled in: batch size, threads, min_duration, ...) carries over unless given here, and a
         test-run reference gives a test-run audit."""
         args = self.ctx.args
-        fields = performance.config.fields
-        inherited = {name: value for name, value in performance.given_fields().items() if name not in args.overrides}
-        for name, value in args.overrides.items():
+        fields, given = performance.config.fields, args.fields_for(performance.benchmark)
+        inherited = {name: value for name, value in performance.given_fields().items() if name not in given}
+        for name, value in given.items():
             if name in fields and fields[name] != value:
                 self.ctx.log(f"Note: --{name}={value} differs from the run the test is compared with "
                              f"({name}={fields[name]}, {performance.log_dir}).")
@@ -194,26 +197,32 @@ class RunAuditHarness(Handler):
         if not record.completed:
             return Outcome(label, False, f"the compliance run {record.status}: {record.error}", folder)
         performance = verify_performance(test, Path(reference.performance.log_dir), run_dir)
-        accuracy, part3 = self._verify_accuracy(record, reference, run_dir) if test.samples_accuracy else (None, None)
-        self._lay_out(folder, run_dir, performance, accuracy, part3 is not None, record, reference)
+        accuracy, part3, whole = self._verify_accuracy(record, reference, run_dir) if test.samples_accuracy \
+            else (None, None, None)
+        self._lay_out(folder, run_dir, performance, accuracy, part3 is not None, record, reference, whole)
         accuracy_passed = accuracy is None or accuracy.passed or (part3 is not None and part3.passed)
         parts = [f"performance {'PASS' if performance.passed else 'FAIL'}: {performance.summary}"]
         if accuracy is not None:
             parts.append(f"accuracy {'PASS' if accuracy_passed else 'FAIL'}: {accuracy.summary}")
             if part3 is not None:
                 parts.append(part3.summary)
+        if whole is not None and whole.warning:
+            parts.append(f"warning: {whole.warning} (see {folder / WHOLE_RESPONSES})")
         return Outcome(label, performance.passed and accuracy_passed, "; ".join(parts), folder)
 
-    def _verify_accuracy(self, record: RunRecord, reference: Reference, run_dir: Path) -> tuple[Check, Check | None]:
+    def _verify_accuracy(self, record: RunRecord, reference: Reference, run_dir: Path) \
+            -> tuple[Check, Check | None, WholeResponses]:
         """verify_accuracy.py's check; when responses differ, Part III: the baseline (the accuracy run's entries for
         the sampled qsl_idx) and the compliance log scored by the benchmark's accuracy script, into
-        run_dir/part3/{baseline,compliance}_accuracy.txt, and the checker's delta test on them."""
+        run_dir/part3/{baseline,compliance}_accuracy.txt, and the checker's delta test on them. Beside them, the
+        sampled responses compared whole, in the benchmark's response format (a warning, never the verdict)."""
         benchmark = get_benchmark(record.benchmark)
         full = read_accuracy_log(Path(reference.accuracy.log_dir) / ACCURACY)
         sampled = read_accuracy_log(run_dir / ACCURACY)
-        check = verify_test01_accuracy(compare_accuracy_logs(full, sampled, benchmark.response_dtype))
+        check = verify_test01_accuracy(compare_accuracy_logs(full, sampled, benchmark.response.np_dtype))
+        whole = compare_whole_responses(full, sampled, benchmark.response)
         if check.passed or not sampled:
-            return check, None
+            return check, None, whole
         part3 = run_dir / "part3"
         part3.mkdir(parents=True, exist_ok=True)
         baseline_log = part3 / "mlperf_log_accuracy_baseline.json"
@@ -226,14 +235,14 @@ class RunAuditHarness(Handler):
         target = self.ctx.args.workload.accuracy_target
         verdict = part3_verdict(*texts.values(), rules.benchmark(record.benchmark).accuracy_pattern,
                                 rules.part3_delta_percent.get(target, 1.0))
-        return check, verdict
+        return check, verdict, whole
 
     def _lay_out(self, folder: Path, run_dir: Path, performance: Check, accuracy: Check | None, part3: bool,
-                 record: RunRecord, reference: Reference) -> None:
+                 record: RunRecord, reference: Reference, whole: WholeResponses | None = None) -> None:
         """verify_*.txt, performance/run_1/ and (TEST01) accuracy/ in the folder staging copies from: the files
         and names compliance/TEST0x/run_verification.py writes, plus the Part III files the checker reads."""
-        replaced = [p for p in ("verify_accuracy.txt", "verify_performance.txt", "performance", "accuracy")
-                    if (folder / p).exists()]
+        replaced = [p for p in ("verify_accuracy.txt", "verify_performance.txt", "performance", "accuracy",
+                                WHOLE_RESPONSES) if (folder / p).exists()]
         if replaced:
             self.ctx.log(f"Replacing the previous verdict in {folder} (every run stays in {folder / 'runs'}).")
         for name in replaced:
@@ -244,6 +253,8 @@ class RunAuditHarness(Handler):
         run_1.mkdir(parents=True)
         for log in (SUMMARY, DETAIL):
             shutil.copy2(run_dir / log, run_1 / log)
+        if whole is not None:
+            (folder / WHOLE_RESPONSES).write_text(whole.text())
         if accuracy is not None:
             (folder / "verify_accuracy.txt").write_text(accuracy.text)
             accuracy_dir = folder / "accuracy"

@@ -36,7 +36,7 @@ class Context:
 
     def resolve(self, benchmark: str, scenario: Scenario) -> ResolvedConfig:
         return self.registry.resolve(benchmark, scenario, self.system.candidates, self.args.workload,
-                                     overrides=self.args.overrides, cpu_cores=self.system.info.cpu.cores,
+                                     overrides=self.args.fields_for(benchmark), cpu_cores=self.system.info.cpu.cores,
                                      override_sources=self.args.filled_in)
 
     def selected(self) -> list[tuple[str, Scenario]]:

@@ -12,10 +12,11 @@ from ..common.harness.resume import outcome_in, resume_paths
 from ..common.harness.runner import CHILD, plan_test, refuse_taken_run_dir, run_test, summary_line
 from .base import Context, Handler
 
-# What `make run` runs when RUN_ARGS leave it open: open-division MobileNetV2 on the 20 labelled
-# ImageNet images that a package registry ships, Offline, a short test run, performance then accuracy.
-EMBEDDED_DEFAULT = {"benchmarks": ("resnet50",), "scenarios": (Scenario.Offline,),
-                    "fields": {"model": "mobilenet_v2", "dataset": "foolbox20"}}
+# What `make run` runs when RUN_ARGS leave it open: resnet50, Offline, a short test run, performance then accuracy,
+# each benchmark on its own embedded default model and data set (Benchmark.embedded_default: for resnet50 the
+# open-division MobileNetV2 on the 20 labelled ImageNet images that a package registry ships).
+EMBEDDED_DEFAULT = {"benchmarks": ("resnet50",), "scenarios": (Scenario.Offline,)}
+EMBEDDED_FIELDS = ("model", "dataset")     # what a benchmark's embedded default sets
 # The source the record gives what the toolkit filled in for the user (config.sources, invocation.filled_in).
 EMBEDDED_DEFAULT_SOURCE = "embedded default"
 RUN_TEST_MODES_SOURCE = "make run (PerformanceOnly, then AccuracyOnly)"
@@ -141,14 +142,21 @@ class RunHarness(Handler):
             spec = plan_test(self.ctx, test.benchmark, test.scenario, test.test_mode, log_dir=folder)
 
 
-def with_embedded_default(ctx: Context) -> Context:
-    """The embedded default, for whatever RUN_ARGS leave open: filled in, and recorded as such (never as typed)."""
+def with_embedded_default(ctx: Context, test_run: bool = True,
+                          benchmarks: tuple[str, ...] = EMBEDDED_DEFAULT["benchmarks"]) -> Context:
+    """The embedded default, for whatever RUN_ARGS leave open: filled in, and recorded as such (never as typed).
+    `test_run`: whether a short test run is part of it (make run), or left to the caller (run_audit_harness, whose
+    compliance runs are test runs exactly when the runs they are compared with are); `benchmarks`: those chosen
+    when RUN_ARGS name none."""
     args = ctx.args
-    fields = {k: v for k, v in EMBEDDED_DEFAULT["fields"].items() if k not in args.overrides}
-    defaults = {"benchmarks": EMBEDDED_DEFAULT["benchmarks"], "scenarios": EMBEDDED_DEFAULT["scenarios"],
-                "test_run": True}
+    defaults = {"benchmarks": benchmarks, "scenarios": EMBEDDED_DEFAULT["scenarios"],
+                **({"test_run": True} if test_run else {})}
     flags = {name: value for name, value in defaults.items() if name not in args.explicit}
-    return dataclasses.replace(ctx, args=args.fill_in(EMBEDDED_DEFAULT_SOURCE, fields, **flags), _registry=None)
+    args = args.fill_in(EMBEDDED_DEFAULT_SOURCE, **flags)
+    fields = {benchmark: {k: v for k, v in get_benchmark(benchmark).embedded_default.items()
+                          if k not in args.overrides} for benchmark in args.benchmarks}
+    return dataclasses.replace(ctx, args=args.fill_in_per_benchmark(EMBEDDED_DEFAULT_SOURCE, fields),
+                               _registry=None)
 
 
 class Run(RunHarness):

@@ -179,7 +179,7 @@ class StageCompliance(_SubmissionStep):
         for folder, system_id, benchmark, scenario in found:
             target = staging.accuracy_target_of(ctx.rules, benchmark, folder.parent.name)
             problems += staging.stage_compliance_for(ctx.paths, ctx.rules, folder, system_id, benchmark, scenario,
-                                                     target, get_benchmark(benchmark).response_dtype, ctx.log)
+                                                     target, get_benchmark(benchmark).response, ctx.log)
         for line in problems:
             ctx.log(f"not staged: {line}")
         return 0

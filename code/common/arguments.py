@@ -63,6 +63,21 @@ class RunArgs:
     dry_run: bool = False              # multi-test commands: print the plan and stop
     resume: bool = False               # multi-test commands: continue in the LOG_DIR of an interrupted one
     retries: int = DEFAULT_RETRIES     # with --resume: runs again of a test that is not VALID
+    # Config fields the toolkit filled in for one benchmark only (make run's embedded default: each benchmark's own
+    # model and data set), under the source `filled_in` names; `overrides` win over them.
+    benchmark_fields: Mapping[str, Mapping[str, Any]] = dataclasses.field(
+        default_factory=lambda: MappingProxyType({}))
+
+    def fields_for(self, benchmark: str) -> Mapping[str, Any]:
+        """The config fields given or filled in for `benchmark`: what its resolved configs take over."""
+        return MappingProxyType({**self.benchmark_fields.get(benchmark, {}), **self.overrides})
+
+    def fill_in_per_benchmark(self, source: str, fields: Mapping[str, Mapping[str, Any]]) -> "RunArgs":
+        """Config fields set by the toolkit for each benchmark (benchmark -> fields), each recorded with `source`."""
+        names = {name for per in fields.values() for name in per}
+        merged = {b: MappingProxyType({**self.benchmark_fields.get(b, {}), **f}) for b, f in fields.items()}
+        return dataclasses.replace(self, benchmark_fields=MappingProxyType({**self.benchmark_fields, **merged}),
+                                   filled_in=MappingProxyType({**self.filled_in, **dict.fromkeys(names, source)}))
 
     def fill_in(self, source: str, fields: Mapping[str, Any] | None = None, **flags: Any) -> "RunArgs":
         """These config fields and run flags (benchmarks, scenarios, test_run, ...) set by the toolkit, each

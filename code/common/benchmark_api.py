@@ -1,7 +1,9 @@
-"""What the generic harness needs from a benchmark: models, data sets, preprocessing, scoring.
+"""What the generic harness needs from a benchmark: models, data sets, preprocessing, responses, scoring.
 
-Each benchmark package (code/resnet50/, ...) provides one `Benchmark` object. The harness, engine
-builders and audit code talk to benchmarks only through this interface.
+Each benchmark package (code/resnet50/, code/yolo/, ...) provides one `Benchmark` object, registered in
+`IMPLEMENTATIONS`. The harness, engine builders, audit and submission code talk to benchmarks only through this
+interface; nothing in them knows what a class id or a bounding box is. `documentation/adding_a_benchmark.md`
+says how to add one, and tests/test_benchmark_contract.py checks every registered benchmark against it.
 """
 from __future__ import annotations
 
@@ -19,37 +21,168 @@ Log = Callable[[str], None]
 
 
 @dataclass(frozen=True)
+class TensorSpec:
+    """One input or output of a model, for one sample (no batch axis). None in `shape`: that axis varies."""
+
+    name: str
+    dtype: str                           # numpy dtype name, e.g. "float32"
+    shape: tuple[int | None, ...]
+
+    @property
+    def fixed(self) -> bool:
+        return all(size is not None for size in self.shape)
+
+
+@dataclass(frozen=True)
 class ModelSpec:
-    name: str                      # e.g. "mobilenet_v2", "resnet50_v1.5"
+    name: str                      # e.g. "mobilenet_v2", "resnet50_v1.5", "nanodet-m"
     description: str
     division: str                  # "closed" (the round's reference model) or "open"
-    input_name: str
-    input_shape: tuple[int, ...]   # one sample, e.g. (3, 224, 224)
-    input_dtype: str               # numpy dtype name of the preprocessed tensors, e.g. "float32"
+    inputs: tuple[TensorSpec, ...]
     # Facts for measurements.json of a submission.
     starting_weights_filename: str
     weight_transformations: str
     retraining: str = "No"
-    # Values of the benchmark's response_dtype in one sample's response (typical, for variable-length ones):
-    # what LoadGen writes per sample into the accuracy log, as hex. The run plan sizes that log from it.
-    response_size: int = 1
+    # What the model gives back (for people and the contract test: backends return every output, in the
+    # model's order, and the benchmark's postprocess matches them by shape, as converters rename outputs).
+    outputs: tuple[TensorSpec, ...] = ()
+    # The largest batch the model takes (None: any); e.g. 1 for a graph exported with a fixed batch axis.
+    max_batch_size: int | None = None
+    # Records in one sample's response, typically, where it differs from the benchmark's ResponseFormat (a
+    # detector keeping up to 300 boxes instead of 100): sizes the accuracy log in the run plan.
+    typical_response_records: int | None = None
+
+    @property
+    def input(self) -> TensorSpec:
+        """The one input of a single-input model: what the harness feeds today."""
+        if len(self.inputs) != 1:
+            raise UserError(f"{self.name} has {len(self.inputs)} inputs ({', '.join(i.name for i in self.inputs)}); "
+                            f"the harness feeds models of one input tensor.")
+        return self.inputs[0]
+
+
+@dataclass(frozen=True)
+class ResponseFormat:
+    """What one sample's response is in the accuracy log: `records` of `fields`, each field one `dtype` value.
+
+    `records_per_sample` None means the count varies per sample (e.g. one record per detected object, none for
+    an image without any); `typical_records` then sizes the accuracy log in the run plan. The official
+    TEST01 script compares only the first value of each response; `fields[0]` says what that value is."""
+
+    dtype: str                               # numpy dtype name of every value
+    fields: tuple[str, ...]                  # the values of one record, in order
+    records_per_sample: int | None = 1
+    typical_records: int = 1
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        return np.dtype(self.dtype)
+
+    @property
+    def record_bytes(self) -> int:
+        return len(self.fields) * self.np_dtype.itemsize
+
+    @property
+    def typical_bytes(self) -> int:
+        records = self.records_per_sample if self.records_per_sample is not None else self.typical_records
+        return records * self.record_bytes
+
+    @property
+    def variable(self) -> bool:
+        return self.records_per_sample is None
+
+    def decode(self, data: bytes) -> np.ndarray:
+        """One response's bytes as an array of records (records x fields)."""
+        return np.frombuffer(data, self.np_dtype).reshape(-1, len(self.fields))
+
+
+@dataclass(frozen=True)
+class Responses:
+    """The responses of several samples back to back in one buffer: sample i is `data[offsets[i]:offsets[i+1]]`
+    (byte offsets). The SUT hands LoadGen addresses into `data`, computed with numpy: nothing is copied per sample."""
+
+    data: np.ndarray        # contiguous, any dtype; read as bytes
+    offsets: np.ndarray     # int64, one more than there are samples, starting at 0
+
+    def __post_init__(self) -> None:
+        if not self.data.flags.c_contiguous:
+            raise ValueError("Responses.data must be one contiguous buffer (LoadGen reads it by address)")
+        if self.offsets.ndim != 1 or len(self.offsets) < 1 or self.offsets[0] != 0 \
+                or int(self.offsets[-1]) > self.data.nbytes:
+            raise ValueError(f"Responses.offsets must start at 0 and end within the {self.data.nbytes} bytes of data")
+
+    @classmethod
+    def rows(cls, rows: np.ndarray) -> "Responses":
+        """Fixed-size responses: row i of `rows` is sample i's response."""
+        rows = np.ascontiguousarray(rows)
+        size = rows.nbytes // max(len(rows), 1) if rows.ndim else rows.nbytes
+        return cls(rows, np.arange(len(rows) + 1, dtype=np.int64) * size)
+
+    @classmethod
+    def pieces(cls, pieces: Sequence[np.ndarray]) -> "Responses":
+        """Variable-size responses, one array per sample (possibly empty), joined in one numpy call."""
+        sizes = np.fromiter((p.nbytes for p in pieces), dtype=np.int64, count=len(pieces))
+        offsets = np.zeros(len(pieces) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        flat = [np.ascontiguousarray(p).reshape(-1).view(np.uint8) for p in pieces]
+        return cls(np.concatenate(flat) if flat else np.zeros(0, np.uint8), offsets)
+
+    @classmethod
+    def join(cls, parts: Sequence["Responses"]) -> "Responses":
+        """Several batches' responses as one (a work item of several batches completes in one LoadGen call)."""
+        if len(parts) == 1:
+            return parts[0]
+        data = np.concatenate([np.ascontiguousarray(p.data).reshape(-1).view(np.uint8) for p in parts])
+        starts = np.cumsum([0] + [int(p.offsets[-1]) for p in parts[:-1]])
+        offsets = np.concatenate([parts[0].offsets[:1]] + [p.offsets[1:] + s for p, s in zip(parts, starts)])
+        return cls(data, offsets.astype(np.int64))
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def sample(self, index: int) -> bytes:
+        raw = np.ascontiguousarray(self.data).reshape(-1).view(np.uint8)
+        return raw[self.offsets[index]:self.offsets[index + 1]].tobytes()
 
 
 @dataclass(frozen=True)
 class DatasetSpec:
-    name: str                      # e.g. "foolbox20", "imagenet_sample", "imagenet"
+    name: str                      # e.g. "foolbox20", "imagenet_sample", "imagenet", "coco_mini"
     description: str
     how_to_get: str                # one paragraph a person can follow
     sample_count: int | None = None   # samples of the whole set, known before it is downloaded (None: unknown)
 
 
 @dataclass(frozen=True)
+class Metric:
+    name: str                      # e.g. "top-1 accuracy", "mAP", "AP50"
+    value: float
+    unit: str = "%"                # "%" or "" (a plain number)
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.value:.3f}{self.unit}"
+
+
+@dataclass(frozen=True)
 class AccuracyResult:
-    metric: str                    # e.g. "top-1 accuracy (%)"
-    value: float                   # in the metric's unit (e.g. percent)
-    good: int
-    total: int
-    text: str                      # the exact accuracy.txt line, e.g. "accuracy=90.000%, good=18, total=20"
+    """A scored accuracy log. `metrics[0]` is the one the round's accuracy target applies to, in the unit of the
+    round's reference value (e.g. percent); `text` is the whole accuracy.txt, whose lines include the one the
+    round's checker reads with its regular expression (e.g. `accuracy=76.456%, good=..., total=...`, `mAP=...%`)."""
+
+    metrics: tuple[Metric, ...]
+    text: str
+    samples: int                   # distinct samples scored
+
+    @property
+    def metric(self) -> str:
+        return self.metrics[0].name
+
+    @property
+    def value(self) -> float:
+        return self.metrics[0].value
+
+    def get(self, name: str) -> float | None:
+        return next((m.value for m in self.metrics if m.name == name), None)
 
 
 class PreprocessedSet(Protocol):
@@ -62,14 +195,20 @@ class PreprocessedSet(Protocol):
     def load(self, index: int) -> np.ndarray: ...
 
 
+Postprocess = Callable[[Sequence[np.ndarray], np.ndarray], Responses]   # (outputs of a batch, its QSL indices)
+
+
 class Benchmark(Protocol):
     name: str                                  # toolkit benchmark name, e.g. "resnet50"
     models: Mapping[str, ModelSpec]
     datasets: Mapping[str, DatasetSpec]
-    response_dtype: np.dtype                   # dtype of each sample's response bytes in the accuracy log
+    response: ResponseFormat                   # each sample's response in the accuracy log
+    # What `make run` runs for this benchmark when the user names no model or data set: a model and data set
+    # that a fresh clone can get without registration (e.g. {"model": "mobilenet_v2", "dataset": "foolbox20"}).
+    embedded_default: Mapping[str, str]
 
     def download_model(self, model: str, paths: Paths, log: Log) -> Path:
-        """Make the model's ONNX file exist at paths.model_file(...) and return it."""
+        """Make the model's ONNX file exist at paths.model_file(...) and return it, or raise UserError saying how."""
 
     def download_data(self, dataset: str, paths: Paths, log: Log) -> Path:
         """Make the raw data set available under paths.dataset_dir(dataset), or raise UserError saying how."""
@@ -88,23 +227,24 @@ class Benchmark(Protocol):
 
         What engine builders call: it also covers calibration data outside the evaluation set."""
 
-    def postprocess(self, model: str, outputs: Sequence[np.ndarray]) -> np.ndarray:
-        """Backend outputs of one batch -> one response row per sample, of `response_dtype`."""
+    def postprocessor(self, model: str, samples: PreprocessedSet) -> Postprocess:
+        """The function that turns one batch's backend outputs (every output, in the model's order) and the
+        batch's QSL indices into its responses; `samples` gives per-sample facts (e.g. an image's size)."""
 
     def score(self, model: str, dataset: str, accuracy_log: Path, paths: Paths) -> AccuracyResult:
-        """Score an mlperf_log_accuracy.json against the data set's labels."""
+        """Score an mlperf_log_accuracy.json as the round's accuracy script does."""
 
 
-_IMPLEMENTATIONS = {"resnet50": "code.resnet50.benchmark:BENCHMARK"}
+IMPLEMENTATIONS = {"resnet50": "code.resnet50.benchmark:BENCHMARK", "yolo": "code.yolo.benchmark:BENCHMARK"}
 
 
 def get_benchmark(name: str) -> Benchmark:
     """The implementation of a benchmark, imported on first use."""
     try:
-        module, _, attribute = _IMPLEMENTATIONS[name].partition(":")
+        module, _, attribute = IMPLEMENTATIONS[name].partition(":")
     except KeyError:
         raise UserError(f"Benchmark '{name}' has no implementation in this toolkit yet; "
-                        f"implemented: {', '.join(_IMPLEMENTATIONS)}.") from None
+                        f"implemented: {', '.join(IMPLEMENTATIONS)}.") from None
     return getattr(importlib.import_module(module), attribute)
 
 

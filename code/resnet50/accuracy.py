@@ -15,10 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..common.benchmark_api import AccuracyResult
+from ..common.benchmark_api import AccuracyResult, Metric
 from ..common.errors import UserError
 
-METRIC = "top-1 accuracy (%)"
+METRIC = "top-1 accuracy"
 
 
 def score_accuracy_log(accuracy_log: Path, labels: np.ndarray, label_offset: int,
@@ -47,7 +47,7 @@ def score_accuracy_log(accuracy_log: Path, labels: np.ndarray, label_offset: int
             good += 1
     total = len(seen)
     value = 100.0 * good / total if total else 0.0
-    return AccuracyResult(metric=METRIC, value=value, good=good, total=total,
+    return AccuracyResult(metrics=(Metric(METRIC, value),), samples=total,
                           text=f"accuracy={value:.3f}%, good={good}, total={total}")
 
 

@@ -12,7 +12,7 @@ from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from ..common.benchmark_api import AccuracyResult, DatasetSpec, Log, ModelSpec
+from ..common.benchmark_api import AccuracyResult, DatasetSpec, Log, ModelSpec, Postprocess, ResponseFormat, Responses
 from ..common.paths import Paths
 from . import datasets as _datasets
 from . import models as _models
@@ -22,7 +22,8 @@ class ResNet50Benchmark:
     name = "resnet50"
     models: Mapping[str, ModelSpec] = _models.MODELS
     datasets: Mapping[str, DatasetSpec] = _datasets.DATASETS
-    response_dtype: np.dtype = np.dtype(np.int32)
+    response = ResponseFormat(dtype="int32", fields=("class_id",), records_per_sample=1)
+    embedded_default: Mapping[str, str] = {"model": "mobilenet_v2", "dataset": "foolbox20"}
 
     def download_model(self, model: str, paths: Paths, log: Log) -> Path:
         return _models.download_model(model, paths, log)
@@ -55,14 +56,15 @@ class ResNet50Benchmark:
         for index in self.calibration_indices(dataset, count, paths):
             yield images.load(index)
 
-    def postprocess(self, model: str, outputs: Sequence[np.ndarray]) -> np.ndarray:
-        return _models.postprocess(model, outputs)
+    def postprocessor(self, model: str, samples) -> Postprocess:
+        _models.facts(model)   # unknown model -> UserError before the run starts
+        return lambda outputs, indices: Responses.rows(_models.postprocess(model, outputs))
 
     def score(self, model: str, dataset: str, accuracy_log: Path, paths: Paths) -> AccuracyResult:
         from .accuracy import score_accuracy_log
 
         labels = self.preprocessed(model, dataset, paths).labels
-        return score_accuracy_log(accuracy_log, labels, _models.facts(model).label_offset, self.response_dtype)
+        return score_accuracy_log(accuracy_log, labels, _models.facts(model).label_offset, self.response.np_dtype)
 
 
 BENCHMARK = ResNet50Benchmark()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
-from ..common.benchmark_api import Log, ModelSpec
+from ..common.benchmark_api import Log, ModelSpec, TensorSpec
 from ..common.errors import UserError
 from ..common.fileio import atomic_path
 from ..common.paths import Paths
@@ -42,9 +42,8 @@ _FACTS: dict[str, ModelFacts] = {
             name="mobilenet_v2",
             description="torchvision MobileNetV2 (ImageNet top-1 71.88 %), converted to ONNX without torch",
             division="open",
-            input_name="input",
-            input_shape=(3, 224, 224),
-            input_dtype="float32",
+            inputs=(TensorSpec("input", "float32", (3, 224, 224)),),
+            outputs=(TensorSpec("logits", "float32", (NUM_CLASSES,)),),
             starting_weights_filename="mobilenet_v2-b0353104.pth",
             weight_transformations="BatchNorm folded into convolutions; converted from the PyTorch checkpoint to ONNX",
         ),
@@ -56,9 +55,8 @@ _FACTS: dict[str, ModelFacts] = {
             name="resnet50_v1.5",
             description="MLPerf reference ResNet50-v1.5 ONNX (zenodo record 2592612), 1001 classes with background",
             division="closed",
-            input_name="input_tensor:0",
-            input_shape=(3, 224, 224),
-            input_dtype="float32",
+            inputs=(TensorSpec("input_tensor:0", "float32", (3, 224, 224)),),
+            outputs=(TensorSpec("ArgMax:0", "int64", ()), TensorSpec("softmax_tensor:0", "float32", (NUM_CLASSES + 1,))),
             starting_weights_filename="resnet50_v1.onnx",
             weight_transformations="none (reference ONNX)",
         ),
@@ -84,7 +82,7 @@ def preprocess_function(model: str) -> Callable[["Image.Image"], np.ndarray]:
 
 
 def postprocess(model: str, outputs: Sequence[np.ndarray]) -> np.ndarray:
-    """One int32 response per sample: the model's raw class id (label + label_offset).
+    """One int32 per sample: the model's raw class id (label + label_offset).
 
     Outputs are matched by kind and shape, not by name, because converters rename them: an integer
     output of shape [N] (or [N,1]) is taken as the class id as-is (the reference's `ArgMax:0`);

@@ -1,7 +1,8 @@
 """Verification of compliance runs, judged exactly as the round's official scripts judge them.
 
 - TEST01 accuracy: compliance/TEST01/verify_accuracy.py (responses compared by qsl_idx, first element only; a
-  qsl_idx the accuracy run lacks is counted, not failed). When responses differ, Part III: the baseline (the
+  qsl_idx the accuracy run lacks is counted, not failed). For a benchmark whose first value says little (yolo:
+  the image index), `compare_whole_responses` also compares every value and gives a warning beside the verdict. When responses differ, Part III: the baseline (the
   accuracy run's entries for the sampled qsl_idx) and the compliance log are scored by the benchmark's accuracy
   script; the submission checker then accepts the test when |1 - baseline / compliance| * 100 is within the
   round's delta (1 %, 0.1 % for 99.9 % targets). `part3_verdict` is that check, shared with the toolkit's checker.
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..benchmark_api import ResponseFormat
 from ..constants import Scenario
 from ..harness.loadgen_log import DETAIL, SUMMARY, LoadGenLog, read_detail
 from ..rules import ComplianceTest
@@ -93,6 +95,63 @@ def compare_accuracy_logs(reference: list[dict], compliance: list[dict], dtype: 
         known[index] = entry["data"]
     return Comparison(len(reference), duplicates, reference_mismatches, len(compliance), matched, mismatched,
                       missing)
+
+
+@dataclass(frozen=True)
+class WholeResponses:
+    """TEST01's responses compared whole (every record, every value), beyond what the official script compares."""
+
+    compared: int                       # sampled responses that have a counterpart in the accuracy run
+    differing: tuple[int, ...]          # their qsl_idx where the whole response differs
+    detail: str                         # the first difference, for people ("" when none)
+
+    @property
+    def warning(self) -> str | None:
+        if not self.differing:
+            return None
+        return (f"{len(self.differing)} of {self.compared} sampled responses differ from the accuracy run beyond "
+                f"their first value, which is all the official script compares ({self.detail})")
+
+    def text(self) -> str:
+        lines = [f"compared = {self.compared}", f"differing = {len(self.differing)}"]
+        if self.differing:
+            lines += [f"differing_qsl_idx = {' '.join(map(str, self.differing))}", f"first = {self.detail}"]
+        return "\n".join(lines) + "\n"
+
+
+def compare_whole_responses(reference: list[dict], compliance: list[dict], response: ResponseFormat) \
+        -> WholeResponses:
+    """Each sampled response against the accuracy run's first response for its qsl_idx, byte for byte; a
+    difference is described in the benchmark's response format (records and fields)."""
+    known: dict[int, str] = {}
+    for entry in reference:
+        known.setdefault(entry["qsl_idx"], entry["data"])
+    compared, differing, detail = 0, [], ""
+    for entry in compliance:
+        index = entry["qsl_idx"]
+        if index not in known:
+            continue
+        compared += 1
+        if entry["data"].upper() == known[index].upper():
+            continue
+        differing.append(index)
+        if not detail:
+            detail = f"qsl_idx {index}: " + _describe(bytes.fromhex(known[index]), bytes.fromhex(entry["data"]),
+                                                       response)
+    return WholeResponses(compared, tuple(differing), detail)
+
+
+def _describe(expected: bytes, found: bytes, response: ResponseFormat) -> str:
+    width = response.record_bytes
+    if len(expected) % width or len(found) % width:
+        return f"{len(found)} bytes, the accuracy run {len(expected)} bytes"
+    a, b = response.decode(expected), response.decode(found)
+    if len(a) != len(b):
+        return f"{len(b)} records ({', '.join(response.fields)}), the accuracy run {len(a)}"
+    gap = np.abs(a.astype(np.float64) - b.astype(np.float64))
+    record, field = np.unravel_index(int(np.argmax(gap)), gap.shape)
+    return (f"record {record} {response.fields[field]} is {b[record, field]:.7g}, the accuracy run's "
+            f"{a[record, field]:.7g} (largest of {int((gap > 0).sum())} differing values)")
 
 
 def verify_test01_accuracy(comparison: Comparison) -> Check:

@@ -117,7 +117,7 @@ def _calibration_samples(config: ResolvedConfig, paths: Paths, benchmark: Benchm
     else:
         data = benchmark.preprocessed(model, dataset, paths)
         source = (data.load(i) for i in benchmark.calibration_indices(dataset, count, paths))
-    rank = len(benchmark.models[model].input_shape)
+    rank = len(benchmark.models[model].input.shape)
     samples: list[np.ndarray] = []
     for tensor in source:
         array = np.asarray(tensor)
@@ -152,7 +152,7 @@ def _ensure_calibration(config: ResolvedConfig, paths: Paths, benchmark: Benchma
         return cache
     log(f"calibrating {config['model']} on {len(samples)} {config['dataset']} samples "
         f"({ort_builder.CALIBRATION_METHOD}) ...")
-    input_name = benchmark.models[config["model"]].input_name
+    input_name = benchmark.models[config["model"]].input.name
     batches = (np.stack(samples[i:i + CALIBRATION_BATCH]) for i in range(0, len(samples), CALIBRATION_BATCH))
     with tempfile.TemporaryDirectory(prefix="calibrate.") as work:
         try:

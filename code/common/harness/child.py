@@ -56,7 +56,7 @@ def base_record(spec: RunSpec, status: str, **outcome: Any) -> RunRecord:
         log_dir=spec.log_dir, **outcome)
 
 
-def _instances(spec: RunSpec, benchmark) -> list:
+def _instances(spec: RunSpec, benchmark, samples) -> list:
     """One inference callable per backend instance, each warmed up on the batch sizes it will see."""
     import numpy as np
 
@@ -65,8 +65,8 @@ def _instances(spec: RunSpec, benchmark) -> list:
     fields = spec.fields
     count, batch_size = int(fields["instances"]), int(fields["batch_size"])
     threads = threads_per_instance(fields, spec.cpu_cores)
-    model_spec = benchmark.models[spec.model]
-    backends = [create_backend(Path(spec.engine), backend=fields["backend"], input_name=model_spec.input_name,
+    model_input = benchmark.models[spec.model].input
+    backends = [create_backend(Path(spec.engine), backend=fields["backend"], input_name=model_input.name,
                                threads=threads, device=spec.engine_manifest.get("device", "cpu"))
                 for _ in range(count)]
     # A runtime's first call at a new batch shape is slow; Server batches take every size up to batch_size.
@@ -74,10 +74,11 @@ def _instances(spec: RunSpec, benchmark) -> list:
         else sorted({1, batch_size})
     for backend in backends:
         for size in sizes:
-            backend.infer(np.zeros((size, *model_spec.input_shape), dtype=model_spec.input_dtype))
+            backend.infer(np.zeros((size, *model_input.shape), dtype=model_input.dtype))
+    postprocess = benchmark.postprocessor(spec.model, samples)
 
     def make(backend):
-        return lambda batch: benchmark.postprocess(spec.model, backend.infer(batch))
+        return lambda batch, indices: postprocess(backend.infer(batch), indices)
 
     return [make(b) for b in backends]
 
@@ -123,7 +124,7 @@ def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecor
     try:
         samples = benchmark.preprocessed(spec.model, spec.dataset, paths)
         qsl = SampleLibrary(samples, spec.performance_sample_count)
-        sut = HarnessSUT(spec.scenario_enum, qsl, _instances(spec, benchmark), int(spec.fields["batch_size"]),
+        sut = HarnessSUT(spec.scenario_enum, qsl, _instances(spec, benchmark, samples), int(spec.fields["batch_size"]),
                          int(spec.fields.get("server_batch_timeout_us") or 0)).start()
         user_conf = write_user_conf(log_dir / "user.conf", spec.user_conf)
         settings = test_settings(user_conf, spec.loadgen_model, spec.scenario_enum, spec.mode_enum)
@@ -177,10 +178,11 @@ def _results(spec: RunSpec, benchmark, paths: Paths, log_dir: Path, seconds: flo
                    "valid": verdict.valid, "submittable": verdict.submittable, "reasons": tuple(verdict.reasons)}
     else:
         accuracy = benchmark.score(spec.model, spec.dataset, log_dir / "mlperf_log_accuracy.json", paths)
-        (log_dir / "accuracy.txt").write_text(accuracy.text + "\n")
+        (log_dir / "accuracy.txt").write_text(accuracy.text.rstrip("\n") + "\n")
         meets = None if spec.accuracy_threshold is None else accuracy.value >= spec.accuracy_threshold
         result |= {"accuracy": AccuracyRecord(metric=accuracy.metric, value=accuracy.value, text=accuracy.text,
-                                              good=accuracy.good, total=accuracy.total,
+                                              unit=accuracy.metrics[0].unit, samples=accuracy.samples,
+                                              metrics={m.name: m.value for m in accuracy.metrics},
                                               threshold=spec.accuracy_threshold, meets_target=meets),
                    "valid": log.errors == (), "submittable": log.errors == () and not spec.test_run,
                    "reasons": tuple(f"LoadGen reported an error: {e}" for e in log.errors)}

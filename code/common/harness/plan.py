@@ -247,7 +247,9 @@ def dataset_size(benchmark, dataset: str, rules: BenchmarkRules) -> int:
 
 def response_bytes(benchmark, model: str) -> int:
     """Bytes of one sample's response in the accuracy log (before LoadGen writes them as hex)."""
-    return int(benchmark.models[model].response_size) * np.dtype(benchmark.response_dtype).itemsize
+    response = benchmark.response
+    records = benchmark.models[model].typical_response_records
+    return int(records * response.record_bytes if records is not None and response.variable else response.typical_bytes)
 
 
 def plan_entry(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, runs: Sequence[EarlierRun], *,

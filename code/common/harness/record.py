@@ -63,10 +63,13 @@ class EngineRecord:
 
 @dataclass(frozen=True)
 class AccuracyRecord:
-    metric: str
+    metric: str               # the metric the round's target applies to, e.g. "top-1 accuracy", "mAP"
     value: float
-    text: str                 # the accuracy.txt line
-    good: int | None = None
+    text: str                 # the accuracy.txt content
+    unit: str = "%"
+    metrics: Mapping[str, float] = field(default_factory=dict)   # every metric the benchmark scored, by name
+    samples: int | None = None           # distinct samples scored
+    good: int | None = None              # records written before metrics were kept: correct samples of `total`
     total: int | None = None
     threshold: float | None = None       # closed division's target; None where accuracy is reported, not gated
     meets_target: bool | None = None

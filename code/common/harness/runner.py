@@ -56,7 +56,7 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
         performance_sample_count=performance_sample_count(fields, rules, len(samples)),
         cpu_cores=ctx.system.info.cpu.cores, test_run=ctx.args.test_run, rules_version=ctx.rules.version,
         accuracy_threshold=rules.accuracy_threshold(target) if model_spec.division == "closed" else None,
-        invocation=invocation(ctx.args, mode), purpose="audit" if audit_test else purpose,
+        invocation=invocation(ctx.args, mode, benchmark_name), purpose="audit" if audit_test else purpose,
         audit_test=audit_test, audit_config=list(audit_config or []),
     )
 
@@ -71,6 +71,10 @@ def check_selection(ctx, benchmark_name: str, fields: Mapping[str, Any]):
     if dataset not in benchmark.datasets:
         raise UserError(f"Unknown dataset '{dataset}' for {benchmark_name}. "
                         f"Valid choices: {', '.join(benchmark.datasets)}.")
+    limit, batch_size = benchmark.models[model].max_batch_size, fields.get("batch_size")
+    if limit is not None and batch_size is not None and int(batch_size) > limit:
+        raise UserError(f"{model} takes at most {limit} sample(s) per call, so batch_size={batch_size} cannot run; "
+                        f"use --batch_size={limit} (more instances, --instances, give it parallelism).")
     rules = ctx.rules.benchmark(benchmark_name)
     target = ctx.args.workload.accuracy_target
     if target not in rules.accuracy_targets:
@@ -79,11 +83,13 @@ def check_selection(ctx, benchmark_name: str, fields: Mapping[str, Any]):
     return benchmark, benchmark.models[model], rules
 
 
-def invocation(args: RunArgs, mode: TestMode) -> dict[str, Any]:
-    """What the user typed, and what the toolkit filled in (RunArgs.filled_in), for the record."""
+def invocation(args: RunArgs, mode: TestMode, benchmark: str) -> dict[str, Any]:
+    """What the user typed, and what the toolkit filled in (RunArgs.filled_in), for the record of a test of
+    `benchmark`."""
     flags = {"benchmarks": ",".join(args.benchmarks), "scenarios": ",".join(s.value for s in args.scenarios),
              "test_run": args.test_run, "test_mode": mode.value}
-    filled = {name: {"value": args.overrides[name] if name in args.overrides else flags.get(name),
+    fields = args.fields_for(benchmark)
+    filled = {name: {"value": fields[name] if name in fields else flags.get(name),
                      "source": source} for name, source in args.filled_in.items()}
     return {"action": args.action, "typed": list(args.typed), "filled_in": filled}
 
@@ -164,7 +170,8 @@ def summary_line(record: RunRecord) -> str:
             gate = f"{record.division} division: reported, not gated"
         else:
             gate = f"target {accuracy.threshold:.3f}: {'met' if accuracy.meets_target else 'NOT MET'}"
-        return f"{label}: {accuracy.text} ({gate})"
+        lines = [line.strip() for line in accuracy.text.splitlines() if line.strip()]
+        return f"{label}: {'; '.join(lines)} ({gate})"
     metric = record.metric
     figure = f"{metric.value:.2f} {metric.unit}" if metric is not None else "nan"
     validity = "VALID" if record.valid else "INVALID"

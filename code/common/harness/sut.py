@@ -1,12 +1,14 @@
 """The system under test: LoadGen queries -> batches -> backend instances in worker threads -> responses.
 
-- Offline: the one big query is cut into work items of a few batches of `batch_size`, shared by the
-  workers; each item is completed with one LoadGen call.
+- Offline: the one big query is cut into work items of a few batches of `batch_size` (at most 512 samples, and at
+  least four items per instance), shared by the workers; each item is completed with one LoadGen call.
 - Server: workers form batches dynamically, waiting at most `batch_timeout_us` after a batch's first sample.
 - SingleStream / MultiStream: the query is run at once on LoadGen's issuing thread (the next query waits
   for this one anyway, and a thread hop would only add latency).
 
-Backends release the GIL while they compute, so several instances run in parallel. A failure in a
+Backends release the GIL while they compute, so several instances run in parallel. A response may have any
+size (one class id, or one record per detected object): each batch's responses come back as one `Responses`
+buffer with byte offsets, and the addresses LoadGen reads are computed from them with numpy. A failure in a
 backend marks the run failed; every outstanding sample is then completed empty so that LoadGen ends.
 """
 from __future__ import annotations
@@ -19,10 +21,11 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..benchmark_api import Responses
 from ..constants import Scenario
 from .qsl import SampleLibrary
 
-Infer = Callable[[np.ndarray], np.ndarray]   # batch -> one response row per sample
+Infer = Callable[[np.ndarray, np.ndarray], Responses]   # (batch, its QSL indices) -> its responses
 _STOP = None
 
 
@@ -50,7 +53,6 @@ class HarnessSUT:
         self._work: queue.Queue = queue.Queue()
         self._threads: list[threading.Thread] = []
         self.offline_batches_per_item = max(1, 512 // batch_size)
-        self._offsets = np.arange(batch_size * self.offline_batches_per_item, dtype=np.int64)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> "HarnessSUT":
@@ -83,13 +85,19 @@ class HarnessSUT:
         # Work items are views of two arrays made once, so they cost no list building. An Offline item
         # holds several batches completed together: fewer LoadGen calls, and no latency matters there.
         id_array, index_array = np.asarray(ids, dtype=np.uint64), np.asarray(indices, dtype=np.int64)
-        step = self.batch_size * (self.offline_batches_per_item if self.scenario is Scenario.Offline else 1)
+        step = self.batch_size * (self._batches_per_item(len(ids)) if self.scenario is Scenario.Offline else 1)
         for start in range(0, len(ids), step):
             item = (id_array[start:start + step], index_array[start:start + step])
             if self.scenario is Scenario.Offline:
                 self._work.put(item)
             else:
                 self._run_item(self.instances[0], *item)
+
+    def _batches_per_item(self, samples: int) -> int:
+        """Batches in one Offline work item: up to `offline_batches_per_item`, but small enough that every instance
+        gets several items (a short query of batch-1 samples would otherwise be one item for one instance)."""
+        batches = -(-samples // self.batch_size)
+        return max(1, min(self.offline_batches_per_item, -(-batches // (4 * max(1, len(self.instances))))))
 
     def flush(self) -> None:
         pass
@@ -127,10 +135,11 @@ class HarnessSUT:
         try:
             parts = []
             for start in range(0, len(indices), self.batch_size):
-                parts.append(infer(self.qsl.gather(indices[start:start + self.batch_size])))
+                batch = indices[start:start + self.batch_size]
+                parts.append(infer(self.qsl.gather(batch), batch))
                 with self._lock:
                     self.counters.inferred += len(parts[-1])
-            responses = np.ascontiguousarray(parts[0] if len(parts) == 1 else np.concatenate(parts))
+            responses = Responses.join(parts)
             if len(responses) != len(ids):
                 raise RuntimeError(f"backend returned {len(responses)} responses for {len(ids)} samples")
         except BaseException as error:  # noqa: BLE001  recorded, reported by the run, never swallowed
@@ -138,11 +147,12 @@ class HarnessSUT:
                 self.error = self.error or error
             self._complete_empty(ids)
             return
-        # Per-sample response objects are the harness's main cost: addresses come from one numpy step.
-        size = responses.nbytes // len(responses)
-        addresses = (self._offsets[:len(ids)] * size + responses.__array_interface__["data"][0]).tolist()
+        # Per-sample response objects are the harness's main cost: addresses and sizes come from one numpy step.
+        offsets = responses.offsets
+        base = responses.data.__array_interface__["data"][0]   # contiguous: Responses checks it
+        addresses, sizes = (offsets[:-1] + base).tolist(), np.diff(offsets).tolist()
         response = self._lg.QuerySampleResponse
-        self._lg.QuerySamplesComplete([response(i, a, size) for i, a in zip(ids.tolist(), addresses)])
+        self._lg.QuerySamplesComplete([response(i, a, n) for i, a, n in zip(ids.tolist(), addresses, sizes)])
         with self._lock:
             self.counters.completed += len(ids)
 

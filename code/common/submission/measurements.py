@@ -50,7 +50,7 @@ def measurements(record: RunRecord, benchmark: Benchmark) -> dict[str, str]:
         how = f" on {calibration['count']} {calibration['dataset']} images" if calibration else ""
         transformations += f"; INT8 static quantization (ONNX Runtime QDQ, per-channel weights){how}"
     values = {
-        "input_data_types": _DTYPES.get(model.input_dtype, model.input_dtype),
+        "input_data_types": ",".join(_DTYPES.get(i.dtype, i.dtype) for i in model.inputs),
         "retraining": _yes_no(model.retraining),
         "starting_weights_filename": model.starting_weights_filename,
         "weight_data_types": fields["precision"],

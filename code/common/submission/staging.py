@@ -11,12 +11,12 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 
 from ..audit.verdicts import ACCURACY_FILES as TEST01_ACCURACY_FILES
 from ..audit.verdicts import PART3_FILES, VERIFIED_AGAINST, read_verified_against, verdict_problems
 from ..audit.verify import (Check, compare_accuracy_logs, read_accuracy_log, verify_performance,
                             verify_test01_accuracy)
+from ..benchmark_api import ResponseFormat
 from ..constants import AccuracyTarget, Scenario, SystemType
 from ..errors import UserError
 from ..fileio import sha256_file
@@ -179,14 +179,15 @@ def _logged_scenario(scenario_dir: Path) -> Scenario:
     return read_detail(scenario_dir / "performance" / "run_1").scenario
 
 
-def _verify_accuracy(paths: Paths, source: Path, results_dir: Path, dtype: np.dtype,
+def _verify_accuracy(paths: Paths, source: Path, results_dir: Path, response: ResponseFormat,
                      against: dict[str, Any]) -> tuple[Check, bool, str | None]:
     """(verify_accuracy verdict against the staged accuracy run, whether Part III applies, problem)."""
     staged_log = full_accuracy_log(paths, results_dir)
     if not staged_log.is_file():
         return Check(False, "", ""), False, f"no full accuracy log of the staged run at {staged_log}"
     check = verify_test01_accuracy(compare_accuracy_logs(read_accuracy_log(staged_log),
-                                                         read_accuracy_log(source / "accuracy" / ACCURACY), dtype))
+                                                         read_accuracy_log(source / "accuracy" / ACCURACY),
+                                                         response.np_dtype))
     if check.passed:
         return check, False, None
     if not all((source / "accuracy" / name).is_file() for name in PART3_FILES):
@@ -198,7 +199,7 @@ def _verify_accuracy(paths: Paths, source: Path, results_dir: Path, dtype: np.dt
 
 
 def stage_compliance_for(paths: Paths, rules: RulesRound, results_dir: Path, system_id: str, benchmark: str,
-                         scenario: Scenario, target: AccuracyTarget, dtype: np.dtype, log: Log) -> list[str]:
+                         scenario: Scenario, target: AccuracyTarget, response: ResponseFormat, log: Log) -> list[str]:
     """Verify each TEST0x of this scenario against the staged runs and stage the verdicts that pass; return what
     could not be staged. A TEST0x staged earlier that no longer passes is removed."""
     problems = []
@@ -210,7 +211,7 @@ def stage_compliance_for(paths: Paths, rules: RulesRound, results_dir: Path, sys
         label = f"{system_id} {benchmark} {scenario.value}{inferred} {test}"
         dest = results_dir / test
         fix = f"make run_audit_harness RUN_ARGS=\"--benchmarks={benchmark} --scenarios={logged.value}\""
-        problem = _stage_test(paths, rules, test, source, results_dir, bench, target, dtype, log, label)
+        problem = _stage_test(paths, rules, test, source, results_dir, bench, target, response, log, label)
         if problem is None:
             continue
         if dest.exists():
@@ -234,7 +235,7 @@ def _verified_against(folder: Path, log: Log) -> dict[str, Any]:
 
 
 def _stage_test(paths: Paths, rules: RulesRound, test: str, source: Path, results_dir: Path, bench,
-                target: AccuracyTarget, dtype: np.dtype, log: Log, label: str) -> str | None:
+                target: AccuracyTarget, response: ResponseFormat, log: Log, label: str) -> str | None:
     """Stage one test; the reason it cannot be staged, or None."""
     spec = rules.compliance_tests[test]
     run_1 = source / "performance" / "run_1"
@@ -246,7 +247,7 @@ def _stage_test(paths: Paths, rules: RulesRound, test: str, source: Path, result
         return f"against the staged performance run the test fails ({performance.summary})"
     accuracy, part3 = None, False
     if spec.samples_accuracy:
-        accuracy, part3, problem = _verify_accuracy(paths, source, results_dir, dtype, against)
+        accuracy, part3, problem = _verify_accuracy(paths, source, results_dir, response, against)
         if problem is not None:
             return problem
     dest = results_dir / test
