@@ -283,3 +283,40 @@ def test_no_runtime_imported_at_import() -> None:
                          cwd=Path(__file__).resolve().parents[1])
     assert out.stdout.strip() == "[]"
 
+
+def test_a_tensor_of_infinite_range_stays_in_float(tmp_path: Path) -> None:
+    """TensorFlow exports a padded max pool as Pad(-inf) -> MaxPool: quantizing the padded tensor would make every
+    value NaN. Its nodes stay in float, and the INT8 model's outputs stay finite and close to FP32's."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from code.common.engines import onnxruntime_builder as ort_builder
+
+    rng = np.random.default_rng(3)
+    weights = helper.make_tensor("w", TensorProto.FLOAT, [4, 1, 3, 3], rng.normal(0, 1, 36).astype(np.float32))
+    pads = helper.make_tensor("pads", TensorProto.INT64, [8], [0, 0, 1, 1, 0, 0, 1, 1])
+    minus_inf = helper.make_tensor("minus_inf", TensorProto.FLOAT, [], [float("-inf")])
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["c"], ["r"], name="relu"),
+         helper.make_node("Pad", ["r", "pads", "minus_inf"], ["p"], name="pad", mode="constant"),
+         helper.make_node("MaxPool", ["p"], ["y"], name="pool", kernel_shape=[3, 3])],
+        "padded_pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, 8, 8])], [weights, pads, minus_inf])
+    model = tmp_path / "model.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), model)
+    prepared = ort_builder.prepare_model(model, tmp_path, for_quantization=True)
+    data = rng.normal(0, 1, (16, 1, 8, 8)).astype(np.float32)
+    ranges = ort_builder.compute_ranges(prepared, "x", [data[:8], data[8:]])
+    cache = tmp_path / "ranges.json"
+    ort_builder.write_calibration_cache(cache, ranges, {})
+    assert ort_builder.non_finite_ranges(cache) == {"p"}
+    assert sorted(ort_builder.nodes_touching(prepared, {"p"})) == ["pad", "pool"]
+    engine = tmp_path / "int8.onnx"
+    ort_builder.build(model, engine, "int8", ["CPUExecutionProvider"], calibration_cache=cache)
+    with create_backend(engine, backend="onnxruntime", input_name="x", threads=1) as backend:
+        [quantized] = backend.infer(data)
+    with create_backend(model, backend="onnxruntime", input_name="x", threads=1) as backend:
+        [reference] = backend.infer(data)
+    assert np.isfinite(quantized).all()
+    assert np.abs(quantized - reference).max() < 0.1 * np.abs(reference).max()

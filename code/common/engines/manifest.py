@@ -14,7 +14,7 @@ from ..fileio import sha256_file, write_atomically
 
 # Bump when the builder's output for the same inputs changes (new passes, other quantization recipe):
 # every existing engine then reads as stale.
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2   # 2: nodes touching a tensor of non-finite calibrated range stay in float
 
 
 @dataclass(frozen=True)

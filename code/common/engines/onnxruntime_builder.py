@@ -144,14 +144,43 @@ def calibration_cache_inputs(path: Path) -> dict[str, Any] | None:
     return inputs if isinstance(inputs, dict) else None
 
 
+def non_finite_ranges(cache: Path) -> set[str]:
+    """Tensors whose calibrated range is not finite, e.g. the -inf padding a TensorFlow max pool is exported with
+    (NanoDet-m): no 8-bit scale holds such a range, and quantizing it turns every value of the tensor into NaN."""
+    data = json.loads(Path(cache).read_text()).get("data", {})
+    bad = set()
+    for name, entry in data.items():
+        bounds = [entry.get(side, {}).get("data") for side in ("lowest", "highest")] if isinstance(entry, dict) else []
+        values = [v for bound in bounds if isinstance(bound, list) for v in bound]
+        if not np.all(np.isfinite(np.asarray(values, dtype=np.float64))):
+            bad.add(name)
+    return bad
+
+
+def nodes_touching(model: Path, tensors: set[str]) -> list[str]:
+    """The names of the nodes that read or write any of `tensors` (such nodes stay in float)."""
+    import onnx
+
+    graph = onnx.load(str(model), load_external_data=False).graph
+    return [node.name for node in graph.node if tensors & {*node.input, *node.output}]
+
+
 def quantize(prepared: Path, cache: Path, dest: Path) -> None:
-    """Static QDQ quantization of a prepared model with the cached ranges (no calibration run here)."""
+    """Static QDQ quantization of a prepared model with the cached ranges (no calibration run here). Nodes that
+    touch a tensor of non-finite range stay in float."""
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
+    bad = non_finite_ranges(cache)
+    excluded = nodes_touching(prepared, bad)
+    if bad:   # the ranges without them: no quantization parameters are computed from an infinite range
+        payload = json.loads(Path(cache).read_text())
+        payload["data"] = {name: entry for name, entry in payload["data"].items() if name not in bad}
+        cache = Path(dest).with_name("finite_ranges.json")
+        cache.write_text(json.dumps(payload))
     quantize_static(str(prepared), str(dest), calibration_data_reader=None, quant_format=QuantFormat.QDQ,
                     per_channel=True, reduce_range=True, activation_type=QuantType.QUInt8,
                     weight_type=QuantType.QInt8, calibrate_method=CalibrationMethod[CALIBRATION_METHOD],
-                    calibration_cache_path=str(cache))
+                    calibration_cache_path=str(cache), nodes_to_exclude=excluded)
 
 
 def build(source: Path, engine: Path, precision: str, providers: list[str],
