@@ -1,0 +1,16 @@
+from code.common.config_registry import PerCore, register
+from code.common.constants import Scenario
+from code.common.systems.known import GENERIC_CPU
+from configs.yolo import YoloBase
+
+
+class OfflineCPUBase(YoloBase):
+    scenario = Scenario.Offline
+    instances = PerCore(1)
+    intra_op_threads = 1
+    offline_expected_qps = PerCore(15.0)
+
+
+@register(GENERIC_CPU)
+class GenericCPU(OfflineCPUBase):
+    pass

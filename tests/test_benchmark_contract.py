@@ -1,0 +1,112 @@
+"""The contract every registered benchmark keeps (documentation/adding_a_benchmark.md).
+
+For each benchmark in `benchmark_api.IMPLEMENTATIONS`: its models, data sets, response format and embedded default
+are declared and consistent, the round's rules and the configs know it, and a round trip on two real samples of
+its embedded default (preprocess -> the model in ONNX Runtime -> postprocess -> an accuracy log -> score) gives an
+accuracy.txt that the round's checker reads, with the value the benchmark reports.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from code.common.audit.verify import accuracy_value
+from code.common.benchmark_api import IMPLEMENTATIONS, AccuracyResult, Responses, get_benchmark
+from code.common.config_registry import ConfigRegistry
+from code.common.constants import Scenario, SystemType
+from code.common.errors import UserError
+from code.common.paths import Paths
+from code.common.rules import get_round
+from code.common.systems.known import GENERIC_CPU
+from tests.conftest import FOOLBOX, MOBILENET, seed_downloads
+
+BENCHMARKS = sorted(IMPLEMENTATIONS)
+ROUND = get_round("v6.1")
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_models_data_sets_and_responses_are_declared(name: str) -> None:
+    benchmark = get_benchmark(name)
+    assert benchmark.name == name
+    assert benchmark.models and benchmark.datasets
+    for key, spec in benchmark.models.items():
+        assert spec.name == key and spec.division in ("open", "closed") and spec.description
+        assert spec.inputs, f"{key} declares no input"
+        for tensor in (*spec.inputs, *spec.outputs):
+            np.dtype(tensor.dtype)   # a real numpy dtype
+            assert tensor.name and all(size is None or size > 0 for size in tensor.shape)
+        assert spec.starting_weights_filename and spec.weight_transformations
+    assert any(spec.division == "closed" for spec in benchmark.models.values()), "no closed-division model"
+    for key, spec in benchmark.datasets.items():
+        assert spec.name == key and spec.description and spec.how_to_get
+    response = benchmark.response
+    assert response.fields and response.record_bytes == len(response.fields) * np.dtype(response.dtype).itemsize
+    assert response.typical_bytes > 0
+    assert benchmark.embedded_default["model"] in benchmark.models
+    assert benchmark.embedded_default["dataset"] in benchmark.datasets
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_the_round_and_the_configs_know_it(name: str) -> None:
+    rules = ROUND.benchmark(name)
+    registry = ConfigRegistry.load([name])
+    for scenario in rules.required_scenarios[SystemType.edge]:
+        assert registry.systems_for(name, scenario), f"no config for {name} {scenario.value}"
+        assert GENERIC_CPU in registry.systems_for(name, scenario)
+    re.compile(rules.accuracy_pattern)
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory) -> Paths:
+    root = tmp_path_factory.mktemp("contract")
+    paths = Paths.create(scratch=root / "scratch", log_dir=root / "logs")
+    seed_downloads(paths, FOOLBOX, MOBILENET)
+    return paths
+
+
+def _prepared(name: str, paths: Paths):
+    """The embedded default's model file and preprocessed set; skip, saying why, when they cannot be had here."""
+    benchmark = get_benchmark(name)
+    model, dataset = benchmark.embedded_default["model"], benchmark.embedded_default["dataset"]
+    log = lambda _: None  # noqa: E731
+    try:
+        model_file = benchmark.download_model(model, paths, log)
+        benchmark.download_data(dataset, paths, log)
+        samples = benchmark.preprocess(model, dataset, paths, log)
+    except UserError as error:
+        pytest.skip(f"{name}: the embedded default cannot be prepared here: {error}")
+    return benchmark, model, dataset, model_file, samples
+
+
+@pytest.mark.parametrize("name", BENCHMARKS)
+def test_round_trip_on_two_samples(name: str, embedded: Paths, tmp_path: Path) -> None:
+    import onnxruntime as ort
+
+    benchmark, model, dataset, model_file, samples = _prepared(name, embedded)
+    spec = benchmark.models[model]
+    assert len(samples) >= 2
+    session = ort.InferenceSession(str(model_file), providers=["CPUExecutionProvider"])
+    postprocess = benchmark.postprocessor(model, samples)
+    entries = []
+    for index in (0, len(samples) - 1):
+        tensor = samples.load(index)
+        assert tensor.shape == tuple(spec.input.shape) and tensor.dtype == np.dtype(spec.input.dtype)
+        outputs = session.run(None, {spec.input.name: tensor[np.newaxis]})
+        responses = postprocess(outputs, np.array([index]))
+        assert isinstance(responses, Responses) and len(responses) == 1
+        data = responses.sample(0)
+        assert len(data) % benchmark.response.record_bytes == 0
+        if benchmark.response.records_per_sample is not None:
+            assert len(data) == benchmark.response.typical_bytes
+        entries.append({"seq_id": len(entries), "qsl_idx": index, "data": data.hex().upper()})
+    log = tmp_path / "mlperf_log_accuracy.json"
+    log.write_text(json.dumps(entries))
+    result = benchmark.score(model, dataset, log, embedded)
+    assert isinstance(result, AccuracyResult) and result.samples == 2
+    read = accuracy_value(result.text, ROUND.benchmark(name).accuracy_pattern)
+    assert read is not None, f"the round's checker reads no accuracy from {result.text!r}"
+    assert read == pytest.approx(result.value, abs=5e-3)
