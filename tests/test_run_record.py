@@ -99,7 +99,7 @@ def test_a_field_of_the_wrong_type_makes_the_record_unreadable(tmp_path: Path, c
 def _make_run_context(tmp_path: Path, kvm_2core, *run_args: str) -> Context:
     """The context of `make run RUN_ARGS="..."`, as make passes it, after the run action filled in its defaults."""
     argv = ["--action=run", "--scratch_path=", "--log_dir=", "--submitter=", *run_args]
-    args = parse_run_args(argv, list(ACTIONS), ["resnet50"])
+    args = parse_run_args(argv, list(ACTIONS), ["resnet50", "yolo"])
     paths = Paths.create(scratch=tmp_path / "scratch", log_dir=tmp_path / "logs", repo=tmp_path)
     ctx = Context(args=args, paths=paths, rules=get_round(), detect=lambda: kvm_2core, log=lambda _: None)
     return Run(ctx).ctx
@@ -178,3 +178,16 @@ def test_the_documented_example_is_a_record_with_its_reproduce_command() -> None
     documented = re.search(r"Its reproduce command: `(.*?)`", text, re.S).group(1).replace("\n", " ")
     assert reproduce_command(record) == documented
     assert record.config.sources["model"] == EMBEDDED_DEFAULT_SOURCE and record.invocation.typed == ("--batch_size=16",)
+
+
+def test_each_benchmark_gets_its_own_embedded_default(tmp_path, kvm_2core):
+    ctx = _make_run_context(tmp_path, kvm_2core, "--benchmarks=resnet50,yolo")
+    offline = {b: ctx.resolve(b, Scenario.Offline) for b in ("resnet50", "yolo")}
+    assert (offline["resnet50"]["model"], offline["resnet50"]["dataset"]) == ("mobilenet_v2", "foolbox20")
+    assert (offline["yolo"]["model"], offline["yolo"]["dataset"]) == ("nanodet-m", "coco_mini")
+    assert offline["yolo"].sources["model"] == EMBEDDED_DEFAULT_SOURCE
+    assert invocation(ctx.args, TestMode.AccuracyOnly, "yolo")["filled_in"]["model"]["value"] == "nanodet-m"
+    # A model typed on the command line wins over every benchmark's embedded default.
+    typed = _make_run_context(tmp_path, kvm_2core, "--benchmarks=yolo", "--model=yolov11l")
+    assert typed.resolve("yolo", Scenario.Offline)["model"] == "yolov11l"
+    assert typed.resolve("yolo", Scenario.Offline)["dataset"] == "coco_mini"

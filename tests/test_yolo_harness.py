@@ -1,0 +1,68 @@
+"""yolo through the whole harness, in a copy of the repository: `make run RUN_ARGS="--benchmarks=yolo"` (NanoDet-m on
+coco_mini through LoadGen, Offline, performance then accuracy) and then TEST01 of what it ran."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from code.common.paths import Paths
+from code.main import main
+
+from .conftest import REPO, SHARED
+from .test_audit import toolkit
+
+
+@pytest.fixture(scope="module")
+def yolo_scratch(tmp_path_factory) -> Path:
+    if not (SHARED / "models" / "nanodet-m-416.onnx").is_file() or not (SHARED / "data" / "coco_mini").is_dir():
+        pytest.skip(f"{SHARED}/models/nanodet-m-416.onnx or {SHARED}/data/coco_mini is absent: the yolo embedded "
+                    f"default lives beside the repository")
+    paths = Paths.create(scratch=tmp_path_factory.mktemp("yolo") / "scratch")
+    for action in ("download_model", "download_data", "preprocess_data"):
+        assert main([f"--action={action}", f"--scratch_path={paths.scratch}", "--benchmarks=yolo",
+                     "--scenarios=offline", "--model=nanodet-m", "--dataset=coco_mini"], log=lambda _: None) == 0
+    return paths.scratch
+
+
+@pytest.fixture
+def repo_copy(tmp_path: Path) -> Path:
+    for name in ("code", "configs", "scripts", "requirements"):
+        shutil.copytree(REPO / name, tmp_path / "repo" / name, ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "shared").symlink_to(SHARED, target_is_directory=True)
+    return tmp_path / "repo"
+
+
+def _record(root: Path, mode: str) -> dict:
+    [path] = root.glob(f"build/logs/*/*/yolo/Offline/{mode}/metadata.json")
+    return json.loads(path.read_text())
+
+
+def test_make_run_yolo_then_its_test01(yolo_scratch: Path, repo_copy: Path) -> None:
+    done = toolkit(repo_copy, yolo_scratch, "--action=run", "--benchmarks=yolo", "--intra_op_threads=1")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+    performance = _record(repo_copy, "PerformanceOnly")
+    assert performance["model"] == "nanodet-m" and performance["result_validity"] == "VALID"
+    accuracy = _record(repo_copy, "AccuracyOnly")["accuracy"]
+    assert accuracy["metric"] == "mAP" and abs(accuracy["value"] - 24.3) <= 0.5, accuracy
+    assert abs(accuracy["metrics"]["AP50"] - 39.5) <= 0.5 and accuracy["samples"] == 158
+    [accuracy_txt] = repo_copy.glob("build/logs/*/*/yolo/Offline/AccuracyOnly/accuracy.txt")
+    assert re.fullmatch(r"mAP=\d+\.\d{3}%", accuracy_txt.read_text().splitlines()[0])
+
+    # No model named: the audit takes the benchmark's embedded default, the run make run made.
+    audit = toolkit(repo_copy, yolo_scratch, "--action=run_audit_harness", "--benchmarks=yolo",
+                    "--intra_op_threads=1", "--audit_retries=0")
+    assert audit.returncode in (0, 1), audit.stdout[-3000:] + audit.stderr   # performance depends on the load
+    assert "TEST01 yolo Offline: " in audit.stdout
+    folder = next(repo_copy.glob("build/compliance_logs/TEST01/*/yolo/Offline"))
+    assert (folder / "verify_accuracy.txt").read_text().rstrip().endswith("TEST PASS")
+    whole = (folder / "whole_responses.txt").read_text()
+    compared = int(re.search(r"compared = (\d+)", whole).group(1))
+    assert compared > 0 and "differing = 0" in whole   # the same image gives the same detections, byte for byte
+    assert (folder / "accuracy" / "accuracy.txt").read_text().startswith("mAP=")
+    [run] = (folder / "runs").iterdir()
+    sampled = json.loads((run / "mlperf_log_accuracy.json").read_text())
+    assert sampled and all(len(entry["data"]) % 56 == 0 for entry in sampled)   # 7 float32 per detection
