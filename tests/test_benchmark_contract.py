@@ -17,7 +17,7 @@ import pytest
 from code.common.audit.verify import accuracy_value
 from code.common.benchmark_api import IMPLEMENTATIONS, AccuracyResult, Responses, get_benchmark
 from code.common.config_registry import ConfigRegistry
-from code.common.constants import Scenario, SystemType
+from code.common.constants import SystemType
 from code.common.errors import UserError
 from code.common.paths import Paths
 from code.common.rules import get_round

@@ -5,7 +5,6 @@ import dataclasses
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from code.common.benchmark_api import get_benchmark

@@ -235,6 +235,40 @@ class Benchmark(Protocol):
         """Score an mlperf_log_accuracy.json as the round's accuracy script does."""
 
 
+class PackagedBenchmark:
+    """What a benchmark package delegates the same way, to its own modules `<package>.models` (download_model),
+    `<package>.datasets` (download_data, calibration_indices) and `<package>.preprocessing` (preprocess,
+    preprocessed), each imported on first use. A subclass sets `package`, `name`, `models`, `datasets`,
+    `response` and `embedded_default`, and writes `postprocessor` and `score`."""
+
+    package: str                               # e.g. "code.resnet50"
+
+    def _module(self, name: str):
+        return importlib.import_module(f"{self.package}.{name}")
+
+    def download_model(self, model: str, paths: Paths, log: Log) -> Path:
+        return self._module("models").download_model(model, paths, log)
+
+    def download_data(self, dataset: str, paths: Paths, log: Log) -> Path:
+        return self._module("datasets").download_data(dataset, paths, log)
+
+    def preprocess(self, model: str, dataset: str, paths: Paths, log: Log) -> PreprocessedSet:
+        return self._module("preprocessing").preprocess(model, dataset, paths, log)
+
+    def preprocessed(self, model: str, dataset: str, paths: Paths) -> PreprocessedSet:
+        return self._module("preprocessing").preprocessed(model, dataset, paths)
+
+    def calibration_indices(self, dataset: str, count: int, paths: Paths) -> Sequence[int]:
+        return self._module("datasets").calibration_indices(dataset, count, paths)
+
+    def calibration_samples(self, model: str, dataset: str, count: int, paths: Paths) -> Iterator[np.ndarray]:
+        """The `calibration_indices` samples of the preprocessed evaluation set, in calibration-list order (a
+        benchmark whose calibration data lies outside its evaluation set overrides this)."""
+        samples = self.preprocessed(model, dataset, paths)
+        for index in self.calibration_indices(dataset, count, paths):
+            yield samples.load(index)
+
+
 IMPLEMENTATIONS = {"resnet50": "code.resnet50.benchmark:BENCHMARK", "yolo": "code.yolo.benchmark:BENCHMARK"}
 
 

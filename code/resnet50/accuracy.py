@@ -9,7 +9,6 @@ Each log entry's `data` is the upper-case hex of one response; its first element
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -17,18 +16,14 @@ import numpy as np
 
 from ..common.benchmark_api import AccuracyResult, Metric
 from ..common.errors import UserError
+from ..common.harness.loadgen_log import read_accuracy_entries
 
 METRIC = "top-1 accuracy"
 
 
 def score_accuracy_log(accuracy_log: Path, labels: np.ndarray, label_offset: int,
                        dtype: np.dtype | type = np.int32) -> AccuracyResult:
-    try:
-        entries = json.loads(Path(accuracy_log).read_text())
-    except (OSError, ValueError) as error:
-        raise UserError(f"cannot read the accuracy log {accuracy_log}: {error}", exit_code=1) from None
-    if not isinstance(entries, list):
-        raise UserError(f"{accuracy_log}: expected a JSON array of LoadGen accuracy entries", exit_code=1)
+    entries = read_accuracy_entries(accuracy_log)
     dtype = np.dtype(dtype)
     seen: set[int] = set()
     good = 0

@@ -8,53 +8,25 @@ the model's label offset (1 for the reference model, whose class 0 is "backgroun
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import Mapping
 
-import numpy as np
-
-from ..common.benchmark_api import AccuracyResult, DatasetSpec, Log, ModelSpec, Postprocess, ResponseFormat, Responses
+from ..common.benchmark_api import (AccuracyResult, DatasetSpec, ModelSpec, PackagedBenchmark, Postprocess,
+                                    ResponseFormat, Responses)
 from ..common.paths import Paths
 from . import datasets as _datasets
 from . import models as _models
 
 
-class ResNet50Benchmark:
+class ResNet50Benchmark(PackagedBenchmark):
+    """MLPerf's ImageNet calibration list (cal_image_list_option_1.txt) names 500 *validation* images, so every
+    calibration sample is also a sample of the preprocessed set (PackagedBenchmark.calibration_samples)."""
+
+    package = "code.resnet50"
     name = "resnet50"
     models: Mapping[str, ModelSpec] = _models.MODELS
     datasets: Mapping[str, DatasetSpec] = _datasets.DATASETS
     response = ResponseFormat(dtype="int32", fields=("class_id",), records_per_sample=1)
     embedded_default: Mapping[str, str] = {"model": "mobilenet_v2", "dataset": "foolbox20"}
-
-    def download_model(self, model: str, paths: Paths, log: Log) -> Path:
-        return _models.download_model(model, paths, log)
-
-    def download_data(self, dataset: str, paths: Paths, log: Log) -> Path:
-        return _datasets.download_data(dataset, paths, log)
-
-    def preprocess(self, model: str, dataset: str, paths: Paths, log: Log):
-        from .preprocessing import preprocess
-
-        return preprocess(model, dataset, paths, log)
-
-    def preprocessed(self, model: str, dataset: str, paths: Paths):
-        from .preprocessing import preprocessed
-
-        return preprocessed(model, dataset, paths)
-
-    def calibration_indices(self, dataset: str, count: int, paths: Paths) -> Sequence[int]:
-        return _datasets.calibration_indices(dataset, count, paths)
-
-    def calibration_samples(self, model: str, dataset: str, count: int, paths: Paths) -> Iterator[np.ndarray]:
-        """Preprocessed calibration tensors (one CHW sample each), in calibration-list order.
-
-        MLPerf's ImageNet calibration list (cal_image_list_option_1.txt) names 500 *validation* images,
-        so every calibration sample is also a sample of the preprocessed set, and this is simply
-        `calibration_indices` loaded from `preprocessed(model, dataset)`. Engine builders call this so a
-        benchmark whose calibration data lies outside its evaluation set can supply it another way.
-        """
-        images = self.preprocessed(model, dataset, paths)
-        for index in self.calibration_indices(dataset, count, paths):
-            yield images.load(index)
 
     def postprocessor(self, model: str, samples) -> Postprocess:
         _models.facts(model)   # unknown model -> UserError before the run starts

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ import numpy as np
 
 from ..common.benchmark_api import AccuracyResult, Metric
 from ..common.errors import UserError
+from ..common.harness.loadgen_log import read_accuracy_entries
 from .datasets import ANNOTATIONS, CocoImage, annotation_images
 
 RECORD = 7
@@ -34,16 +34,6 @@ RECORD = 7
 class CocoScore:
     result: AccuracyResult
     summary: str          # what pycocotools printed (loading, evaluation, its 12-line summary)
-
-
-def read_accuracy_log(accuracy_log: Path) -> list[dict[str, Any]]:
-    try:
-        entries = json.loads(Path(accuracy_log).read_text())
-    except (OSError, ValueError) as error:
-        raise UserError(f"cannot read the accuracy log {accuracy_log}: {error}", exit_code=1) from None
-    if not isinstance(entries, list):
-        raise UserError(f"{accuracy_log}: expected a JSON array of LoadGen accuracy entries", exit_code=1)
-    return entries
 
 
 def detections_of(entries: Sequence[dict[str, Any]], images: Sequence[CocoImage], source: str = "the accuracy log"
@@ -114,7 +104,7 @@ def score_entries(entries: Sequence[dict[str, Any]], images: Sequence[CocoImage]
 
 
 def score_accuracy_log(accuracy_log: Path, images: Sequence[CocoImage], annotations: Path) -> CocoScore:
-    return score_entries(read_accuracy_log(accuracy_log), images, annotations, str(accuracy_log))
+    return score_entries(read_accuracy_entries(accuracy_log), images, annotations, str(accuracy_log))
 
 
 def main(argv: list[str] | None = None) -> int:

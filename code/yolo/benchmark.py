@@ -10,11 +10,12 @@ them and accuracy-coco.py reads them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..common.benchmark_api import AccuracyResult, DatasetSpec, Log, ModelSpec, Postprocess, ResponseFormat, Responses
+from ..common.benchmark_api import (AccuracyResult, DatasetSpec, ModelSpec, PackagedBenchmark, Postprocess,
+                                    ResponseFormat, Responses)
 from ..common.errors import UserError
 from ..common.paths import Paths
 from ..common.preprocessed_store import preprocess_hint
@@ -26,39 +27,16 @@ from .postprocessing import FIELDS
 TYPICAL_DETECTIONS = 98
 
 
-class YoloBenchmark:
+class YoloBenchmark(PackagedBenchmark):
+    """Calibration samples are images of the evaluation set (datasets.calibration_indices names the lists)."""
+
+    package = "code.yolo"
     name = "yolo"
     models: Mapping[str, ModelSpec] = _models.MODELS
     datasets: Mapping[str, DatasetSpec] = _datasets.DATASETS
     response = ResponseFormat(dtype="float32", fields=FIELDS, records_per_sample=None,
                               typical_records=TYPICAL_DETECTIONS)
     embedded_default: Mapping[str, str] = {"model": "nanodet-m", "dataset": "coco_mini"}
-
-    def download_model(self, model: str, paths: Paths, log: Log) -> Path:
-        return _models.download_model(model, paths, log)
-
-    def download_data(self, dataset: str, paths: Paths, log: Log) -> Path:
-        return _datasets.download_data(dataset, paths, log)
-
-    def preprocess(self, model: str, dataset: str, paths: Paths, log: Log):
-        from .preprocessing import preprocess
-
-        return preprocess(model, dataset, paths, log)
-
-    def preprocessed(self, model: str, dataset: str, paths: Paths):
-        from .preprocessing import preprocessed
-
-        return preprocessed(model, dataset, paths)
-
-    def calibration_indices(self, dataset: str, count: int, paths: Paths) -> Sequence[int]:
-        return _datasets.calibration_indices(dataset, count, paths)
-
-    def calibration_samples(self, model: str, dataset: str, count: int, paths: Paths) -> Iterator[np.ndarray]:
-        """Preprocessed calibration tensors (one CHW sample each), in calibration-list order: the
-        `calibration_indices` images of the preprocessed evaluation set (see there for the lists)."""
-        images = self.preprocessed(model, dataset, paths)
-        for index in self.calibration_indices(dataset, count, paths):
-            yield images.load(index)
 
     def postprocessor(self, model: str, samples) -> Postprocess:
         """Decode a batch's outputs and pack each image's detections. The letterboxed model needs each image's
