@@ -227,7 +227,8 @@ class Bench(Handler):
         """The SingleStream latency percentile LoadGen judges, in ms, through the harness (a short run sized on
         the raw latency, so that it does not run out of queries)."""
         outcome = self._short(ctx, benchmark_name, Scenario.SingleStream, self.ctx.paths.bench_dir /
-                              "singlestream", single_stream_expected_latency_ns=max(1, int(expected_ms * 1e6)))
+                              f"{benchmark_name}-singlestream",
+                              single_stream_expected_latency_ns=max(1, int(expected_ms * 1e6)))
         if outcome.latency_ns is None:
             raise UserError(f"The SingleStream run in {outcome.run_dir} gave no latency: {outcome.reason}",
                             exit_code=1)
@@ -236,7 +237,7 @@ class Bench(Handler):
     def _server_peak(self, ctx: Context, benchmark_name: str, precision: str, offline: float) -> SearchResult:
         """The highest Server target QPS LoadGen rates VALID in short runs, from half the Offline throughput up to
         at most all of it."""
-        folder = self.ctx.paths.bench_dir / f"server-{precision}"
+        folder = self.ctx.paths.bench_dir / f"{benchmark_name}-server-{precision}"
         numbers = itertools.count(1)
         self.ctx.log(f"Server {precision}: highest VALID target QPS, from {round_sig(offline * GOALS['server']):g}")
 
