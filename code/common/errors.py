@@ -1,6 +1,10 @@
 """One exception type for problems the user can fix, and the exit codes the toolkit uses."""
 from __future__ import annotations
 
+from typing import Mapping, TypeVar
+
+T = TypeVar("T")
+
 EXIT_BAD_INPUT = 2        # a bad flag, value, benchmark or scenario: fix the command line
 EXIT_NOT_IMPLEMENTED = 3  # the action exists in the Makefile but its capability has not landed yet
 
@@ -21,3 +25,11 @@ class NotImplementedYet(UserError):
             f"'{action}' is not implemented yet: it arrives with {capability}. Nothing was changed.",
             exit_code=EXIT_NOT_IMPLEMENTED,
         )
+
+
+def choose(table: Mapping[str, T], name: str, what: str, benchmark: str) -> T:
+    """`table[name]`, or a UserError naming the valid choices (what: "model", "data set")."""
+    try:
+        return table[name]
+    except KeyError:
+        raise UserError(f"Unknown {what} '{name}' for {benchmark}. Valid choices: {', '.join(table)}.") from None

@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Sequence
 
 from ..common.benchmark_api import DatasetSpec, Log
-from ..common.errors import UserError
+from ..common.errors import UserError, choose
 from ..common.fileio import write_atomically
 from ..common.paths import Paths
 from ..common.preprocessed_store import parse_map
 
+BENCHMARK = "resnet50"
 VAL_MAP = "val_map.txt"                      # file name inside a data set folder (the data set's own format)
 CALIBRATION_LIST = "cal_image_list_option_1.txt"
 IMAGENET_VAL_COUNT = 50_000
@@ -54,10 +55,7 @@ DATASETS: dict[str, DatasetSpec] = {
 
 
 def check_dataset(dataset: str) -> DatasetSpec:
-    try:
-        return DATASETS[dataset]
-    except KeyError:
-        raise UserError(f"Unknown data set '{dataset}' for resnet50. Valid choices: {', '.join(DATASETS)}.") from None
+    return choose(DATASETS, dataset, "data set", BENCHMARK)
 
 
 def download_hint(dataset: str) -> str:

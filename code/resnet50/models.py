@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 
 from ..common.benchmark_api import Log, ModelSpec, TensorSpec
-from ..common.errors import UserError
+from ..common.errors import UserError, choose
 from ..common.fileio import atomic_path
 from ..common.paths import Paths
 
@@ -69,10 +69,7 @@ MODELS: dict[str, ModelSpec] = {name: facts.spec for name, facts in _FACTS.items
 
 
 def facts(model: str) -> ModelFacts:
-    try:
-        return _FACTS[model]
-    except KeyError:
-        raise UserError(f"Unknown model '{model}' for resnet50. Valid choices: {', '.join(_FACTS)}.") from None
+    return choose(_FACTS, model, "model", BENCHMARK)
 
 
 def preprocess_function(model: str) -> Callable[["Image.Image"], np.ndarray]:

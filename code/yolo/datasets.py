@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..common.benchmark_api import DatasetSpec, Log
-from ..common.errors import UserError
+from ..common.errors import UserError, choose
 from ..common.paths import Paths
 
 BENCHMARK = "yolo"
@@ -64,10 +64,7 @@ class CocoImage:
 
 
 def check_dataset(dataset: str) -> DatasetSpec:
-    try:
-        return DATASETS[dataset]
-    except KeyError:
-        raise UserError(f"Unknown data set '{dataset}' for yolo. Valid choices: {', '.join(DATASETS)}.") from None
+    return choose(DATASETS, dataset, "data set", BENCHMARK)
 
 
 def download_hint(dataset: str) -> str:
