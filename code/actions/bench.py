@@ -245,9 +245,11 @@ class Bench(Handler):
             outcome = self._short(ctx, benchmark_name, Scenario.Server,
                                   folder / f"trial-{next(numbers):02d}-{qps:g}qps", server_target_qps=qps)
             return dataclasses.replace(outcome, early_stopping_only=False)
+        # Below a sixteenth of the Offline throughput the figure is far from its goal anyway, and each trial (500
+        # queries) lasts ever longer: the search gives up there instead of halving on towards 1 QPS.
         return find_highest(trial, offline * GOALS["server"], tolerance=SERVER_TOLERANCE, latency_margin=0.0,
-                            ceiling=round_sig(offline), max_trials=SERVER_MAX_TRIALS, unit=lambda v: f"{v:g} QPS",
-                            log=self.ctx.log)
+                            ceiling=round_sig(offline), floor=offline / 16, max_trials=SERVER_MAX_TRIALS,
+                            unit=lambda v: f"{v:g} QPS", log=self.ctx.log)
 
     def _short(self, ctx: Context, benchmark_name: str, scenario: Scenario, run_dir, **fields) -> Outcome:
         """One short run (trials.SHORT_RUNS; Offline lasts RUN_SECONDS) with `fields` set."""
