@@ -19,6 +19,7 @@ from code.common.benchmark_api import IMPLEMENTATIONS, AccuracyResult, Responses
 from code.common.config_registry import ConfigRegistry
 from code.common.constants import SystemType
 from code.common.errors import UserError
+from code.common.fields import FIELDS
 from code.common.paths import Paths
 from code.common.rules import get_round
 from code.common.systems.known import GENERIC_CPU
@@ -48,6 +49,7 @@ def test_models_data_sets_and_responses_are_declared(name: str) -> None:
     assert response.typical_bytes > 0
     assert benchmark.embedded_default["model"] in benchmark.models
     assert benchmark.embedded_default["dataset"] in benchmark.datasets
+    assert set(benchmark.embedded_default) <= set(FIELDS), "the embedded default sets only config fields"
 
 
 @pytest.mark.parametrize("name", BENCHMARKS)

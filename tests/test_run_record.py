@@ -187,6 +187,13 @@ def test_each_benchmark_gets_its_own_embedded_default(tmp_path, kvm_2core):
     assert (offline["yolo"]["model"], offline["yolo"]["dataset"]) == ("nanodet-m", "coco_mini")
     assert offline["yolo"].sources["model"] == EMBEDDED_DEFAULT_SOURCE
     assert invocation(ctx.args, TestMode.AccuracyOnly, "yolo")["filled_in"]["model"]["value"] == "nanodet-m"
+    # NanoDet-m's own Offline rate, per core (the configs' rate is YOLOv11l's); resnet50's configs fit its default.
+    cores = kvm_2core.cpu.cores
+    assert offline["yolo"]["offline_expected_qps"] == 30.0 * cores
+    assert offline["yolo"].sources["offline_expected_qps"] == EMBEDDED_DEFAULT_SOURCE
+    assert invocation(ctx.args, TestMode.AccuracyOnly, "yolo")["filled_in"]["offline_expected_qps"]["value"] == \
+        30.0 * cores
+    assert offline["resnet50"].sources["offline_expected_qps"] != EMBEDDED_DEFAULT_SOURCE
     # A model typed on the command line wins over every benchmark's embedded default.
     typed = _make_run_context(tmp_path, kvm_2core, "--benchmarks=yolo", "--model=yolov11l")
     assert typed.resolve("yolo", Scenario.Offline)["model"] == "yolov11l"

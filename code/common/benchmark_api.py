@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -204,8 +204,10 @@ class Benchmark(Protocol):
     datasets: Mapping[str, DatasetSpec]
     response: ResponseFormat                   # each sample's response in the accuracy log
     # What `make run` runs for this benchmark when the user names no model or data set: a model and data set
-    # that a fresh clone can get without registration (e.g. {"model": "mobilenet_v2", "dataset": "foolbox20"}).
-    embedded_default: Mapping[str, str]
+    # that a fresh clone can get without registration (e.g. {"model": "mobilenet_v2", "dataset": "foolbox20"}),
+    # and the speed hints of that model where they differ from the configs' (written for the configs' model),
+    # e.g. {"offline_expected_qps": PerCore(30.0)}.
+    embedded_default: Mapping[str, Any]
 
     def download_model(self, model: str, paths: Paths, log: Log) -> Path:
         """Make the model's ONNX file exist at paths.model_file(...) and return it, or raise UserError saying how."""
