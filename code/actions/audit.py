@@ -34,9 +34,9 @@ from .base import Context, Handler
 from .harness import EMBEDDED_FIELDS, with_embedded_default
 
 SELECTION_FLAGS = ("benchmarks", "scenarios")
-REFERENCE_SOURCE = "compared run"
+REFERENCE_SOURCE = "compared run"   # what the record says of a value taken over from the run a test is compared with
 # Beside verify_accuracy.txt (never staged): TEST01's sampled responses compared whole, not just their first value.
-WHOLE_RESPONSES = "whole_responses.txt"   # what the record says of a value taken over from the run a test is compared with
+WHOLE_RESPONSES = "whole_responses.txt"
 
 
 def audit_config_lines(template: tuple[str, ...], sampling_target: int | None) -> list[str]:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from ..common.benchmark_api import get_benchmark
 from ..common.config_registry import PerCore
-from ..common.fields import FIELDS
 from ..common.constants import Scenario, TestMode
+from ..common.fields import FIELDS
 from ..common.harness.plan import PlannedTest, announce, free_space, plan_harness
 from ..common.harness.resume import outcome_in, resume_paths
 from ..common.harness.runner import CHILD, plan_test, refuse_taken_run_dir, run_test, summary_line
@@ -18,7 +18,7 @@ from .base import Context, Handler
 # each benchmark on its own embedded default model and data set (Benchmark.embedded_default: for resnet50 the
 # open-division MobileNetV2 on the 20 labelled ImageNet images that a package registry ships).
 EMBEDDED_DEFAULT = {"benchmarks": ("resnet50",), "scenarios": (Scenario.Offline,)}
-EMBEDDED_FIELDS = ("model", "dataset")     # what a benchmark's embedded default sets
+EMBEDDED_FIELDS = ("model", "dataset")     # the fields that say what an embedded default runs (besides speed hints)
 # The source the record gives what the toolkit filled in for the user (config.sources, invocation.filled_in).
 EMBEDDED_DEFAULT_SOURCE = "embedded default"
 RUN_TEST_MODES_SOURCE = "make run (PerformanceOnly, then AccuracyOnly)"

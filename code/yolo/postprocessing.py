@@ -217,7 +217,8 @@ def yolo_predictions(outputs: Sequence[np.ndarray]) -> np.ndarray:
 
 def decode_yolo(outputs: Sequence[np.ndarray], heights: Sequence[int], widths: Sequence[int],
                 size: int = YOLO_SIZE, conf_threshold: float = YOLO_CONF_THRESHOLD,
-                iou_threshold: float = YOLO_IOU_THRESHOLD, max_detections: int = YOLO_MAX_DETECTIONS) -> list[Detections]:
+                iou_threshold: float = YOLO_IOU_THRESHOLD,
+                max_detections: int = YOLO_MAX_DETECTIONS) -> list[Detections]:
     """YOLO11 outputs of a batch of letterboxed images -> each image's detections, normalised by its original
     size: Ultralytics' `non_max_suppression` (best class per box, conf > threshold, per-class NMS) and
     `scale_boxes` (subtract the padding, divide by the gain, clip to the image)."""

@@ -2,10 +2,11 @@
 
 - TEST01 accuracy: compliance/TEST01/verify_accuracy.py (responses compared by qsl_idx, first element only; a
   qsl_idx the accuracy run lacks is counted, not failed). For a benchmark whose first value says little (yolo:
-  the image index), `compare_whole_responses` also compares every value and gives a warning beside the verdict. When responses differ, Part III: the baseline (the
-  accuracy run's entries for the sampled qsl_idx) and the compliance log are scored by the benchmark's accuracy
-  script; the submission checker then accepts the test when |1 - baseline / compliance| * 100 is within the
-  round's delta (1 %, 0.1 % for 99.9 % targets). `part3_verdict` is that check, shared with the toolkit's checker.
+  the image index), `compare_whole_responses` also compares every value and gives a warning beside the verdict.
+  When responses differ, Part III: the baseline (the accuracy run's entries for the sampled qsl_idx) and the
+  compliance log are scored by the benchmark's accuracy script; the submission checker then accepts the test
+  when |1 - baseline / compliance| * 100 is within the round's delta (1 %, 0.1 % for 99.9 % targets).
+  `part3_verdict` is that check, shared with the toolkit's checker.
 - TEST01 performance: compliance/TEST01/verify_performance.py (detail log, raw figures, two-sided).
 - TEST04 performance: compliance/TEST04/verify_performance.py (summary log, rates, one-sided `test < ref*(1+t)`).
 

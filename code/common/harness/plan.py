@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-
 from ..constants import Scenario, TestMode, test_label
 from ..errors import UserError
 from ..rules import BenchmarkRules, RulesRound

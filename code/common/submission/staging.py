@@ -11,7 +11,6 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-
 from ..audit.verdicts import ACCURACY_FILES as TEST01_ACCURACY_FILES
 from ..audit.verdicts import PART3_FILES, VERIFIED_AGAINST, read_verified_against, verdict_problems
 from ..audit.verify import (Check, compare_accuracy_logs, read_accuracy_log, verify_performance,
