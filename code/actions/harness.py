@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from ..common.benchmark_api import get_benchmark
-from ..common.config_registry import PerCore
+from ..common.config_registry import resolve_value
 from ..common.constants import Scenario, TestMode
 from ..common.fields import FIELDS
 from ..common.harness.plan import PlannedTest, announce, free_space, plan_harness
@@ -156,7 +156,7 @@ def with_embedded_default(ctx: Context, test_run: bool = True,
     flags = {name: value for name, value in defaults.items() if name not in args.explicit}
     args = args.fill_in(EMBEDDED_DEFAULT_SOURCE, **flags)
     cores = ctx.system.info.cpu.cores
-    fields = {benchmark: {k: v.resolve(cores, FIELDS[k].type) if isinstance(v, PerCore) else v
+    fields = {benchmark: {k: resolve_value(FIELDS[k], v, cores)
                           for k, v in get_benchmark(benchmark).embedded_default.items() if k not in args.overrides}
               for benchmark in args.benchmarks}
     return dataclasses.replace(ctx, args=args.fill_in_per_benchmark(EMBEDDED_DEFAULT_SOURCE, fields),

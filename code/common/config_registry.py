@@ -270,7 +270,7 @@ class ConfigRegistry:
             if overrides and name in overrides:
                 values[name], sources[name] = overrides[name], (override_sources or {}).get(name, COMMAND_LINE)
             elif name in from_class:
-                values[name], sources[name] = _resolve_value(spec, from_class[name], cpu_cores), CONFIG_CLASS
+                values[name], sources[name] = resolve_value(spec, from_class[name], cpu_cores), CONFIG_CLASS
                 if isinstance(from_class[name], PerCore):
                     sources[name] = f"{CONFIG_CLASS} ({from_class[name].per_core:g} per core x {cpu_cores} cores)"
                     spec.check(values[name], source=f"{_where(config_class)} ({sources[name]})")
@@ -284,5 +284,6 @@ class ConfigRegistry:
                               values=MappingProxyType(values), sources=MappingProxyType(sources))
 
 
-def _resolve_value(spec: Field, value: Any, cpu_cores: int) -> Any:
+def resolve_value(spec: Field, value: Any, cpu_cores: int) -> Any:
+    """A field's value for a machine of `cpu_cores` cores: PerCore values scaled and typed, others as they are."""
     return value.resolve(cpu_cores, spec.type) if isinstance(value, PerCore) else value
