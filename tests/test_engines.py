@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from code.common.backends import NullBackend, create_backend
-from code.common.benchmark_api import ModelSpec, TensorSpec
+from code.common.benchmark_api import ModelSpec, PackagedBenchmark, TensorSpec
 from code.common.config_registry import ConfigKey, ResolvedConfig
 from code.common.constants import Scenario, WorkloadSetting
 from code.common.engines.builder import build_engine, calibrate, locate_engine
@@ -67,8 +67,9 @@ class _Set:
         return self.data[index]
 
 
-class FakeBenchmark:
-    """Just what the engine builder uses: model specs, preprocessed data and a calibration list."""
+class FakeBenchmark(PackagedBenchmark):
+    """Just what the engine builder uses: model specs, preprocessed data and a calibration list (calibration_samples:
+    PackagedBenchmark's, the list's entries of the preprocessed data)."""
 
     name = BENCH
     models = {MODEL: ModelSpec(MODEL, "random conv net", "open", (TensorSpec("input", "float32", SHAPE),), "-", "none")}

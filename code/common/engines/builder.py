@@ -12,13 +12,13 @@ import hashlib
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
 from ..benchmark_api import Benchmark, Log
 from ..config_registry import ResolvedConfig
-from ..errors import NotImplementedYet, UserError
+from ..errors import NotImplementedYet, UserError, choose
 from ..paths import Paths
 from ..fileio import sha256_file
 from ..harness.reproduce import config_command
@@ -105,21 +105,12 @@ def _calibration_cache(config: ResolvedConfig, paths: Paths) -> Path:
 # -- calibration -------------------------------------------------------------------------------------
 
 def _calibration_samples(config: ResolvedConfig, paths: Paths, benchmark: Benchmark) -> list[np.ndarray]:
-    """The calibration tensors, one array per sample: from the benchmark's own generator when it has one,
-    else the calibration list's entries of the preprocessed data set."""
+    """The calibration tensors, one array per sample, as the benchmark's calibration_samples gives them (one
+    sample or a batch at a time)."""
     model, dataset, count = config["model"], config["dataset"], int(config["calibration_images"])
-    if model not in benchmark.models:
-        raise UserError(f"Unknown model '{model}' for {config.benchmark}. "
-                        f"Valid choices: {', '.join(benchmark.models)}.")
-    source: Iterator[np.ndarray]
-    if hasattr(benchmark, "calibration_samples"):
-        source = iter(benchmark.calibration_samples(model, dataset, count, paths))
-    else:
-        data = benchmark.preprocessed(model, dataset, paths)
-        source = (data.load(i) for i in benchmark.calibration_indices(dataset, count, paths))
-    rank = len(benchmark.models[model].input.shape)
+    rank = len(choose(benchmark.models, model, "model", config.benchmark).input.shape)
     samples: list[np.ndarray] = []
-    for tensor in source:
+    for tensor in benchmark.calibration_samples(model, dataset, count, paths):
         array = np.asarray(tensor)
         samples.extend(array if array.ndim == rank + 1 else [array])   # a batch or one sample
     if not samples:

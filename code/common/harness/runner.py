@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 from ..arguments import RunArgs
 from ..benchmark_api import get_benchmark
 from ..constants import Scenario, TestMode
-from ..errors import UserError
+from ..errors import UserError, choose
 from .claim import claim_run_dir, refuse_used_run_dir
 from .lifecycle import signal_name, stop_child, watch_pipe
 from .metadata import FAILED, FILE_NAME, INTERRUPTED, RunRecord, read_metadata, write_metadata
@@ -66,11 +66,8 @@ def check_selection(ctx, benchmark_name: str, fields: Mapping[str, Any]):
     is not one the benchmark has. Needs nothing on disk, so a plan checks it before anything is downloaded."""
     benchmark = get_benchmark(benchmark_name)
     model, dataset = fields["model"], fields["dataset"]
-    if model not in benchmark.models:
-        raise UserError(f"Unknown model '{model}' for {benchmark_name}. Valid choices: {', '.join(benchmark.models)}.")
-    if dataset not in benchmark.datasets:
-        raise UserError(f"Unknown dataset '{dataset}' for {benchmark_name}. "
-                        f"Valid choices: {', '.join(benchmark.datasets)}.")
+    choose(benchmark.models, model, "model", benchmark_name)
+    choose(benchmark.datasets, dataset, "data set", benchmark_name)
     limit, batch_size = benchmark.models[model].max_batch_size, fields.get("batch_size")
     if limit is not None and batch_size is not None and int(batch_size) > limit:
         raise UserError(f"{model} takes at most {limit} sample(s) per call, so batch_size={batch_size} cannot run; "
