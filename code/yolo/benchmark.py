@@ -45,16 +45,17 @@ class YoloBenchmark(PackagedBenchmark):
     def postprocessor(self, model: str, samples) -> Postprocess:
         """Decode a batch's outputs and pack each image's detections. The letterboxed model needs each image's
         original size, read once from the preprocessed set's map."""
+        from .postprocessing import responses
+
         needs_size = _models.facts(model).needs_image_size   # unknown model -> UserError before the run starts
+        decode = _models.decoder(model)
         heights = np.asarray(samples.heights) if needs_size else None
         widths = np.asarray(samples.widths) if needs_size else None
 
         def postprocess(outputs: Sequence[np.ndarray], indices: np.ndarray) -> Responses:
-            from .postprocessing import responses
-
             indices = np.asarray(indices, dtype=np.int64).reshape(-1)
             sizes = (heights[indices], widths[indices]) if needs_size else ((), ())
-            detections = _models.decode(model, outputs, *sizes)
+            detections = decode(outputs, *sizes)
             if len(detections) != len(indices):
                 raise ValueError(f"{model}: the outputs hold {len(detections)} images, the batch {len(indices)}")
             return Responses.pieces(responses(detections, indices))

@@ -87,14 +87,15 @@ def preprocess_function(model: str) -> Callable:
     return getattr(image_preprocessing, facts(model).preprocessing)
 
 
-def decode(model: str, outputs: Sequence[np.ndarray], heights: Sequence[int], widths: Sequence[int]):
-    """Each image's detections (normalised boxes) from one batch's outputs."""
+def decoder(model: str) -> Callable[[Sequence[np.ndarray], Sequence[int], Sequence[int]], list]:
+    """The function from one batch's outputs and its images' original heights and widths to each image's
+    detections (normalised boxes), chosen once per run."""
     from .postprocessing import decode_nanodet, decode_yolo
 
     facts(model)
     if model == "nanodet-m":
-        return decode_nanodet(outputs)
-    return decode_yolo(outputs, heights, widths)
+        return lambda outputs, heights, widths: decode_nanodet(outputs)
+    return decode_yolo
 
 
 # -- getting the ONNX files -----------------------------------------------------------------------
