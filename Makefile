@@ -21,7 +21,7 @@ MAIN = $(PY) -m code.main --action=$@ $(COMMON_ARGS) $(RUN_ARGS)
 
 .DEFAULT_GOAL := help
 .PHONY: help prebuild build link_dirs show_config download_model download_data preprocess_data generate_engines \
-	calibrate run_harness run bench find_peak run_audit_harness report generate_conf_files stage_results stage_compliance \
+	selftest_gpu calibrate run_harness run bench find_peak run_audit_harness report generate_conf_files stage_results stage_compliance \
 	truncate_results export_submission check_submission pack_submission add_custom_system lock clean test test_all
 
 $(VENV_STAMP): requirements/main.txt scripts/bootstrap_venv.py scripts/envlock.py
@@ -45,6 +45,8 @@ download_data: $(VENV_STAMP) ## Fetch the data set, or print where to get it and
 preprocess_data: $(VENV_STAMP) ## Write the preprocessed tensors and map files
 	@$(MAIN)
 generate_engines: $(VENV_STAMP) ## Build the engines (ONNX Runtime model or TensorRT plan)
+	@$(MAIN)
+selftest_gpu: $(VENV_STAMP) ## On an NVIDIA GPU: build small TensorRT plans, run them, compare with ONNX Runtime
 	@$(MAIN)
 calibrate: $(VENV_STAMP) ## Regenerate the INT8 calibration cache
 	@$(MAIN)

@@ -165,8 +165,8 @@ class Bench(Handler):
         instances = int(config["instances"])
         threads = threads_per_instance(config, ctx.system.info.cpu.cores)
         input_name = benchmark.models[config["model"]].input.name
-        backends = [create_backend(engine, backend=config["backend"], input_name=input_name, threads=threads)
-                    for _ in range(instances)]
+        backends = [create_backend(engine, backend=config["backend"], input_name=input_name, threads=threads,
+                                   instance=index) for index in range(instances)]
         return benchmark.postprocessor(config["model"], samples), samples, backends
 
     def _raw_throughput(self, ctx: Context, benchmark_name: str, config) -> float:

@@ -63,11 +63,14 @@ class Prebuild(Handler):
 class Build(Handler):
     def handle(self) -> int:
         info = self.ctx.system.info
-        if info.has_gpu and not _importable("tensorrt"):
-            self.ctx.log("NVIDIA GPU found and TensorRT missing: installing the tensorrt extra ...")
+        if info.has_gpu and not (_importable("tensorrt") and _importable("cuda.bindings.runtime")):
+            self.ctx.log("NVIDIA GPU found and TensorRT or cuda-python missing: installing the tensorrt "
+                         "environment ...")
             bootstrap = self.ctx.paths.repo / "scripts" / "bootstrap_venv.py"
             if subprocess.call([sys.executable, str(bootstrap), "--extras", "dev,tensorrt"]) != 0:
-                self.ctx.log("TensorRT could not be installed (see above); ONNX Runtime still works.")
+                self.ctx.log("TensorRT and cuda-python could not be installed (the installer's messages are above: "
+                             "NVIDIA's tensorrt-cu12-libs package downloads the libraries from pypi.nvidia.com at "
+                             "install time, so that host must be reachable); ONNX Runtime still works.")
         from ..common.environment_lock import lock_state
 
         lock = lock_state(Path(sys.prefix))
@@ -77,6 +80,7 @@ class Build(Handler):
             ("LoadGen", *self._loadgen()),
             ("ONNX Runtime", *self._onnxruntime()),
             ("TensorRT", *self._tensorrt(info.has_gpu)),
+            ("cuda-python", *self._cuda_python()),
             ("CUDA driver", *self._cuda()),
             ("GPUs", str(len(info.gpus)), ", ".join(f"{g.name} ({g.memory_gib:.0f} GiB)" for g in info.gpus)
              or info.gpu_note),
@@ -128,14 +132,35 @@ class Build(Handler):
 
     @staticmethod
     def _tensorrt(has_gpu: bool) -> tuple[str, str]:
+        from ..common.backends import get_plugin
+
+        plugin = get_plugin("tensorrt")
         try:
-            trt = importlib.import_module("tensorrt")
-        except ImportError:
-            return "absent", ("not installed although a GPU is present: see the messages above"
-                              if has_gpu else "not needed: no NVIDIA GPU found (the CPU path uses ONNX Runtime)")
-        except Exception as error:  # noqa: BLE001  e.g. the library loads but finds no CUDA driver
-            return "broken", f"import failed: {error}"
-        return trt.__version__, "ready for the GPU path"
+            version = plugin.runtime_version().split()[-1]
+        except UserError as error:
+            if not has_gpu and not _importable("tensorrt"):
+                return "absent", "not needed: no NVIDIA GPU found (the CPU path uses ONNX Runtime)"
+            return "absent", str(error)
+        problem = plugin.availability()
+        if problem is not None:
+            return version, f"installed, but cannot run here: {problem}"
+        hardware = plugin.hardware()
+        return version, (f"ready: plans are built for {hardware.gpu_name} (compute capability "
+                         f"{hardware.compute_capability}); first run make selftest_gpu")
+
+    @staticmethod
+    def _cuda_python() -> tuple[str, str]:
+        try:
+            version = importlib.metadata.version("cuda-python")
+        except importlib.metadata.PackageNotFoundError:
+            return "absent", "installed with TensorRT by make build where a GPU is found"
+        from ..common.backends.cuda_runtime import CudaError, CudaRuntime, describe_cuda_failure
+
+        try:
+            driver, runtime = CudaRuntime().versions()
+        except (CudaError, UserError) as error:
+            return version, describe_cuda_failure(error) if isinstance(error, CudaError) else str(error)
+        return version, f"CUDA driver {driver}, runtime {runtime}"
 
     def _cuda(self) -> tuple[str, str]:
         gpus = self.ctx.system.info.gpus

@@ -16,7 +16,8 @@ from .base import Context, Handler
 
 # What `make run` runs when RUN_ARGS leave it open: resnet50, Offline, a short test run, performance then accuracy,
 # each benchmark on its own embedded default model and data set (Benchmark.embedded_default: for resnet50 the
-# open-division MobileNetV2 on the 20 labelled ImageNet images that a package registry ships).
+# open-division MobileNetV2 on the 20 labelled ImageNet images that a package registry ships), on TensorRT where
+# it can run (an NVIDIA GPU with TensorRT installed), else on ONNX Runtime.
 EMBEDDED_DEFAULT = {"benchmarks": ("resnet50",), "scenarios": (Scenario.Offline,)}
 EMBEDDED_FIELDS = ("model", "dataset")     # the fields that say what an embedded default runs (besides speed hints)
 # The source the record gives what the toolkit filled in for the user (config.sources, invocation.filled_in).
@@ -144,6 +145,15 @@ class RunHarness(Handler):
             spec = plan_test(self.ctx, test.benchmark, test.scenario, test.test_mode, log_dir=folder)
 
 
+def tensorrt_runs_here(ctx: Context) -> bool:
+    """An NVIDIA GPU, its driver, TensorRT and cuda-python are all here: the embedded default then runs on TensorRT."""
+    if not ctx.system.info.has_gpu:
+        return False
+    from ..common.backends import get_plugin
+
+    return get_plugin("tensorrt").availability() is None
+
+
 def with_embedded_default(ctx: Context, test_run: bool = True,
                           benchmarks: tuple[str, ...] = EMBEDDED_DEFAULT["benchmarks"]) -> Context:
     """The embedded default, for whatever RUN_ARGS leave open: filled in, and recorded as such (never as typed).
@@ -156,8 +166,10 @@ def with_embedded_default(ctx: Context, test_run: bool = True,
     flags = {name: value for name, value in defaults.items() if name not in args.explicit}
     args = args.fill_in(EMBEDDED_DEFAULT_SOURCE, **flags)
     cores = ctx.system.info.cpu.cores
+    gpu_backend = {"backend": "tensorrt"} if "backend" not in args.overrides and tensorrt_runs_here(ctx) else {}
     fields = {benchmark: {k: resolve_value(FIELDS[k], v, cores)
-                          for k, v in get_benchmark(benchmark).embedded_default.items() if k not in args.overrides}
+                          for k, v in {**get_benchmark(benchmark).embedded_default, **gpu_backend}.items()
+                          if k not in args.overrides}
               for benchmark in args.benchmarks}
     return dataclasses.replace(ctx, args=args.fill_in_per_benchmark(EMBEDDED_DEFAULT_SOURCE, fields),
                                _registry=None)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
+from .backends.registry import BACKENDS
 from .constants import Scenario
 from .errors import UserError
 
@@ -132,7 +133,7 @@ FIELDS: Mapping[str, Field] = _fields(
     # What runs
     Field("model", str, None, "Model to run for the benchmark (e.g. resnet50_v1.5, mobilenet_v2).", required=True),
     Field("dataset", str, None, "Data set to run on (e.g. imagenet, imagenet_sample, foolbox20).", required=True),
-    Field("backend", str, "onnxruntime", "Inference backend.", choices=("onnxruntime", "tensorrt")),
+    Field("backend", str, "onnxruntime", "Inference backend.", choices=BACKENDS),
     Field("precision", str, "fp32", "Numeric precision of the engine.", choices=("fp32", "fp16", "int8")),
     Field("batch_size", int, 1, "Samples per inference call of one backend instance.",
           aliases=("gpu_batch_size",), minimum=1, maximum=65_536),
@@ -141,6 +142,8 @@ FIELDS: Mapping[str, Field] = _fields(
           aliases=("gpu_inference_streams",), minimum=1, maximum=1024),
     Field("intra_op_threads", int, 0, "Threads per backend instance (0: cores divided by instances).",
           backends=frozenset({"onnxruntime"}), minimum=0, maximum=4096),
+    Field("workspace_size", int, 4 << 30, "Scratch memory TensorRT's builder may use (bytes).",
+          backends=frozenset({"tensorrt"}), minimum=1 << 20, maximum=1 << 40),
     Field("calibration_images", int, 100, "Images in the INT8 calibration list.", minimum=1, maximum=1_000_000),
     # LoadGen settings written to user.conf
     Field("offline_expected_qps", float, None, "Expected Offline throughput (samples/s); sizes the query.",

@@ -120,6 +120,11 @@ class Paths:
         """Inputs the engine was built from; an unchanged manifest means no rebuild."""
         return engine.with_name(engine.name + ".manifest.json")
 
+    def timing_cache(self, runtime_version: str, gpu_name: str, compute_capability: str) -> Path:
+        """TensorRT's tactic timings, kept across builds: one file per TensorRT version and GPU model."""
+        key = re.sub(r"[^A-Za-z0-9.-]+", "_", f"{runtime_version}-{gpu_name}-sm{compute_capability}").strip("_")
+        return self.build / "engines" / "timing_caches" / f"{key}.cache"
+
     def calibration_cache(self, benchmark: str, model: str, dataset: str, count: int) -> Path:
         """INT8 activation ranges computed on a calibration list (`make calibrate` rewrites it)."""
         return self.build / "calibration" / benchmark / f"{model}-{dataset}-{count}.calib.json"

@@ -1,17 +1,16 @@
 """Backends turn an engine file into a callable: `create_backend(...).infer(batch) -> outputs`.
 
-Runtime imports (onnxruntime, tensorrt) happen when a backend is created, never at import.
+Which backends exist, and what each builds and needs, is the registry's (registry.py). Runtime imports
+(onnxruntime, tensorrt) happen when a backend is created, never at import.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import UserError
 from .base import Backend, NullBackend
+from .registry import BACKENDS, get_plugin
 
-BACKENDS = ("onnxruntime", "tensorrt")
-
-__all__ = ["BACKENDS", "Backend", "NullBackend", "create_backend", "threads_per_instance"]
+__all__ = ["BACKENDS", "Backend", "NullBackend", "create_backend", "get_plugin", "threads_per_instance"]
 
 
 def threads_per_instance(fields, cpu_cores: int) -> int:
@@ -20,14 +19,8 @@ def threads_per_instance(fields, cpu_cores: int) -> int:
 
 
 def create_backend(engine_path: Path, *, backend: str, input_name: str, threads: int,
-                   device: str = "cpu") -> Backend:
-    """Load `engine_path` with `backend`; `threads` is the intra-op thread count of this one instance."""
-    if backend == "onnxruntime":
-        from .onnxruntime_backend import OnnxRuntimeBackend
-
-        return OnnxRuntimeBackend(Path(engine_path), input_name=input_name, threads=threads, device=device)
-    if backend == "tensorrt":
-        from .tensorrt_backend import TensorRTBackend
-
-        return TensorRTBackend(Path(engine_path), input_name=input_name, threads=threads, device=device)
-    raise UserError(f"Unknown backend '{backend}'. Valid choices: {', '.join(BACKENDS)}.")
+                   device: str = "cpu", instance: int = 0) -> Backend:
+    """Load `engine_path` with `backend` for the `instance`-th backend instance of a run; `threads` is the
+    intra-op thread count of this one instance (CPU backends)."""
+    return get_plugin(backend).create_backend(Path(engine_path), input_name=input_name, threads=threads,
+                                              device=device, instance=instance)

@@ -1,31 +1,276 @@
-"""TensorRT backend: only the check that TensorRT exists. The engine runner is not part of this toolkit yet,
-and nothing here pretends otherwise."""
+"""TensorRT runner: a plan file -> one execution context per backend instance, each on its own CUDA stream.
+
+Per instance (NVIDIA's `gpu_inference_streams`): an execution context, a non-blocking stream, and for every I/O
+tensor a device buffer and a pinned host buffer sized for the largest batch, allocated once; tensor addresses are
+bound once. A batch is copied into the pinned input buffer, then on the instance's stream: host-to-device copy,
+`execute_async_v3`, device-to-host copies of exactly the batch's outputs, one synchronize. The engine is
+deserialized once per process and GPU and shared by the instances on that GPU; instances are spread over the
+visible GPUs in turn (instance i on GPU i mod count).
+
+`StreamRunner` holds that logic and talks to two small interfaces only: the execution context (`ExecutionContext`,
+four TensorRT methods) and CUDA (`cuda_runtime.CudaCalls`); the tests run it on host-memory implementations of both.
+"""
 from __future__ import annotations
 
+import threading
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
-from ..errors import NotImplementedYet, UserError
+from ..errors import UserError
 from .base import Backend
+from .cuda_runtime import CudaCalls, CudaError, CudaRuntime, describe_cuda_failure, host_array
 
 MISSING = ("TensorRT is not installed here; run make build on a machine with an NVIDIA GPU, "
            "or use --backend=onnxruntime")
+# TensorRT names used only behind a version check (none: everything here exists in TensorRT 10 and 11).
+VERSION_GUARDED_TENSORRT_NAMES: tuple[str, ...] = ()
+# TensorRT DataType names -> numpy (bfloat16, fp8 and fp4 have no numpy type: such I/O tensors are refused).
+_NUMPY_TYPES = {"FLOAT": np.float32, "HALF": np.float16, "INT8": np.int8, "UINT8": np.uint8, "INT32": np.int32,
+                "INT64": np.int64, "BOOL": np.bool_}
 
 
-def require_tensorrt():
+def require_tensorrt() -> Any:
     """The `tensorrt` module, or a UserError (exit 1) saying how to get a machine that has it."""
     try:
         import tensorrt
     except ImportError:
         raise UserError(MISSING, exit_code=1) from None
+    except OSError as error:   # the bindings load but a TensorRT library is missing
+        raise UserError(f"TensorRT is installed but does not load ({error}); run make build again on the GPU "
+                        "machine, it reinstalls the tensorrt environment", exit_code=1) from None
     return tensorrt
 
 
-class TensorRTBackend(Backend):
-    def __init__(self, engine_path: Path, *, input_name: str, threads: int = 0, device: str = "gpu") -> None:
-        require_tensorrt()
-        raise NotImplementedYet("--backend=tensorrt", "the TensorRT engine runner")
+@dataclass(frozen=True)
+class TensorInfo:
+    """One I/O tensor of an engine: shape with -1 for the dynamic batch dimension."""
 
-    def infer(self, batch: np.ndarray) -> list[np.ndarray]:  # pragma: no cover - never constructed
-        raise NotImplementedError
+    name: str
+    is_input: bool
+    dtype: np.dtype
+    shape: tuple[int, ...]
+
+    @property
+    def sample_shape(self) -> tuple[int, ...]:
+        return self.shape[1:]
+
+    @property
+    def sample_bytes(self) -> int:
+        return int(np.prod(self.sample_shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+class ExecutionContext(Protocol):
+    """The part of `tensorrt.IExecutionContext` the runner uses."""
+
+    def set_input_shape(self, name: str, shape: Sequence[int]) -> bool: ...
+    def set_tensor_address(self, name: str, memory: int) -> bool: ...
+    def execute_async_v3(self, stream_handle: int) -> bool: ...
+    def get_tensor_shape(self, name: str) -> Sequence[int]: ...
+
+
+@dataclass
+class _Buffer:
+    tensor: TensorInfo
+    device: int
+    host: int
+    view: np.ndarray          # (max_batch, *sample_shape) over the pinned host buffer
+
+
+class StreamRunner:
+    """One execution context on one stream, with buffers for `max_batch` samples allocated once."""
+
+    def __init__(self, tensors: Sequence[TensorInfo], context: ExecutionContext, cuda: CudaCalls, max_batch: int,
+                 input_name: str, gpu: int = 0) -> None:
+        inputs = [t for t in tensors if t.is_input]
+        if [t.name for t in inputs] != [input_name]:
+            raise UserError(f"The engine has input(s) {', '.join(t.name for t in inputs) or 'none'}, the runner "
+                            f"feeds one named '{input_name}': the engine was built from another model. Rebuild it "
+                            "with `make generate_engines`.", exit_code=1)
+        for tensor in tensors:
+            if any(d < 0 for d in tensor.sample_shape):
+                raise UserError(f"Engine tensor {tensor.name} has shape {tensor.shape}: only the batch dimension may "
+                                "be dynamic for this runner.", exit_code=1)
+        self.cuda, self.context, self.gpu, self.max_batch = cuda, context, gpu, int(max_batch)
+        self._lock = threading.Lock()   # one batch at a time on this context and its buffers
+        self._batch: int | None = None  # the batch size the context's input shape is set to
+        self._buffers: list[_Buffer] = []
+        cuda.set_device(gpu)
+        self.stream = cuda.stream_create()
+        try:
+            for tensor in tensors:
+                nbytes = max(1, self.max_batch * tensor.sample_bytes)
+                buffer = _Buffer(tensor, cuda.malloc(nbytes), 0, np.empty(0))
+                self._buffers.append(buffer)          # from here on, close() frees it
+                buffer.host = cuda.malloc_host(nbytes)
+                buffer.view = host_array(buffer.host, (self.max_batch, *tensor.sample_shape), tensor.dtype)
+                device = buffer.device
+                if not context.set_tensor_address(tensor.name, device):
+                    raise RuntimeError(f"TensorRT refused the address of tensor {tensor.name}")
+        except BaseException:
+            self.close()
+            raise
+        self._input = self._buffers[[t.is_input for t in tensors].index(True)]
+        self._outputs = [b for b in self._buffers if not b.tensor.is_input]
+
+    def infer(self, batch: np.ndarray) -> list[np.ndarray]:
+        """Outputs of `batch` in the engine's output order; batches larger than the engine's are run in parts."""
+        if len(batch) > self.max_batch:
+            parts = [self.infer(batch[i:i + self.max_batch]) for i in range(0, len(batch), self.max_batch)]
+            return [np.concatenate(outputs) for outputs in zip(*parts)]
+        expected = self._input.tensor.sample_shape
+        if tuple(batch.shape[1:]) != expected:
+            raise ValueError(f"batch of shape {batch.shape} for input {self._input.tensor.name} of per-sample "
+                             f"shape {expected}")
+        count = len(batch)
+        with self._lock:
+            self.cuda.set_device(self.gpu)
+            if count != self._batch:
+                if not self.context.set_input_shape(self._input.tensor.name, (count, *expected)):
+                    raise RuntimeError(f"TensorRT refused batch size {count} (the engine's profile allows 1 to "
+                                       f"{self.max_batch})")
+                self._batch = count
+            np.copyto(self._input.view[:count], batch, casting="same_kind")
+            self.cuda.copy_to_device_async(self._input.device, self._input.host, count * self._input.tensor.sample_bytes,
+                                           self.stream)
+            if not self.context.execute_async_v3(self.stream):
+                raise RuntimeError("TensorRT could not enqueue the inference (execute_async_v3 returned False)")
+            shapes = []
+            for output in self._outputs:
+                shape = tuple(int(d) for d in self.context.get_tensor_shape(output.tensor.name))
+                if shape[:1] != (count,) or shape[1:] != output.tensor.sample_shape:
+                    raise RuntimeError(f"output {output.tensor.name} has shape {shape} for a batch of {count}; "
+                                       f"expected ({count}, {', '.join(map(str, output.tensor.sample_shape))})")
+                shapes.append(shape)
+                self.cuda.copy_to_host_async(output.host, output.device, count * output.tensor.sample_bytes,
+                                             self.stream)
+            self.cuda.synchronize(self.stream)
+            # Copies: the pinned buffers are overwritten by the next batch.
+            return [output.view[:count].copy() for output in self._outputs]
+
+    def close(self) -> None:
+        """Free the buffers and the stream (idempotent)."""
+        buffers, self._buffers = self._buffers, []
+        for buffer in buffers:
+            if buffer.host:
+                self.cuda.free_host(buffer.host)
+            self.cuda.free(buffer.device)
+        stream, self.stream = getattr(self, "stream", 0), 0
+        if stream:
+            self.cuda.stream_destroy(stream)
+
+
+# -- the real engine ---------------------------------------------------------------------------------
+
+def numpy_dtype(data_type: Any) -> np.dtype:
+    """numpy dtype of a `tensorrt.DataType` (by its name, e.g. DataType.HALF -> float16)."""
+    name = str(data_type).rsplit(".", 1)[-1]
+    if name not in _NUMPY_TYPES:
+        raise UserError(f"Engine I/O tensors of type {name} are not supported by this runner (supported: "
+                        f"{', '.join(_NUMPY_TYPES)}).", exit_code=1)
+    return np.dtype(_NUMPY_TYPES[name])
+
+
+def describe_engine(engine: Any, trt: Any) -> list[TensorInfo]:
+    """The I/O tensors of a `tensorrt.ICudaEngine`, in the engine's order."""
+    tensors = []
+    for index in range(engine.num_io_tensors):
+        name = engine.get_tensor_name(index)
+        tensors.append(TensorInfo(name, engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT,
+                                  numpy_dtype(engine.get_tensor_dtype(name)),
+                                  tuple(int(d) for d in engine.get_tensor_shape(name))))
+    return tensors
+
+
+def profile_max_batch(engine: Any, input_name: str) -> int:
+    """The largest batch of the engine's first optimization profile for `input_name`."""
+    _minimum, _optimum, maximum = engine.get_tensor_profile_shape(input_name, 0)
+    return int(maximum[0])
+
+
+class _SharedEngines:
+    """Engines deserialized once per (plan, GPU) and process, shared by the instances on that GPU."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._engines: dict[tuple[str, int], list[Any]] = {}   # key -> [runtime, engine, users]
+
+    def acquire(self, plan: Path, gpu: int, cuda: CudaCalls, trt: Any) -> Any:
+        key = (str(Path(plan).resolve()), gpu)
+        with self._lock:
+            entry = self._engines.get(key)
+            if entry is None:
+                cuda.set_device(gpu)
+                runtime = trt.Runtime(_logger(trt))
+                engine = runtime.deserialize_cuda_engine(Path(plan).read_bytes())
+                if engine is None:
+                    raise UserError(f"TensorRT {trt.__version__} could not load {plan} (see its messages above): a "
+                                    "plan only loads with the TensorRT version and GPU it was built for. Rebuild it "
+                                    "with `make generate_engines`.", exit_code=1)
+                entry = self._engines[key] = [runtime, engine, 0]
+            entry[2] += 1
+            return entry[1]
+
+    def release(self, plan: Path, gpu: int) -> None:
+        key = (str(Path(plan).resolve()), gpu)
+        with self._lock:
+            entry = self._engines.get(key)
+            if entry is not None:
+                entry[2] -= 1
+                if entry[2] <= 0:
+                    del self._engines[key]
+
+
+_ENGINES = _SharedEngines()
+_LOGGERS: dict[str, Any] = {}
+
+
+def _logger(trt: Any) -> Any:
+    """One TensorRT logger per process (warnings and errors)."""
+    if "logger" not in _LOGGERS:
+        _LOGGERS["logger"] = trt.Logger(trt.Logger.WARNING)
+    return _LOGGERS["logger"]
+
+
+class TensorRTBackend(Backend):
+    def __init__(self, engine_path: Path, *, input_name: str, threads: int = 0, device: str = "gpu",
+                 instance: int = 0) -> None:
+        trt = require_tensorrt()
+        engine_path = Path(engine_path)
+        if not engine_path.is_file():
+            raise UserError(f"No engine at {engine_path}; build it with `make generate_engines`.", exit_code=1)
+        cuda = CudaRuntime()
+        try:
+            gpus = cuda.device_count()
+        except CudaError as error:
+            raise UserError(describe_cuda_failure(error), exit_code=1) from None
+        self.input_name, self._plan, self._gpu = input_name, engine_path, instance % max(1, gpus)
+        engine = _ENGINES.acquire(engine_path, self._gpu, cuda, trt)
+        try:
+            tensors = describe_engine(engine, trt)
+            if input_name not in [t.name for t in tensors if t.is_input]:
+                raise UserError(f"{engine_path} has input(s) {', '.join(t.name for t in tensors if t.is_input)}, "
+                                f"not '{input_name}': the engine was built from another model. Rebuild it with "
+                                "`make generate_engines`.", exit_code=1)
+            context = engine.create_execution_context()
+            self._runner: StreamRunner | None = StreamRunner(tensors, context, cuda,
+                                                             profile_max_batch(engine, input_name), input_name,
+                                                             self._gpu)
+        except BaseException:
+            _ENGINES.release(engine_path, self._gpu)
+            raise
+        self._context = context   # kept alive as long as the runner uses it
+
+    def infer(self, batch: np.ndarray) -> list[np.ndarray]:
+        if self._runner is None:
+            raise RuntimeError("backend is closed")
+        return self._runner.infer(batch)
+
+    def close(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            runner.close()
+            self._context = None
+            _ENGINES.release(self._plan, self._gpu)

@@ -1,7 +1,8 @@
 """generate_engines and calibrate: ResolvedConfig -> engine file + manifest; and where the harness finds it.
 
 An engine is rebuilt only when its manifest differs from the inputs it would be built from now (model bytes,
-backend, precision, batch size where the backend's engine depends on it, device, runtime version, calibration cache, builder version), or when the file
+backend, precision, batch size where the backend's engine depends on it, device and GPU model, runtime version,
+calibration cache, builder version), or when the file
 on disk no longer has the size and sha256 the manifest recorded when it was written (truncated, replaced). The
 engine file is replaced atomically and the manifest is written last, so an interrupted build reads as stale,
 never current.
@@ -16,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from ..backends.registry import BackendPlugin, BuildRequest, Hardware, get_plugin
 from ..benchmark_api import Benchmark, Log
 from ..config_registry import ResolvedConfig
-from ..errors import NotImplementedYet, UserError, choose
+from ..errors import UserError, choose
 from ..paths import Paths
 from ..fileio import sha256_file
 from ..harness.reproduce import config_command
@@ -26,16 +28,16 @@ from .manifest import BUILDER_VERSION, CalibrationInfo, EngineManifest, engine_p
 from . import onnxruntime_builder as ort_builder
 
 CALIBRATION_BATCH = 10   # samples per calibration inference: bounds the calibrator's memory
-_EXTENSIONS = {"onnxruntime": "onnx", "tensorrt": "plan"}
-# Backends whose engine is built for one batch size (a TensorRT plan's optimization profile). An ONNX Runtime
-# engine has a dynamic batch dimension: one file serves every batch size, so neither its name nor its manifest
-# carries one, and changing the batch size never asks for a rebuild.
-_BATCH_SPECIFIC = frozenset({"tensorrt"})
+DEFAULT_WORKSPACE_BYTES = 4 << 30
+
+
+def _plugin(config: ResolvedConfig) -> BackendPlugin:
+    return get_plugin(config["backend"])
 
 
 def engine_batch_size(config: ResolvedConfig) -> int | None:
     """The batch size the engine is built for, or None when the backend's engine serves any batch size."""
-    return int(config["batch_size"]) if config["backend"] in _BATCH_SPECIFIC else None
+    return int(config["batch_size"]) if _plugin(config).batch_specific else None
 
 
 @dataclass(frozen=True)
@@ -46,17 +48,13 @@ class EngineResult:
 
 
 def engine_device(config: ResolvedConfig) -> str:
-    """"gpu" for TensorRT, and for ONNX Runtime when it has a CUDA provider; else "cpu"."""
-    if config["backend"] == "tensorrt":
-        return "gpu"
-    from ..backends.onnxruntime_backend import cuda_available
-
-    return "gpu" if cuda_available() else "cpu"
+    """"gpu" or "cpu": where the config's backend runs here."""
+    return _plugin(config).hardware().device
 
 
 def engine_path(config: ResolvedConfig, system_id: str, paths: Paths, device: str) -> Path:
     return paths.engine_file(system_id, config.benchmark, config.scenario, device, engine_batch_size(config),
-                             config["precision"], config.workload, _EXTENSIONS[config["backend"]])
+                             config["precision"], config.workload, _plugin(config).engine_extension)
 
 
 def require_model(config: ResolvedConfig, paths: Paths) -> Path:
@@ -74,17 +72,15 @@ def _unreadable_model(config: ResolvedConfig, model: Path, error: Exception) -> 
 
 
 def _require_runtime(config: ResolvedConfig) -> str:
-    """The runtime's version string; for TensorRT, an error until its builder exists."""
-    if config["backend"] == "tensorrt":
-        from ..backends.tensorrt_backend import require_tensorrt
-
-        require_tensorrt()
-        raise NotImplementedYet("generate_engines --backend=tensorrt", "the TensorRT engine builder")
-    ort_builder.check_precision(config["precision"])
-    return ort_builder.runtime_version()
+    """The backend's runtime version; UserError first when the runtime is missing or cannot build the precision."""
+    plugin = _plugin(config)
+    version = plugin.runtime_version()
+    plugin.check_precision(config["precision"])
+    return version
 
 
-def _expected_manifest(config: ResolvedConfig, model: Path, device: str, cache: Path | None) -> EngineManifest:
+def _expected_manifest(config: ResolvedConfig, model: Path, hardware: Hardware, cache: Path | None) -> EngineManifest:
+    plugin = _plugin(config)
     calibration = None
     if config["precision"] == "int8":
         digest = sha256_file(cache) if cache is not None and cache.is_file() else "missing"
@@ -93,8 +89,9 @@ def _expected_manifest(config: ResolvedConfig, model: Path, device: str, cache: 
     return EngineManifest(
         benchmark=config.benchmark, model=config["model"], model_sha256=sha256_file(model),
         backend=config["backend"], precision=config["precision"], batch_size=engine_batch_size(config),
-        device=device, runtime_version=_require_runtime(config), opt_level=ort_builder.OPT_LEVEL,
-        quantization=ort_builder.QUANTIZATION if calibration else None, calibration=calibration)
+        device=hardware.device, runtime_version=_require_runtime(config), opt_level=plugin.opt_level,
+        quantization=plugin.quantization(config["precision"]) if calibration else None, calibration=calibration,
+        gpu_name=hardware.gpu_name, compute_capability=hardware.compute_capability)
 
 
 def _calibration_cache(config: ResolvedConfig, paths: Paths) -> Path:
@@ -167,12 +164,13 @@ def build_engine(config: ResolvedConfig, system_id: str, paths: Paths, benchmark
                  force: bool = False) -> EngineResult:
     """Build the engine of this config unless an engine built from the same inputs is already there."""
     _require_runtime(config)             # a missing runtime or unsupported precision first: nothing else helps
+    plugin = _plugin(config)
+    hardware = plugin.hardware()
     model = require_model(config, paths)
-    device = engine_device(config)
     cache = _ensure_calibration(config, paths, benchmark, log, force=False) if config["precision"] == "int8" \
         else None
-    expected = _expected_manifest(config, model, device, cache)
-    engine = engine_path(config, system_id, paths, device)
+    expected = _expected_manifest(config, model, hardware, cache)
+    engine = engine_path(config, system_id, paths, hardware.device)
     manifest_path = paths.engine_manifest(engine)
     problem = f"a rebuild of {engine} was asked for" if force else engine_problem(engine, manifest_path, expected)
     if problem is None:
@@ -181,13 +179,19 @@ def build_engine(config: ResolvedConfig, system_id: str, paths: Paths, benchmark
     if engine.exists() or manifest_path.exists():
         log(f"rebuilding: {problem}")
     batch = engine_batch_size(config)
-    log(f"building {config['precision']} engine for {config['model']} "
-        f"({f'batch {batch}' if batch else 'any batch size'}, {device}) ...")
+    where = hardware.device if hardware.gpu_name is None else f"{hardware.gpu_name}, sm {hardware.compute_capability}"
+    log(f"building {config['precision']} {plugin.name} engine for {config['model']} "
+        f"({f'batch {batch}' if batch else 'any batch size'}, {where}) ...")
     manifest_path.unlink(missing_ok=True)     # from here until the manifest is written, the engine is stale
-    from ..backends.onnxruntime_backend import providers_for
-
+    engine.parent.mkdir(parents=True, exist_ok=True)
+    timing_cache = None if hardware.gpu_name is None else \
+        paths.timing_cache(expected.runtime_version, hardware.gpu_name, hardware.compute_capability or "?")
+    request = BuildRequest(model=model, engine=engine, precision=config["precision"],
+                           batch_size=int(config["batch_size"]), hardware=hardware, calibration_cache=cache,
+                           workspace_bytes=int(config.get("workspace_size") or DEFAULT_WORKSPACE_BYTES),
+                           timing_cache=timing_cache, log=log)
     try:
-        ort_builder.build(model, engine, config["precision"], providers_for(device), cache)
+        plugin.build(request)
     except ort_builder.UnreadableModel as error:
         raise _unreadable_model(config, model, error) from None
     written = expected.of_engine(engine)
@@ -199,8 +203,8 @@ def build_engine(config: ResolvedConfig, system_id: str, paths: Paths, benchmark
 def locate_engine(config: ResolvedConfig, system_id: str, paths: Paths, benchmark: Benchmark) -> Path:
     """The engine the harness must load; UserError naming `make generate_engines` when missing or stale."""
     _require_runtime(config)
-    device = engine_device(config)
-    engine = engine_path(config, system_id, paths, device)
+    hardware = _plugin(config).hardware()
+    engine = engine_path(config, system_id, paths, hardware.device)
     command = config_command("generate_engines", config)
     model = paths.model_file(config.benchmark, config["model"])
     if not model.is_file():
@@ -208,7 +212,7 @@ def locate_engine(config: ResolvedConfig, system_id: str, paths: Paths, benchmar
                         f'Run make download_model RUN_ARGS="--benchmarks={config.benchmark} --model={config["model"]}"'
                         f", then {command}", exit_code=1)
     cache = _calibration_cache(config, paths) if config["precision"] == "int8" else None
-    expected = _expected_manifest(config, model, device, cache)
+    expected = _expected_manifest(config, model, hardware, cache)
     reason = engine_problem(engine, paths.engine_manifest(engine), expected)
     if reason is None:
         return engine

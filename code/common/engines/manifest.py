@@ -39,6 +39,9 @@ class EngineManifest:
     quantization: str | None = None          # the INT8 recipe, None otherwise
     calibration: CalibrationInfo | None = None
     builder_version: int = BUILDER_VERSION
+    # The GPU a plan is built for (None on the CPU): a TensorRT plan only runs on the GPU model it was built for.
+    gpu_name: str | None = None
+    compute_capability: str | None = None
     # What the build wrote: not inputs, so left out of equality (an expected manifest has them None).
     engine_size: int | None = field(default=None, compare=False)
     engine_sha256: str | None = field(default=None, compare=False)

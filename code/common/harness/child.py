@@ -67,8 +67,8 @@ def _instances(spec: RunSpec, benchmark, samples) -> list:
     threads = threads_per_instance(fields, spec.cpu_cores)
     model_input = benchmark.models[spec.model].input
     backends = [create_backend(Path(spec.engine), backend=fields["backend"], input_name=model_input.name,
-                               threads=threads, device=spec.engine_manifest.get("device", "cpu"))
-                for _ in range(count)]
+                               threads=threads, device=spec.engine_manifest.get("device", "cpu"), instance=index)
+                for index in range(count)]
     # A runtime's first call at a new batch shape is slow; Server batches take every size up to batch_size.
     sizes = range(1, batch_size + 1) if spec.scenario_enum is Scenario.Server and batch_size <= 16 \
         else sorted({1, batch_size})

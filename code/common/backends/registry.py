@@ -1,0 +1,91 @@
+"""The backend plug-in point: what a backend is to the rest of the toolkit, and the table of backends.
+
+A backend declares, in one class of its own module, its engine files (extension, whether a file is built for one
+batch size), the precisions it builds, how to tell whether it can run here, its builder and its runner. The
+engine builder, the harness and `make build` ask this registry and never name a backend. Adding a backend is
+adding its module and one line in `_PLUGINS`; nothing is imported until a backend is asked for.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Protocol
+
+from ..errors import UserError
+
+if TYPE_CHECKING:
+    from .base import Backend
+
+# name -> "module:class", relative to this package.
+_PLUGINS: dict[str, str] = {
+    "onnxruntime": ".onnxruntime_plugin:OnnxRuntimePlugin",
+    "tensorrt": ".tensorrt_plugin:TensorRTPlugin",
+}
+BACKENDS: tuple[str, ...] = tuple(_PLUGINS)
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What an engine is built for, recorded in its manifest: an engine is never reused on other hardware."""
+
+    device: str                           # "cpu" | "gpu"
+    gpu_name: str | None = None           # e.g. "NVIDIA H100 80GB HBM3"
+    compute_capability: str | None = None  # e.g. "9.0"
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """Everything one engine build takes."""
+
+    model: Path                       # the source ONNX model
+    engine: Path                      # where the engine goes (written atomically)
+    precision: str
+    batch_size: int                   # the largest batch the engine must serve
+    hardware: Hardware
+    calibration_cache: Path | None    # INT8 ranges (ONNX Runtime's format), None for float precisions
+    workspace_bytes: int              # builder scratch memory (GPU backends)
+    timing_cache: Path | None         # persistent tactic timings (TensorRT), None where the backend has none
+    log: Callable[[str], None]
+
+
+class BackendPlugin(Protocol):
+    name: str
+    engine_extension: str             # "onnx", "plan"
+    batch_specific: bool              # an engine file is built for one batch size
+    precisions: tuple[str, ...]
+    opt_level: str                    # recorded in the manifest
+    needs: str                        # what the backend needs, for `make build`'s table (one line)
+
+    def availability(self) -> str | None:
+        """None when the backend can run here; else why not, in a sentence that says what to do."""
+
+    def runtime_version(self) -> str:
+        """e.g. "onnxruntime 1.31.1"; UserError (naming what to do) when the runtime is missing."""
+
+    def check_precision(self, precision: str) -> None:
+        """UserError when this backend cannot build `precision`."""
+
+    def hardware(self) -> Hardware:
+        """What an engine built here now would be built for."""
+
+    def quantization(self, precision: str) -> str | None:
+        """The INT8 recipe recorded in the manifest; None for float precisions."""
+
+    def build(self, request: BuildRequest) -> None:
+        """Write the engine of `request`."""
+
+    def create_backend(self, engine: Path, *, input_name: str, threads: int, device: str,
+                       instance: int = 0) -> "Backend":
+        """Load `engine` for one backend instance (the `instance`-th of a run)."""
+
+
+def get_plugin(name: str) -> BackendPlugin:
+    """The plug-in of backend `name`; UserError naming the valid choices for an unknown one."""
+    try:
+        target = _PLUGINS[name]
+    except KeyError:
+        raise UserError(f"Unknown backend '{name}'. Valid choices: {', '.join(BACKENDS)}.") from None
+    module, _, cls = target.partition(":")
+    plugin: BackendPlugin = getattr(importlib.import_module(module, __package__), cls)()
+    return plugin

@@ -1,0 +1,83 @@
+"""TensorRT as a backend plug-in: plans for NVIDIA GPUs, built from ONNX whose types carry the precision."""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from ..errors import UserError
+from .base import Backend
+from .registry import BuildRequest, Hardware
+
+
+class TensorRTPlugin:
+    name = "tensorrt"
+    engine_extension = "plan"
+    batch_specific = True          # a plan's optimization profile is built for one batch size
+    precisions = ("fp32", "fp16", "int8")
+    needs = ("an NVIDIA GPU and driver, TensorRT and cuda-python (make build installs the tensorrt environment "
+             "where it finds a GPU)")
+
+    @property
+    def opt_level(self) -> str:
+        from ..engines.tensorrt_builder import OPT_LEVEL
+
+        return OPT_LEVEL
+
+    def availability(self) -> str | None:
+        try:
+            self.runtime_version()
+            self.hardware()
+        except UserError as error:
+            return str(error)
+        return None
+
+    def runtime_version(self) -> str:
+        from .tensorrt_backend import require_tensorrt
+
+        return f"tensorrt {require_tensorrt().__version__}"
+
+    def check_precision(self, precision: str) -> None:
+        if precision not in self.precisions:
+            raise UserError(f"TensorRT engines support precisions {', '.join(self.precisions)}, not '{precision}'.")
+
+    def hardware(self) -> Hardware:
+        """The GPU plans are built for here; all visible GPUs must be of one kind (a plan is per GPU model)."""
+        from .cuda_runtime import CudaError, CudaRuntime, describe_cuda_failure
+
+        try:
+            cuda = CudaRuntime()
+            devices = [cuda.device_info(i) for i in range(cuda.device_count())]
+        except CudaError as error:
+            raise UserError(describe_cuda_failure(error), exit_code=1) from None
+        if not devices:
+            raise UserError("CUDA sees no GPU here: TensorRT engines need one (check nvidia-smi and "
+                            "CUDA_VISIBLE_DEVICES).", exit_code=1)
+        kinds = sorted({(d.name, d.compute_capability) for d in devices})
+        if len(kinds) > 1:
+            raise UserError("The visible GPUs differ (" + "; ".join(f"{n}, compute capability {c}" for n, c in kinds)
+                            + "): a plan is built for one GPU model. Choose GPUs of one kind with "
+                              "CUDA_VISIBLE_DEVICES.", exit_code=1)
+        return Hardware("gpu", *kinds[0])
+
+    def quantization(self, precision: str) -> str | None:
+        from ..engines.tensorrt_onnx import QUANTIZATION
+
+        return QUANTIZATION if precision == "int8" else None
+
+    def build(self, request: BuildRequest) -> None:
+        from ..engines import tensorrt_builder, tensorrt_onnx
+
+        with tempfile.TemporaryDirectory(prefix="tensorrt.") as work:
+            prepared = Path(work) / "prepared.onnx"
+            request.log(f"preparing the ONNX model for TensorRT ({request.precision}) ...")
+            tensorrt_onnx.prepare(request.model, prepared, request.precision, request.calibration_cache)
+            tensorrt_builder.build_plan(prepared, request.engine, batch_size=request.batch_size,
+                                        workspace_bytes=request.workspace_bytes, timing_cache=request.timing_cache,
+                                        log=request.log)
+
+    def create_backend(self, engine: Path, *, input_name: str, threads: int, device: str,
+                       instance: int = 0) -> Backend:
+        from .tensorrt_backend import TensorRTBackend
+
+        return TensorRTBackend(Path(engine), input_name=input_name, threads=threads, device=device,
+                               instance=instance)

@@ -1,0 +1,260 @@
+"""The TensorRT runner's logic (buffers, streams, batching, output mapping) on host-memory implementations of the
+two interfaces it talks to: CUDA calls (`CudaCalls`) and the execution context (`ExecutionContext`).
+
+The fake CUDA keeps device and pinned memory as real host allocations addressed by integers, and queues every
+asynchronous operation on its stream until `synchronize`, as a GPU does: a runner that read its outputs before
+synchronizing, copied the wrong byte counts or bound the wrong addresses gets wrong numbers here.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Callable, Sequence
+
+import numpy as np
+import pytest
+
+from code.common.backends.cuda_runtime import CudaError
+from code.common.backends.tensorrt_backend import StreamRunner, TensorInfo, numpy_dtype
+from code.common.errors import UserError
+
+SAMPLE = (3, 4)
+WEIGHTS = np.random.default_rng(0).normal(0, 1, (12, 5)).astype(np.float32)
+
+
+class FakeCuda:
+    def __init__(self, fail_malloc_at: int | None = None) -> None:
+        self.memory: dict[int, np.ndarray] = {}        # address -> the allocation (device and pinned alike)
+        self.kinds: dict[int, str] = {}
+        self.streams: dict[int, list[Callable[[], None]]] = {}
+        self.calls: list[str] = []
+        self.device = -1
+        self._next_stream = 1
+        self._fail_malloc_at = fail_malloc_at
+
+    def _alloc(self, nbytes: int, kind: str) -> int:
+        self.calls.append(kind)
+        if self._fail_malloc_at is not None and len([c for c in self.calls if c.startswith("malloc")]) \
+                >= self._fail_malloc_at:
+            raise CudaError("cudaMalloc", 2, "out of memory")
+        block = np.zeros(nbytes, dtype=np.uint8)
+        address = block.ctypes.data
+        self.memory[address], self.kinds[address] = block, kind
+        return address
+
+    def set_device(self, device: int) -> None:
+        self.device = device
+
+    def malloc(self, nbytes: int) -> int:
+        return self._alloc(nbytes, "malloc")
+
+    def malloc_host(self, nbytes: int) -> int:
+        return self._alloc(nbytes, "malloc_host")
+
+    def free(self, pointer: int) -> None:
+        assert self.kinds.pop(pointer) == "malloc"
+        del self.memory[pointer]
+
+    def free_host(self, pointer: int) -> None:
+        assert self.kinds.pop(pointer) == "malloc_host"
+        del self.memory[pointer]
+
+    def stream_create(self) -> int:
+        stream, self._next_stream = self._next_stream, self._next_stream + 1
+        self.streams[stream] = []
+        return stream
+
+    def stream_destroy(self, stream: int) -> None:
+        assert not self.streams.pop(stream), "destroyed with work queued"
+
+    def _copy(self, dst: int, src: int, nbytes: int, stream: int, dst_kind: str, src_kind: str) -> None:
+        assert self._kind_of(dst) == dst_kind and self._kind_of(src) == src_kind
+        self.streams[stream].append(lambda: ctypes.memmove(dst, src, nbytes))
+
+    def _kind_of(self, pointer: int) -> str:
+        for base, block in self.memory.items():
+            if base <= pointer < base + len(block):
+                return self.kinds[base]
+        raise AssertionError(f"{pointer:#x} is not allocated")
+
+    def copy_to_device_async(self, device_pointer: int, host_pointer: int, nbytes: int, stream: int) -> None:
+        self._copy(device_pointer, host_pointer, nbytes, stream, "malloc", "malloc_host")
+
+    def copy_to_host_async(self, host_pointer: int, device_pointer: int, nbytes: int, stream: int) -> None:
+        self._copy(host_pointer, device_pointer, nbytes, stream, "malloc_host", "malloc")
+
+    def synchronize(self, stream: int) -> None:
+        queued, self.streams[stream] = self.streams[stream], []
+        for operation in queued:
+            operation()
+
+
+class FakeContext:
+    """Two outputs: `features` = input flattened @ WEIGHTS, `total` = sum per sample (float16)."""
+
+    def __init__(self, cuda: FakeCuda, max_batch: int) -> None:
+        self.cuda, self.max_batch = cuda, max_batch
+        self.addresses: dict[str, int] = {}
+        self.batch = 0
+        self.calls: list[str] = []
+        self.execute_result = True
+
+    def set_input_shape(self, name: str, shape: Sequence[int]) -> bool:
+        self.calls.append(f"set_input_shape {tuple(shape)}")
+        if not 1 <= shape[0] <= self.max_batch:
+            return False
+        self.batch = shape[0]
+        return True
+
+    def set_tensor_address(self, name: str, memory: int) -> bool:
+        self.calls.append(f"set_tensor_address {name}")
+        self.addresses[name] = memory
+        return True
+
+    def get_tensor_shape(self, name: str) -> Sequence[int]:
+        return {"input": (self.batch, *SAMPLE), "features": (self.batch, 5), "total": (self.batch, 1)}[name]
+
+    def _array(self, name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
+        count = int(np.prod(shape))
+        buffer = (ctypes.c_byte * (count * np.dtype(dtype).itemsize)).from_address(self.addresses[name])
+        return np.frombuffer(buffer, dtype=dtype, count=count).reshape(shape)
+
+    def execute_async_v3(self, stream_handle: int) -> bool:
+        self.calls.append("execute")
+        if not self.execute_result:
+            return False
+        batch = self.batch
+
+        def compute() -> None:
+            x = self._array("input", (batch, *SAMPLE), np.float32).reshape(batch, -1)
+            self._array("features", (batch, 5), np.float32)[:] = x @ WEIGHTS
+            self._array("total", (batch, 1), np.float16)[:] = x.sum(axis=1, keepdims=True)
+        self.cuda.streams[stream_handle].append(compute)
+        return True
+
+
+TENSORS = [TensorInfo("input", True, np.dtype(np.float32), (-1, *SAMPLE)),
+           TensorInfo("features", False, np.dtype(np.float32), (-1, 5)),
+           TensorInfo("total", False, np.dtype(np.float16), (-1, 1))]
+
+
+def _runner(max_batch: int = 4, cuda: FakeCuda | None = None, gpu: int = 0) -> tuple[StreamRunner, FakeCuda,
+                                                                                        FakeContext]:
+    cuda = cuda or FakeCuda()
+    context = FakeContext(cuda, max_batch)
+    return StreamRunner(TENSORS, context, cuda, max_batch, "input", gpu), cuda, context
+
+
+def _batch(count: int, seed: int = 1) -> np.ndarray:
+    return np.random.default_rng(seed).normal(0, 1, (count, *SAMPLE)).astype(np.float32)
+
+
+def _expected(batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    flat = batch.reshape(len(batch), -1)
+    return flat @ WEIGHTS, flat.sum(axis=1, keepdims=True).astype(np.float16)
+
+
+@pytest.mark.parametrize("count", [1, 3, 4, 9])
+def test_outputs_in_engine_order_for_every_batch_size(count: int) -> None:
+    runner, _, _ = _runner(max_batch=4)
+    batch = _batch(count)
+    features, total = runner.infer(batch)
+    want_features, want_total = _expected(batch)
+    assert features.shape == (count, 5) and features.dtype == np.float32
+    assert total.shape == (count, 1) and total.dtype == np.float16
+    np.testing.assert_allclose(features, want_features, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(total.astype(np.float32), want_total.astype(np.float32), rtol=1e-2, atol=1e-2)
+
+
+def test_buffers_and_addresses_are_set_up_once() -> None:
+    runner, cuda, context = _runner(max_batch=8)
+    assert cuda.calls.count("malloc") == 3 and cuda.calls.count("malloc_host") == 3
+    # Device buffers sized for the largest batch; every tensor bound once, to its device buffer.
+    sizes = sorted(len(cuda.memory[a]) for a, kind in cuda.kinds.items() if kind == "malloc")
+    assert sizes == sorted([8 * 12 * 4, 8 * 5 * 4, 8 * 1 * 2])
+    assert {cuda.kinds[a] for a in context.addresses.values()} == {"malloc"}
+    for count in (2, 2, 8, 2):
+        runner.infer(_batch(count))
+    assert cuda.calls.count("malloc") == 3 and cuda.calls.count("malloc_host") == 3
+    assert [c for c in context.calls if c.startswith("set_tensor_address")] == \
+        ["set_tensor_address input", "set_tensor_address features", "set_tensor_address total"]
+    # The input shape is set only when the batch size changes.
+    assert [c for c in context.calls if c.startswith("set_input_shape")] == \
+        ["set_input_shape (2, 3, 4)", "set_input_shape (8, 3, 4)", "set_input_shape (2, 3, 4)"]
+
+
+def test_outputs_are_copies_not_views_of_reused_buffers() -> None:
+    runner, _, _ = _runner()
+    first = runner.infer(_batch(2, seed=1))[0]
+    kept = first.copy()
+    runner.infer(_batch(2, seed=2))
+    np.testing.assert_array_equal(first, kept)
+
+
+def test_instances_have_their_own_streams_and_run_in_parallel_threads() -> None:
+    cuda = FakeCuda()
+    runners = [_runner(max_batch=4, cuda=cuda, gpu=i)[0] for i in range(2)]
+    assert runners[0].stream != runners[1].stream
+    errors: list[BaseException] = []
+
+    def work(runner: StreamRunner, seed: int) -> None:
+        try:
+            for i in range(20):
+                batch = _batch(1 + i % 4, seed=seed * 100 + i)
+                features, _ = runner.infer(batch)
+                np.testing.assert_allclose(features, _expected(batch)[0], rtol=1e-5, atol=1e-5)
+        except BaseException as error:  # noqa: BLE001  reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(r, n)) for n, r in enumerate(runners)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+
+
+def test_close_frees_everything_once() -> None:
+    runner, cuda, _ = _runner()
+    runner.infer(_batch(3))
+    runner.close()
+    assert cuda.memory == {} and cuda.streams == {}
+    runner.close()   # idempotent
+
+
+def test_a_failed_allocation_frees_what_was_allocated() -> None:
+    cuda = FakeCuda(fail_malloc_at=4)   # the third tensor's device buffer
+    with pytest.raises(CudaError, match="out of memory"):
+        StreamRunner(TENSORS, FakeContext(cuda, 4), cuda, 4, "input")
+    assert cuda.memory == {} and cuda.streams == {}
+
+
+def test_refusals_are_errors_that_say_what_happened() -> None:
+    runner, _, context = _runner(max_batch=4)
+    with pytest.raises(ValueError, match=r"per-sample shape \(3, 4\)"):
+        runner.infer(np.zeros((2, 4, 3), np.float32))
+    context.execute_result = False
+    with pytest.raises(RuntimeError, match="execute_async_v3 returned False"):
+        runner.infer(_batch(2))
+    cuda = FakeCuda()
+    stubborn = StreamRunner(TENSORS, FakeContext(cuda, 2), cuda, 4, "input")   # profile narrower than claimed
+    with pytest.raises(RuntimeError, match="refused batch size 3"):
+        stubborn.infer(_batch(3))
+
+
+def test_engines_the_runner_cannot_feed_are_refused() -> None:
+    cuda = FakeCuda()
+    with pytest.raises(UserError, match="feeds one named 'images'"):
+        StreamRunner(TENSORS, FakeContext(cuda, 4), cuda, 4, "images")
+    dynamic = [TensorInfo("input", True, np.dtype(np.float32), (-1, 3, -1)), *TENSORS[1:]]
+    with pytest.raises(UserError, match="only the batch dimension may be dynamic"):
+        StreamRunner(dynamic, FakeContext(cuda, 4), cuda, 4, "input")
+    assert cuda.memory == {}
+
+
+def test_tensorrt_data_types_map_to_numpy() -> None:
+    assert numpy_dtype("DataType.FLOAT") == np.float32
+    assert numpy_dtype("DataType.HALF") == np.float16
+    assert numpy_dtype("DataType.INT8") == np.int8
+    with pytest.raises(UserError, match="BF16 are not supported"):
+        numpy_dtype("DataType.BF16")
