@@ -258,3 +258,22 @@ def test_tensorrt_data_types_map_to_numpy() -> None:
     assert numpy_dtype("DataType.INT8") == np.int8
     with pytest.raises(UserError, match="BF16 are not supported"):
         numpy_dtype("DataType.BF16")
+
+
+def test_the_context_methods_the_runner_calls_exist_in_tensorrt_10_and_11() -> None:
+    """The runner reaches the execution context through its `ExecutionContext` protocol (mypy checks that
+    TensorRT 11.4's IExecutionContext satisfies it); the recorded names list says whether 10.16 has them too."""
+    from pathlib import Path
+
+    from code.common.backends.tensorrt_backend import ExecutionContext
+
+    facts = {}
+    for line in (Path(__file__).parent / "data" / "tensorrt_api_names.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, *versions = line.split()
+            facts[name] = dict(v.split(":") for v in versions)
+    methods = [name for name in vars(ExecutionContext) if not name.startswith("_")]
+    assert sorted(methods) == ["execute_async_v3", "get_tensor_shape", "set_input_shape", "set_tensor_address"]
+    for method in methods:
+        versions = facts[f"IExecutionContext.{method}"]
+        assert versions["10.16"] == "YES" and versions["11.4"] == "YES", (method, versions)

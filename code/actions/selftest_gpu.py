@@ -56,9 +56,9 @@ class SelftestGpu(Handler):
         from ..common.backends.cuda_runtime import CudaError, CudaRuntime, describe_cuda_failure
         from ..common.backends.tensorrt_backend import require_tensorrt
 
-        trt = require_tensorrt()
-        report["tensorrt"] = trt.__version__
-        self.ctx.log(f"TensorRT {trt.__version__}")
+        version = require_tensorrt()
+        report["tensorrt"] = version
+        self.ctx.log(f"TensorRT {version}")
         try:
             cuda = CudaRuntime()
             driver, runtime = cuda.versions()

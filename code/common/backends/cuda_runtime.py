@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from ..errors import UserError
+
+if TYPE_CHECKING:   # type-checked against stubs/cuda (generated from cuda-python 12.9)
+    from cuda.bindings import runtime as cudart
+else:
+    cudart = None   # bound by require_cuda_python(): cuda-python is installed only in the tensorrt environment
 
 INSUFFICIENT_DRIVER = 35   # cudaErrorInsufficientDriver: no driver, or one older than the CUDA runtime
 NO_DEVICE = 100            # cudaErrorNoDevice
@@ -53,89 +58,93 @@ class CudaCalls(Protocol):
 
 def host_array(pointer: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """A numpy view of `shape` and `dtype` over host memory at `pointer` (pinned memory, owned elsewhere)."""
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    buffer = (ctypes.c_byte * max(nbytes, 1)).from_address(pointer)
-    return np.frombuffer(buffer, dtype=dtype, count=int(np.prod(shape, dtype=np.int64))).reshape(shape)
+    count = int(np.prod(shape, dtype=np.int64))
+    buffer = (ctypes.c_byte * max(count * dtype.itemsize, 1)).from_address(pointer)
+    return np.frombuffer(memoryview(buffer), dtype=dtype, count=count).reshape(shape)
 
 
-def require_cuda_python() -> Any:
-    """The `cuda.bindings.runtime` module, or a UserError saying how to get it."""
+def require_cuda_python() -> None:
+    """Import `cuda.bindings.runtime` as this module's `cudart`, or raise a UserError saying how to get it."""
     try:
         from cuda.bindings import runtime
     except ImportError:
         raise UserError("cuda-python is not installed here; `make build` installs it (with TensorRT) on a machine "
                         "with an NVIDIA GPU and driver.", exit_code=1) from None
-    return runtime
+    globals()["cudart"] = runtime
 
 
 class CudaRuntime:
     """`CudaCalls` on the CUDA runtime API."""
 
     def __init__(self) -> None:
-        self._rt = require_cuda_python()
-        self._host_to_device = self._rt.cudaMemcpyKind.cudaMemcpyHostToDevice
-        self._device_to_host = self._rt.cudaMemcpyKind.cudaMemcpyDeviceToHost
+        require_cuda_python()
 
-    def _check(self, call: str, result: Any) -> Any:
-        """The values of a cuda-python call's (status, *values) result, or CudaError."""
-        status, *values = result if isinstance(result, tuple) else (result,)
-        code = int(status)
-        if code != 0:
-            _, text = self._rt.cudaGetErrorString(status)
-            description = text.decode(errors="replace") if isinstance(text, bytes) else str(text)
-            raise CudaError(call, code, description)
-        return values[0] if len(values) == 1 else tuple(values)
+    @staticmethod
+    def _ok(call: str, status: "cudart.cudaError_t") -> None:
+        """CudaError unless `status` is cudaSuccess."""
+        if status != cudart.cudaError_t.cudaSuccess:
+            _, text = cudart.cudaGetErrorString(status)
+            raise CudaError(call, int(status), text.decode(errors="replace"))
 
     # -- devices --------------------------------------------------------------------------------
     def device_count(self) -> int:
-        return int(self._check("cudaGetDeviceCount", self._rt.cudaGetDeviceCount()))
+        status, count = cudart.cudaGetDeviceCount()
+        self._ok("cudaGetDeviceCount", status)
+        return int(count)
 
     def device_info(self, device: int) -> DeviceInfo:
-        props = self._check("cudaGetDeviceProperties", self._rt.cudaGetDeviceProperties(device))
-        name = props.name.decode(errors="replace").rstrip("\x00") if isinstance(props.name, bytes) else str(props.name)
+        status, props = cudart.cudaGetDeviceProperties(device)
+        self._ok("cudaGetDeviceProperties", status)
+        name = props.name.decode(errors="replace").rstrip("\x00")
         return DeviceInfo(device, name, f"{props.major}.{props.minor}", int(props.totalGlobalMem))
 
     def versions(self) -> tuple[str, str]:
         """(driver, runtime) CUDA versions, e.g. ("12.8", "12.9")."""
-        driver = int(self._check("cudaDriverGetVersion", self._rt.cudaDriverGetVersion()))
-        runtime = int(self._check("cudaRuntimeGetVersion", self._rt.cudaRuntimeGetVersion()))
+        status, driver = cudart.cudaDriverGetVersion()
+        self._ok("cudaDriverGetVersion", status)
+        status, runtime = cudart.cudaRuntimeGetVersion()
+        self._ok("cudaRuntimeGetVersion", status)
         return (f"{driver // 1000}.{driver % 1000 // 10}", f"{runtime // 1000}.{runtime % 1000 // 10}")
 
     def set_device(self, device: int) -> None:
-        self._check("cudaSetDevice", self._rt.cudaSetDevice(device))
+        self._ok("cudaSetDevice", cudart.cudaSetDevice(device)[0])
 
     # -- memory ---------------------------------------------------------------------------------
     def malloc(self, nbytes: int) -> int:
-        return int(self._check("cudaMalloc", self._rt.cudaMalloc(nbytes)))
+        status, pointer = cudart.cudaMalloc(nbytes)
+        self._ok("cudaMalloc", status)
+        return int(pointer)
 
     def free(self, pointer: int) -> None:
-        self._check("cudaFree", self._rt.cudaFree(pointer))
+        self._ok("cudaFree", cudart.cudaFree(pointer)[0])
 
     def malloc_host(self, nbytes: int) -> int:
-        return int(self._check("cudaMallocHost", self._rt.cudaMallocHost(nbytes)))
+        status, pointer = cudart.cudaMallocHost(nbytes)
+        self._ok("cudaMallocHost", status)
+        return int(pointer)
 
     def free_host(self, pointer: int) -> None:
-        self._check("cudaFreeHost", self._rt.cudaFreeHost(pointer))
+        self._ok("cudaFreeHost", cudart.cudaFreeHost(pointer)[0])
 
     # -- streams and copies ---------------------------------------------------------------------
     def stream_create(self) -> int:
-        stream = self._check("cudaStreamCreateWithFlags",
-                             self._rt.cudaStreamCreateWithFlags(self._rt.cudaStreamNonBlocking))
+        status, stream = cudart.cudaStreamCreateWithFlags(cudart.cudaStreamNonBlocking)
+        self._ok("cudaStreamCreateWithFlags", status)
         return int(stream)
 
     def stream_destroy(self, stream: int) -> None:
-        self._check("cudaStreamDestroy", self._rt.cudaStreamDestroy(stream))
+        self._ok("cudaStreamDestroy", cudart.cudaStreamDestroy(stream)[0])
 
     def copy_to_device_async(self, device_pointer: int, host_pointer: int, nbytes: int, stream: int) -> None:
-        self._check("cudaMemcpyAsync", self._rt.cudaMemcpyAsync(device_pointer, host_pointer, nbytes,
-                                                                self._host_to_device, stream))
+        kind = cudart.cudaMemcpyKind.cudaMemcpyHostToDevice
+        self._ok("cudaMemcpyAsync", cudart.cudaMemcpyAsync(device_pointer, host_pointer, nbytes, kind, stream)[0])
 
     def copy_to_host_async(self, host_pointer: int, device_pointer: int, nbytes: int, stream: int) -> None:
-        self._check("cudaMemcpyAsync", self._rt.cudaMemcpyAsync(host_pointer, device_pointer, nbytes,
-                                                                self._device_to_host, stream))
+        kind = cudart.cudaMemcpyKind.cudaMemcpyDeviceToHost
+        self._ok("cudaMemcpyAsync", cudart.cudaMemcpyAsync(host_pointer, device_pointer, nbytes, kind, stream)[0])
 
     def synchronize(self, stream: int) -> None:
-        self._check("cudaStreamSynchronize", self._rt.cudaStreamSynchronize(stream))
+        self._ok("cudaStreamSynchronize", cudart.cudaStreamSynchronize(stream)[0])
 
 
 def describe_cuda_failure(error: CudaError) -> str:

@@ -15,13 +15,18 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 import numpy as np
 
 from ..errors import UserError
 from .base import Backend
 from .cuda_runtime import CudaCalls, CudaError, CudaRuntime, describe_cuda_failure, host_array
+
+if TYPE_CHECKING:   # type-checked against stubs/tensorrt (generated from the TensorRT 11.4 bindings)
+    import tensorrt as trt
+else:
+    trt = None      # bound by require_tensorrt(): TensorRT is installed only in the tensorrt environment
 
 MISSING = ("TensorRT is not installed here; run make build on a machine with an NVIDIA GPU, "
            "or use --backend=onnxruntime")
@@ -32,8 +37,9 @@ _NUMPY_TYPES = {"FLOAT": np.float32, "HALF": np.float16, "INT8": np.int8, "UINT8
                 "INT64": np.int64, "BOOL": np.bool_}
 
 
-def require_tensorrt() -> Any:
-    """The `tensorrt` module, or a UserError (exit 1) saying how to get a machine that has it."""
+def require_tensorrt() -> str:
+    """TensorRT's version, with the module bound as this module's `trt`; a UserError (exit 1) saying how to get
+    a machine that has it where it does not import."""
     try:
         import tensorrt
     except ImportError:
@@ -41,7 +47,8 @@ def require_tensorrt() -> Any:
     except OSError as error:   # the bindings load but a TensorRT library is missing
         raise UserError(f"TensorRT is installed but does not load ({error}); run make build again on the GPU "
                         "machine, it reinstalls the tensorrt environment", exit_code=1) from None
-    return tensorrt
+    globals()["trt"] = tensorrt
+    return str(tensorrt.__version__)
 
 
 @dataclass(frozen=True)
@@ -62,13 +69,24 @@ class TensorInfo:
         return int(np.prod(self.sample_shape, dtype=np.int64)) * self.dtype.itemsize
 
 
+class Shape(Protocol):
+    """A shape as TensorRT gives it (`tensorrt.Dims`) or as a tuple: a length and integer items."""
+
+    def __len__(self) -> int: ...
+    def __getitem__(self, index: int) -> int: ...
+
+
+def dims_tuple(shape: Shape) -> tuple[int, ...]:
+    return tuple(int(shape[i]) for i in range(len(shape)))
+
+
 class ExecutionContext(Protocol):
     """The part of `tensorrt.IExecutionContext` the runner uses."""
 
-    def set_input_shape(self, name: str, shape: Sequence[int]) -> bool: ...
+    def set_input_shape(self, name: str, shape: tuple[int, ...]) -> bool: ...
     def set_tensor_address(self, name: str, memory: int) -> bool: ...
     def execute_async_v3(self, stream_handle: int) -> bool: ...
-    def get_tensor_shape(self, name: str) -> Sequence[int]: ...
+    def get_tensor_shape(self, name: str) -> Shape: ...
 
 
 @dataclass
@@ -133,13 +151,13 @@ class StreamRunner:
                                        f"{self.max_batch})")
                 self._batch = count
             np.copyto(self._input.view[:count], batch, casting="same_kind")
-            self.cuda.copy_to_device_async(self._input.device, self._input.host, count * self._input.tensor.sample_bytes,
-                                           self.stream)
+            nbytes = count * self._input.tensor.sample_bytes
+            self.cuda.copy_to_device_async(self._input.device, self._input.host, nbytes, self.stream)
             if not self.context.execute_async_v3(self.stream):
                 raise RuntimeError("TensorRT could not enqueue the inference (execute_async_v3 returned False)")
             shapes = []
             for output in self._outputs:
-                shape = tuple(int(d) for d in self.context.get_tensor_shape(output.tensor.name))
+                shape = dims_tuple(self.context.get_tensor_shape(output.tensor.name))
                 if shape[:1] != (count,) or shape[1:] != output.tensor.sample_shape:
                     raise RuntimeError(f"output {output.tensor.name} has shape {shape} for a batch of {count}; "
                                        f"expected ({count}, {', '.join(map(str, output.tensor.sample_shape))})")
@@ -164,7 +182,7 @@ class StreamRunner:
 
 # -- the real engine ---------------------------------------------------------------------------------
 
-def numpy_dtype(data_type: Any) -> np.dtype:
+def numpy_dtype(data_type: "trt.DataType | str") -> np.dtype:
     """numpy dtype of a `tensorrt.DataType` (by its name, e.g. DataType.HALF -> float16)."""
     name = str(data_type).rsplit(".", 1)[-1]
     if name not in _NUMPY_TYPES:
@@ -173,21 +191,28 @@ def numpy_dtype(data_type: Any) -> np.dtype:
     return np.dtype(_NUMPY_TYPES[name])
 
 
-def describe_engine(engine: Any, trt: Any) -> list[TensorInfo]:
+def describe_engine(engine: "trt.ICudaEngine") -> list[TensorInfo]:
     """The I/O tensors of a `tensorrt.ICudaEngine`, in the engine's order."""
     tensors = []
     for index in range(engine.num_io_tensors):
         name = engine.get_tensor_name(index)
         tensors.append(TensorInfo(name, engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT,
                                   numpy_dtype(engine.get_tensor_dtype(name)),
-                                  tuple(int(d) for d in engine.get_tensor_shape(name))))
+                                  dims_tuple(engine.get_tensor_shape(name))))
     return tensors
 
 
-def profile_max_batch(engine: Any, input_name: str) -> int:
+def profile_max_batch(engine: "trt.ICudaEngine", input_name: str) -> int:
     """The largest batch of the engine's first optimization profile for `input_name`."""
     _minimum, _optimum, maximum = engine.get_tensor_profile_shape(input_name, 0)
     return int(maximum[0])
+
+
+@dataclass
+class _Loaded:
+    runtime: "trt.Runtime"
+    engine: "trt.ICudaEngine"
+    users: int = 0
 
 
 class _SharedEngines:
@@ -195,40 +220,40 @@ class _SharedEngines:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._engines: dict[tuple[str, int], list[Any]] = {}   # key -> [runtime, engine, users]
+        self._engines: dict[tuple[str, int], _Loaded] = {}
 
-    def acquire(self, plan: Path, gpu: int, cuda: CudaCalls, trt: Any) -> Any:
+    def acquire(self, plan: Path, gpu: int, cuda: CudaCalls) -> "trt.ICudaEngine":
         key = (str(Path(plan).resolve()), gpu)
         with self._lock:
-            entry = self._engines.get(key)
-            if entry is None:
+            loaded = self._engines.get(key)
+            if loaded is None:
                 cuda.set_device(gpu)
-                runtime = trt.Runtime(_logger(trt))
+                runtime = trt.Runtime(logger())
                 engine = runtime.deserialize_cuda_engine(Path(plan).read_bytes())
                 if engine is None:
                     raise UserError(f"TensorRT {trt.__version__} could not load {plan} (see its messages above): a "
                                     "plan only loads with the TensorRT version and GPU it was built for. Rebuild it "
                                     "with `make generate_engines`.", exit_code=1)
-                entry = self._engines[key] = [runtime, engine, 0]
-            entry[2] += 1
-            return entry[1]
+                loaded = self._engines[key] = _Loaded(runtime, engine)
+            loaded.users += 1
+            return loaded.engine
 
     def release(self, plan: Path, gpu: int) -> None:
         key = (str(Path(plan).resolve()), gpu)
         with self._lock:
-            entry = self._engines.get(key)
-            if entry is not None:
-                entry[2] -= 1
-                if entry[2] <= 0:
+            loaded = self._engines.get(key)
+            if loaded is not None:
+                loaded.users -= 1
+                if loaded.users <= 0:
                     del self._engines[key]
 
 
 _ENGINES = _SharedEngines()
-_LOGGERS: dict[str, Any] = {}
+_LOGGERS: "dict[str, trt.Logger]" = {}
 
 
-def _logger(trt: Any) -> Any:
-    """One TensorRT logger per process (warnings and errors)."""
+def logger() -> "trt.Logger":
+    """One TensorRT logger per process (warnings and errors); call after require_tensorrt()."""
     if "logger" not in _LOGGERS:
         _LOGGERS["logger"] = trt.Logger(trt.Logger.WARNING)
     return _LOGGERS["logger"]
@@ -237,7 +262,7 @@ def _logger(trt: Any) -> Any:
 class TensorRTBackend(Backend):
     def __init__(self, engine_path: Path, *, input_name: str, threads: int = 0, device: str = "gpu",
                  instance: int = 0) -> None:
-        trt = require_tensorrt()
+        require_tensorrt()
         engine_path = Path(engine_path)
         if not engine_path.is_file():
             raise UserError(f"No engine at {engine_path}; build it with `make generate_engines`.", exit_code=1)
@@ -247,9 +272,9 @@ class TensorRTBackend(Backend):
         except CudaError as error:
             raise UserError(describe_cuda_failure(error), exit_code=1) from None
         self.input_name, self._plan, self._gpu = input_name, engine_path, instance % max(1, gpus)
-        engine = _ENGINES.acquire(engine_path, self._gpu, cuda, trt)
+        engine = _ENGINES.acquire(engine_path, self._gpu, cuda)
         try:
-            tensors = describe_engine(engine, trt)
+            tensors = describe_engine(engine)
             if input_name not in [t.name for t in tensors if t.is_input]:
                 raise UserError(f"{engine_path} has input(s) {', '.join(t.name for t in tensors if t.is_input)}, "
                                 f"not '{input_name}': the engine was built from another model. Rebuild it with "
@@ -261,7 +286,7 @@ class TensorRTBackend(Backend):
         except BaseException:
             _ENGINES.release(engine_path, self._gpu)
             raise
-        self._context = context   # kept alive as long as the runner uses it
+        self._context: "trt.IExecutionContext | None" = context   # alive as long as the runner uses it
 
     def infer(self, batch: np.ndarray) -> list[np.ndarray]:
         if self._runner is None:

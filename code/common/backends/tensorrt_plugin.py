@@ -34,7 +34,7 @@ class TensorRTPlugin:
     def runtime_version(self) -> str:
         from .tensorrt_backend import require_tensorrt
 
-        return f"tensorrt {require_tensorrt().__version__}"
+        return f"tensorrt {require_tensorrt()}"
 
     def check_precision(self, precision: str) -> None:
         if precision not in self.precisions:

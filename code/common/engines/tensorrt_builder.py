@@ -13,35 +13,46 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
+from ..backends.tensorrt_backend import dims_tuple, logger, require_tensorrt
 from ..errors import UserError
 from ..fileio import atomic_path, write_atomically
+
+if TYPE_CHECKING:   # type-checked against stubs/tensorrt (generated from the TensorRT 11.4 bindings)
+    import tensorrt as trt
 
 # TensorRT names used only behind a version check (none: everything here exists in TensorRT 10 and 11).
 VERSION_GUARDED_TENSORRT_NAMES: tuple[str, ...] = ()
 OPT_LEVEL = "TensorRT default builder optimization level (3), strongly typed"
 
 
-def _parse(trt: Any, network: Any, logger: Any, onnx_path: Path) -> None:
-    parser = trt.OnnxParser(network, logger)
+def _parse(network: "trt.INetworkDefinition", onnx_path: Path) -> "trt.OnnxParser":
+    """The parser that filled `network` (kept alive as long as the network: it owns the weights it parsed)."""
+    import tensorrt as trt
+
+    parser = trt.OnnxParser(network, logger())
     if parser.parse_from_file(str(onnx_path)):
-        return
+        return parser
     errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]
     raise UserError(f"TensorRT's ONNX parser refused {onnx_path}:\n  " + "\n  ".join(errors or ["(no message)"]),
                     exit_code=1)
 
 
-def _profile(builder: Any, network: Any, batch_size: int) -> Any:
+def _profile(builder: "trt.Builder", network: "trt.INetworkDefinition",
+             batch_size: int) -> "trt.IOptimizationProfile":
     """Batch 1 to `batch_size` (optimum `batch_size`) for every input; other dimensions as the model fixes them."""
+    import tensorrt as trt
+
     profile = builder.create_optimization_profile()
     for index in range(network.num_inputs):
         tensor = network.get_input(index)
-        sample = tuple(int(d) for d in tensor.shape)[1:]
-        if any(d < 0 for d in sample):
-            raise UserError(f"Input {tensor.name} has shape {tuple(tensor.shape)}: only the batch dimension may be "
-                            "dynamic in the models this builder takes.", exit_code=1)
-        profile.set_shape(tensor.name, (1, *sample), (batch_size, *sample), (batch_size, *sample))
+        shape = dims_tuple(tensor.shape)
+        if any(d < 0 for d in shape[1:]):
+            raise UserError(f"Input {tensor.name} has shape {shape}: only the batch dimension may be dynamic in the "
+                            "models this builder takes.", exit_code=1)
+        smallest, largest = trt.Dims((1, *shape[1:])), trt.Dims((batch_size, *shape[1:]))
+        profile.set_shape(tensor.name, smallest, largest, largest)
     return profile
 
 
@@ -49,13 +60,12 @@ def build_plan(onnx_path: Path, plan: Path, *, batch_size: int, workspace_bytes:
                log: Callable[[str], None]) -> None:
     """Parse `onnx_path` into a strongly typed network and write its serialized engine to `plan` atomically;
     `timing_cache` is read when present and written back after the build."""
-    from ..backends.tensorrt_backend import _logger, require_tensorrt
+    version = require_tensorrt()
+    import tensorrt as trt
 
-    trt = require_tensorrt()
-    logger = _logger(trt)
-    builder = trt.Builder(logger)
+    builder = trt.Builder(logger())
     network = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
-    _parse(trt, network, logger, onnx_path)
+    parser = _parse(network, onnx_path)
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(workspace_bytes))
     config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
@@ -68,8 +78,9 @@ def build_plan(onnx_path: Path, plan: Path, *, batch_size: int, workspace_bytes:
             config.set_timing_cache(config.create_timing_cache(b""), False)
         elif previous:
             log(f"reusing tactic timings from {timing_cache}")
-    log(f"TensorRT {trt.__version__}: building (minutes for a large model) ...")
+    log(f"TensorRT {version}: building (minutes for a large model) ...")
     serialized = builder.build_serialized_network(network, config)
+    del parser
     if serialized is None:
         raise UserError(f"TensorRT could not build an engine from {onnx_path} (its messages are above).",
                         exit_code=1)
