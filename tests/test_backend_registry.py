@@ -19,7 +19,7 @@ from code.common.engines.builder import build_engine, engine_batch_size, locate_
 from code.common.errors import UserError
 from code.common.fields import FIELDS
 from code.common.paths import Paths
-from tests.test_engines import BENCH, DATASET, MODEL, SYSTEM, FakeBenchmark, _tiny_model
+from tests.test_engines import BENCH, DATASET, MODEL, SYSTEM, FakeBenchmark, tiny_model_paths
 
 
 class CopyBackend(Backend):
@@ -87,12 +87,7 @@ def _config(**fields) -> ResolvedConfig:
 
 @pytest.fixture
 def paths(tmp_path: Path) -> Paths:
-    import onnx
-
-    p = Paths.create(scratch=tmp_path / "scratch", log_dir=tmp_path / "logs", repo=tmp_path)
-    p.model_file(BENCH, MODEL).parent.mkdir(parents=True)
-    onnx.save(_tiny_model(), str(p.model_file(BENCH, MODEL)))
-    return p
+    return tiny_model_paths(tmp_path)
 
 
 def test_the_registry_names_the_backends_and_the_fields_offer_them() -> None:

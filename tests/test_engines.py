@@ -104,6 +104,11 @@ def _config(**fields) -> ResolvedConfig:
 
 @pytest.fixture
 def paths(tmp_path: Path) -> Paths:
+    return tiny_model_paths(tmp_path)
+
+
+def tiny_model_paths(tmp_path: Path) -> Paths:
+    """A scratch under `tmp_path` holding the tiny model as the fake benchmark's model file."""
     import onnx
 
     p = Paths.create(scratch=tmp_path / "scratch", log_dir=tmp_path / "logs", repo=tmp_path)
