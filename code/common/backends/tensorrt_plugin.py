@@ -4,6 +4,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from ..engines.tensorrt_onnx import PRECISIONS
 from ..errors import UserError
 from .base import Backend
 from .registry import BuildRequest, Hardware
@@ -13,7 +14,7 @@ class TensorRTPlugin:
     name = "tensorrt"
     engine_extension = "plan"
     batch_specific = True          # a plan's optimization profile is built for one batch size
-    precisions = ("fp32", "fp16", "int8")
+    precisions = PRECISIONS
     needs = ("an NVIDIA GPU and driver, TensorRT and cuda-python (make build installs the tensorrt environment "
              "where it finds a GPU)")
 
@@ -37,8 +38,9 @@ class TensorRTPlugin:
         return f"tensorrt {require_tensorrt()}"
 
     def check_precision(self, precision: str) -> None:
-        if precision not in self.precisions:
-            raise UserError(f"TensorRT engines support precisions {', '.join(self.precisions)}, not '{precision}'.")
+        from ..engines.tensorrt_onnx import check_precision
+
+        check_precision(precision)
 
     def hardware(self) -> Hardware:
         """The GPU plans are built for here; all visible GPUs must be of one kind (a plan is per GPU model)."""
