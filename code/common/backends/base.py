@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-import numpy as np
+if TYPE_CHECKING:   # numpy is imported when a backend is made, not when the registry is read (fields.py reads it)
+    import numpy as np
 
 
 class Backend(ABC):
@@ -34,11 +35,15 @@ class NullBackend(Backend):
     ceiling of the harness itself (batching, threads, LoadGen callbacks), i.e. its overhead.
     """
 
-    def __init__(self, output_shape: Sequence[int] = (1,), dtype: str | np.dtype = np.float32,
+    def __init__(self, output_shape: Sequence[int] = (1,), dtype: "str | np.dtype" = "float32",
                  input_name: str = "input") -> None:
+        import numpy as np
+
         self.input_name = input_name
         self.output_shape = tuple(int(d) for d in output_shape)
         self.dtype = np.dtype(dtype)
 
     def infer(self, batch: np.ndarray) -> list[np.ndarray]:
+        import numpy as np
+
         return [np.zeros((len(batch), *self.output_shape), dtype=self.dtype)]
