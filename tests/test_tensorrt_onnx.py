@@ -20,6 +20,7 @@ from code.common.engines.tensorrt_onnx import (
     cpu_reference_session, nonzero_zero_points, prepare, quantized_node_counts,
 )
 from code.common.errors import UserError
+from tests.test_engines import _tiny_model as engines_tiny_model
 
 SHAPE = (3, 16, 16)
 
@@ -29,44 +30,31 @@ def _tiny_model(seed: int = 0, foldable: bool = False):
     the classifier's input is reshaped to a shape computed from the classifier weight's Shape (constant
     subgraphs that only folding removes)."""
     import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
-    rng = np.random.default_rng(seed)
-    weights = {
-        "w1": rng.normal(0, 0.3, (8, 3, 3, 3)), "b1": rng.normal(0, 0.1, 8),
-        "w2": rng.normal(0, 0.2, (16, 8, 3, 3)), "b2": rng.normal(0, 0.1, 16),
-        "fc_w": rng.normal(0, 0.3, (10, 16)), "fc_b": rng.normal(0, 0.1, 10),
-    }
-    nodes = [
-        helper.make_node("Conv", ["input", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c1"], ["r1"]),
-        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], strides=[2, 2]),
-        helper.make_node("Relu", ["c2"], ["r2"]),
-        helper.make_node("GlobalAveragePool", ["r2"], ["pool"]),
-        helper.make_node("Flatten", ["pool"], ["flat"]),
-        helper.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["logits"], transB=1),
+    model = engines_tiny_model(seed)
+    if not foldable:
+        return model
+    graph = model.graph
+    w1 = next(i for i in graph.initializer if i.name == "w1")
+    half = numpy_helper.to_array(w1) / 2
+    graph.initializer.remove(w1)
+    graph.initializer.extend([numpy_helper.from_array(half, "w1a"), numpy_helper.from_array(half, "w1b"),
+                              numpy_helper.from_array(np.array(1, np.int64), "one"),
+                              numpy_helper.from_array(np.array([0], np.int64), "zero"),
+                              numpy_helper.from_array(np.array([-1], np.int64), "minus_one")])
+    nodes = list(graph.node)
+    assert nodes[5].op_type == "Flatten"
+    nodes[5:6] = [
+        helper.make_node("Shape", ["fc_w"], ["fc_shape"], name="constant_shape"),
+        helper.make_node("Gather", ["fc_shape", "one"], ["fc_in"], axis=0, name="constant_gather"),
+        helper.make_node("Unsqueeze", ["fc_in", "zero"], ["fc_in_1d"], name="constant_unsqueeze"),
+        helper.make_node("Concat", ["minus_one", "fc_in_1d"], ["flat_shape"], axis=0, name="constant_concat"),
+        helper.make_node("Reshape", ["pool", "flat_shape"], ["flat"], name="reshape"),
     ]
-    if foldable:
-        half = weights.pop("w1") / 2
-        weights.update(w1a=half, w1b=half)
-        nodes[5:6] = [
-            helper.make_node("Shape", ["fc_w"], ["fc_shape"], name="constant_shape"),
-            helper.make_node("Gather", ["fc_shape", "one"], ["fc_in"], axis=0, name="constant_gather"),
-            helper.make_node("Unsqueeze", ["fc_in", "zero"], ["fc_in_1d"], name="constant_unsqueeze"),
-            helper.make_node("Concat", ["minus_one", "fc_in_1d"], ["flat_shape"], axis=0, name="constant_concat"),
-            helper.make_node("Reshape", ["pool", "flat_shape"], ["flat"], name="reshape"),
-        ]
-        nodes.insert(0, helper.make_node("Add", ["w1a", "w1b"], ["w1"], name="constant_add"))
-    initializers = [numpy_helper.from_array(v.astype(np.float32), k) for k, v in weights.items()]
-    if foldable:
-        initializers += [numpy_helper.from_array(np.array(1, np.int64), "one"),
-                         numpy_helper.from_array(np.array([0], np.int64), "zero"),
-                         numpy_helper.from_array(np.array([-1], np.int64), "minus_one")]
-    graph = helper.make_graph(
-        nodes, "tiny", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, *SHAPE])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])], initializer=initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
+    nodes.insert(0, helper.make_node("Add", ["w1a", "w1b"], ["w1"], name="constant_add"))
+    del graph.node[:]
+    graph.node.extend(nodes)
     onnx.checker.check_model(model)
     return model
 
