@@ -141,10 +141,10 @@ class Build(Handler):
             if not has_gpu and not _importable("tensorrt"):
                 return "absent", "not needed: no NVIDIA GPU found (the CPU path uses ONNX Runtime)"
             return "absent", str(error)
-        problem = plugin.availability()
-        if problem is not None:
-            return version, f"installed, but cannot run here: {problem}"
-        hardware = plugin.hardware()
+        try:
+            hardware = plugin.hardware()
+        except UserError as error:
+            return version, f"installed, but cannot run here: {error}"
         return version, (f"ready: plans are built for {hardware.gpu_name} (compute capability "
                          f"{hardware.compute_capability}); first run make selftest_gpu")
 

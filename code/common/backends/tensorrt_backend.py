@@ -12,6 +12,7 @@ four TensorRT methods) and CUDA (`cuda_runtime.CudaCalls`); the tests run it on 
 """
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -249,14 +250,12 @@ class _SharedEngines:
 
 
 _ENGINES = _SharedEngines()
-_LOGGERS: "dict[str, trt.Logger]" = {}
 
 
+@functools.cache
 def logger() -> "trt.Logger":
     """One TensorRT logger per process (warnings and errors); call after require_tensorrt()."""
-    if "logger" not in _LOGGERS:
-        _LOGGERS["logger"] = trt.Logger(trt.Logger.WARNING)
-    return _LOGGERS["logger"]
+    return trt.Logger(trt.Logger.WARNING)
 
 
 class TensorRTBackend(Backend):

@@ -21,6 +21,7 @@ from ..backends.registry import BackendPlugin, BuildRequest, Hardware, get_plugi
 from ..benchmark_api import Benchmark, Log
 from ..config_registry import ResolvedConfig
 from ..errors import UserError, choose
+from ..fields import FIELDS
 from ..paths import Paths
 from ..fileio import sha256_file
 from ..harness.reproduce import config_command
@@ -28,7 +29,6 @@ from .manifest import BUILDER_VERSION, CalibrationInfo, EngineManifest, engine_p
 from . import onnxruntime_builder as ort_builder
 
 CALIBRATION_BATCH = 10   # samples per calibration inference: bounds the calibrator's memory
-DEFAULT_WORKSPACE_BYTES = 4 << 30
 
 
 def _plugin(config: ResolvedConfig) -> BackendPlugin:
@@ -45,11 +45,6 @@ class EngineResult:
     path: Path
     manifest: EngineManifest
     rebuilt: bool
-
-
-def engine_device(config: ResolvedConfig) -> str:
-    """"gpu" or "cpu": where the config's backend runs here."""
-    return _plugin(config).hardware().device
 
 
 def engine_path(config: ResolvedConfig, system_id: str, paths: Paths, device: str) -> Path:
@@ -79,7 +74,8 @@ def _require_runtime(config: ResolvedConfig) -> str:
     return version
 
 
-def _expected_manifest(config: ResolvedConfig, model: Path, hardware: Hardware, cache: Path | None) -> EngineManifest:
+def _expected_manifest(config: ResolvedConfig, model: Path, runtime_version: str, hardware: Hardware,
+                       cache: Path | None) -> EngineManifest:
     plugin = _plugin(config)
     calibration = None
     if config["precision"] == "int8":
@@ -89,7 +85,7 @@ def _expected_manifest(config: ResolvedConfig, model: Path, hardware: Hardware, 
     return EngineManifest(
         benchmark=config.benchmark, model=config["model"], model_sha256=sha256_file(model),
         backend=config["backend"], precision=config["precision"], batch_size=engine_batch_size(config),
-        device=hardware.device, runtime_version=_require_runtime(config), opt_level=plugin.opt_level,
+        device=hardware.device, runtime_version=runtime_version, opt_level=plugin.opt_level,
         quantization=plugin.quantization(config["precision"]) if calibration else None, calibration=calibration,
         gpu_name=hardware.gpu_name, compute_capability=hardware.compute_capability)
 
@@ -163,13 +159,13 @@ def calibrate(config: ResolvedConfig, paths: Paths, benchmark: Benchmark, log: L
 def build_engine(config: ResolvedConfig, system_id: str, paths: Paths, benchmark: Benchmark, log: Log,
                  force: bool = False) -> EngineResult:
     """Build the engine of this config unless an engine built from the same inputs is already there."""
-    _require_runtime(config)             # a missing runtime or unsupported precision first: nothing else helps
+    runtime_version = _require_runtime(config)   # a missing runtime or unsupported precision first
     plugin = _plugin(config)
     hardware = plugin.hardware()
     model = require_model(config, paths)
     cache = _ensure_calibration(config, paths, benchmark, log, force=False) if config["precision"] == "int8" \
         else None
-    expected = _expected_manifest(config, model, hardware, cache)
+    expected = _expected_manifest(config, model, runtime_version, hardware, cache)
     engine = engine_path(config, system_id, paths, hardware.device)
     manifest_path = paths.engine_manifest(engine)
     problem = f"a rebuild of {engine} was asked for" if force else engine_problem(engine, manifest_path, expected)
@@ -185,10 +181,10 @@ def build_engine(config: ResolvedConfig, system_id: str, paths: Paths, benchmark
     manifest_path.unlink(missing_ok=True)     # from here until the manifest is written, the engine is stale
     engine.parent.mkdir(parents=True, exist_ok=True)
     timing_cache = None if hardware.gpu_name is None else \
-        paths.timing_cache(expected.runtime_version, hardware.gpu_name, hardware.compute_capability or "?")
+        paths.timing_cache(runtime_version, hardware.gpu_name, hardware.compute_capability or "?")
     request = BuildRequest(model=model, engine=engine, precision=config["precision"],
                            batch_size=int(config["batch_size"]), hardware=hardware, calibration_cache=cache,
-                           workspace_bytes=int(config.get("workspace_size") or DEFAULT_WORKSPACE_BYTES),
+                           workspace_bytes=int(config.get("workspace_size") or FIELDS["workspace_size"].default),
                            timing_cache=timing_cache, log=log)
     try:
         plugin.build(request)
@@ -202,7 +198,7 @@ def build_engine(config: ResolvedConfig, system_id: str, paths: Paths, benchmark
 
 def locate_engine(config: ResolvedConfig, system_id: str, paths: Paths, benchmark: Benchmark) -> Path:
     """The engine the harness must load; UserError naming `make generate_engines` when missing or stale."""
-    _require_runtime(config)
+    runtime_version = _require_runtime(config)
     hardware = _plugin(config).hardware()
     engine = engine_path(config, system_id, paths, hardware.device)
     command = config_command("generate_engines", config)
@@ -212,7 +208,7 @@ def locate_engine(config: ResolvedConfig, system_id: str, paths: Paths, benchmar
                         f'Run make download_model RUN_ARGS="--benchmarks={config.benchmark} --model={config["model"]}"'
                         f", then {command}", exit_code=1)
     cache = _calibration_cache(config, paths) if config["precision"] == "int8" else None
-    expected = _expected_manifest(config, model, hardware, cache)
+    expected = _expected_manifest(config, model, runtime_version, hardware, cache)
     reason = engine_problem(engine, paths.engine_manifest(engine), expected)
     if reason is None:
         return engine
