@@ -25,6 +25,10 @@ SEEDS = {"effective_qsl_rng_seed": 2085463073848966840, "effective_sample_index_
 EDGE = ("SingleStream", "MultiStream", "Offline")
 HASH = "hash=" + "ab" * 32
 PASS, FAIL, CRASH = "pass", "fail", "crash"
+ABSENT = "<absent>"   # a detail-log value that makes the key unlogged (LoadGen logs some keys only when they apply)
+# compliance/TEST06/run_verification.py's verify_accuracy.txt of a passing run (Offline writes "Skipped").
+TEST06_PASS = ("First token check pass: True\nEOS check pass: True\nSample length check pass: True\n"
+               "TEST06 verification complete\n")
 
 
 # -- LoadGen-shaped logs ------------------------------------------------------------------------------
@@ -66,7 +70,7 @@ def perf_values(scenario: str, **changes: Any) -> dict[str, Any]:
     if scenario == "Server":
         values.update(result_completed_samples_per_sec=99.5, result_scheduled_samples_per_sec=100.0)
     values.update(changes)
-    return values
+    return {key: value for key, value in values.items() if value != ABSENT}
 
 
 def accuracy_values(scenario: str, **changes: Any) -> dict[str, Any]:
@@ -97,6 +101,10 @@ def summary_text(values: dict[str, Any]) -> str:
         lines.append(f"Samples per second: {values.get('result_samples_per_second', 0)}")
     if scenario == "Server":
         lines.append(f"Completed samples per second    : {values.get('result_completed_samples_per_sec', 0)}")
+    if scenario == "Offline" and "result_tokens_per_second" in values:
+        lines.append(f"Tokens per second: {values['result_tokens_per_second']}")
+    if scenario == "Server" and "result_completed_tokens_per_second" in values:
+        lines.append(f"Completed tokens per second: {values['result_completed_tokens_per_second']}")
     if scenario == "SingleStream":
         lines.append(f"90.0th percentile latency (ns) : {values.get('result_90.00_percentile_latency_ns')}")
     if scenario == "MultiStream":
@@ -167,6 +175,8 @@ class TreeSpec:
     test01_accuracy_files: dict[str, str] | None = None           # TEST01/accuracy/ (None: json + accuracy.txt)
     verify_performance: str = "Verifying performance.\nReference score = 163.84\nTest score = 160.1\nTEST PASS\n"
     compliance: bool | None = None                                 # None: in closed only
+    compliance_tests: tuple[str, ...] | None = None               # None: resnet's TEST01 + TEST04, else TEST01
+    test06_verify_accuracy: str = TEST06_PASS                      # TEST06/verify_accuracy.txt
     extra_files: dict[str, str] = field(default_factory=dict)     # relative to the tree root
     edit: Callable[[Path], None] | None = None                    # last word on the tree
 
@@ -203,14 +213,24 @@ def build_tree(root: Path, spec: TreeSpec) -> Path:
         write(folder / "user.conf", f"resnet50.{logged}.target_qps = 160\n")
         write(folder / "README.md", "# resnet\nmake run_harness ...\n")
         if spec.compliance if spec.compliance is not None else spec.division == "closed":
-            for test in ("TEST01", "TEST04") if spec.benchmark == "resnet" else ("TEST01",):
+            tests = spec.compliance_tests if spec.compliance_tests is not None else \
+                ("TEST01", "TEST04") if spec.benchmark == "resnet" else ("TEST01",)
+            for test in (t for t in tests if t in ("TEST01", "TEST04")):
                 write_run(folder / test / "performance" / "run_1", perf_values(logged, **spec.perf))
                 write(folder / test / "verify_performance.txt", spec.verify_performance)
-            write(folder / "TEST01" / "verify_accuracy.txt", spec.test01_verify_accuracy)
-            files = spec.test01_accuracy_files or {"mlperf_log_accuracy.json": "[]",
-                                                   "accuracy.txt": f"accuracy=76.5%, good=3133, total=4096\n{HASH}\n"}
-            for name, text in files.items():
-                write(folder / "TEST01" / "accuracy" / name, text)
+            if "TEST01" in tests:
+                write(folder / "TEST01" / "verify_accuracy.txt", spec.test01_verify_accuracy)
+                files = spec.test01_accuracy_files or {"mlperf_log_accuracy.json": "[]", "accuracy.txt":
+                                                       f"accuracy=76.5%, good=3133, total=4096\n{HASH}\n"}
+                for name, text in files.items():
+                    write(folder / "TEST01" / "accuracy" / name, text)
+            if "TEST06" in tests:
+                # compliance/TEST06/run_verification.py's output: the verdict and the sampled responses.
+                text = spec.test06_verify_accuracy
+                if logged == "Offline":
+                    text = text.replace("First token check pass: True", "First token check pass: Skipped")
+                write(folder / "TEST06" / "verify_accuracy.txt", text)
+                write(folder / "TEST06" / "accuracy" / "mlperf_log_accuracy.json", "[]")
     for relative, text in spec.extra_files.items():
         write(root / relative, text)
     if spec.edit is not None:
@@ -252,6 +272,7 @@ class TreeCase:
 
 
 R = f"closed/{ORG}/results/{SYSTEM}/resnet"
+L = f"closed/{ORG}/results/{SYSTEM}/llama3.1-8b"
 PART3_FAIL = ("num_acc_log_entries = 50000\nnum_acc_log_duplicate_keys = 0\nnum_acc_log_data_mismatch = 0\n"
               "num_perf_log_entries = 4096\nnum_perf_log_qsl_idx_match = 4096\nnum_perf_log_data_mismatch = 12\n"
               "num_missing_qsl_idxs = 0\nTEST FAIL\n\n")
@@ -274,6 +295,53 @@ def _model(benchmark: str, performance_sample_count: int, dataset_size: int, acc
     accuracy = {"effective_accuracy_sample_count": dataset_size, "qsl_reported_total_count": dataset_size}
     return _spec(benchmark=benchmark, perf=perf, accuracy=accuracy, accuracy_txt=accuracy_txt,
                  folders={f: f for f in folders}, **kwargs)
+
+
+# LoadGen 6.0.17's keys of a run with token latencies (results.cc, test_settings_internal.cc), per scenario of the
+# logs; the bounds are mlperf.conf's llama3_1-8b (Server) ones, in ns.
+LLM_SERVER = {"requested_use_token_latencies": True, "effective_target_latency_ns": 0,
+              "requested_server_ttft_latency": 2000000000, "requested_server_tpot_latency": 100000000,
+              "result_first_token_99.00_percentile_latency_ns": 1500000000,
+              "result_time_per_output_token_99.00_percentile_ns": 80000000,
+              "result_completed_tokens_per_second": 1800.5}
+LLM_INTERACTIVE = {**LLM_SERVER, "requested_server_ttft_latency": 500000000, "requested_server_tpot_latency": 30000000,
+                   "result_first_token_99.00_percentile_latency_ns": 400000000,
+                   "result_time_per_output_token_99.00_percentile_ns": 25000000}
+LLM_OFFLINE = {"requested_use_token_latencies": True, "result_tokens_per_second": 2500.25}
+LLM_SINGLESTREAM = {"requested_use_token_latencies": True, "requested_server_ttft_latency": 2000000000,
+                    "requested_server_tpot_latency": 100000000,
+                    "result_first_token_99.00_percentile_latency_ns": 90000000,
+                    "result_time_per_output_token_99.00_percentile_ns": 20000000,
+                    "result_completed_tokens_per_second": 60.5}
+LLM_BY_FOLDER = {"Offline": LLM_OFFLINE, "Server": LLM_SERVER, "Interactive": LLM_INTERACTIVE,
+                 "SingleStream": LLM_SINGLESTREAM}
+
+
+def rouge_line(rouge1: str = "38.8638", rouge2: str = "16.2134", rouge_l: str = "24.5295",
+               rouge_lsum: str = "35.8712", gen_len: str = "8167000", gen_num: int = 13368) -> str:
+    """accuracy.txt of language/llama3.1-8b/evaluation.py: a `Results` heading and one printed dict."""
+    return (f"\nResults\n\n{{'rouge1': '{rouge1}', 'rouge2': '{rouge2}', 'rougeL': '{rouge_l}', "
+            f"'rougeLsum': '{rouge_lsum}', 'gen_len': {gen_len}, 'gen_num': {gen_num}}}\n{HASH}\n")
+
+
+def _llm(benchmark: str = "llama3.1-8b", folders: dict[str, str] | None = None, **kwargs: Any) -> TreeSpec:
+    """An LLM tree: Offline + Server of llama3.1-8b on a datacenter system (SingleStream + Offline of the edge
+    variant on an edge one), folder -> scenario of its logs, each run with the token-latency keys of its folder's
+    scenario, equal-issue mode as mlperf.conf sets it, the ROUGE accuracy line and TEST06 (datacenter only)."""
+    edge = benchmark.endswith("-edge")
+    folders = folders or ({"SingleStream": "SingleStream", "Offline": "Offline"} if edge
+                          else {"Offline": "Offline", "Server": "Server"})
+    size = 5000 if edge else 13368
+    changes = kwargs.pop("perf_by_folder", {})
+    by_folder = {name: {**LLM_BY_FOLDER[name], **changes.get(name, {})} for name in folders}
+    perf = {"effective_performance_sample_count": size, "effective_sample_concatenate_permutation": True,
+            **kwargs.pop("perf", {})}
+    kwargs.setdefault("accuracy_txt", rouge_line("39.5", "16.5", "24.9", "36.5", "3051000", 5000) if edge
+                      else rouge_line())
+    kwargs.setdefault("system_type", "edge" if edge else "datacenter")
+    kwargs.setdefault("compliance_tests", () if edge else ("TEST06",))
+    return _spec(benchmark=benchmark, perf=perf, perf_by_folder=by_folder, folders=folders,
+                 accuracy={"effective_accuracy_sample_count": size, "qsl_reported_total_count": size}, **kwargs)
 
 
 TREE_CASES: tuple[TreeCase, ...] = (
@@ -408,6 +476,65 @@ TREE_CASES: tuple[TreeCase, ...] = (
     TreeCase("closed_test04_failed",
              _spec(verify_performance="Verifying performance.\nreference score = 100\ntest score = 130\n"
                                       "TEST FAIL: Test score invalid\n"), FAIL, FAIL, "no TEST PASS line"),
+    # -- LLMs: llama3.1-8b (datacenter) and llama3.1-8b-edge ----------------------------------------------
+    TreeCase("closed_llama_offline_server_clean", _llm(), PASS, PASS),
+    TreeCase("closed_llama_offline_interactive_clean", _llm(folders={"Offline": "Offline", "Interactive": "Server"}),
+             PASS, PASS),
+    TreeCase("closed_llama_all_three_on_datacenter_edge",
+             _llm(folders={"Offline": "Offline", "Server": "Server", "Interactive": "Server"},
+                  system_type="datacenter,edge"), PASS, PASS),
+    TreeCase("closed_llama_offline_only", _llm(folders={"Offline": "Offline"}), FAIL, FAIL, "needs one of"),
+    TreeCase("open_llama_offline_only", _llm(division="open", folders={"Offline": "Offline"}), PASS, PASS),
+    TreeCase("closed_llama_missing_offline", _llm(folders={"Server": "Server"}), FAIL, FAIL, "Offline is required"),
+    # main.py holds an Interactive folder to Server's bounds (its logs say Server), the old checker to Interactive's.
+    TreeCase("closed_llama_interactive_ttft_over_its_bound",
+             _llm(folders={"Offline": "Offline", "Interactive": "Server"},
+                  perf_by_folder={"Interactive": {"result_first_token_99.00_percentile_latency_ns": 600000000}}),
+             PASS, FAIL, "not below the Interactive bound"),
+    TreeCase("closed_llama_server_tpot_over", _llm(perf_by_folder={"Server": {
+        "result_time_per_output_token_99.00_percentile_ns": 120000000}}), FAIL, FAIL, "time per output token"),
+    # LoadGen fails a run whose p99 is over the bound; the checkers want it strictly below.
+    TreeCase("closed_llama_server_ttft_at_the_bound", _llm(perf_by_folder={"Server": {
+        "result_first_token_99.00_percentile_latency_ns": 2000000000}}), FAIL, FAIL, "not below the Server bound"),
+    TreeCase("closed_llama_server_without_ttft", _llm(perf_by_folder={"Server": {
+        "result_first_token_99.00_percentile_latency_ns": ABSENT}}), FAIL, FAIL, "no 99th percentile"),
+    TreeCase("closed_llama_without_token_latencies", _llm(perf_by_folder={"Offline": {
+        "requested_use_token_latencies": ABSENT}}), FAIL, FAIL, "requested_use_token_latencies"),
+    # main.py reads tokens/s (RESULT_FIELD_BENCHMARK_OVERWRITE v6.1); the old checker's table stops at v5.1 and reads
+    # samples/s for an LLM too.
+    TreeCase("closed_llama_offline_without_tokens_per_second", _llm(perf_by_folder={"Offline": {
+        "result_tokens_per_second": ABSENT}}), FAIL, PASS, "result_tokens_per_second"),
+    TreeCase("closed_llama_without_equal_issue", _llm(perf={"effective_sample_concatenate_permutation": False}),
+             PASS, FAIL, "sample_concatenate_permutation"),
+    TreeCase("closed_llama_interactive_from_offline_logs",
+             _llm(folders={"Offline": "Offline", "Interactive": "Offline"}), FAIL, FAIL, "effective_scenario"),
+    TreeCase("closed_llama_rouge2_below_target", _llm(accuracy_txt=rouge_line(rouge2="15.5")), FAIL, FAIL,
+             "ROUGE2 15.5 is below"),
+    TreeCase("closed_llama_gen_len_over_upper_limit", _llm(accuracy_txt=rouge_line(gen_len="9000000")), FAIL, FAIL,
+             "above the upper limit"),
+    TreeCase("closed_llama_gen_len_below_target", _llm(accuracy_txt=rouge_line(gen_len="7000000")), FAIL, FAIL,
+             "GEN_LEN 7000000 is below"),
+    TreeCase("closed_llama_gen_len_missing",
+             _llm(accuracy_txt=rouge_line().replace("'gen_len': 8167000, ", "")), FAIL, FAIL, "no GEN_LEN value"),
+    TreeCase("open_llama_rouge_below_target", _llm(division="open", accuracy_txt=rouge_line(rouge1="30.0")),
+             PASS, PASS),
+    TreeCase("closed_llama_test06_missing", _llm(compliance_tests=()), FAIL, FAIL, "TEST06/ is missing"),
+    TreeCase("closed_llama_test06_eos_failed",
+             _llm(test06_verify_accuracy=TEST06_PASS.replace("EOS check pass: True", "EOS check pass: False")
+                  .replace("complete", "failed")), FAIL, FAIL, "EOS check pass"),
+    TreeCase("closed_llama_test06_length_failed",
+             _llm(test06_verify_accuracy=TEST06_PASS.replace("Sample length check pass: True",
+                                                             "Sample length check pass: False")),
+             FAIL, FAIL, "Sample length check pass"),
+    TreeCase("closed_llama_edge_clean", _llm("llama3.1-8b-edge"), PASS, PASS),
+    TreeCase("closed_llama_edge_with_failed_test06",
+             _llm("llama3.1-8b-edge", compliance_tests=("TEST06",),
+                  test06_verify_accuracy=TEST06_PASS.replace("EOS check pass: True", "EOS check pass: False")),
+             PASS, PASS, warns="do not ask TEST06"),
+    TreeCase("closed_llama_edge_on_datacenter", _llm("llama3.1-8b-edge", system_type="datacenter"), CRASH, FAIL,
+             "not in the v6.1 datacenter"),
+    TreeCase("closed_llama_edge_missing_singlestream", _llm("llama3.1-8b-edge", folders={"Offline": "Offline"}),
+             FAIL, FAIL, "SingleStream is required"),
 )
 
 
@@ -483,3 +610,53 @@ ACCURACY_PAIRS: tuple[AccuracyPair, ...] = (
 def accuracy_log(pairs: tuple[tuple[int, int], ...]) -> list[dict[str, Any]]:
     return [{"seq_id": seq, "qsl_idx": index, "data": int(value).to_bytes(4, "little", signed=True).hex().upper()}
             for seq, (index, value) in enumerate(pairs)]
+
+
+# -- TEST06 accuracy logs -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SampledCase:
+    """A TEST06 compliance run's sampled responses and the verify_accuracy.txt compliance/TEST06/run_verification.py
+    writes for them with its default EOS id 2 (`-s <scenario>`, no `-e`), recorded by running it."""
+
+    name: str
+    scenario: str
+    entries: tuple[tuple[int, tuple[int, ...], tuple[int, ...] | None, int | None], ...]   # qsl_idx, tokens, first, count
+    first_token: str                # the three lines' values: True, False or Skipped
+    eos: str
+    length: str
+    # With `-e 2` on its command line the script compares tokens with the string "2": never equal, EOS always passes.
+    eos_with_cli_id: str = "True"
+
+    @property
+    def official_text(self) -> str:
+        ok = self.first_token != "False" and self.eos == "True" and self.length == "True"
+        return (f"First token check pass: {self.first_token}\nEOS check pass: {self.eos}\n"
+                f"Sample length check pass: {self.length}\nTEST06 verification {'complete' if ok else 'failed'}\n")
+
+
+TEST06_EOS = 2
+TEST06_CASES: tuple[SampledCase, ...] = (
+    SampledCase("server_pass", "Server", ((3, (5, 6, 2), (5,), None), (9, (7, 8), (7,), None)), "True", "True", "True"),
+    SampledCase("server_two_trailing_eos", "Server", ((3, (5, 6, 2, 2), (5,), None),), "True", "False", "True"),
+    SampledCase("server_count_mismatch", "Server", ((3, (5, 6, 2), (5,), 4),), "True", "True", "False"),
+    SampledCase("server_first_token_mismatch", "Server", ((3, (5, 6, 2), (6,), None),), "False", "True", "True"),
+    SampledCase("offline_first_token_not_logged", "Offline", ((3, (5, 6, 2), None, None), (4, (8, 2), None, None)),
+               "Skipped", "True", "True"),
+    SampledCase("interactive_without_token_data", "Interactive", ((3, (5, 6, 2), None, None),), "False", "True",
+               "True"),
+    # The script never looks at the first token: an output of two EOS passes.
+    SampledCase("two_eos_only", "Server", ((3, (2, 2), (2,), None),), "True", "True", "True"),
+    SampledCase("eos_inside", "Server", ((3, (5, 2, 7, 2), (5,), None),), "True", "True", "True"),
+    SampledCase("empty_output", "Server", ((3, (), (), None),), "True", "True", "True"),
+    SampledCase("offline_three_trailing_eos", "Offline", ((3, (5, 2, 2, 2), None, None),), "Skipped", "False",
+               "True"),
+)
+
+
+def sampled_log(case: SampledCase) -> list[dict[str, Any]]:
+    """The case's accuracy-log entries, as LoadGen logs an LLM run's (seq_id, qsl_idx, data, token_data,
+    token_count; no token_data in Offline), int32 tokens."""
+    from tests.synthetic_logs import token_entry
+
+    return [token_entry(seq, index, list(tokens), None if first is None else list(first), count)
+            for seq, (index, tokens, first, count) in enumerate(case.entries)]

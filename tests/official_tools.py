@@ -58,3 +58,16 @@ def run_verify_accuracy(checkout: Path, reference: Path, compliance: Path, dtype
                            "--dtype", dtype], cwd=script.parent, capture_output=True, text=True, check=False,
                           timeout=120)
     return _script_verdict(done), done.stdout + done.stderr
+
+
+def run_test06_verification(checkout: Path, accuracy_dir: Path, scenario: str, output: Path,
+                            eos_on_command_line: int | None = None) -> str | None:
+    """compliance/TEST06/run_verification.py on the mlperf_log_accuracy.json in `accuracy_dir`: the
+    verify_accuracy.txt it writes under output/TEST06/ (None when it wrote none). With `eos_on_command_line` the id
+    is passed as `-e`, as a submitter would."""
+    script = checkout / "compliance" / "TEST06" / "run_verification.py"
+    extra = ["-e", str(eos_on_command_line)] if eos_on_command_line is not None else []
+    subprocess.run([sys.executable, str(script), "-c", str(accuracy_dir), "-o", str(output), "-s", scenario, *extra],
+                   cwd=script.parent, capture_output=True, text=True, check=False, timeout=120)
+    verdict = output / "TEST06" / "verify_accuracy.txt"
+    return verdict.read_text() if verdict.is_file() else None

@@ -31,3 +31,38 @@ def accuracy_entries(responses: dict[int, int] | list[tuple[int, int]]) -> list[
     pairs = responses.items() if isinstance(responses, dict) else responses
     return [{"seq_id": seq, "qsl_idx": index, "data": int(value).to_bytes(4, "little", signed=True).hex().upper()}
             for seq, (index, value) in enumerate(pairs)]
+
+
+# -- LLM runs (token latencies) ------------------------------------------------------------------------
+def llm_server_detail(directory: Path, ttft_ms: float, tpot_ms: float, bounds_ms: tuple[float, float] = (2000, 100),
+                      valid: bool | None = None, **more) -> Path:
+    """A Server run with token latencies, as LoadGen 6.0.17 logs one (results.cc): the p99 TTFT / TPOT, the bounds
+    it judged them by (requested_server_ttft/tpot_latency, ns) and tokens per second. VALID unless a p99 is over
+    its bound (LoadGen's `>`), or as `valid` says."""
+    over = ttft_ms > bounds_ms[0] or tpot_ms > bounds_ms[1]
+    valid = not over if valid is None else valid
+    values = {"effective_scenario": "Server", "result_validity": "VALID" if valid else "INVALID",
+              "requested_use_token_latencies": True, "requested_server_ttft_latency": int(bounds_ms[0] * 1e6),
+              "requested_server_tpot_latency": int(bounds_ms[1] * 1e6), "effective_target_latency_ns": 0,
+              "effective_target_qps": 12.0, "effective_min_duration_ms": 600000, "result_min_duration_met": True,
+              "result_perf_constraints_met": not over, "result_min_queries_met": True, "early_stopping_met": True,
+              "result_first_token_99.00_percentile_latency_ns": int(ttft_ms * 1e6),
+              "result_time_per_output_token_99.00_percentile_ns": int(tpot_ms * 1e6),
+              "result_completed_samples_per_sec": 11.9, "result_completed_tokens_per_second": 1523.2,
+              "result_query_count": 7200, "result_qps_with_loadgen_overhead": 12.0}
+    values.update(more)
+    return write_detail(directory, values)
+
+
+def token_entry(seq: int, qsl_idx: int, tokens: list[int], first: list[int] | None = None,
+                count: int | None = None, dtype: str = "int32") -> dict:
+    """One accuracy-log entry of an LLM run with token latencies (LoadGen's logging.cc LogAccuracy): `data` the
+    output tokens, `token_count` the count the SUT reported (default: the true one) and, outside Offline,
+    `token_data` the first token it reported on its own (None: Offline, no such key)."""
+    import numpy as np
+
+    entry = {"seq_id": seq, "qsl_idx": qsl_idx, "data": np.asarray(tokens, dtype=dtype).tobytes().hex().upper()}
+    if first is not None:
+        entry["token_data"] = np.asarray(first, dtype=dtype).tobytes().hex().upper()
+    entry["token_count"] = len(tokens) if count is None else count
+    return entry

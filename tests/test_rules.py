@@ -41,9 +41,11 @@ def test_other_benchmarks():
     assert yolo.accuracy_threshold(AccuracyTarget.k_95) == pytest.approx(50.73)
     assert (yolo.performance_sample_count, yolo.dataset_size) == (64, 1525)
     for name, bench in rules.benchmarks.items():
-        assert bench.required_scenarios[SystemType.edge], name
+        assert bench.required_scenarios and all(bench.required_scenarios.values()), name
         assert set(bench.submission_names.values()) <= set(rules.all_models), name
-        assert "TEST01" in bench.compliance_tests and bench.test01_sampling_target
+        assert bench.compliance_tests, name
+        if "TEST01" in bench.compliance_tests:
+            assert bench.test01_sampling_target, name
 
 
 def test_compliance_tables():

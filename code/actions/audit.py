@@ -4,7 +4,8 @@ Per (benchmark, scenario) and test: an audit.config from the rules tables, hande
 inside the run folder (never the working directory); the compliance run as a normal child-process test in
 build/compliance_logs/<TEST>/<system>/<benchmark>/<Scenario>/runs/<stamp>-attempt<k>/; verification; the
 verdict files and logs laid out as results/<system>/<benchmark>/<Scenario>/TEST0x/ wants them. A failed test is
-run again up to `audit_retries` times.
+run again up to `audit_retries` times. TEST06 (LLMs) compares with no run: its sampled responses' tokens are
+checked on their own, with the EOS token ids of the model's tokenizer.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import shutil
 from pathlib import Path
 
 from ..common.audit.references import Reference, find_references
+from ..common.audit.test06 import verify_test06
 from ..common.audit.verdicts import (PART3_SCORES, read_verified_against, verdict_problems,
                                      write_verified_against)
 from ..common.audit.verify import (Check, WholeResponses, compare_accuracy_logs, compare_whole_responses,
@@ -45,7 +47,7 @@ def audit_config_lines(template: tuple[str, ...], sampling_target: int | None) -
 
 def _qps_scale(config: ResolvedConfig) -> float:
     """The fraction of the Server target QPS a compliance run asks for (1 in the other scenarios)."""
-    return float(config["audit_server_qps_scale"]) if config.scenario is Scenario.Server else 1.0
+    return float(config["audit_server_qps_scale"]) if config.scenario.server_like else 1.0
 
 
 def _audit_context(ctx: Context) -> Context:
@@ -196,6 +198,8 @@ class RunAuditHarness(Handler):
                 folder: Path) -> Outcome:
         if not record.completed:
             return Outcome(label, False, f"the compliance run {record.status}: {record.error}", folder)
+        if test.checks_output_tokens:
+            return self._verify_tokens(label, record, reference, run_dir, folder)
         performance = verify_performance(test, Path(reference.performance.log_dir), run_dir)
         accuracy, part3, whole = self._verify_accuracy(record, reference, run_dir) if test.samples_accuracy \
             else (None, None, None)
@@ -209,6 +213,40 @@ class RunAuditHarness(Handler):
         if whole is not None and whole.warning:
             parts.append(f"warning: {whole.warning} (see {folder / WHOLE_RESPONSES})")
         return Outcome(label, performance.passed and accuracy_passed, "; ".join(parts), folder)
+
+    def _verify_tokens(self, label: str, record: RunRecord, reference: Reference, run_dir: Path,
+                       folder: Path) -> Outcome:
+        """TEST06: run_verification.py's checks of the sampled responses, with the EOS token ids of the model's
+        tokenizer (the benchmark's generation settings) and its response dtype; laid out as the script lays out
+        its output (verify_accuracy.txt, accuracy/mlperf_log_accuracy.json)."""
+        benchmark = get_benchmark(record.benchmark)
+        generation = benchmark.generation(record.model, record.config.fields, self.ctx.paths)
+        if generation is None:
+            return Outcome(label, False, f"{record.benchmark} generates no tokens, so TEST06 does not apply to it",
+                           folder)
+        try:
+            entries = read_accuracy_log(run_dir / ACCURACY)
+        except (OSError, ValueError) as error:
+            return Outcome(label, False, f"the compliance run's {ACCURACY} cannot be read ({error})", folder)
+        check = verify_test06(entries, record.scenario, generation.eos_token_ids, benchmark.response.np_dtype)
+        self._replace_verdict(folder)
+        (folder / "verify_accuracy.txt").write_text(check.text)
+        for name, where in ((SUMMARY, "performance/run_1"), (DETAIL, "performance/run_1"), (ACCURACY, "accuracy")):
+            (folder / where).mkdir(parents=True, exist_ok=True)
+            shutil.copy2(run_dir / name, folder / where / name)
+        write_verified_against(folder, reference.performance.log_dir, Path(reference.performance.log_dir) / DETAIL,
+                               eos_token_ids=generation.eos_token_ids)
+        return Outcome(label, check.passed, f"tokens {'PASS' if check.passed else 'FAIL'}: {check.summary}", folder)
+
+    def _replace_verdict(self, folder: Path) -> None:
+        """Remove the verdict an earlier attempt laid out in `folder` (its runs stay in folder/runs)."""
+        replaced = [p for p in ("verify_accuracy.txt", "verify_performance.txt", "performance", "accuracy",
+                                WHOLE_RESPONSES) if (folder / p).exists()]
+        if replaced:
+            self.ctx.log(f"Replacing the previous verdict in {folder} (every run stays in {folder / 'runs'}).")
+        for name in replaced:
+            target = folder / name
+            shutil.rmtree(target) if target.is_dir() else target.unlink()
 
     def _verify_accuracy(self, record: RunRecord, reference: Reference, run_dir: Path) \
             -> tuple[Check, Check | None, WholeResponses]:
@@ -241,13 +279,7 @@ class RunAuditHarness(Handler):
                  record: RunRecord, reference: Reference, whole: WholeResponses | None = None) -> None:
         """verify_*.txt, performance/run_1/ and (TEST01) accuracy/ in the folder staging copies from: the files
         and names compliance/TEST0x/run_verification.py writes, plus the Part III files the checker reads."""
-        replaced = [p for p in ("verify_accuracy.txt", "verify_performance.txt", "performance", "accuracy",
-                                WHOLE_RESPONSES) if (folder / p).exists()]
-        if replaced:
-            self.ctx.log(f"Replacing the previous verdict in {folder} (every run stays in {folder / 'runs'}).")
-        for name in replaced:
-            target = folder / name
-            shutil.rmtree(target) if target.is_dir() else target.unlink()
+        self._replace_verdict(folder)
         (folder / "verify_performance.txt").write_text(performance.text)
         run_1 = folder / "performance" / "run_1"
         run_1.mkdir(parents=True)

@@ -48,6 +48,19 @@ class Scenario(_Choice):
     Server = "Server"
     SingleStream = "SingleStream"
     MultiStream = "MultiStream"
+    # The LLM benchmarks' second server scenario: LoadGen runs it as Server, under the model name
+    # `<model>-interactive` (tighter TTFT/TPOT bounds in mlperf.conf); the submission tree has its own folder.
+    Interactive = "Interactive"
+
+    @property
+    def loadgen(self) -> "Scenario":
+        """The scenario LoadGen runs (and logs as effective_scenario): Server for Interactive, else itself."""
+        return Scenario.Server if self is Scenario.Interactive else self
+
+    @property
+    def server_like(self) -> bool:
+        """Queries arrive on LoadGen's Poisson schedule and a latency bound applies (Server, Interactive)."""
+        return self.loadgen is Scenario.Server
 
 
 class TestMode(_Choice):

@@ -7,16 +7,21 @@ the verdict of tools/submission/submission_checker (compliance_check.py) and sub
   mlperf_log_accuracy.json and accuracy.txt (the old checker refuses more). Otherwise Part III: accuracy/ holds
   exactly those two plus baseline_accuracy.txt and compliance_accuracy.txt, and their accuracies differ by no
   more than the round's delta.
+- TEST06 verify_accuracy.txt passes when, lines stripped, one is "First token check pass: True" or "... Skipped",
+  one "EOS check pass: True" and one "Sample length check pass: True" (the last line is not read). Neither
+  checker reads a TEST06 performance run or its accuracy/ folder; run_verification.py copies the accuracy log to
+  TEST06/accuracy/, which staging does too.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ..constants import AccuracyTarget
 from ..fileio import sha256_file, write_atomically
 from ..rules import BenchmarkRules, ComplianceTest, RulesRound
+from .test06 import EOS, FIRST_TOKEN, LENGTH, SKIPPED
 from .verify import PASS, part3_verdict
 
 VERIFY_PERFORMANCE, VERIFY_ACCURACY = "verify_performance.txt", "verify_accuracy.txt"
@@ -33,12 +38,17 @@ Problem = tuple[Path, str]   # (file or folder, what is wrong)
 
 # -- verified_against.json ------------------------------------------------------------------------------------
 def write_verified_against(folder: Path, performance_log_dir: str, detail_log: Path,
-                           accuracy_log_dir: str | None = None, accuracy_log: Path | None = None) -> None:
+                           accuracy_log_dir: str | None = None, accuracy_log: Path | None = None,
+                           eos_token_ids: Sequence[int] | None = None) -> None:
     """Record which runs (folders, and the sha256 of the logs compared with) a compliance folder was verified
-    against."""
-    against = {"performance_log_dir": performance_log_dir, "performance_detail_sha256": sha256_file(detail_log)}
+    against; for TEST06 also the EOS token ids its verdict was reached with (from the model's tokenizer), so that
+    staging can verify it again without the model at hand."""
+    against: dict[str, Any] = {"performance_log_dir": performance_log_dir,
+                               "performance_detail_sha256": sha256_file(detail_log)}
     if accuracy_log_dir is not None and accuracy_log is not None:
         against.update(accuracy_log_dir=accuracy_log_dir, accuracy_log_sha256=sha256_file(accuracy_log))
+    if eos_token_ids is not None:
+        against["eos_token_ids"] = [int(i) for i in eos_token_ids]
     write_atomically(folder / VERIFIED_AGAINST, json.dumps(against, indent=2) + "\n")
 
 
@@ -116,10 +126,29 @@ def accuracy_verdict_problems(folder: Path, bench: BenchmarkRules, target: Accur
     return [] if check.passed else [(accuracy / "compliance_accuracy.txt", check.summary)]
 
 
+TEST06_PASS_LINES = ((f"{FIRST_TOKEN}: True", f"{FIRST_TOKEN}: {SKIPPED}"), (f"{EOS}: True",), (f"{LENGTH}: True",))
+TEST06_ACCURACY_LOG = Path("accuracy") / "mlperf_log_accuracy.json"
+
+
+def token_verdict_problems(folder: Path) -> list[Problem]:
+    """TEST06: verify_accuracy.txt holds a passing line for each of its three checks."""
+    path = folder / VERIFY_ACCURACY
+    lines = _lines(path) if path.is_file() else None
+    if lines is None:
+        return [(path, f"{VERIFY_ACCURACY} is missing or unreadable")]
+    failing = [choices[0].split(":")[0] for choices in TEST06_PASS_LINES if not any(c in lines for c in choices)]
+    if failing:
+        return [(path, f"{VERIFY_ACCURACY} has no passing line for: {', '.join(failing)} (it ends with "
+                       f"{_last(lines)!r})")]
+    return []
+
+
 def verdict_problems(folder: Path, test: ComplianceTest, bench: BenchmarkRules, target: AccuracyTarget | None,
                      rules: RulesRound) -> list[Problem]:
     """Every reason the checkers would not accept this TEST0x folder's verdicts (empty: it passes)."""
-    problems = performance_verdict_problems(folder)
+    problems = performance_verdict_problems(folder) if test.compares_performance else []
     if test.samples_accuracy:
         problems += accuracy_verdict_problems(folder, bench, target, rules)
+    if test.checks_output_tokens:
+        problems += token_verdict_problems(folder)
     return problems

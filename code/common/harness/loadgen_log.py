@@ -18,12 +18,38 @@ ACCURACY = "mlperf_log_accuracy.json"
 PREFIX = ":::MLLOG "
 
 
+# The p99 token-latency figures LoadGen logs for a non-Offline run with use_token_latencies, and the bounds it
+# judged them against (logged only for such runs; ns).
+TTFT_P99 = "result_first_token_99.00_percentile_latency_ns"
+TPOT_P99 = "result_time_per_output_token_99.00_percentile_ns"
+TTFT_BOUND = "requested_server_ttft_latency"
+TPOT_BOUND = "requested_server_tpot_latency"
+# The headline figure of a run with token latencies, per scenario, as main.py (the checker of record) reads it
+# (its RESULT_FIELD_BENCHMARK_OVERWRITE of v6.1: llama3.1-8b, llama3.1-8b-edge): tokens per second for Offline and
+# Server (an Interactive run is logged as Server), and SingleStream's plain 90th-percentile sample latency. (The old
+# checker's table stops at v5.1: it reads samples per second, under a "Tokens/s" unit.)
+TOKEN_RESULT_FIELDS = {Scenario.Offline: "result_tokens_per_second",
+                       Scenario.Server: "result_completed_tokens_per_second",
+                       Scenario.SingleStream: "result_90.00_percentile_latency_ns"}
+
+
 @dataclass(frozen=True)
 class Metric:
     name: str
     value: float
     unit: str
     higher_is_better: bool
+
+
+@dataclass(frozen=True)
+class TokenLatencies:
+    """An LLM run's 99th-percentile time to first token and time per output token (ns), with the bounds LoadGen
+    judged them against (None where the log has no figure)."""
+
+    ttft_p99_ns: float | None
+    tpot_p99_ns: float | None
+    ttft_bound_ns: float | None
+    tpot_bound_ns: float | None
 
 
 @dataclass(frozen=True)
@@ -52,10 +78,24 @@ class LoadGenLog:
         return {k: int(self.values.get(f"effective_{k}", 0)) for k in
                 ("qsl_rng_seed", "sample_index_rng_seed", "schedule_rng_seed")}
 
+    @property
+    def uses_token_latencies(self) -> bool:
+        """Whether LoadGen measured token latencies (LoadGen logs requested_use_token_latencies only when true)."""
+        return self.values.get("requested_use_token_latencies") is True
+
+    def token_latencies(self) -> TokenLatencies | None:
+        """The p99 TTFT and TPOT of a run with token latencies; None for any other run (and for Offline, where
+        LoadGen measures no first token)."""
+        if not self.uses_token_latencies or self.scenario is Scenario.Offline:
+            return None
+        return TokenLatencies(*(_number(self.values.get(key)) for key in (TTFT_P99, TPOT_P99, TTFT_BOUND, TPOT_BOUND)))
+
     def metric(self) -> Metric | None:
         """The scenario's headline figure, as the submission checker reads it."""
         v = self.values
         scenario = self.scenario
+        if self.uses_token_latencies:
+            return self._token_metric()
         if scenario is Scenario.Offline and "result_samples_per_second" in v:
             return Metric("samples per second", float(v["result_samples_per_second"]), "samples/s", True)
         if scenario is Scenario.Server and "result_completed_samples_per_sec" in v:
@@ -72,6 +112,18 @@ class LoadGenLog:
                               float(plain) / 1e6, "ms", False)
         return None
 
+    def _token_metric(self) -> Metric | None:
+        """An LLM run's figure: tokens per second (Offline, Server and so Interactive), or SingleStream's 90th
+        percentile latency in ms."""
+        key = TOKEN_RESULT_FIELDS.get(self.scenario)
+        value = _number(self.values.get(key)) if key else None
+        if value is None:
+            return None
+        if self.scenario is Scenario.SingleStream:
+            return Metric("90th percentile latency", value / 1e6, "ms", False)
+        name = "tokens per second" if self.scenario is Scenario.Offline else "completed tokens per second"
+        return Metric(name, value, "tokens/s", True)
+
     @property
     def min_duration_ms(self) -> int:
         return int(self.values.get("effective_min_duration_ms", 0))
@@ -85,6 +137,15 @@ class LoadGenLog:
             return int(v.get("effective_samples_per_query", 0)) / per_s if per_s > 0 else None
         qps = float(v.get("result_qps_with_loadgen_overhead", 0))
         return int(v.get("result_query_count", 0)) / qps if qps > 0 else None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def read_detail(log_dir: Path) -> LoadGenLog:

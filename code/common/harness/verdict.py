@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..constants import Scenario
+from ..rules.schema import TokenLatencyLimits
 from .early_stopping import TARGET_LATENCY_PERCENTILE, early_stopping_min_queries
 from .loadgen_log import LoadGenLog
 
@@ -54,7 +55,54 @@ def _test_run_note(log: LoadGenLog) -> str:
     return f"This was a test run (--test_run): {ran}, so the result is for a quick look only and cannot be submitted."
 
 
-def explain(log: LoadGenLog, fields: Mapping[str, Any], test_run: bool) -> Verdict:
+def _bound_text(ns: float) -> str:
+    return f"{ns / 1e6:g} ms"
+
+
+def _token_latency_reasons(log: LoadGenLog, fields: Mapping[str, Any], limits: TokenLatencyLimits | None,
+                           label: str) -> tuple[list[str], bool]:
+    """Why an LLM Server / Interactive run fails its time-to-first-token or time-per-output-token bound: each p99
+    over the bound LoadGen judged it by (then LoadGen calls the run INVALID), or at or over the rules' bound (the
+    checkers want it strictly below, whatever user.conf told LoadGen), with what to change; and whether the
+    checkers refuse the run for it."""
+    tokens = log.token_latencies()
+    if tokens is None:
+        return [], False
+    v = log.values
+    target = float(v.get("effective_target_qps", fields.get("server_target_qps") or 0) or 0)
+    completed = float(v.get("result_completed_samples_per_sec", 0) or 0)
+    reasons, worst = [], 1.0
+    checks = (("time to first token", tokens.ttft_p99_ns, tokens.ttft_bound_ns, limits.ttft_ns if limits else None),
+              ("time per output token", tokens.tpot_p99_ns, tokens.tpot_bound_ns, limits.tpot_ns if limits else None))
+    over, refused = [], False
+    for what, observed, loadgen_bound, rules_bound in checks:
+        if observed is None:
+            continue
+        refused = refused or bool(rules_bound and observed >= rules_bound)
+        if loadgen_bound and observed > loadgen_bound:
+            over.append((what, observed, f"the {_bound_text(loadgen_bound)} bound LoadGen judged it by"))
+            worst = min(worst, loadgen_bound / observed)
+        elif rules_bound and observed >= rules_bound:
+            over.append((what, observed, f"the rules' {_bound_text(rules_bound)} bound (the submission checkers "
+                                         f"want it strictly below; user.conf gave LoadGen a looser one)"))
+            worst = min(worst, rules_bound / observed)
+    for what, observed, bound in over:
+        if what == "time to first token":
+            suggestion = min(target, completed or target) * min(0.9, worst)
+            fix = (f"lower server_target_qps to about {suggestion:.2f} (queries wait less for a free slot), or "
+                   f"raise batch_size so that more sequences are served at once")
+        else:
+            fix = ("lower batch_size (fewer sequences share each decode step) or prefill_batch (a prefill holds up "
+                   "every running sequence), or lower server_target_qps")
+        reasons.append(f"{label} 99th percentile {what} {_ms(observed)} is over {bound} at {target:g} QPS: {fix}.")
+    return reasons, refused
+
+
+def explain(log: LoadGenLog, fields: Mapping[str, Any], test_run: bool,
+            token_limits: TokenLatencyLimits | None = None, run_scenario: Scenario | None = None) -> Verdict:
+    """The verdict of a run in plain words. For an LLM Server or Interactive run, `token_limits` are the rules'
+    TTFT / TPOT bounds of the run's scenario (BenchmarkRules.token_limits) and `run_scenario` names it (LoadGen
+    logs an Interactive run as Server); without them the bounds LoadGen logged are used."""
     v = log.values
     scenario = log.scenario
     reasons: list[str] = []
@@ -80,7 +128,11 @@ def explain(log: LoadGenLog, fields: Mapping[str, Any], test_run: bool) -> Verdi
         reasons.append(f"The run lasted {duration or 0:.0f} s < {min_s:.0f} s: give LoadGen more work "
                        f"(a higher target) so it runs at least min_duration.")
 
-    if scenario is Scenario.Server:
+    refused = False   # the checkers refuse a run LoadGen calls VALID (a token bound loosened in user.conf)
+    if scenario is Scenario.Server and log.uses_token_latencies:
+        token_reasons, refused = _token_latency_reasons(log, fields, token_limits, (run_scenario or scenario).value)
+        reasons += token_reasons
+    elif scenario is Scenario.Server:
         bound = float(v.get("effective_target_latency_ns", 0))
         percentile = float(v.get("effective_target_latency_percentile", 0.99)) * 100
         observed = float(v.get(f"result_{percentile:.2f}_percentile_latency_ns", 0))
@@ -96,7 +148,10 @@ def explain(log: LoadGenLog, fields: Mapping[str, Any], test_run: bool) -> Verdi
         reasons.append(f"Only {v.get('result_query_count', '?')} queries ran, fewer than the "
                        f"{v.get('effective_min_query_count', '?')} required: raise the target or min_duration.")
     if not _yes(v.get("early_stopping_met", True)):
-        needed = re.search(r"at least (\d+) (total |more )?queries", str(v.get("early_stopping_result", "")))
+        # A token-latency run logs one early-stopping result per bound (TTFT, TPOT) instead of one.
+        result = v.get("early_stopping_result") or " ".join(
+            str(v.get(key) or "") for key in ("early_stopping_ttft_result", "early_stopping_tpot_result"))
+        needed = re.search(r"at least (\d+) (total |more )?queries", str(result))
         ran = v.get("result_query_count", "?")
         if needed and needed.group(2) == "more ":
             # Too many queries over the latency: more queries help only if they all come in under it.
@@ -116,4 +171,4 @@ def explain(log: LoadGenLog, fields: Mapping[str, Any], test_run: bool) -> Verdi
         reasons.append(f"LoadGen says: {v.get('result_invalid_reason') or 'INVALID (no reason given)'}")
     if test_run:
         reasons.append(_test_run_note(log))
-    return Verdict(valid=valid, submittable=valid and not test_run, reasons=tuple(reasons))
+    return Verdict(valid=valid, submittable=valid and not test_run and not refused, reasons=tuple(reasons))

@@ -7,6 +7,8 @@ from typing import Mapping
 
 from ..constants import AccuracyTarget, Scenario, SystemType
 
+NS_PER_MS = 1_000_000
+
 
 @dataclass(frozen=True)
 class Seeds:
@@ -18,6 +20,10 @@ class Seeds:
 @dataclass(frozen=True)
 class ComplianceTest:
     """One audit test: the audit.config lines it needs and how its verdict is reached.
+
+    TEST01 and TEST04 compare the compliance run's performance with the submission run (`compares_performance`);
+    TEST01 also compares its sampled responses with the accuracy run (`samples_accuracy`); TEST06 checks the
+    sampled responses' output tokens on their own (`checks_output_tokens`), with no performance verdict.
 
     The performance verdict follows the round's verify_performance.py of the test. `score_kind` says what it
     compares: "raw" (TEST01: the detail log's figure as it is, latencies in ns for SingleStream/MultiStream,
@@ -37,7 +43,78 @@ class ComplianceTest:
     fast_tolerance: float
     score_kind: str = "raw"                            # "raw" (two-sided) or "rate" (one-sided, at most faster)
     fast_limit: Mapping[Scenario, float] = field(default_factory=dict)
-    samples_accuracy: bool = False                     # the run samples responses into the accuracy log
+    # TEST01: responses sampled into the accuracy log are compared with the submission's accuracy run.
+    samples_accuracy: bool = False
+    # Whether the verdict compares the run's performance with the submission run (verify_performance.py).
+    # TEST06 does not: its README's criteria are about the output tokens only, and neither checker reads a
+    # performance run of it.
+    compares_performance: bool = True
+    # TEST06 (run_verification.py): the sampled responses' tokens are checked on their own (first token, trailing
+    # EOS, token count), with no other run to compare with.
+    checks_output_tokens: bool = False
+    # accuracy_log_sampling_target the test's own audit.config fixes (TEST06: 100); TEST01's depends on the
+    # benchmark (BenchmarkRules.test01_sampling_target).
+    accuracy_log_sampling_target: int | None = None
+
+    def sampling_target(self, bench: "BenchmarkRules") -> int | None:
+        """How many responses the compliance run logs into its accuracy log (LoadGen's sampling target): TEST01's
+        per benchmark, TEST06's fixed one; None for a test that logs none."""
+        if self.samples_accuracy:
+            return bench.test01_sampling_target
+        return self.accuracy_log_sampling_target
+
+
+@dataclass(frozen=True)
+class AccuracyMetric:
+    """One figure of accuracy.txt that a closed-division result is held to, as the checkers hold it.
+
+    The checkers' accuracy-target table gives each metric a lower bound (`reference * lower_fraction`; None: the
+    accuracy target's own fraction, 0.99 for a 99 % target) and their accuracy-upper-limit table an upper one for
+    some (`reference * upper_fraction`), such as the generated length of an LLM, which must stay within 10 % of the
+    reference's so that a system cannot gain speed by writing less.
+    """
+
+    name: str                          # the checkers' name of the metric (their ACC_PATTERN key): ROUGE1, GEN_LEN
+    key: str                           # how the accuracy script names it in accuracy.txt: rouge1, gen_len
+    pattern: str                       # the checkers' regex (re.match on each line; group 1 is the value)
+    reference: float                   # the reference implementation's value
+    lower_fraction: float | None = None
+    upper_fraction: float | None = None
+
+
+@dataclass(frozen=True)
+class AccuracyBound:
+    """What one metric of accuracy.txt must be for one accuracy target: at least `minimum`, at most `maximum`."""
+
+    name: str
+    key: str
+    pattern: str
+    reference: float
+    minimum: float
+    maximum: float | None = None
+
+    def within(self, value: float) -> bool:
+        """The checkers' test: at least the target, and not above the upper limit."""
+        return value >= self.minimum and (self.maximum is None or value <= self.maximum)
+
+
+@dataclass(frozen=True)
+class TokenLatencyLimits:
+    """The 99th-percentile bounds of an LLM's server-like scenario: time to first token and time per output token.
+
+    The checkers pass a run when both measured percentiles are strictly below these (LLM_LATENCY_LIMITS); LoadGen
+    takes the same figures from mlperf.conf (`<model>.Server.ttft_latency` / `tpot_latency`, in ms)."""
+
+    ttft_ms: float
+    tpot_ms: float
+
+    @property
+    def ttft_ns(self) -> int:
+        return int(self.ttft_ms * NS_PER_MS)
+
+    @property
+    def tpot_ns(self) -> int:
+        return int(self.tpot_ms * NS_PER_MS)
 
 
 @dataclass(frozen=True)
@@ -64,6 +141,22 @@ class BenchmarkRules:
     # A defect of one official checker that rejects every result of the benchmark, which the toolkit warns about
     # instead of refusing the benchmark (the other checker, the one of record, accepts it).
     official_checker_defect: str = ""
+    # LoadGen's model name for the Interactive scenario (mlperf.conf's `<model>-interactive`); None: no Interactive.
+    interactive_loadgen_model: str | None = None
+    # Every metric accuracy.txt is held to, when there are several (an LLM: ROUGE scores and the generated
+    # length). Empty: the one metric of accuracy_metric / accuracy_reference / accuracy_pattern.
+    accuracy_metrics: tuple[AccuracyMetric, ...] = ()
+    # LoadGen measures time to first token and time per output token (mlperf.conf `use_token_latencies = 1`); the
+    # checkers refuse a run of such a benchmark made without them.
+    uses_token_latencies: bool = False
+    # Per server-like scenario (Server, Interactive), the TTFT / TPOT bounds of the checkers' LLM_LATENCY_LIMITS.
+    token_latency_limits: Mapping[Scenario, TokenLatencyLimits] = field(default_factory=dict)
+    # Per system type, optional scenarios of which a closed-division result needs at least one (the checkers'
+    # "one of Interactive or Server is required" for LLMs with both optional).
+    required_one_of: Mapping[SystemType, tuple[Scenario, ...]] = field(default_factory=dict)
+    # The compliance tests the official checkers ask of a result, where they ask fewer than `compliance_tests`
+    # (which the toolkit runs and stages, from the round's compliance README); None: the same.
+    checker_compliance_tests: tuple[str, ...] | None = None
 
     def allows(self, system_type: SystemType) -> bool:
         """Whether the round has this benchmark in the suite of the system type."""
@@ -72,18 +165,48 @@ class BenchmarkRules:
     def allowed_scenarios(self, system_type: SystemType) -> tuple[Scenario, ...]:
         return (*self.required_scenarios.get(system_type, ()), *self.optional_scenarios.get(system_type, ()))
 
+    def loadgen_model_for(self, scenario: Scenario) -> str:
+        """The model name LoadGen reads mlperf.conf / user.conf / audit.config lines under for this scenario: the
+        Interactive one for Interactive (LoadGen runs it as Server with that model's tighter bounds), else
+        loadgen_model. ValueError for Interactive on a benchmark that has no Interactive scenario."""
+        if scenario is Scenario.Interactive:
+            if self.interactive_loadgen_model is None:
+                raise ValueError(f"{self.loadgen_model} has no Interactive scenario in this round")
+            return self.interactive_loadgen_model
+        return self.loadgen_model
+
     @property
     def accuracy_targets(self) -> tuple[AccuracyTarget, ...]:
         return tuple(self.submission_names)
 
     def accuracy_threshold(self, target: AccuracyTarget) -> float:
-        """The metric value a closed-division accuracy run must reach."""
+        """The value of the first (headline) metric a closed-division accuracy run must reach."""
+        return self.accuracy_bounds(target)[0].minimum
+
+    def accuracy_bounds(self, target: AccuracyTarget) -> tuple[AccuracyBound, ...]:
+        """Every figure of accuracy.txt a closed-division result for `target` is held to, with its bounds, in the
+        checkers' order (the headline metric first)."""
         if target not in self.submission_names:
             raise KeyError(target)
-        return self.accuracy_reference * target.fraction
+        if not self.accuracy_metrics:
+            return (AccuracyBound(self.accuracy_metric, self.accuracy_metric, self.accuracy_pattern,
+                                  self.accuracy_reference, self.accuracy_reference * target.fraction),)
+        return tuple(AccuracyBound(m.name, m.key, m.pattern, m.reference,
+                                   m.reference * (target.fraction if m.lower_fraction is None else m.lower_fraction),
+                                   None if m.upper_fraction is None else m.reference * m.upper_fraction)
+                     for m in self.accuracy_metrics)
 
     def submission_name(self, target: AccuracyTarget) -> str:
         return self.submission_names[target]
+
+    def token_limits(self, scenario: Scenario) -> TokenLatencyLimits | None:
+        """The TTFT / TPOT bounds of a scenario folder (Interactive's own, not Server's); None where none apply."""
+        return self.token_latency_limits.get(scenario)
+
+    @property
+    def checked_compliance_tests(self) -> tuple[str, ...]:
+        """The compliance tests the official checkers require of a closed-division result."""
+        return self.compliance_tests if self.checker_compliance_tests is None else self.checker_compliance_tests
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """MLPerf Inference rules round v6.1 (LoadGen 6.0.17), as data.
 
-Values follow the round's LoadGen mlperf.conf, compliance scripts (compliance/TEST01, TEST04) and submission
+Values follow the round's LoadGen mlperf.conf, compliance scripts (compliance/TEST01, TEST04, TEST06) and submission
 checkers (tools/submission/submission_checker/ and submission_checker_old.py, `--version v6.1`). Where the
 round sets nothing for a field of ours (no Server scenario, no Offline minimum), the value is None. A system
 type missing from `required_scenarios` is one whose suite does not hold the benchmark (the checkers have no
@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..constants import AccuracyTarget as T
 from ..constants import Scenario as S
 from ..constants import SystemType
-from .schema import BenchmarkRules, ComplianceTest, RulesRound, Seeds
+from .schema import AccuracyMetric, BenchmarkRules, ComplianceTest, RulesRound, Seeds, TokenLatencyLimits
 
 EDGE, DATACENTER, BOTH = SystemType.edge, SystemType.datacenter, SystemType.datacenter_edge
 
@@ -56,7 +56,49 @@ COMPLIANCE_TESTS = {
         score_kind="rate",
         fast_limit={S.SingleStream: 200_000, S.MultiStream: 1_600_000},
     ),
+    "TEST06": ComplianceTest(
+        name="TEST06",
+        description="logs 100 sampled responses of a short performance run and checks their output tokens, to "
+                    "show that the reported first token is the output's first token, that no output pads its end "
+                    "with end-of-sequence tokens, and that the reported token counts are true",
+        # compliance/TEST06/audit.config, line for line.
+        audit_config=(
+            "*.*.mode = 2",
+            "*.*.accuracy_log_rng_seed = 720381539243781796",
+            "*.*.accuracy_log_sampling_target = 100",
+            "*.*.min_query_count = 100",
+            "*.*.min_duration = 0",
+            "*.*.sample_concatenate_permutation = 0",
+        ),
+        # compliance/TEST06/README.md has three criteria, all on the tokens; run_verification.py writes no
+        # verify_performance.txt and neither checker reads a TEST06 performance run: no tolerance applies.
+        performance_tolerance=0.0,
+        fast_tolerance=0.0,
+        compares_performance=False,
+        checks_output_tokens=True,
+        accuracy_log_sampling_target=100,
+    ),
 }
+
+# The checkers' ACC_PATTERN entries of the LLM metrics (evaluation.py prints one dict line:
+# {'rouge1': '38.8638', 'rouge2': '16.2134', 'rougeL': '24.5295', 'rougeLsum': '35.8712', 'gen_len': 3077653, ...}).
+ROUGE1 = r".*'rouge1':\s+'?([\d.]+)'?.*"
+ROUGE2 = r".*'rouge2':\s+'?([\d.]+)'?.*"
+ROUGEL = r".*'rougeL':\s+'?([\d.]+)'?.*"
+ROUGELSUM = r".*'rougeLsum':\s+'?([\d.]+)'?.*"
+GEN_LEN = r".*'gen_len':\s([\d.]+).*"
+
+
+def _llm_accuracy(rouge1: float, rouge2: float, rouge_l: float, rouge_lsum: float,
+                  gen_len: float) -> tuple[AccuracyMetric, ...]:
+    """accuracy-target (ROUGE at the target's fraction, GEN_LEN at 0.9) and accuracy-upper-limit (GEN_LEN at 1.1)
+    of the checkers, for one variant's reference values."""
+    return (AccuracyMetric("ROUGE1", "rouge1", ROUGE1, rouge1),
+            AccuracyMetric("ROUGE2", "rouge2", ROUGE2, rouge2),
+            AccuracyMetric("ROUGEL", "rougeL", ROUGEL, rouge_l),
+            AccuracyMetric("ROUGELSUM", "rougeLsum", ROUGELSUM, rouge_lsum),
+            AccuracyMetric("GEN_LEN", "gen_len", GEN_LEN, gen_len, lower_fraction=0.9, upper_fraction=1.1))
+
 
 BENCHMARKS = {
     "resnet50": BenchmarkRules(
@@ -122,6 +164,52 @@ BENCHMARKS = {
         official_checker_defect="the old checker (submission_checker_old.py) has no yolo entry in its Offline "
                                 "samples-per-query table and fails or crashes on every yolo Offline result; "
                                 "main.py, the current checker, accepts it",
+    ),
+    "llama3.1-8b": BenchmarkRules(
+        submission_names={T.k_99: "llama3.1-8b"},
+        loadgen_model="llama3_1-8b",
+        interactive_loadgen_model="llama3_1-8b-interactive",
+        # A datacenter benchmark: Offline required, Server and Interactive optional, and the checkers ask a closed
+        # result for at least one of the two (main.py Loader.check_scenarios, the old checker's last check).
+        required_scenarios={DATACENTER: (S.Offline,), BOTH: (S.Offline,)},
+        optional_scenarios={DATACENTER: (S.Interactive, S.Server), BOTH: (S.Interactive, S.Server)},
+        required_one_of={DATACENTER: (S.Server, S.Interactive), BOTH: (S.Server, S.Interactive)},
+        accuracy_metric="ROUGE1",
+        accuracy_reference=38.7792,
+        accuracy_pattern=ROUGE1,
+        accuracy_metrics=_llm_accuracy(38.7792, 15.9075, 24.4957, 35.793, 8167644),
+        performance_sample_count=13368,
+        dataset_size=13368,
+        offline_min_samples=13368,
+        # The checkers' latency-constraint (on effective_target_latency_ns, which mlperf.conf sets to 0 for this
+        # model); the bounds a run is judged by are the TTFT / TPOT ones below.
+        server_latency_ms=20_000.0,
+        compliance_tests=("TEST06",),
+        equal_issue=True,
+        uses_token_latencies=True,
+        # LLM_LATENCY_LIMITS of both checkers = mlperf.conf's llama3_1-8b(-interactive).Server.ttft/tpot_latency.
+        token_latency_limits={S.Server: TokenLatencyLimits(ttft_ms=2000, tpot_ms=100),
+                              S.Interactive: TokenLatencyLimits(ttft_ms=500, tpot_ms=30)},
+    ),
+    "llama3.1-8b-edge": BenchmarkRules(
+        submission_names={T.k_99: "llama3.1-8b-edge"},
+        loadgen_model="llama3_1-8b-edge",
+        required_scenarios={EDGE: (S.SingleStream, S.Offline), BOTH: (S.SingleStream, S.Offline)},
+        accuracy_metric="ROUGE1",
+        accuracy_reference=39.06,
+        accuracy_pattern=ROUGE1,
+        accuracy_metrics=_llm_accuracy(39.06, 16.1147, 24.6375, 36.124, 3051113),
+        performance_sample_count=5000,
+        dataset_size=5000,
+        offline_min_samples=5000,
+        server_latency_ms=None,
+        # compliance/README.md lists TEST06 for Llama3.1-8b, so the toolkit runs it for both variants; but neither
+        # checker asks it of llama3.1-8b-edge (main.py's models_TEST06 and the old checker's TEST06 list name only
+        # llama3.1-8b), so a result without it passes them.
+        compliance_tests=("TEST06",),
+        checker_compliance_tests=(),
+        equal_issue=True,
+        uses_token_latencies=True,
     ),
 }
 

@@ -304,8 +304,9 @@ def _check_benchmark(sink: _Sink, rules: RulesRound, division: str, folder: Path
 
 def _check_scenario_set(sink: _Sink, rules: RulesRound, division: str, folder: Path, bench: BenchmarkFolder,
                         system_type: SystemType, present: set[Scenario]) -> None:
-    """Loader.check_scenarios of main.py (closed: one missing or extra scenario folder fails the benchmark) and the
-    old checker (closed: missing is an error; open: nothing is required)."""
+    """Loader.check_scenarios of main.py (closed: one missing or extra scenario folder fails the benchmark, and an
+    LLM with Server and Interactive optional needs one of them) and the old checker (closed: missing is an error;
+    open: nothing is required)."""
     assert bench.rules is not None
     several = len(bench.rules.submission_names) > 1
     closed = division in ("closed", "network")
@@ -326,6 +327,13 @@ def _check_scenario_set(sink: _Sink, rules: RulesRound, division: str, folder: P
         sink(level, folder / scenario.value,
              f"{scenario.value} is required for system_type {system_type.value} but missing ({consequence}); run "
              f"{command} then make stage_results{_inference_hint(rules, scenario, present, system_type)}.")
+    one_of = bench.rules.required_one_of.get(system_type, ())
+    if closed and one_of and not present & set(one_of):
+        choices = " or ".join(s.value for s in one_of)
+        commands = " or ".join(harness_command(bench.key, s, bench.target, several) for s in one_of)
+        sink(ERROR, folder, f"{folder.name} on a {system_type.value} system needs one of {choices} in the closed "
+                            f"division and has neither (the official checkers reject the benchmark without one); "
+                            f"run {commands}, then make stage_results.")
 
 
 def _inference_hint(rules: RulesRound, missing: Scenario, present: set[Scenario], system_type: SystemType) -> str:

@@ -8,7 +8,14 @@ Every number comes from the RulesRound; each problem is reported once, on the fi
 What `allow_test_runs` relaxes (error -> warning): what a shortened development run brings by itself (min
 duration, min query count and early stopping, a performance sample count or Offline samples per query below
 the minimum, an accuracy run on part of the data set and the accuracy it then scores). Never relaxed: LoadGen
-errors, seeds, scenario, latency bounds, missing or untruncated files, compliance verdicts.
+errors, seeds, scenario, latency bounds (token latencies included), missing or untruncated files, compliance
+verdicts.
+
+LLM results (benchmarks with token latencies) are held to what both checkers ask of them: token latencies
+measured, the tokens-per-second figure logged, each ROUGE score at its target and the generated length within
+its bounds, TTFT and TPOT p99 strictly below the folder scenario's bounds (an Interactive folder holds LoadGen's
+Server logs, and the old checker holds it to Interactive's bounds, main.py to Server's looser ones: the stricter
+counts), and TEST06's three checks passed.
 """
 from __future__ import annotations
 
@@ -20,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..audit.verdicts import IGNORED_FILES, listed, verdict_problems
+from ..audit.verdicts import IGNORED_FILES, TEST06_ACCURACY_LOG, listed, verdict_problems
 from ..constants import AccuracyTarget, Scenario, SystemType
-from ..harness.loadgen_log import ACCURACY, DETAIL, SUMMARY, LoadGenLog, read_detail
+from ..harness.loadgen_log import ACCURACY, DETAIL, SUMMARY, TOKEN_RESULT_FIELDS, LoadGenLog, read_detail
 from ..rules.schema import BenchmarkRules, RulesRound
 from .measurements import MEASUREMENTS_FIELDS, README, USER_CONF   # SYSTEM_IMP_REQUIRED_FILES of the checkers
 
@@ -39,6 +46,10 @@ ACCURACY_FILES = frozenset({SUMMARY, DETAIL, ACCURACY, ACCURACY_TXT})
 SHORT_RUN_FLAGS = ("result_min_duration_met", "result_min_queries_met", "early_stopping_met")
 CONSTRAINT_FLAG = "result_perf_constraints_met"
 EARLY_STOPPING_SCENARIOS = (Scenario.SingleStream, Scenario.MultiStream, Scenario.Server)
+# The figure each checker converts to a number first, per logged scenario (RESULT_FIELD_NEW of v6.1); a log
+# without it fails both (float(None)).
+RESULT_FIELDS = {Scenario.Offline: "result_samples_per_second", Scenario.SingleStream: "early_stopping_latency_ss",
+                 Scenario.MultiStream: "early_stopping_latency_ms", Scenario.Server: "result_completed_samples_per_sec"}
 
 
 def is_falsy(value: Any) -> bool:
@@ -115,6 +126,11 @@ class ScenarioContext:
         return (self.system_type is not None and self.system_type.includes_edge
                 and (logged, self.scenario) in self.rules.inferable_scenarios)
 
+    def logs_belong(self, logged: Scenario) -> bool:
+        """Whether logs of `logged` are this folder's own run: the same scenario, or Server in an Interactive
+        folder (LoadGen runs Interactive as Server; both checkers accept that pair)."""
+        return logged is self.scenario.loadgen
+
 
 def check_scenario(ctx: ScenarioContext) -> None:
     perf_fix = f"run {ctx.harness()} then make stage_results"
@@ -170,7 +186,7 @@ def _logged_scenario(ctx: ScenarioContext, log: LoadGenLog, path: Path, fix: str
         ctx.report(ERROR, path, f"effective_scenario is {raw!r} but the folder is {ctx.scenario.value}; "
                                 f"move the logs to the right scenario folder or {fix}.")
         return None
-    if logged is not ctx.scenario and not ctx.inferable(logged):
+    if not ctx.logs_belong(logged) and not ctx.inferable(logged):
         ctx.report(level, path, f"effective_scenario is {logged.value} but the folder is {ctx.scenario.value}, and "
                                 f"the round infers a {ctx.scenario.value} result from {logged.value} logs only for "
                                 f"a system whose type includes edge (MultiStream from SingleStream, Offline from "
@@ -203,6 +219,8 @@ def check_performance_run(ctx: ScenarioContext, run_dir: Path, fix: str) -> None
     _check_validity(ctx, log, path, fix)
     if logged is not None:
         _check_latency(ctx, log, logged, path, fix)
+    if logged is not None and bench is not None and bench.uses_token_latencies:
+        _check_token_run(ctx, log, logged, path, fix)
     if bench is not None and bench.equal_issue and log.get("effective_sample_concatenate_permutation") is not True:
         ctx.report(ERROR, path, f"effective_sample_concatenate_permutation is "
                                 f"{log.get('effective_sample_concatenate_permutation')!r}: the old checker asks "
@@ -262,6 +280,41 @@ def _check_latency(ctx: ScenarioContext, log: LoadGenLog, logged: Scenario, path
                                           f"run MultiStream itself or a longer SingleStream and {fix}.")
 
 
+def _check_token_run(ctx: ScenarioContext, log: LoadGenLog, logged: Scenario, path: Path, fix: str) -> None:
+    """An LLM run: main.py llm_check and get_performance_metric_check, the old checker's extra_check_llm and
+    get_performance_metric."""
+    bench = ctx.benchmark
+    assert bench is not None
+    if not log.uses_token_latencies:
+        ctx.report(ERROR, path, f"requested_use_token_latencies is not logged as true: LoadGen did not measure "
+                                f"time to first token and time per output token, and the checkers refuse an LLM run "
+                                f"without them; keep mlperf.conf's use_token_latencies = 1 (set none in user.conf), "
+                                f"report each first token to LoadGen, and {fix}.")
+        return
+    for key in dict.fromkeys((RESULT_FIELDS.get(logged), TOKEN_RESULT_FIELDS.get(logged))):
+        value = log.get(key) if key else None
+        if key and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            ctx.report(ERROR, path, f"{key} is {value!r}, not a number: the checkers read the {logged.value} result "
+                                    f"from it and fail without it; report every response's token count to LoadGen "
+                                    f"and {fix}.")
+    limits = bench.token_limits(ctx.scenario)
+    tokens = log.token_latencies()
+    if limits is None or tokens is None:
+        return
+    for what, observed, bound, knob in (
+            ("time to first token", tokens.ttft_p99_ns, limits.ttft_ns, "lower server_target_qps"),
+            ("time per output token", tokens.tpot_p99_ns, limits.tpot_ns,
+             "lower batch_size or prefill_batch, or server_target_qps")):
+        if observed is None:
+            ctx.report(ERROR, path, f"the log has no 99th percentile {what}, which the checkers hold to the "
+                                    f"{ctx.scenario.value} bound; report each first token to LoadGen and {fix}.")
+        elif observed >= bound:
+            note = " (main.py holds an Interactive folder to Server's looser bounds; the old checker to these)" \
+                if ctx.scenario is Scenario.Interactive else ""
+            ctx.report(ERROR, path, f"99th percentile {what} is {observed / 1e6:g} ms, not below the "
+                                    f"{ctx.scenario.value} bound of {bound / 1e6:g} ms{note}; {knob}, and {fix}.")
+
+
 def check_accuracy_run(ctx: ScenarioContext) -> None:
     """main.py AccuracyCheck (pattern, hash, data set coverage, json size, errors) and the old checker's
     check_accuracy_dir (exact file set, a pattern match even in open)."""
@@ -303,33 +356,49 @@ def _read_text(ctx: ScenarioContext, path: Path, fix: str) -> str | None:
 
 
 def _check_accuracy_value(ctx: ScenarioContext, path: Path, text: str, whole: bool, fix: str) -> None:
-    """Each line against the round's pattern (re.match): at least one match (old, every division); in closed
-    every match at or above the target (both)."""
+    """Each line against the round's pattern of every metric (re.match): at least one match of one metric (old,
+    every division); in closed every metric matched (both), every match at or above its target and, where the
+    round sets one (an LLM's generated length), at or below its upper limit (both)."""
     bench = ctx.benchmark
     if bench is None:
         return
-    values = []
+    bounds = bench.accuracy_bounds(ctx.target or bench.accuracy_targets[0])
+    values: dict[str, list[float]] = {bound.name: [] for bound in bounds}
     for line in text.splitlines():
-        found = re.match(bench.accuracy_pattern, line)
-        if found:
-            try:
-                values.append(float(found.group(1)))
-            except (IndexError, ValueError):
-                pass
-    if not values:
-        ctx.report(ERROR, path, f"{ACCURACY_TXT} holds no {bench.accuracy_metric} line matching the round's "
-                                f"pattern; {fix}.")
+        for bound in bounds:
+            found = re.match(bound.pattern, line)
+            if found:
+                try:
+                    values[bound.name].append(float(found.group(1)))
+                except (IndexError, ValueError):
+                    pass
+    names = " / ".join(bound.name for bound in bounds) if bench.accuracy_metrics else bench.accuracy_metric
+    if not any(values.values()):
+        ctx.report(ERROR, path, f"{ACCURACY_TXT} holds no {names} line matching the round's pattern; {fix}.")
         return
     if not ctx.closed or ctx.target is None:
         return   # open division: the value is reported, not gated
-    threshold = bench.accuracy_threshold(ctx.target)
-    low = min(values)
-    if low < threshold:
+    missing = [bound.name for bound in bounds if not values[bound.name]]
+    if missing:
+        ctx.report(ERROR, path, f"{ACCURACY_TXT} has no {', '.join(missing)} value, and the checkers need every one "
+                                f"of {names} in the closed division; score the run with the benchmark's accuracy "
+                                f"script and {fix}.")
+    problems = []
+    for bound in bounds:
+        read = values[bound.name]
+        label = bound.name if bench.accuracy_metrics else bench.accuracy_metric
+        if read and min(read) < bound.minimum:
+            share = f"{ctx.target.percent_label} %" if bound.minimum == bound.reference * ctx.target.fraction \
+                else f"{bound.minimum / bound.reference * 100:g} %"
+            problems.append(f"{label} {min(read):.10g} is below the closed-division target {bound.minimum:.10g} "
+                            f"({share} of {bound.reference:.10g})")
+        if read and bound.maximum is not None and max(read) > bound.maximum:
+            problems.append(f"{label} {max(read):.10g} is above the upper limit {bound.maximum:.10g} "
+                            f"({bound.maximum / bound.reference * 100:g} % of {bound.reference:.10g})")
+    if problems:
         # A score on part of the data set means little, so a development run only gets a warning for it.
         level = WARNING if ctx.allow_test_runs and not whole else ERROR
-        ctx.report(level, path, f"{bench.accuracy_metric} {low:g} is below the closed-division target "
-                                f"{threshold:.6g} ({ctx.target.percent_label} % of {bench.accuracy_reference:g}); "
-                                f"fix the model or its calibration and {fix}.")
+        ctx.report(level, path, f"{'; '.join(problems)}; fix the model or its calibration and {fix}.")
 
 
 def _check_hash(ctx: ScenarioContext, path: Path, text: str, level: str) -> None:
@@ -371,7 +440,9 @@ def check_measurements(ctx: ScenarioContext) -> None:
 
 def check_compliance(ctx: ScenarioContext) -> None:
     """ComplianceCheck / check_compliance_dir: closed division only (both checkers skip open). Each test's
-    verdicts (audit.verdicts) and its performance run, checked as the submission run is."""
+    verdicts (audit.verdicts) and, for a test that compares performance, its performance run, checked as the
+    submission run is. A test the toolkit runs but the checkers do not ask of the benchmark (TEST06 of
+    llama3.1-8b-edge) gets warnings only."""
     if ctx.benchmark is None:
         return
     if not ctx.closed:
@@ -379,13 +450,22 @@ def check_compliance(ctx: ScenarioContext) -> None:
     for test in ctx.benchmark.compliance_tests:
         folder = ctx.folder / test
         fix = f"run {ctx.audit(test)} then make stage_compliance"
+        required = test in ctx.benchmark.checked_compliance_tests
         if not folder.is_dir():
-            ctx.report(ERROR, folder, f"compliance test folder {test}/ is missing; {fix}.")
+            if required:
+                ctx.report(ERROR, folder, f"compliance test folder {test}/ is missing; {fix}.")
             continue
         spec = ctx.rules.compliance_tests[test]
+        level, note = (ERROR, "") if required else \
+            (WARNING, f" (the official checkers do not ask {test} of this benchmark, so it does not fail the tree)")
         for path, problem in verdict_problems(folder, spec, ctx.benchmark, ctx.target, ctx.rules):
-            ctx.report(ERROR, path, f"{problem}; fix the cause of the failure and {fix}.")
-        check_performance_run(ctx, folder / "performance" / "run_1", fix)
+            ctx.report(level, path, f"{problem}{note}; fix the cause of the failure and {fix}.")
+        if spec.compares_performance and required:
+            check_performance_run(ctx, folder / "performance" / "run_1", fix)
+        if spec.checks_output_tokens and not (folder / TEST06_ACCURACY_LOG).is_file():
+            ctx.report(WARNING, folder / TEST06_ACCURACY_LOG,
+                       f"{test}/{TEST06_ACCURACY_LOG.as_posix()} is missing: the checkers do not read it, but "
+                       f"run_verification.py lays out the sampled responses there for reviewers; {fix}.")
         if spec.samples_accuracy and (folder / "accuracy").is_dir():
             acc = folder / "accuracy"
             if (acc / ACCURACY_TXT).is_file():

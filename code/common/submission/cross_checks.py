@@ -45,6 +45,9 @@ SUMMARY_FIGURES: tuple[tuple[re.Pattern[str], str], ...] = (
      "early_stopping_latency_ss"),
     (re.compile(r"^\s*\*\s*Early stopping 99(?:\.0+)?th percentile estimate\s*:\s*(\S+)"),
      "early_stopping_latency_ms"),
+    # Runs with token latencies (LLMs): the figures the checkers take as the result.
+    (re.compile(r"^Tokens per second\s*:\s*(\S+)"), "result_tokens_per_second"),
+    (re.compile(r"^Completed tokens per second\s*:\s*(\S+)"), "result_completed_tokens_per_second"),
 )
 _RESULT_LINE = re.compile(r"^Result is\s*:\s*(\S+)")
 
@@ -229,6 +232,8 @@ class AccuracyCheck:
         bench = self.ctx.benchmark
         if bench is None:
             return   # a model the toolkit has no tables (nor scorer) for
+        if not self.txt.is_file():
+            return   # no accuracy.txt to compare with (TEST06/accuracy/ holds the sampled responses only)
         provenance = self._provenance()
         if provenance is None:
             return
@@ -239,13 +244,22 @@ class AccuracyCheck:
         result = self._score(provenance, full_log)
         if result is None:
             return
-        stated = _first(re.compile(bench.accuracy_pattern), txt.splitlines())
-        printed = _decimal(stated) if stated is not None else None
-        if printed is None:
-            return   # no readable value: the official checks report it
-        if not same_number(printed, result.value):
-            self.report(ERROR, self.txt, f"{EDITED}: {ACCURACY_TXT} gives {stated}, but its accuracy log scores "
-                                         f"{result.text} with the benchmark's scorer ({OWN_CHECK}); {RESTAGE}.")
+        # One metric: against the scorer's first. Several (an LLM): each against the scorer's metric named as the
+        # checkers name it (ROUGE1, ..., GEN_LEN) or as the accuracy script does in accuracy.txt (rouge1, ...).
+        checks = [(m.name, m.pattern, _first_known(result.get(m.name), result.get(m.key)))
+                  for m in bench.accuracy_metrics] or \
+            [(bench.accuracy_metric, bench.accuracy_pattern, result.value)]
+        for name, pattern, scored in checks:
+            stated = _first(re.compile(pattern), txt.splitlines())
+            printed = _decimal(stated) if stated is not None else None
+            if printed is None or scored is None:
+                continue   # no readable value: the official checks report it
+            if not same_number(printed, scored):
+                which = f"{name} " if bench.accuracy_metrics else ""
+                self.report(ERROR, self.txt, f"{EDITED}: {ACCURACY_TXT} gives {which}{stated}, but its accuracy log "
+                                             f"scores {result.text} with the benchmark's scorer ({OWN_CHECK}); "
+                                             f"{RESTAGE}.")
+                return
 
     def _provenance(self) -> dict[str, Any] | None:
         path = self.sources.provenance_of(self.ctx.folder)
@@ -313,3 +327,7 @@ def read_provenance(path: Path) -> tuple[dict[str, Any] | None, str | None]:
                                              for k in ("benchmark", "model", "dataset")):
         return None, f"{path} does not name a benchmark, model and data set"
     return data, None
+
+
+def _first_known(*values: float | None) -> float | None:
+    return next((v for v in values if v is not None), None)

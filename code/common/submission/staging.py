@@ -2,7 +2,9 @@
 build/submission-staging/<division>/<submitter>/results/<system>/<benchmark>/<Scenario>/.
 
 stage_compliance verifies each compliance test again against the runs staged beside it, as the official scripts
-compare with the submitted performance/run_1 and accuracy/ logs, so a verdict never refers to another run.
+compare with the submitted performance/run_1 and accuracy/ logs, so a verdict never refers to another run. TEST06
+compares with no run: its sampled responses are checked again with the EOS token ids run_audit_harness recorded,
+and staged as compliance/TEST06/run_verification.py lays them out (verify_accuracy.txt, accuracy/).
 """
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..audit.verdicts import ACCURACY_FILES as TEST01_ACCURACY_FILES
-from ..audit.verdicts import PART3_FILES, VERIFIED_AGAINST, read_verified_against, verdict_problems
+from ..audit.test06 import verify_test06
+from ..audit.verdicts import (PART3_FILES, TEST06_ACCURACY_LOG, VERIFIED_AGAINST, VERIFY_ACCURACY,
+                              read_verified_against, verdict_problems)
 from ..audit.verify import (Check, compare_accuracy_logs, read_accuracy_log, verify_performance,
                             verify_test01_accuracy)
 from ..benchmark_api import ResponseFormat
@@ -173,9 +177,11 @@ def full_accuracy_log(paths: Paths, scenario_dir: Path) -> Path:
     return staged
 
 
-def _logged_scenario(scenario_dir: Path) -> Scenario:
-    """The scenario of the staged logs (another one than the folder's when the result is inferred)."""
-    return read_detail(scenario_dir / "performance" / "run_1").scenario
+def _logged_scenario(scenario_dir: Path, folder: Scenario) -> Scenario:
+    """The scenario the staged logs were run in: the folder's (LoadGen logs an Interactive run as Server), or
+    another one when the result is inferred."""
+    logged = read_detail(scenario_dir / "performance" / "run_1").scenario
+    return folder if logged is folder.loadgen else logged
 
 
 def _verify_accuracy(paths: Paths, source: Path, results_dir: Path, response: ResponseFormat,
@@ -203,21 +209,26 @@ def stage_compliance_for(paths: Paths, rules: RulesRound, results_dir: Path, sys
     could not be staged. A TEST0x staged earlier that no longer passes is removed."""
     problems = []
     bench = rules.benchmark(benchmark)
-    logged = _logged_scenario(results_dir)
+    logged = _logged_scenario(results_dir, scenario)
     inferred = f" (inferred from {logged.value})" if logged is not scenario else ""
     for test in bench.compliance_tests:
         source = paths.compliance_log_dir(test, system_id, benchmark, logged)
         label = f"{system_id} {benchmark} {scenario.value}{inferred} {test}"
         dest = results_dir / test
         fix = f"make run_audit_harness RUN_ARGS=\"--benchmarks={benchmark} --scenarios={logged.value}\""
-        problem = _stage_test(paths, rules, test, source, results_dir, bench, target, response, log, label)
+        if rules.compliance_tests[test].checks_output_tokens:
+            problem = _stage_tokens(rules, test, source, results_dir, bench, target, response, logged, log, label)
+        else:
+            problem = _stage_test(paths, rules, test, source, results_dir, bench, target, response, log, label)
         if problem is None:
             continue
         if dest.exists():
             shutil.rmtree(dest)
             problem += f"; removed the {test}/ staged earlier"
         division = results_dir.relative_to(paths.staging).parts[0]
-        optional = " (optional in the open division)" if division == "open" else ""
+        optional = " (optional in the open division)" if division == "open" else \
+            " (optional: the official checkers do not ask it of this benchmark)" \
+            if test not in bench.checked_compliance_tests else ""
         problems.append(f"{label}: {problem}{optional}; run {fix}")
     return problems
 
@@ -273,6 +284,46 @@ def _stage_test(paths: Paths, rules: RulesRound, test: str, source: Path, result
     note = " (verified again against the staged run, which differs from the audited one)" if reverified else ""
     log(f"{label}: staged from {source}{note}: {performance.summary}"
         + (f"; {accuracy.summary}" if accuracy is not None else ""))
+    return None
+
+
+def _stage_tokens(rules: RulesRound, test: str, source: Path, results_dir: Path, bench, target: AccuracyTarget,
+                  response: ResponseFormat, scenario: Scenario, log: Log, label: str) -> str | None:
+    """Stage TEST06: its accuracy log verified again (run_verification.py's checks) with the EOS token ids
+    run_audit_harness recorded, or, for a verdict recorded without them, its verify_accuracy.txt as it is; the
+    reason it cannot be staged, or None."""
+    spec = rules.compliance_tests[test]
+    accuracy_log = source / TEST06_ACCURACY_LOG
+    if not accuracy_log.is_file():
+        return "no compliance run"
+    eos = _verified_against(source, log).get("eos_token_ids")
+    if isinstance(eos, list) and eos:
+        try:
+            check = verify_test06(read_accuracy_log(accuracy_log), scenario, eos, response.np_dtype)
+        except (OSError, ValueError) as error:
+            return f"its accuracy log cannot be read ({error})"
+        if not check.passed:
+            return f"the test fails ({check.summary})"
+        text, how = check.text, f"verified again: {check.summary}"
+    elif (source / VERIFY_ACCURACY).is_file():
+        text = (source / VERIFY_ACCURACY).read_text(errors="replace")
+        how = "its verdict as run_audit_harness wrote it (no EOS token ids recorded to verify it again)"
+    else:
+        return "no verdict (verify_accuracy.txt) in the compliance folder"
+    dest = results_dir / test
+    tmp = results_dir / f".{test}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / TEST06_ACCURACY_LOG).parent.mkdir(parents=True)
+    (tmp / VERIFY_ACCURACY).write_text(text)
+    shutil.copy2(accuracy_log, tmp / TEST06_ACCURACY_LOG)
+    problems = verdict_problems(tmp, spec, bench, target, rules)
+    if problems:
+        shutil.rmtree(tmp)
+        return "; ".join(problem for _, problem in problems)
+    if dest.exists():
+        shutil.rmtree(dest)
+    tmp.rename(dest)
+    log(f"{label}: staged from {source}: {how}")
     return None
 
 

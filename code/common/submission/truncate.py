@@ -3,7 +3,8 @@
 Per accuracy folder (`<Scenario>/accuracy/` and `<Scenario>/TEST01/accuracy/`): back the full logs up,
 append `hash=<sha256 of the untruncated json>` to accuracy.txt, then keep only the first and last
 `keep` characters of mlperf_log_accuracy.json. The hash line marks a folder as done, so a second
-run changes nothing.
+run changes nothing. TEST06/accuracy/ (an LLM's sampled responses, with no accuracy.txt) stays whole, as the
+official truncate_accuracy_log.py leaves it.
 """
 from __future__ import annotations
 
