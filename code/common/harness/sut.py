@@ -35,6 +35,11 @@ class Counters:
     issued: int = 0        # samples LoadGen issued
     inferred: int = 0      # samples through the backend: moves batch by batch, within a work item too
 
+    @property
+    def progress(self) -> int:
+        """Samples done, for the progress display."""
+        return self.inferred
+
 
 class HarnessSUT:
     def __init__(self, scenario: Scenario, qsl: SampleLibrary, instances: Sequence[Infer], batch_size: int,
