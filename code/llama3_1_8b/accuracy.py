@@ -1,0 +1,199 @@
+"""ROUGE and GEN_LEN of an mlperf_log_accuracy.json, scored as the llama3.1-8b reference's evaluation.py does.
+
+Each log entry's `data` is the hex of the generated token ids (int32, as the reference SUT writes them and its
+README runs evaluation.py with `--dtype int32`). As evaluation.py: entries repeating a `qsl_idx` are skipped
+(the first counts); each response is decoded with the model's tokenizer (special tokens skipped), stripped, and
+put one sentence a line, and so is its reference; Google's rouge-score computes rouge1, rouge2, rougeL and
+rougeLsum with the Porter stemmer and its default tokenizer (what `evaluate.load("rouge")` runs, which wraps
+`rouge_scorer.RougeScorer` and, with use_aggregator=False, returns each sample's F-measure); each figure is the
+mean F-measure x 100 rounded to 4 places; gen_len is the sum of the predictions' character lengths after that
+postprocessing and gen_num their number.
+
+The one departure: evaluation.py splits sentences with `nltk.sent_tokenize`, whose English Punkt model
+(`punkt` / `punkt_tab`) nltk fetches from the network at run time. Here nltk's own PunktSentenceTokenizer runs
+with that model's abbreviations, collocations and frequent sentence starters, recorded below; only its
+orthographic table (20366 word statistics) is left out. On the 250 cnndm_sample articles (5791 sentences) the
+two split 246 articles identically (5786 sentences against 5791); the others differ where a capitalised word
+follows an initial, an abbreviation or an ellipsis, which the full model may take for a sentence start.
+Splitting only matters to rougeLsum: scoring the first three sentences of those articles against their
+highlights, the two splitters give rougeLsum figures 0.007 apart (37.4603 and 37.4671).
+
+The accuracy.txt line the round's checker reads is the dict evaluation.py prints, e.g.
+`{'rouge1': '38.7792', 'rouge2': '15.9075', 'rougeL': '24.4957', 'rougeLsum': '35.793', 'gen_len': 8167644,
+'gen_num': 13368}`, with gen_len a plain integer: the checker's GEN_LEN pattern, `.*'gen_len':\\s([\\d.]+).*`,
+would not read the `np.int64(...)` that evaluation.py prints under numpy 2.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..common.benchmark_api import AccuracyResult, Metric
+from ..common.errors import UserError
+from ..common.harness.loadgen_log import read_accuracy_entries
+
+ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
+# The checker's names (tools/submission/submission_checker/constants.py, ACC_PATTERN and accuracy-target).
+METRIC_NAMES = {"rouge1": "ROUGE1", "rouge2": "ROUGE2", "rougeL": "ROUGEL", "rougeLsum": "ROUGELSUM",
+                "gen_len": "GEN_LEN", "gen_num": "GEN_NUM"}
+DTYPES = {"int32": np.int32, "int64": np.int64}
+
+# MLPerf Inference v6.1 targets: submission_checker/constants.py, MODEL_CONFIG["v6.1"]["accuracy-target"] and
+# ["accuracy-upper-limit"] (the same in v6.0). The reference figures are those of language/llama3.1-8b/README.md
+# ("Accuracy Target"); each ROUGE must reach 99 % of its reference, GEN_LEN 90 % of its reference and at most 110 %.
+REFERENCE_FIGURES = {
+    "llama3.1-8b": {"ROUGE1": 38.7792, "ROUGE2": 15.9075, "ROUGEL": 24.4957, "ROUGELSUM": 35.793,
+                    "GEN_LEN": 8167644, "GEN_NUM": 13368},
+    "llama3.1-8b-edge": {"ROUGE1": 39.06, "ROUGE2": 16.1147, "ROUGEL": 24.6375, "ROUGELSUM": 36.124,
+                         "GEN_LEN": 3051113, "GEN_NUM": 5000},
+}
+ROUGE_FRACTION, GEN_LEN_FRACTION, GEN_LEN_UPPER_FRACTION = 0.99, 0.9, 1.1
+
+# -- sentence splitting -----------------------------------------------------------------------------
+# NLTK's pretrained English Punkt model (nltk_data `punkt_tab/english`, Apache-2.0, trained by Jan Strunk and
+# Tibor Kiss on Wall Street Journal text): its abbreviation types, collocations and frequent sentence starters,
+# copied verbatim. nltk.sent_tokenize("...", "english") uses exactly these, plus an orthographic table.
+PUNKT_ABBREVIATIONS = frozenset("""
+    a.a a.c a.d a.g a.h a.m a.m.e a.s a.t adm ala ariz aug ave b.f b.v bros c c.i.t c.o.m.b c.v calif chg cie co
+    col colo conn corp cos ct d d.c d.h d.w dec dr e e.f e.h e.l e.m f f.g f.j feb fla fri ft g g.d g.f g.k ga gen
+    h h.c h.f h.m i.m.s ill inc j.b j.c j.j j.k j.p j.r jan jr k kan ky l l.a l.f l.p lt ltd m m.b.a m.d.c m.j maj
+    messrs mg mich minn mr mrs ms n n.c n.d n.h n.j n.m n.v n.y nev nov oct ok okla ore p p.a.m p.m pa ph.d prof r
+    r.a r.h r.i r.j r.k r.t rep reps s s.a s.a.y s.c s.g s.p.a s.s sen sep sept sr st sw t t.j tenn tues u.k u.n
+    u.s u.s.a u.s.s.r v va vs vt w w.c w.r w.va w.w wash wed wis yr
+""".split()) | {". . "}
+PUNKT_SENT_STARTERS = frozenset("""
+    according although among both but despite even he however i if in indeed instead it many meanwhile moreover
+    most nevertheless nonetheless nor sales separately similarly since so some the there these they this though
+    thus under when while yet
+""".split())
+PUNKT_COLLOCATIONS = frozenset(
+    [("##number##", w) for w in """
+        abreast aes business cbot colgate commodities cooper corrections credit dividend financing genentech henley
+        insider international leisure letters notable pay-fone pegasus pepper review rj wedgestone who zimmer
+    """.split()]
+    + [("b", "edelman"), ("b", "levine"), ("b", "smith"), ("b", "stewart"), ("b", "wigton"), ("i", "magnin"),
+       ("i", "toussie"), ("j", "aron"), ("j", "fialka"), ("j", "walter"), ("o", "ludcke")])
+
+
+@lru_cache(maxsize=1)
+def _sentence_tokenizer() -> Any:
+    from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer  # type: ignore[import-untyped]
+
+    params = PunktParameters()
+    params.abbrev_types = set(PUNKT_ABBREVIATIONS)
+    params.sent_starters = set(PUNKT_SENT_STARTERS)
+    params.collocations = set(PUNKT_COLLOCATIONS)
+    return PunktSentenceTokenizer(params)
+
+
+def split_sentences(text: str) -> list[str]:
+    """The sentences of `text`, as nltk.sent_tokenize splits English news text (without its network data)."""
+    return list(_sentence_tokenizer().tokenize(text))
+
+
+def postprocess(text: str) -> str:
+    """evaluation.py's postprocess_text for one text: stripped, one sentence a line (rougeLsum reads lines)."""
+    return "\n".join(split_sentences(text.strip()))
+
+
+# -- scoring ----------------------------------------------------------------------------------------
+
+def score_outputs(predictions: Sequence[str], references: Sequence[str]) -> dict[str, Any]:
+    """evaluation.py's result for predictions and their references, pairwise: rouge1, rouge2, rougeL, rougeLsum
+    (mean F-measure x 100, rounded to 4 places, as floats), gen_len (characters, int), gen_num (int)."""
+    from rouge_score import rouge_scorer  # type: ignore[import-untyped]
+
+    if len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predictions but {len(references)} references")
+    if not predictions:
+        raise UserError("There is nothing to score: no predictions.", exit_code=1)
+    preds = [postprocess(p) for p in predictions]
+    refs = [postprocess(r) for r in references]
+    scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=True)
+    per_sample = [scorer.score(ref, pred) for ref, pred in zip(refs, preds)]
+    result: dict[str, Any] = {}
+    for rouge in ROUGE_TYPES:
+        # numpy's mean and round, as evaluation.py applies them, so that the 4th place matches.
+        result[rouge] = float(round(np.mean([s[rouge].fmeasure for s in per_sample]) * 100, 4))
+    result["gen_len"] = int(np.sum([len(p) for p in preds]))
+    result["gen_num"] = len(preds)
+    return result
+
+
+def result_line(scores: dict[str, Any]) -> str:
+    """The line evaluation.py prints and the checker reads: ROUGE figures quoted, gen_len and gen_num bare."""
+    printed: dict[str, Any] = {rouge: f"{scores[rouge]}" for rouge in ROUGE_TYPES}
+    printed.update(gen_len=int(scores["gen_len"]), gen_num=int(scores["gen_num"]))
+    return str(printed)
+
+
+@dataclass(frozen=True)
+class LlmAccuracy:
+    result: AccuracyResult
+    scores: dict[str, Any]            # score_outputs' figures
+    qsl_indices: tuple[int, ...]      # the samples scored, in log order
+    predictions: tuple[str, ...]      # their decoded texts, before postprocessing
+    duplicates: int                   # log entries skipped for repeating a qsl_idx
+
+
+def accuracy_result(scores: dict[str, Any], entries: int | None = None, duplicates: int = 0) -> AccuracyResult:
+    """The AccuracyResult of score_outputs' figures; `text` is accuracy.txt, evaluation.py's output first."""
+    metrics = tuple(Metric(METRIC_NAMES[r], float(scores[r])) for r in ROUGE_TYPES) + (
+        Metric("GEN_LEN", float(scores["gen_len"]), unit=""), Metric("GEN_NUM", float(scores["gen_num"]), unit=""))
+    lines = ["Results", "", result_line(scores)]
+    if entries is not None:
+        lines.append(f"found {entries} results, {scores['gen_num']} samples, ignored {duplicates} dupes")
+    return AccuracyResult(metrics=metrics, text="\n".join(lines), samples=int(scores["gen_num"]))
+
+
+def score_accuracy_log(accuracy_log: Path, references: Sequence[str], decode: Callable[[np.ndarray], str],
+                       dtype: str = "int32") -> LlmAccuracy:
+    """Score an accuracy log against the data set's references (QSL order). `decode` turns one sample's token ids
+    into text (the model's tokenizer, special tokens skipped)."""
+    if dtype not in DTYPES:
+        raise UserError(f"Unknown token dtype {dtype!r}; the accuracy log holds int32 or int64 token ids.")
+    item = np.dtype(DTYPES[dtype]).itemsize
+    entries = read_accuracy_entries(accuracy_log)
+    seen: set[int] = set()
+    indices: list[int] = []
+    predictions: list[str] = []
+    for entry in entries:
+        try:
+            index, data = int(entry["qsl_idx"]), bytes.fromhex(entry["data"])
+        except (KeyError, TypeError, ValueError) as error:
+            raise UserError(f"{accuracy_log}: an entry is not LoadGen's {{qsl_idx, data}} ({error!r})",
+                            exit_code=1) from None
+        if index in seen:   # LoadGen may issue a sample more than once; evaluation.py counts it once
+            continue
+        if not 0 <= index < len(references):
+            raise UserError(f"{accuracy_log}: qsl_idx {index} is outside the data set's {len(references)} samples",
+                            exit_code=1)
+        if len(data) % item:
+            raise UserError(f"{accuracy_log}: the response of qsl_idx {index} is {len(data)} bytes, not a whole "
+                            f"number of {dtype} token ids", exit_code=1)
+        seen.add(index)
+        indices.append(index)
+        predictions.append(decode(np.frombuffer(data, DTYPES[dtype])))
+    if not indices:
+        raise UserError(f"{accuracy_log} holds no responses to score.", exit_code=1)
+    scores = score_outputs(predictions, [references[i] for i in indices])
+    duplicates = len(entries) - len(indices)
+    return LlmAccuracy(accuracy_result(scores, len(entries), duplicates), scores, tuple(indices),
+                       tuple(predictions), duplicates)
+
+
+def accuracy_targets(model_name: str) -> dict[str, tuple[float, float | None]]:
+    """The round's bounds per checker metric: {name: (at least, at most or None)}, for llama3.1-8b and
+    llama3.1-8b-edge (constants.py: ROUGE x 0.99; GEN_LEN x 0.9, at most x 1.1)."""
+    try:
+        figures = REFERENCE_FIGURES[model_name]
+    except KeyError:
+        raise UserError(f"No accuracy targets for {model_name!r}; known: {', '.join(REFERENCE_FIGURES)}.") from None
+    targets: dict[str, tuple[float, float | None]] = {
+        name: (figures[name] * ROUGE_FRACTION, None) for name in ("ROUGE1", "ROUGE2", "ROUGEL", "ROUGELSUM")}
+    targets["GEN_LEN"] = (figures["GEN_LEN"] * GEN_LEN_FRACTION, figures["GEN_LEN"] * GEN_LEN_UPPER_FRACTION)
+    return targets
