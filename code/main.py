@@ -59,7 +59,7 @@ def interrupted_status(stop: KeyboardInterrupt) -> int:
 
 def available_benchmarks(paths: Paths, rules_round) -> list[str]:
     """Benchmarks of the rules round that have config classes in this checkout."""
-    return [b for b in rules_round.benchmarks if (paths.repo / "configs" / b / "__init__.py").exists()]
+    return [b for b in rules_round.benchmarks if (paths.configs_dir(b) / "__init__.py").exists()]
 
 
 def main(argv: Sequence[str] | None = None, detect: Callable[[], SystemInfo] | None = None,

@@ -27,7 +27,7 @@ def registry_with(*classes) -> ConfigRegistry:
 
 def test_real_configs_load_and_validate():
     registry = ConfigRegistry.load(["resnet50"])
-    for scenario in Scenario:
+    for scenario in (Scenario.Offline, Scenario.Server, Scenario.SingleStream, Scenario.MultiStream):
         assert GENERIC_CPU in registry.systems_for("resnet50", scenario)
         assert "H100_SXM_80GBx1" in registry.systems_for("resnet50", scenario)
     maxq = WorkloadSetting(power_setting=PowerSetting.MaxQ)
@@ -146,3 +146,23 @@ def test_missing_workload_lists_the_registered_ones():
 def test_no_config_at_all_says_how_to_add_one():
     with pytest.raises(UserError, match="make add_custom_system"):
         ConfigRegistry().resolve("resnet50", Scenario.Offline, ["box"], WorkloadSetting())
+
+
+def test_llm_configs_load_from_their_module_names_with_the_generation_knobs():
+    """llama3.1-8b's configs live in configs/llama3_1_8b (a module name holds no '.' or '-'); the generation
+    knobs apply to the generating benchmarks only."""
+    from code.common.fields import FIELDS
+
+    registry = ConfigRegistry.load(["llama3.1-8b", "llama3.1-8b-edge"])
+    for scenario in (Scenario.Offline, Scenario.Server, Scenario.Interactive):
+        assert GENERIC_CPU in registry.systems_for("llama3.1-8b", scenario)
+    assert registry.systems_for("llama3.1-8b", Scenario.SingleStream) == []
+    assert GENERIC_CPU in registry.systems_for("llama3.1-8b-edge", Scenario.SingleStream)
+    config = registry.resolve("llama3.1-8b", Scenario.Interactive, [GENERIC_CPU], WorkloadSetting(), cpu_cores=2)
+    assert config["max_output_tokens"] == 128 and config["max_input_tokens"] == 0
+    assert config["server_target_qps"] > 0      # the Server knobs apply to Interactive
+    resnet = ConfigRegistry.load(["resnet50"])
+    resolved = resnet.resolve("resnet50", Scenario.Offline, [GENERIC_CPU], WorkloadSetting(), cpu_cores=2)
+    assert "max_output_tokens" not in resolved.values and "total_sample_count" in resolved.values
+    assert not FIELDS["max_output_tokens"].applies_to(Scenario.Offline, benchmark="resnet50")
+

@@ -44,6 +44,25 @@ class Context:
         return [(b, s) for b in self.args.benchmarks for s in self.args.scenarios
                 if self.registry.systems_for(b, s)]
 
+    def nothing_selected(self) -> str:
+        """Why the selection is empty: the scenarios each benchmark has configs for, and the edge variant that has
+        a scenario its datacenter benchmark lacks (llama3.1-8b-edge's SingleStream)."""
+        from ..common.benchmark_api import IMPLEMENTATIONS
+
+        asked = ", ".join(s.value for s in self.args.scenarios)
+        parts = []
+        for benchmark in self.args.benchmarks:
+            has = [s.value for s in Scenario if self.registry.systems_for(benchmark, s)]
+            line = f"{benchmark} has configs for {', '.join(has) or 'no scenario'}"
+            edge = f"{benchmark}-edge"
+            if edge in IMPLEMENTATIONS:
+                variant = ConfigRegistry.load([edge])
+                found = [s.value for s in self.args.scenarios if variant.systems_for(edge, s)]
+                if found:
+                    line += f"; {', '.join(found)} is run by its edge variant: --benchmarks={edge}"
+            parts.append(line)
+        return f"Nothing selected that has a config ({asked} asked for): {'; '.join(parts)}."
+
 
 class Handler:
     """Base of action handlers: cleanup runs even on an exception or Ctrl-C."""

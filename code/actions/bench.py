@@ -7,7 +7,8 @@
     percentile LoadGen judges (the 90th), so that higher is better.
 (d) Server at INT8: the highest target QPS that LoadGen rates VALID (search.find_highest over short runs) / the
     INT8 Offline samples/s through the harness; (e) the same at FP32.
-(b) and (c) are measured for every benchmark (resnet50, yolo), (d) and (e) for those with a Server scenario.
+(b) and (c) are measured for every benchmark (resnet50, yolo), (d) and (e) for those with a Server scenario; the
+benchmarks that generate tokens (llama3.1-8b) get their own figures (bench_llm.py: (f) and (g)).
 Runs every benchmark on its embedded default unless RUN_ARGS choose otherwise; builds the engines it needs.
 """
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ..common.tuning.ratios import Figure, figure_table
 from ..common.tuning.search import Outcome, SearchResult, find_highest, round_sig
 from ..common.tuning.trials import run_once, with_fields
 from .base import Context, Handler
+from .bench_llm import generating, llm_figures
 from .harness import DownloadData, DownloadModel, GenerateEngines, PreprocessData, with_embedded_default
 
 GOALS = {"a": 0.8, "b": 0.97, "c": 0.97, "server": 0.5}
@@ -69,8 +71,10 @@ def ctx_layout(ctx: Context, benchmark_name: str) -> str:
 
 class Bench(Handler):
     def __init__(self, ctx: Context) -> None:
-        # Every benchmark the toolkit implements unless RUN_ARGS choose, each on its embedded default.
-        super().__init__(with_embedded_default(ctx, benchmarks=tuple(IMPLEMENTATIONS)))
+        # Every benchmark the toolkit implements unless RUN_ARGS choose, each on its embedded default (an edge
+        # variant runs the same model and harness as its datacenter benchmark: measured once).
+        super().__init__(with_embedded_default(ctx, benchmarks=tuple(b for b in IMPLEMENTATIONS
+                                                                     if not b.endswith("-edge"))))
 
     def handle(self) -> int:
         figures: list[Figure] = []
@@ -96,6 +100,10 @@ class Bench(Handler):
                                   _registry=None)
         ctx = _with(one, scenarios)
         goals = {**GOALS, **BENCHMARK_GOALS.get(benchmark_name, {})}
+        if generating(benchmark_name):
+            for step in (DownloadModel, DownloadData, PreprocessData, GenerateEngines):
+                step(ctx).run()
+            return llm_figures(self, ctx, benchmark_name)
         offline = ctx.resolve(benchmark_name, Scenario.Offline)
         precision, model = offline["precision"], offline["model"]
         server = Scenario.Server in scenarios

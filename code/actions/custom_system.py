@@ -49,7 +49,7 @@ def render_config_class(system_id: str, parent: type, scenario: Scenario) -> str
     fields it may set listed as comments (required first), prefilled with the inherited values."""
     inherited = class_values(parent)
     backend = inherited.get("backend", FIELDS["backend"].default)
-    applicable = [f for f in FIELDS.values() if f.applies_to(scenario, backend)]
+    applicable = [f for f in FIELDS.values() if f.applies_to(scenario, backend, parent.benchmark)]
     lines = ["", "", f"@register({system_id!r})", f"class {class_name(system_id)}({parent.__name__}):",
              f'    """{system_id}, {scenario.value}: prefilled from {parent.__name__}; '
              f'uncomment a line to change it."""']

@@ -79,7 +79,7 @@ def _ms(value: float) -> str:
 
 
 def strategy(scenario: Scenario, log: Callable[[str], None]) -> Strategy:
-    if scenario is Scenario.Server:
+    if scenario.server_like:
         return Strategy(
             search=lambda trial, start: find_highest(trial, start, tolerance=SERVER_TOLERANCE,
                                                      latency_margin=SERVER_LATENCY_MARGIN,

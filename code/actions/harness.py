@@ -98,7 +98,7 @@ class RunHarness(Handler):
     def handle(self) -> int:
         selection = [(b, s, m) for b, s in self.ctx.selected() for m in self.test_modes()]
         if not selection:
-            self.ctx.log("Nothing selected that has a config.")
+            self.ctx.log(self.ctx.nothing_selected())
             return 1
         if self.ctx.args.resume:
             self.ctx = dataclasses.replace(self.ctx, paths=resume_paths(self.ctx.paths, self.ctx.log))

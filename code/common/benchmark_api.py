@@ -10,12 +10,15 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Protocol, Sequence
 
 import numpy as np
 
 from .errors import UserError
 from .paths import Paths
+
+if TYPE_CHECKING:
+    from .generation import GenerationSettings
 
 Log = Callable[[str], None]
 
@@ -51,6 +54,9 @@ class ModelSpec:
     # Records in one sample's response, typically, where it differs from the benchmark's ResponseFormat (a
     # detector keeping up to 300 boxes instead of 100): sizes the accuracy log in the run plan.
     typical_response_records: int | None = None
+    # An LLM decoder graph with a KV cache (the contract of code/llama3_1_8b/decoder_onnx.py), run token by token
+    # through code.common.generation rather than one fixed-size batch at a time.
+    decoder: bool = False
 
     @property
     def input(self) -> TensorSpec:
@@ -236,6 +242,13 @@ class Benchmark(Protocol):
     def score(self, model: str, dataset: str, accuracy_log: Path, paths: Paths) -> AccuracyResult:
         """Score an mlperf_log_accuracy.json as the round's accuracy script does."""
 
+    def generation(self, model: str, fields: Mapping[str, Any], paths: Paths) -> "GenerationSettings | None":
+        """For a benchmark that generates tokens (an LLM): how the harness generates with `model` under the
+        resolved config `fields` (output cap, EOS ids from the model's tokenizer under `paths`, batch). The harness then streams tokens (continuous
+        batching, first-token and per-token latencies) instead of running fixed-size batches, `preprocessed`
+        samples are 1-D prompt token arrays and responses are the generated tokens. None for every other
+        benchmark."""
+
 
 class PackagedBenchmark:
     """What a benchmark package delegates the same way, to its own modules `<package>.models` (download_model),
@@ -270,8 +283,14 @@ class PackagedBenchmark:
         for index in self.calibration_indices(dataset, count, paths):
             yield samples.load(index)
 
+    def generation(self, model: str, fields: Mapping[str, Any], paths: Paths) -> "GenerationSettings | None":
+        """Fixed-size models generate nothing (see Benchmark.generation)."""
+        return None
 
-IMPLEMENTATIONS = {"resnet50": "code.resnet50.benchmark:BENCHMARK", "yolo": "code.yolo.benchmark:BENCHMARK"}
+
+IMPLEMENTATIONS = {"resnet50": "code.resnet50.benchmark:BENCHMARK", "yolo": "code.yolo.benchmark:BENCHMARK",
+                   "llama3.1-8b": "code.llama3_1_8b.benchmark:BENCHMARK",
+                   "llama3.1-8b-edge": "code.llama3_1_8b.benchmark:EDGE_BENCHMARK"}
 
 
 def get_benchmark(name: str) -> Benchmark:

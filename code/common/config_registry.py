@@ -24,6 +24,7 @@ from typing import Any, Iterable, Mapping
 
 from .constants import Scenario, WorkloadSetting
 from .errors import UserError
+from .paths import config_package
 from .fields import FIELDS, NVIDIA_NAMES_WITHOUT_COUNTERPART, Field
 
 _REGISTRATIONS = "_toolkit_registrations"
@@ -130,13 +131,16 @@ def validate_class(cls: type) -> None:
                             f"code/common/fields.py.")
         if not spec.applies_to(cls.scenario):
             raise UserError(f"{where} sets '{name}', which does not apply to the {cls.scenario.value} scenario.")
+        if not spec.applies_to(cls.scenario, benchmark=cls.benchmark):
+            raise UserError(f"{where} sets '{name}', which applies to {', '.join(sorted(spec.benchmarks or ()))} "
+                            f"only, not to {cls.benchmark}.")
         if isinstance(value, PerCore):
             _check_per_core(spec, value, where)
         elif value is not None:
             spec.check(value, source=where)
     backend = values.get("backend", FIELDS["backend"].default)
     missing = [f.name for f in FIELDS.values()
-               if f.required and f.applies_to(cls.scenario, backend) and values.get(f.name, f.default) is None]
+               if f.required and f.applies_to(cls.scenario, backend, cls.benchmark) and values.get(f.name, f.default) is None]
     if missing:
         raise UserError(f"{where} is missing required field(s): {', '.join(missing)}.")
 
@@ -202,7 +206,7 @@ class ConfigRegistry:
         registry = cls()
         for benchmark in benchmarks:
             for scenario in Scenario:
-                name = f"{package}.{benchmark}.{scenario.value}"
+                name = f"{package}.{config_package(benchmark)}.{scenario.value}"
                 if importlib.util.find_spec(name) is None:
                     continue
                 registry.add_module(importlib.import_module(name))
@@ -265,7 +269,7 @@ class ConfigRegistry:
         values: dict[str, Any] = {}
         sources: dict[str, str] = {}
         for name, spec in FIELDS.items():
-            if not spec.applies_to(scenario, backend):
+            if not spec.applies_to(scenario, backend, benchmark):
                 continue
             if overrides and name in overrides:
                 values[name], sources[name] = overrides[name], (override_sources or {}).get(name, COMMAND_LINE)

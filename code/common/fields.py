@@ -48,14 +48,17 @@ class Field:
     description: str
     scenarios: frozenset[Scenario] = ALL_SCENARIOS
     backends: frozenset[str] | None = None      # None: every backend
+    benchmarks: frozenset[str] | None = None    # None: every benchmark (e.g. the generation knobs: the LLMs only)
     choices: tuple[Any, ...] | None = None
     required: bool = False                       # the resolved config must hold a value
     aliases: tuple[str, ...] = ()                # other command-line spellings (NVIDIA names)
     minimum: float | None = None                 # numbers: the smallest value that means something
     maximum: float | None = None                 # numbers: the largest sane value
 
-    def applies_to(self, scenario: Scenario, backend: str | None = None) -> bool:
+    def applies_to(self, scenario: Scenario, backend: str | None = None, benchmark: str | None = None) -> bool:
         if scenario not in self.scenarios:
+            return False
+        if self.benchmarks is not None and benchmark is not None and benchmark not in self.benchmarks:
             return False
         return self.backends is None or backend is None or backend in self.backends
 
@@ -123,7 +126,9 @@ def _fields(*fields: Field) -> Mapping[str, Field]:
 
 
 _OFFLINE = frozenset({Scenario.Offline})
-_SERVER = frozenset({Scenario.Server})
+_SERVER = frozenset({Scenario.Server, Scenario.Interactive})
+# The benchmarks that generate tokens (continuous batching, token latencies): the generation knobs apply to them.
+GENERATIVE_BENCHMARKS = frozenset({"llama3.1-8b", "llama3.1-8b-edge"})
 _SS = frozenset({Scenario.SingleStream})
 _MS = frozenset({Scenario.MultiStream})
 _HOUR_NS = 3_600_000_000_000
@@ -144,6 +149,19 @@ FIELDS: Mapping[str, Field] = _fields(
           backends=frozenset({"onnxruntime"}), minimum=0, maximum=4096),
     Field("workspace_size", int, 4 << 30, "Scratch memory TensorRT's builder may use (bytes).",
           backends=frozenset({"tensorrt"}), minimum=1 << 20, maximum=1 << 40),
+    # Generation (the LLM benchmarks)
+    Field("max_input_tokens", int, 0, "Prompt tokens at most: a longer article is cut to fit (0: no cap, as the "
+          "reference). A capped run is for development: the cap is recorded in metadata.json and user.conf.",
+          benchmarks=GENERATIVE_BENCHMARKS, minimum=0, maximum=1_000_000),
+    Field("max_output_tokens", int, 128, "Output tokens per sample at most (the reference generates up to 128; "
+          "fewer is a development cap, recorded like max_input_tokens).",
+          benchmarks=GENERATIVE_BENCHMARKS, minimum=1, maximum=1_000_000),
+    Field("prefill_batch", int, 1, "Waiting prompts prefilled together when sequences join the running batch "
+          "(larger: more throughput; smaller: running sequences wait less per output token).",
+          benchmarks=GENERATIVE_BENCHMARKS, minimum=1, maximum=65_536),
+    Field("total_sample_count", int, None, "Samples of the data set LoadGen is given (default: all of it; the "
+          "reference's --total-sample-count). Fewer is a development cap: accuracy is then scored on those only.",
+          minimum=1, maximum=100_000_000),
     Field("calibration_images", int, 100, "Images in the INT8 calibration list.", minimum=1, maximum=1_000_000),
     # LoadGen settings written to user.conf
     Field("offline_expected_qps", float, None, "Expected Offline throughput (samples/s); sizes the query.",

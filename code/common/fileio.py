@@ -40,3 +40,24 @@ def file_digest(path: Path, algorithm: str = "sha256") -> str:
 
 def sha256_file(path: Path) -> str:
     return file_digest(path, "sha256")
+
+
+def external_data(path: Path) -> Path:
+    """`<model>.data`: where a model too big for one protobuf (an LLM decoder) keeps its weights, beside it."""
+    return Path(path).with_name(Path(path).name + ".data")
+
+
+def model_sha256(path: Path) -> str:
+    """sha256 of a model or engine file; with an external-data file beside it, a sha256 over both files' digests
+    (for a file without one, exactly its sha256)."""
+    digest = sha256_file(path)
+    data = external_data(path)
+    if not data.is_file():
+        return digest
+    return hashlib.sha256(f"{digest} {sha256_file(data)}".encode()).hexdigest()
+
+
+def model_size(path: Path) -> int:
+    """Bytes of a model or engine file, its external-data file included."""
+    data = external_data(path)
+    return Path(path).stat().st_size + (data.stat().st_size if data.is_file() else 0)

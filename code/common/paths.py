@@ -22,6 +22,12 @@ RETRY_SUFFIX = "-retry"   # <test mode>-retry<k>: the run folder of a test's k-t
 SCRATCH_SUBDIRS = ("data", "models", "preprocessed_data")
 
 
+def config_package(benchmark: str) -> str:
+    """The Python package of a benchmark's configs under configs/: its name with every character a module name
+    cannot hold made `_` (llama3.1-8b -> llama3_1_8b)."""
+    return re.sub(r"\W", "_", benchmark)
+
+
 def shown_path(path: Path, repo: Path) -> str:
     """A path as people type it: relative to the repository when inside it, else absolute."""
     path = Path(path).absolute()
@@ -260,7 +266,10 @@ class Paths:
 
     # -- configs ---------------------------------------------------------------------------------
     def config_dir(self, benchmark: str, scenario: Scenario) -> Path:
-        return self.repo / "configs" / benchmark / scenario.value
+        return self.configs_dir(benchmark) / scenario.value
+
+    def configs_dir(self, benchmark: str) -> Path:
+        return self.repo / "configs" / config_package(benchmark)
 
     def custom_config_file(self, benchmark: str, scenario: Scenario) -> Path:
         return self.config_dir(benchmark, scenario) / "custom.py"

@@ -3,8 +3,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from .base import Backend
 from .registry import BuildRequest, Hardware
+
+if TYPE_CHECKING:
+    from ..generation import Decoder
 
 
 class OnnxRuntimePlugin:
@@ -53,6 +58,9 @@ class OnnxRuntimePlugin:
         from ..engines import onnxruntime_builder
         from .onnxruntime_backend import providers_for
 
+        if request.decoder:
+            onnxruntime_builder.build_decoder_engine(request.model, request.engine, request.precision)
+            return
         onnxruntime_builder.build(request.model, request.engine, request.precision,
                                   providers_for(request.hardware.device), request.calibration_cache)
 
@@ -61,3 +69,9 @@ class OnnxRuntimePlugin:
         from .onnxruntime_backend import OnnxRuntimeBackend
 
         return OnnxRuntimeBackend(Path(engine), input_name=input_name, threads=threads, device=device)
+
+    def create_decoder(self, engine: Path, *, threads: int, device: str, max_batch: int,
+                       instance: int = 0) -> "Decoder":
+        from .onnxruntime_decoder import OnnxRuntimeDecoder
+
+        return OnnxRuntimeDecoder(Path(engine), threads=threads, max_batch=max_batch)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable, Protocol
 from ..errors import UserError
 
 if TYPE_CHECKING:
+    from ..generation import Decoder
     from .base import Backend
 
 # name -> "module:class", relative to this package.
@@ -47,6 +48,7 @@ class BuildRequest:
     workspace_bytes: int              # builder scratch memory (GPU backends)
     timing_cache: Path | None         # persistent tactic timings (TensorRT), None where the backend has none
     log: Callable[[str], None]
+    decoder: bool = False             # an LLM decoder graph with its weights in an external-data file beside it
 
 
 class BackendPlugin(Protocol):
@@ -78,6 +80,11 @@ class BackendPlugin(Protocol):
     def create_backend(self, engine: Path, *, input_name: str, threads: int, device: str,
                        instance: int = 0) -> "Backend":
         """Load `engine` for one backend instance (the `instance`-th of a run)."""
+
+    def create_decoder(self, engine: Path, *, threads: int, device: str, max_batch: int,
+                       instance: int = 0) -> "Decoder":
+        """Load a decoder engine (an LLM's decoder graph with its KV cache) for one instance of a generating run;
+        UserError where the backend does not run decoders."""
 
 
 def get_plugin(name: str) -> BackendPlugin:

@@ -23,7 +23,7 @@ from ..config_registry import ResolvedConfig
 from ..errors import UserError, choose
 from ..fields import FIELDS
 from ..paths import Paths
-from ..fileio import sha256_file
+from ..fileio import model_sha256, sha256_file
 from ..harness.reproduce import config_command
 from .manifest import BUILDER_VERSION, CalibrationInfo, EngineManifest, engine_problem
 from . import onnxruntime_builder as ort_builder
@@ -66,6 +66,15 @@ def _unreadable_model(config: ResolvedConfig, model: Path, error: Exception) -> 
                      exit_code=1)
 
 
+def _check_decoder_precision(config: ResolvedConfig, benchmark: Benchmark) -> bool:
+    """Whether the model is an LLM decoder; UserError for a precision its engines are not built in."""
+    decoder = choose(benchmark.models, config["model"], "model", config.benchmark).decoder
+    if decoder and config["precision"] != "fp32":
+        raise UserError(f"{config['model']} engines are fp32 here (--precision=fp32): its decoder graph is the fp32 "
+                        f"reference, and int8/int4 weights measured slower or less accurate on CPUs.", exit_code=1)
+    return decoder
+
+
 def _require_runtime(config: ResolvedConfig) -> str:
     """The backend's runtime version; UserError first when the runtime is missing or cannot build the precision."""
     plugin = _plugin(config)
@@ -83,7 +92,7 @@ def _expected_manifest(config: ResolvedConfig, model: Path, runtime_version: str
         calibration = CalibrationInfo(config["dataset"], int(config["calibration_images"]),
                                       ort_builder.CALIBRATION_METHOD, digest)
     return EngineManifest(
-        benchmark=config.benchmark, model=config["model"], model_sha256=sha256_file(model),
+        benchmark=config.benchmark, model=config["model"], model_sha256=model_sha256(model),
         backend=config["backend"], precision=config["precision"], batch_size=engine_batch_size(config),
         device=hardware.device, runtime_version=runtime_version, opt_level=plugin.opt_level,
         quantization=plugin.quantization(config["precision"]) if calibration else None, calibration=calibration,
@@ -160,6 +169,7 @@ def build_engine(config: ResolvedConfig, system_id: str, paths: Paths, benchmark
                  force: bool = False) -> EngineResult:
     """Build the engine of this config unless an engine built from the same inputs is already there."""
     runtime_version = _require_runtime(config)   # a missing runtime or unsupported precision first
+    decoder = _check_decoder_precision(config, benchmark)
     plugin = _plugin(config)
     hardware = plugin.hardware()
     model = require_model(config, paths)
@@ -185,7 +195,7 @@ def build_engine(config: ResolvedConfig, system_id: str, paths: Paths, benchmark
     request = BuildRequest(model=model, engine=engine, precision=config["precision"],
                            batch_size=int(config["batch_size"]), hardware=hardware, calibration_cache=cache,
                            workspace_bytes=int(config.get("workspace_size") or FIELDS["workspace_size"].default),
-                           timing_cache=timing_cache, log=log)
+                           timing_cache=timing_cache, log=log, decoder=decoder)
     try:
         plugin.build(request)
     except ort_builder.UnreadableModel as error:

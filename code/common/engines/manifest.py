@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..fileio import sha256_file, write_atomically
+from ..fileio import model_sha256, model_size, write_atomically
 
 # Bump when the builder's output for the same inputs changes (new passes, other quantization recipe):
 # every existing engine then reads as stale.
@@ -81,7 +81,7 @@ class EngineManifest:
 
     def of_engine(self, engine: Path) -> "EngineManifest":
         """This manifest with the size and sha256 of the engine file as written."""
-        return dataclasses.replace(self, engine_size=Path(engine).stat().st_size, engine_sha256=sha256_file(engine))
+        return dataclasses.replace(self, engine_size=model_size(engine), engine_sha256=model_sha256(engine))
 
 
 def engine_problem(engine: Path, manifest_path: Path, expected: EngineManifest) -> str | None:
@@ -96,11 +96,11 @@ def engine_problem(engine: Path, manifest_path: Path, expected: EngineManifest) 
         return f"{engine} was built from other inputs ({', '.join(found.differences(expected))} changed)"
     if found.engine_size is None or found.engine_sha256 is None:
         return f"the manifest of {engine} records no size and sha256 of it"
-    size = engine.stat().st_size
+    size = model_size(engine)
     if size != found.engine_size:
         return (f"{engine} is {size} bytes, its manifest records {found.engine_size} (truncated or replaced since "
                 f"it was built)")
-    if sha256_file(engine) != found.engine_sha256:
+    if model_sha256(engine) != found.engine_sha256:
         return f"{engine} does not match the sha256 its manifest records (changed since it was built)"
     return None
 

@@ -23,13 +23,14 @@ from typing import Any, Callable
 from ..benchmark_api import get_benchmark
 from ..constants import Scenario, TestMode
 from ..paths import Paths
+from ..rules import get_round
 from .loadgen_log import read_detail
 from .lifecycle import ChildGuard
 from .metadata import (COMPLETED, FAILED, INTERRUPTED, AccuracyRecord, ConfigRecord, Durations, EngineRecord,
                        Invocation, LoadGenRecord, RunRecord, SystemRecord, log_digests, write_metadata)
 from .record import load_part
 from .progress import Progress
-from .qsl import SampleLibrary
+from .qsl import SampleLibrary, first_samples
 from .settings import test_settings, write_user_conf
 from .spec import AUDIT_CONFIG, RunSpec
 from .sut import HarnessSUT
@@ -83,6 +84,48 @@ def _instances(spec: RunSpec, benchmark, samples) -> list:
     return [make(b) for b in backends]
 
 
+def _decoders(spec: RunSpec, generation) -> list:
+    """One decoder per backend instance, each warmed up: a first prefill and step are slow in every runtime."""
+    import numpy as np
+
+    from ..backends import threads_per_instance
+    from ..backends.registry import get_plugin
+
+    fields = spec.fields
+    plugin = get_plugin(fields["backend"])
+    threads = threads_per_instance(fields, spec.cpu_cores)
+    decoders = [plugin.create_decoder(Path(spec.engine), threads=threads, max_batch=generation.max_batch,
+                                      device=spec.engine_manifest.get("device", "cpu"), instance=index)
+                for index in range(int(fields["instances"]))]
+    for decoder in decoders:
+        batch = decoder.new_batch()
+        batch.add([np.arange(1, 9, dtype=np.int64)])
+        batch.step()
+        batch.remove([0])
+        batch.close()
+    return decoders
+
+
+def _system_under_test(spec: RunSpec, benchmark, samples, paths: Paths):
+    """(SUT, QSL) of the test: token streaming with continuous batching for a benchmark that generates, fixed-size
+    batches otherwise. The data set is cut to total_sample_count where the config caps it."""
+    from .settings import effective_dataset_size
+
+    fields = spec.fields
+    samples = first_samples(samples, effective_dataset_size(fields, len(samples)))
+    generation = benchmark.generation(spec.model, fields, paths)
+    if generation is None:
+        qsl = SampleLibrary(samples, spec.performance_sample_count)
+        return HarnessSUT(spec.scenario_enum, qsl, _instances(spec, benchmark, samples), int(fields["batch_size"]),
+                          int(fields.get("server_batch_timeout_us") or 0)).start(), qsl
+    from .llm_sut import LLMSut, PromptLibrary
+
+    if fields.get("max_input_tokens"):
+        samples = samples.capped(int(fields["max_input_tokens"]))
+    prompts = PromptLibrary(samples, spec.performance_sample_count)
+    return LLMSut(spec.scenario_enum, prompts, _decoders(spec, generation), generation).start(), prompts
+
+
 def _now() -> str:
     return dt.datetime.now().astimezone().isoformat(timespec="seconds")
 
@@ -123,9 +166,7 @@ def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecor
     sut = None
     try:
         samples = benchmark.preprocessed(spec.model, spec.dataset, paths)
-        qsl = SampleLibrary(samples, spec.performance_sample_count)
-        sut = HarnessSUT(spec.scenario_enum, qsl, _instances(spec, benchmark, samples), int(spec.fields["batch_size"]),
-                         int(spec.fields.get("server_batch_timeout_us") or 0)).start()
+        sut, qsl = _system_under_test(spec, benchmark, samples, paths)
         user_conf = write_user_conf(log_dir / "user.conf", spec.user_conf)
         settings = test_settings(user_conf, spec.loadgen_model, spec.scenario_enum, spec.mode_enum)
         audit_path = audit_config_path(spec)   # explicit: LoadGen never looks in the working directory
@@ -136,7 +177,7 @@ def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecor
         log_settings.log_output.copy_summary_to_stdout = False
         log_settings.enable_trace = False
         lg_sut, lg_qsl = sut.construct(), qsl.construct()
-        counts = lambda: (sut.counters.inferred, sut.counters.issued)  # noqa: E731  (moves batch by batch)
+        counts = lambda: (sut.counters.progress, sut.counters.issued)  # noqa: E731  (moves batch by batch)
         min_duration = settings.min_duration_ms / 1000
         min_samples = None if spec.scenario_enum is Scenario.Offline else settings.min_query_count * (
             settings.multi_stream_samples_per_query if spec.scenario_enum is Scenario.MultiStream else 1)
@@ -173,7 +214,9 @@ def _results(spec: RunSpec, benchmark, paths: Paths, log_dir: Path, seconds: flo
         "durations": Durations(test_s=round(seconds, 3), measured_s=log.run_duration_s),
     }
     if spec.mode_enum is TestMode.PerformanceOnly:
-        verdict = explain(log, spec.fields, spec.test_run)
+        rules = get_round(spec.rules_version).benchmark(spec.benchmark)
+        verdict = explain(log, spec.fields, spec.test_run, token_limits=rules.token_limits(spec.scenario_enum),
+                          run_scenario=spec.scenario_enum)
         result |= {"metric": log.metric(), "result_validity": log.get("result_validity"),
                    "valid": verdict.valid, "submittable": verdict.submittable, "reasons": tuple(verdict.reasons)}
     else:

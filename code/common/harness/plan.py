@@ -113,11 +113,13 @@ def loadgen_settings(scenario: Scenario, user_conf: Sequence[str], rules_round: 
     """From the lines of user.conf (`<model>.<Scenario>.<key> = <value>`) over the round's defaults."""
     values: dict[str, float] = {}
     for line in user_conf:
+        if line.lstrip().startswith("#"):
+            continue
         key, _, value = line.partition("=")
         values[key.strip().rsplit(".", 1)[-1]] = float(value)
     default_count = rules.offline_min_samples if scenario is Scenario.Offline and rules.offline_min_samples \
         else rules_round.min_query_count.get(scenario, 1)
-    if scenario in (Scenario.Offline, Scenario.Server):
+    if scenario is Scenario.Offline or scenario.server_like:
         target_qps = values["target_qps"]
     else:
         target_qps = 1000.0 / values["target_latency"]     # target_latency is in ms
@@ -141,7 +143,7 @@ class Speed:
 def config_speed(scenario: Scenario, fields: Mapping[str, Any], settings: LoadGenSettings) -> Speed:
     if scenario is Scenario.Offline:
         return Speed(settings.target_qps, FROM_CONFIG, f"offline_expected_qps={settings.target_qps:g}")
-    if scenario is Scenario.Server:
+    if scenario.server_like:
         return Speed(settings.target_qps, FROM_CONFIG, f"server target {settings.target_qps:g} QPS")
     name = "single_stream_expected_latency_ns" if scenario is Scenario.SingleStream \
         else "multi_stream_expected_latency_ns"
@@ -151,7 +153,7 @@ def config_speed(scenario: Scenario, fields: Mapping[str, Any], settings: LoadGe
 
 def measured_speed(scenario: Scenario, run: EarlierRun, settings: LoadGenSettings) -> Speed:
     where = f"in {run.folder}"
-    if scenario in (Scenario.Offline, Scenario.Server):
+    if scenario is Scenario.Offline or scenario.server_like:
         return Speed(float(run.metric), MEASURED, f"{run.metric:.4g} samples/s {where}")
     per_query_s = float(run.metric) / 1000     # the scenario's latency percentile: a little pessimistic
     return Speed(settings.samples_per_query / per_query_s, MEASURED, f"{run.metric:.4g} ms per query {where}")
@@ -200,13 +202,13 @@ def estimate(scenario: Scenario, mode: TestMode, settings: LoadGenSettings, spee
     accuracy_log_sampling_target, whose responses a performance run logs."""
     spq = settings.samples_per_query
     if mode is TestMode.AccuracyOnly:
-        rate = min(speed.samples_per_s, settings.target_qps) if scenario is Scenario.Server else speed.samples_per_s
+        rate = min(speed.samples_per_s, settings.target_qps) if scenario.server_like else speed.samples_per_s
         queries = 1 if scenario is Scenario.Offline else math.ceil(dataset_size / spq)
         return queries, dataset_size, dataset_size / rate, dataset_size
     if scenario is Scenario.Offline:
         samples = max(settings.min_query_count, int(OFFLINE_SLACK * settings.min_duration_s * settings.target_qps))
         queries, seconds = 1, samples / speed.samples_per_s
-    elif scenario is Scenario.Server:
+    elif scenario.server_like:
         queries = max(settings.min_query_count, math.ceil(settings.min_duration_s * settings.target_qps))
         samples, seconds = queries, queries / min(settings.target_qps, speed.samples_per_s)   # or falls behind
     else:
@@ -256,19 +258,19 @@ def plan_entry(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, run
     """The estimate of one test as `ctx` would run it. `copies`: how many times its logs are kept (a compliance
     test's verdict folder holds a second copy)."""
     from .runner import check_selection
-    from .settings import user_conf_lines
+    from .settings import effective_dataset_size, user_conf_lines
 
     config = ctx.resolve(benchmark_name, scenario)
     fields = config.values
     benchmark, _, rules = check_selection(ctx, benchmark_name, fields)
-    size = dataset_size(benchmark, fields["dataset"], rules)
-    user_conf = user_conf_lines(rules.loadgen_model, scenario, fields, rules, size, ctx.args.test_run, qps_scale)
+    size = effective_dataset_size(fields, dataset_size(benchmark, fields["dataset"], rules))
+    user_conf = user_conf_lines(rules.loadgen_model_for(scenario), scenario, fields, rules, size, ctx.args.test_run,
+                                qps_scale)
     settings = loadgen_settings(scenario, user_conf, ctx.rules, rules)
     measurement = find_measurement(runs, ctx.system.system_id, benchmark_name, scenario, fields)
     speed = measured_speed(scenario, measurement, settings) if measurement else config_speed(scenario, fields,
                                                                                               settings)
-    sampling = rules.test01_sampling_target if audit_test and \
-        ctx.rules.compliance_tests[audit_test].samples_accuracy else None
+    sampling = ctx.rules.compliance_tests[audit_test].sampling_target(rules) if audit_test else None
     response = response_bytes(benchmark, fields["model"])
     queries, samples, seconds, logged = estimate(scenario, mode, settings, speed, size, sampling_target=sampling,
                                                  response_bytes=response)

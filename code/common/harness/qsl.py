@@ -2,11 +2,41 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
 from ..benchmark_api import PreprocessedSet
+
+
+@dataclass(frozen=True)
+class FirstSamples:
+    """The first `count` samples of a preprocessed set (a development cap: total_sample_count)."""
+
+    samples: PreprocessedSet
+    count: int
+
+    @property
+    def directory(self):
+        return self.samples.directory
+
+    def __len__(self) -> int:
+        return self.count
+
+    def load(self, index: int) -> np.ndarray:
+        if not 0 <= index < self.count:
+            raise IndexError(f"sample {index} is outside the first {self.count} samples")
+        return self.samples.load(index)
+
+    def capped(self, max_input_tokens: int) -> "FirstSamples":
+        """The same cut of a prompt set whose prompts are capped (see the LLM benchmarks' PromptSet.capped)."""
+        return FirstSamples(self.samples.capped(max_input_tokens), self.count)   # type: ignore[attr-defined]
+
+
+def first_samples(samples: PreprocessedSet, count: int) -> PreprocessedSet:
+    """`samples` itself when it has at most `count` samples, else a view of its first `count`."""
+    return samples if len(samples) <= count else FirstSamples(samples, count)
 
 
 class SampleLibrary:

@@ -47,11 +47,11 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
     refuse_taken_run_dir(run_dir, ctx.paths.log_dir, audit=bool(audit_config))
     return RunSpec(
         benchmark=benchmark_name, model=model, dataset=dataset, division=model_spec.division,
-        scenario=scenario.value, test_mode=mode.value, loadgen_model=rules.loadgen_model, log_dir=str(run_dir),
+        scenario=scenario.value, test_mode=mode.value, loadgen_model=rules.loadgen_model_for(scenario), log_dir=str(run_dir),
         scratch=str(ctx.paths.scratch), engine=str(engine), engine_manifest=manifest, config=config.as_dict(),
         system={"id": ctx.system.system_id, "known": ctx.system.is_known, "description": ctx.system.describe(),
                 "system_type": ctx.system.system_type.value, "hardware": ctx.system.info.as_dict()},
-        user_conf=user_conf_lines(rules.loadgen_model, scenario, fields, rules, len(samples), ctx.args.test_run,
+        user_conf=user_conf_lines(rules.loadgen_model_for(scenario), scenario, fields, rules, len(samples), ctx.args.test_run,
                                   qps_scale),
         performance_sample_count=performance_sample_count(fields, rules, len(samples)),
         cpu_cores=ctx.system.info.cpu.cores, test_run=ctx.args.test_run, rules_version=ctx.rules.version,

@@ -50,11 +50,11 @@ def _test_run_count(scenario: Scenario, fields: Mapping[str, Any]) -> int | None
 def user_conf_lines(model: str, scenario: Scenario, fields: Mapping[str, Any], rules: BenchmarkRules,
                     dataset_size: int, test_run: bool, qps_scale: float = 1.0) -> list[str]:
     """The lines of user.conf for one test. `qps_scale` lowers the Server target (compliance runs)."""
-    key = f"{model}.{scenario.value}"
-    lines: list[str] = []
+    key = f"{model}.{scenario.loadgen.value}"
+    lines: list[str] = generation_caps(fields)
     if scenario is Scenario.Offline:
         lines.append(f"{key}.target_qps = {fields['offline_expected_qps']:g}")
-    elif scenario is Scenario.Server:
+    elif scenario.server_like:
         lines.append(f"{key}.target_qps = {fields['server_target_qps'] * qps_scale:g}")
     elif scenario is Scenario.SingleStream:
         lines.append(f"{key}.target_latency = {fields['single_stream_expected_latency_ns'] / 1e6:g}")
@@ -65,6 +65,7 @@ def user_conf_lines(model: str, scenario: Scenario, fields: Mapping[str, Any], r
         raise ValueError(f"unknown scenario {scenario}")
 
     # The performance sample set must fit the data set (small development sets hold fewer samples).
+    dataset_size = effective_dataset_size(fields, dataset_size)
     sample_count = fields.get("performance_sample_count_override") or min(rules.performance_sample_count,
                                                                             dataset_size)
     if sample_count != rules.performance_sample_count:
@@ -85,7 +86,26 @@ def user_conf_lines(model: str, scenario: Scenario, fields: Mapping[str, Any], r
 
 def performance_sample_count(fields: Mapping[str, Any], rules: BenchmarkRules, dataset_size: int) -> int:
     return int(fields.get("performance_sample_count_override") or min(rules.performance_sample_count,
-                                                                        dataset_size))
+                                                                        effective_dataset_size(fields, dataset_size)))
+
+
+def effective_dataset_size(fields: Mapping[str, Any], dataset_size: int) -> int:
+    """The samples LoadGen is given: the data set's, or fewer where total_sample_count caps them."""
+    cap = fields.get("total_sample_count")
+    return min(dataset_size, int(cap)) if cap else dataset_size
+
+
+# The generation knobs whose non-reference values make a run a development run; user.conf records them as comments
+# (LoadGen skips lines that start with '#'), so the caps travel with the logs that were made under them.
+GENERATION_CAPS = ("max_input_tokens", "max_output_tokens", "total_sample_count")
+
+
+def generation_caps(fields: Mapping[str, Any]) -> list[str]:
+    """Comment lines naming the generation caps of an LLM test (none for other benchmarks)."""
+    if "max_output_tokens" not in fields:
+        return []
+    caps = ", ".join(f"{name} = {fields.get(name) or 'none'}" for name in GENERATION_CAPS)
+    return [f"# generation caps of this run: {caps}"]
 
 
 def write_user_conf(path: Path, lines: list[str]) -> Path:
@@ -98,9 +118,9 @@ def test_settings(user_conf: Path, model: str, scenario: Scenario, mode: TestMod
     import mlperf_loadgen as lg
 
     settings = lg.TestSettings()
-    if settings.FromConfig(str(user_conf), model, scenario.value, 1) != 0:
-        raise RuntimeError(f"LoadGen could not read {user_conf} for {model} {scenario.value}")
-    settings.scenario = getattr(lg.TestScenario, scenario.value)
+    if settings.FromConfig(str(user_conf), model, scenario.loadgen.value, 1) != 0:
+        raise RuntimeError(f"LoadGen could not read {user_conf} for {model} {scenario.loadgen.value}")
+    settings.scenario = getattr(lg.TestScenario, scenario.loadgen.value)
     settings.mode = getattr(lg.TestMode, mode.value)
     return settings
 

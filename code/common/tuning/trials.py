@@ -21,12 +21,13 @@ from .search import Outcome
 # LoadGen's Server early stopping needs 459 queries within the bound (0.99^459 < 1 - 0.99) to rate a p99
 # VALID; 500 leaves a few over-bound queries room.
 SERVER_SHORT_QUERIES = 500
-SHORT_SECONDS = {Scenario.Offline: 10, Scenario.Server: 15, Scenario.SingleStream: 10, Scenario.MultiStream: 10}
+SHORT_SECONDS = {Scenario.Offline: 10, Scenario.Server: 15, Scenario.Interactive: 15,
+                 Scenario.SingleStream: 10, Scenario.MultiStream: 10}
 # What a short run sets, per scenario: SingleStream and MultiStream get the fewest queries early stopping accepts
 # for their percentile (64, 662); Offline ends on its one query (min_query_count is its samples).
 SHORT_RUNS: Mapping[Scenario, Mapping[str, int]] = MappingProxyType({
     scenario: MappingProxyType({"min_duration": SHORT_SECONDS[scenario] * 1000,
-                                "min_query_count": SERVER_SHORT_QUERIES if scenario is Scenario.Server
+                                "min_query_count": SERVER_SHORT_QUERIES if scenario.server_like
                                 else scenario_min_queries(scenario) or 1})
     for scenario in Scenario})
 # LoadGen's verdicts besides early stopping (results.cc); all true and early stopping false: INVALID by early
@@ -34,7 +35,8 @@ SHORT_RUNS: Mapping[Scenario, Mapping[str, int]] = MappingProxyType({
 MET_OTHERWISE = ("result_perf_constraints_met", "result_min_duration_met", "result_min_queries_met")
 # The fields a search moves, per scenario.
 SEARCHED_FIELD = MappingProxyType({
-    Scenario.Server: "server_target_qps", Scenario.Offline: "offline_expected_qps",
+    Scenario.Server: "server_target_qps", Scenario.Interactive: "server_target_qps",
+    Scenario.Offline: "offline_expected_qps",
     Scenario.SingleStream: "single_stream_expected_latency_ns",
     Scenario.MultiStream: "multi_stream_expected_latency_ns"})
 FIND_PEAK_SOURCE = "make find_peak"   # the source its records give the settings a search chooses

