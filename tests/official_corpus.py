@@ -620,7 +620,8 @@ class SampledCase:
 
     name: str
     scenario: str
-    entries: tuple[tuple[int, tuple[int, ...], tuple[int, ...] | None, int | None], ...]   # qsl_idx, tokens, first, count
+    # qsl_idx, tokens, first token, count
+    entries: tuple[tuple[int, tuple[int, ...], tuple[int, ...] | None, int | None], ...]
     first_token: str                # the three lines' values: True, False or Skipped
     eos: str
     length: str

@@ -23,7 +23,7 @@ from code.common.fields import FIELDS
 from code.common.paths import Paths
 from code.common.rules import get_round
 from code.common.systems.known import GENERIC_CPU
-from tests.conftest import FOOLBOX, MOBILENET, seed_downloads
+from tests.conftest import FOOLBOX, MOBILENET, SMOLLM2, seed_downloads
 
 BENCHMARKS = sorted(IMPLEMENTATIONS)
 ROUND = get_round("v6.1")
@@ -67,7 +67,7 @@ def test_the_round_and_the_configs_know_it(name: str) -> None:
 def embedded(tmp_path_factory) -> Paths:
     root = tmp_path_factory.mktemp("contract")
     paths = Paths.create(scratch=root / "scratch", log_dir=root / "logs")
-    seed_downloads(paths, FOOLBOX, MOBILENET)
+    seed_downloads(paths, FOOLBOX, MOBILENET, SMOLLM2)
     return paths
 
 

@@ -223,6 +223,22 @@ def test_early_stopping_that_wants_more_queries_within_the_bound_says_the_load_i
                                "Lower the load (target QPS) or the latency, or run longer.",)
 
 
+def test_server_early_stopping_with_too_few_queries_asks_for_a_longer_run_not_a_lower_load(tmp_path):
+    """The same LoadGen wording when fewer queries ran than a p99 ever needs (459, every one within the bound): an
+    LLM Server test run of 24 queries is short, not overloaded."""
+    write_detail(tmp_path, {"effective_scenario": "Server", "result_validity": "INVALID",
+                            "result_min_duration_met": True, "early_stopping_met": False, "result_query_count": 24,
+                            "early_stopping_ttft_result": " * Run unsuccessful.  * Processed 24 queries.  * Would "
+                                                          "need to run at least 435 more queries,  with the run "
+                                                          "being successful if every additional  query were under "
+                                                          "latency.",
+                            "effective_min_duration_ms": 10000})
+    verdict = explain(read_detail(tmp_path), {}, test_run=False)
+    assert verdict.reasons == ("Early stopping could not bound the latency percentile: only 24 queries ran, and the "
+                               "99th percentile needs at least 459 (LoadGen asks for 435 more, every one within the "
+                               "bound). Run longer: a higher min_query_count or min_duration.",)
+
+
 def test_offline_progress_moves_batch_by_batch_within_a_work_item():
     """An Offline work item holds several batches, completed to LoadGen together: the progress count (inferred)
     moves after each batch, so the line is not stuck at 0 for the first item."""

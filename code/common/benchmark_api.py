@@ -244,10 +244,10 @@ class Benchmark(Protocol):
 
     def generation(self, model: str, fields: Mapping[str, Any], paths: Paths) -> "GenerationSettings | None":
         """For a benchmark that generates tokens (an LLM): how the harness generates with `model` under the
-        resolved config `fields` (output cap, EOS ids from the model's tokenizer under `paths`, batch). The harness then streams tokens (continuous
-        batching, first-token and per-token latencies) instead of running fixed-size batches, `preprocessed`
-        samples are 1-D prompt token arrays and responses are the generated tokens. None for every other
-        benchmark."""
+        resolved config `fields` (output cap, EOS ids from the model's tokenizer under `paths`, batch). The
+        harness then streams tokens (continuous batching, first-token and per-token latencies) instead of running
+        fixed-size batches, `preprocessed` samples are 1-D prompt token arrays and responses are the generated
+        tokens. None for every other benchmark."""
 
 
 class PackagedBenchmark:

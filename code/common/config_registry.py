@@ -140,7 +140,8 @@ def validate_class(cls: type) -> None:
             spec.check(value, source=where)
     backend = values.get("backend", FIELDS["backend"].default)
     missing = [f.name for f in FIELDS.values()
-               if f.required and f.applies_to(cls.scenario, backend, cls.benchmark) and values.get(f.name, f.default) is None]
+               if f.required and f.applies_to(cls.scenario, backend, cls.benchmark)
+               and values.get(f.name, f.default) is None]
     if missing:
         raise UserError(f"{where} is missing required field(s): {', '.join(missing)}.")
 

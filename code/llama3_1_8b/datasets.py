@@ -10,7 +10,6 @@ detokenized on reading, so that every data set hands the scorer plain text, as t
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path

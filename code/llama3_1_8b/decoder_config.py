@@ -53,7 +53,8 @@ class DecoderConfig:
     def expected_shapes(self) -> dict[str, tuple[int, ...]]:
         """Every weight this config needs, Hugging Face name -> [out, in] shape (lm_head only when untied)."""
         h, kv, d, f = self.hidden_size, self.num_kv_heads, self.head_dim, self.intermediate_size
-        shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (self.vocab_size, h), "model.norm.weight": (h,)}
+        shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (self.vocab_size, h),
+                                              "model.norm.weight": (h,)}
         for i in range(self.num_layers):
             p = f"model.layers.{i}."
             shapes |= {
@@ -74,7 +75,7 @@ class DecoderConfig:
 
 @dataclass(frozen=True)
 class DecoderWeights:
-    """A config and its float32 weights, Hugging Face names and [out, in] layouts (see DecoderConfig.expected_shapes)."""
+    """A config and its float32 weights, Hugging Face names and [out, in] layouts (DecoderConfig.expected_shapes)."""
 
     config: DecoderConfig
     tensors: Mapping[str, np.ndarray] = field(repr=False)

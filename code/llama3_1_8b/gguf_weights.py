@@ -230,7 +230,8 @@ def config_from_hf(config: Mapping[str, Any], where: str = "config.json") -> Dec
             max_positions=int(config.get("max_position_embeddings", 2048)),
             tie_embeddings=bool(config.get("tie_word_embeddings", False)), rope_scaling=rope_scaling)
     except KeyError as error:
-        raise UserError(f"{where} lacks {error}; it is not a complete Hugging Face Llama config.", exit_code=1) from None
+        raise UserError(f"{where} lacks {error}; it is not a complete Hugging Face Llama config.",
+                        exit_code=1) from None
 
 
 def read_safetensors_checkpoint(folder: Path) -> DecoderWeights:

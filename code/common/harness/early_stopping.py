@@ -71,3 +71,11 @@ def scenario_min_queries(scenario: Scenario) -> int | None:
     and Server, whose need depends on how many queries ran over the latency bound)."""
     percentile = TARGET_LATENCY_PERCENTILE.get(scenario)
     return early_stopping_min_queries(percentile) if percentile is not None else None
+
+
+def server_min_queries(percentile: float = 0.99, confidence: float = EARLY_STOPPING_CONFIDENCE,
+                       tolerance: float = EARLY_STOPPING_TOLERANCE) -> int:
+    """The fewest queries a Server run must issue for early stopping to pass when every one is within the bound
+    (results.cc: queries_issued >= h + t with t = 0): 459 at the 99th percentile."""
+    return _min_passing_h(0, percentile, confidence, tolerance)
+

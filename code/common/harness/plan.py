@@ -220,6 +220,18 @@ def estimate(scenario: Scenario, mode: TestMode, settings: LoadGenSettings, spee
     return queries, samples, seconds, logged
 
 
+def equal_issue_padded(scenario: Scenario, queries: int, samples: int, seconds: float,
+                       loaded: int) -> tuple[int, int, float]:
+    """(queries, samples, seconds) of a performance test in equal-issue mode (mlperf.conf's
+    sample_concatenate_permutation, e.g. the LLMs): LoadGen (loadgen.cc GenerateQueries) pads Offline's query, and
+    the other scenarios' query count, up to a multiple of the loaded performance sample set."""
+    padded = math.ceil(samples / loaded) * loaded if loaded > 0 else samples
+    if padded == samples:
+        return queries, samples, seconds
+    scale = padded / samples
+    return (queries if scenario is Scenario.Offline else math.ceil(queries * scale)), padded, seconds * scale
+
+
 def sampled_responses(scenario: Scenario, settings: LoadGenSettings, samples: int, sampling_target: int) -> int:
     """Responses a performance run logs with accuracy_log_sampling_target: LoadGen (loadgen.cc IssueQueries) logs
     each with probability target / expected samples, expected = max(target_qps x min_duration (x samples per
@@ -258,7 +270,7 @@ def plan_entry(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, run
     """The estimate of one test as `ctx` would run it. `copies`: how many times its logs are kept (a compliance
     test's verdict folder holds a second copy)."""
     from .runner import check_selection
-    from .settings import effective_dataset_size, user_conf_lines
+    from .settings import effective_dataset_size, performance_sample_count, user_conf_lines
 
     config = ctx.resolve(benchmark_name, scenario)
     fields = config.values
@@ -274,6 +286,11 @@ def plan_entry(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, run
     response = response_bytes(benchmark, fields["model"])
     queries, samples, seconds, logged = estimate(scenario, mode, settings, speed, size, sampling_target=sampling,
                                                  response_bytes=response)
+    audit_lines = ctx.rules.compliance_tests[audit_test].audit_config if audit_test else ()
+    if rules.equal_issue and mode is TestMode.PerformanceOnly and \
+            not any("sample_concatenate_permutation = 0" in line for line in audit_lines):
+        queries, samples, seconds = equal_issue_padded(scenario, queries, samples, seconds,
+                                                       performance_sample_count(fields, rules, size))
     disk = copies * (SMALL_LOGS_BYTES + accuracy_log_bytes(logged, size, response))
     return PlannedTest(benchmark_name, scenario, mode, audit_test, queries, samples, seconds, logged, disk, speed,
                        folder=folder)

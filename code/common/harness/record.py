@@ -137,6 +137,8 @@ class RunRecord:
     submittable: bool | None = None
     reasons: tuple[str, ...] = ()
     log_sha256: Mapping[str, str] = field(default_factory=dict)   # LoadGen log name -> sha256 as the test wrote it
+    # PerformanceOnly LLM runs (not Offline): p99 time to first token and per output token, and their bounds, in ms.
+    token_latencies: Mapping[str, float] = field(default_factory=dict)
     path: Path | None = field(default=None, compare=False, metadata={_STORED: False})   # where it was read
 
     @property

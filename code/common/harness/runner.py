@@ -45,17 +45,18 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
     manifest = json.loads(ctx.paths.engine_manifest(engine).read_text())
     run_dir = log_dir or ctx.paths.run_log_dir(ctx.system.system_id, benchmark_name, scenario, mode)
     refuse_taken_run_dir(run_dir, ctx.paths.log_dir, audit=bool(audit_config))
+    loadgen_model = rules.loadgen_model_for(scenario)
     return RunSpec(
         benchmark=benchmark_name, model=model, dataset=dataset, division=model_spec.division,
-        scenario=scenario.value, test_mode=mode.value, loadgen_model=rules.loadgen_model_for(scenario), log_dir=str(run_dir),
+        scenario=scenario.value, test_mode=mode.value, loadgen_model=loadgen_model, log_dir=str(run_dir),
         scratch=str(ctx.paths.scratch), engine=str(engine), engine_manifest=manifest, config=config.as_dict(),
         system={"id": ctx.system.system_id, "known": ctx.system.is_known, "description": ctx.system.describe(),
                 "system_type": ctx.system.system_type.value, "hardware": ctx.system.info.as_dict()},
-        user_conf=user_conf_lines(rules.loadgen_model_for(scenario), scenario, fields, rules, len(samples), ctx.args.test_run,
-                                  qps_scale),
+        user_conf=user_conf_lines(loadgen_model, scenario, fields, rules, len(samples), ctx.args.test_run, qps_scale),
         performance_sample_count=performance_sample_count(fields, rules, len(samples)),
         cpu_cores=ctx.system.info.cpu.cores, test_run=ctx.args.test_run, rules_version=ctx.rules.version,
         accuracy_threshold=rules.accuracy_threshold(target) if model_spec.division == "closed" else None,
+        accuracy_target=target.value if model_spec.division == "closed" else None,
         invocation=invocation(ctx.args, mode, benchmark_name), purpose="audit" if audit_test else purpose,
         audit_test=audit_test, audit_config=list(audit_config or []),
     )
@@ -167,9 +168,16 @@ def summary_line(record: RunRecord) -> str:
             gate = f"{record.division} division: reported, not gated"
         else:
             gate = f"target {accuracy.threshold:.3f}: {'met' if accuracy.meets_target else 'NOT MET'}"
+        if len(accuracy.metrics) > 1:   # several figures (an LLM's ROUGE and GEN_LEN): each by name
+            shown = ", ".join(f"{name} {value:g}" for name, value in accuracy.metrics.items())
+            return f"{label}: {shown} ({gate})"
         lines = [line.strip() for line in accuracy.text.splitlines() if line.strip()]
         return f"{label}: {'; '.join(lines)} ({gate})"
     metric = record.metric
     figure = f"{metric.value:.2f} {metric.unit}" if metric is not None else "nan"
     validity = "VALID" if record.valid else "INVALID"
-    return f"{label}: {figure} ({metric.name if metric is not None else 'no metric'}), {validity}"
+    tokens = record.token_latencies
+    latencies = "".join(f", {name} p99 {tokens[f'{key}_p99_ms']:.0f} ms" + (
+        f" (bound {tokens[f'{key}_bound_ms']:.0f} ms)" if tokens.get(f"{key}_bound_ms") else "")
+        for name, key in (("TTFT", "ttft"), ("TPOT", "tpot")) if f"{key}_p99_ms" in tokens)
+    return f"{label}: {figure} ({metric.name if metric is not None else 'no metric'}){latencies}, {validity}"

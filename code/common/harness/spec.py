@@ -36,6 +36,7 @@ class RunSpec:
     purpose: str = "submission"        # "submission", "audit" or "bench": only submission runs are references
     audit_test: str | None = None
     audit_config: list[str] = field(default_factory=list)   # lines; written to the run folder, never to cwd
+    accuracy_target: str | None = None   # closed division: the AccuracyTarget whose bounds every metric is held to
 
     @property
     def fields(self) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 from ..constants import Scenario
 from ..rules.schema import TokenLatencyLimits
-from .early_stopping import TARGET_LATENCY_PERCENTILE, early_stopping_min_queries
+from .early_stopping import TARGET_LATENCY_PERCENTILE, early_stopping_min_queries, server_min_queries
 from .loadgen_log import LoadGenLog
 
 
@@ -153,7 +153,14 @@ def explain(log: LoadGenLog, fields: Mapping[str, Any], test_run: bool,
             str(v.get(key) or "") for key in ("early_stopping_ttft_result", "early_stopping_tpot_result"))
         needed = re.search(r"at least (\d+) (total |more )?queries", str(result))
         ran = v.get("result_query_count", "?")
-        if needed and needed.group(2) == "more ":
+        fewest = server_min_queries()   # Server's p99 with every query within the bound
+        # Every query within the bound but fewer than a p99 needs: LoadGen asks for exactly the rest.
+        if needed and needed.group(2) == "more " and str(ran).isdigit() and \
+                int(ran) + int(needed.group(1)) <= fewest:
+            reasons.append(f"Early stopping could not bound the latency percentile: only {ran} queries ran, and "
+                           f"the 99th percentile needs at least {fewest} (LoadGen asks for {needed.group(1)} more, "
+                           f"every one within the bound). Run longer: a higher min_query_count or min_duration.")
+        elif needed and needed.group(2) == "more ":
             # Too many queries over the latency: more queries help only if they all come in under it.
             reasons.append(f"Early stopping could not bound the latency percentile: too many of the {ran} queries "
                            f"were over the latency bound, and LoadGen would need {needed.group(1)} more, every one "
