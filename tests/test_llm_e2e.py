@@ -45,6 +45,7 @@ def repo_copy(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("llm-repo") / "repo"
     for name in ("code", "configs", "scripts", "requirements"):
         shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    (root.parent / "shared").symlink_to(SHARED)   # the development data beside the repository, as in a checkout
     return root
 
 
