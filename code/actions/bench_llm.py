@@ -19,7 +19,7 @@ from ..common.tuning.search import round_sig
 
 GOALS = {"f": 0.9, "latency": 1.0}
 RUN_SECONDS = 20                 # each Offline measurement
-SERVER_LOAD = 0.5                # (g)'s target rate, as a fraction of the Offline samples/s at SERVER_FIELDS
+SERVER_LOAD = 0.35               # (g)'s target rate, as a fraction of the Offline samples/s at SERVER_FIELDS
 # (g)'s queries: the fewest early stopping accepts for a VALID p99 (every query within both bounds), and a few more.
 SERVER_QUERIES = server_min_queries() + 11
 SERVER_FIELDS = {"max_input_tokens": 128, "max_output_tokens": 16}

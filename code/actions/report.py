@@ -85,6 +85,8 @@ class Report(Handler):
 
     def _latency_bound(self, benchmark: str) -> float | None:
         try:
-            return self.ctx.rules.benchmark(benchmark).server_latency_ms
+            rules = self.ctx.rules.benchmark(benchmark)
+            # An LLM's Server runs are bounded by TTFT and TPOT, not by a latency per sample: no line to draw.
+            return None if rules.uses_token_latencies else rules.server_latency_ms
         except KeyError:
             return None

@@ -21,6 +21,7 @@ SUBMISSION = "submission"    # the purpose of the runs a submission is made of
 TARGET_FIELDS = {
     "Offline": ("offline_expected_qps", "expected QPS", THROUGHPUT_UNIT, 1.0),
     "Server": ("server_target_qps", "target QPS", THROUGHPUT_UNIT, 1.0),
+    "Interactive": ("server_target_qps", "target QPS", THROUGHPUT_UNIT, 1.0),
     "SingleStream": ("single_stream_expected_latency_ns", "expected latency", "ms", 1e-6),
     "MultiStream": ("multi_stream_expected_latency_ns", "expected latency", "ms", 1e-6),
 }
