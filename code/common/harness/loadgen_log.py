@@ -90,8 +90,8 @@ class LoadGenLog:
             return None
         # LoadGen logs its Server bounds in every scenario; they bound only a Server run (SingleStream has none).
         bounds = (TTFT_BOUND, TPOT_BOUND) if self.scenario is Scenario.Server else ()
-        return TokenLatencies(*(_number(self.values.get(key)) for key in (TTFT_P99, TPOT_P99)),
-                              *(_number(self.values.get(key)) if key in bounds else None
+        return TokenLatencies(*(number(self.values.get(key)) for key in (TTFT_P99, TPOT_P99)),
+                              *(number(self.values.get(key)) if key in bounds else None
                                 for key in (TTFT_BOUND, TPOT_BOUND)))
 
     def metric(self) -> Metric | None:
@@ -120,7 +120,7 @@ class LoadGenLog:
         """An LLM run's figure: tokens per second (Offline, Server and so Interactive), or SingleStream's 90th
         percentile latency in ms."""
         key = TOKEN_RESULT_FIELDS.get(self.scenario)
-        value = _number(self.values.get(key)) if key else None
+        value = number(self.values.get(key)) if key else None
         if value is None:
             return None
         if self.scenario is Scenario.SingleStream:
@@ -143,7 +143,8 @@ class LoadGenLog:
         return int(v.get("result_query_count", 0)) / qps if qps > 0 else None
 
 
-def _number(value: Any) -> float | None:
+def number(value: Any) -> float | None:
+    """A logged figure as a float; None for a missing, boolean or unreadable value."""
     if isinstance(value, bool):
         return None
     try:

@@ -27,7 +27,7 @@ from typing import Any
 from ..errors import UserError
 from ..fields import is_safe_name
 from ..fileio import sha256_file, write_atomically
-from ..harness.loadgen_log import ACCURACY, DETAIL, SUMMARY, LoadGenLog, read_detail
+from ..harness.loadgen_log import ACCURACY, DETAIL, SUMMARY, LoadGenLog, number, read_detail
 from ..harness.metadata import RunRecord
 from ..paths import Paths
 from .checker_rules import ERROR, WARNING, ScenarioContext
@@ -124,22 +124,13 @@ def _first(pattern: re.Pattern[str], lines: list[str]) -> str | None:
 
 
 def _figure_problem(stated: str | None, detail: LoadGenLog, key: str) -> str | None:
-    logged = _number(detail.get(key))
+    logged = number(detail.get(key))
     if stated is None or logged is None:
         return None
     printed = _decimal(stated)
     if printed is None or not same_number(printed, logged):
         return f"{SUMMARY} gives {stated} where {DETAIL} has {key} {detail.get(key)}"
     return None
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
 
 
 def _decimal(text: str) -> Decimal | None:

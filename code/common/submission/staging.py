@@ -244,6 +244,20 @@ def _verified_against(folder: Path, log: Log) -> dict[str, Any]:
         return {}
 
 
+def _replace_if_judged_right(tmp: Path, dest: Path, spec, bench, target: AccuracyTarget,
+                             rules: RulesRound) -> str | None:
+    """Put a compliance folder assembled in `tmp` in place of `dest` when the checkers' judgement of it finds no
+    problem; else remove it and return the problems."""
+    problems = verdict_problems(tmp, spec, bench, target, rules)
+    if problems:
+        shutil.rmtree(tmp)
+        return "; ".join(problem for _, problem in problems)
+    if dest.exists():
+        shutil.rmtree(dest)
+    tmp.rename(dest)
+    return None
+
+
 def _stage_test(paths: Paths, rules: RulesRound, test: str, source: Path, results_dir: Path, bench,
                 target: AccuracyTarget, response: ResponseFormat, log: Log, label: str) -> str | None:
     """Stage one test; the reason it cannot be staged, or None."""
@@ -272,13 +286,9 @@ def _stage_test(paths: Paths, rules: RulesRound, test: str, source: Path, result
         (tmp / "accuracy").mkdir()
         for name in sorted(PART3_FILES if part3 else TEST01_ACCURACY_FILES):
             shutil.copy2(source / "accuracy" / name, tmp / "accuracy" / name)
-    problems = verdict_problems(tmp, spec, bench, target, rules)
-    if problems:
-        shutil.rmtree(tmp)
-        return "; ".join(problem for _, problem in problems)
-    if dest.exists():
-        shutil.rmtree(dest)
-    tmp.rename(dest)
+    problem = _replace_if_judged_right(tmp, dest, spec, bench, target, rules)
+    if problem is not None:
+        return problem
     reverified = against.get("performance_detail_sha256") not in (None, sha256_file(results_dir / "performance" /
                                                                                     "run_1" / DETAIL))
     note = " (verified again against the staged run, which differs from the audited one)" if reverified else ""
@@ -316,13 +326,9 @@ def _stage_tokens(rules: RulesRound, test: str, source: Path, results_dir: Path,
     (tmp / TEST06_ACCURACY_LOG).parent.mkdir(parents=True)
     (tmp / VERIFY_ACCURACY).write_text(text)
     shutil.copy2(accuracy_log, tmp / TEST06_ACCURACY_LOG)
-    problems = verdict_problems(tmp, spec, bench, target, rules)
-    if problems:
-        shutil.rmtree(tmp)
-        return "; ".join(problem for _, problem in problems)
-    if dest.exists():
-        shutil.rmtree(dest)
-    tmp.rename(dest)
+    problem = _replace_if_judged_right(tmp, dest, spec, bench, target, rules)
+    if problem is not None:
+        return problem
     log(f"{label}: staged from {source}: {how}")
     return None
 
