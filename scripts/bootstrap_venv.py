@@ -89,12 +89,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--extras", default=None,
                         help="comma list of pyproject extras (default: the environment installed last, else dev)")
-    parser.add_argument("--venv", default=str(envlock.REPO / ".venv"), help="where the environment lives")
+    parser.add_argument("--environment", default=None,
+                        help="a standalone environment by name (triton), in its own venv unless --venv says where")
+    parser.add_argument("--venv", default=None, help="where the environment lives (default: .venv)")
     args = parser.parse_args()
-    venv_dir = Path(args.venv).absolute()
-    installed, installed_digest = envlock.installed_environment(venv_dir)
-    # Without --extras, keep what `make build` chose (the TensorRT environment on a GPU machine).
-    env = installed if args.extras is None else envlock.environment_for([e for e in args.extras.split(",") if e])
+    if args.environment is not None:
+        env = envlock.environment_named(args.environment)
+        venv_dir = Path(args.venv or env.venv).absolute()
+        installed, installed_digest = envlock.installed_environment(venv_dir)
+    else:
+        venv_dir = Path(args.venv or envlock.REPO / ".venv").absolute()
+        installed, installed_digest = envlock.installed_environment(venv_dir)
+        # Without --extras, keep what `make build` chose (the TensorRT environment on a GPU machine).
+        env = installed if args.extras is None else envlock.environment_for([e for e in args.extras.split(",") if e])
     if not env.lock.is_file():
         sys.exit(f"bootstrap: {env.lock} is missing; run make lock")
     if sys.version_info < (3, 11):

@@ -7,6 +7,9 @@ Standard library only: the bootstrap imports this before any environment exists.
   pins in pyproject.toml: every package, transitive ones included, pinned with the sha256 of each of its files.
   The first line records the digest of the pins it was made from, so a lock that no longer matches
   pyproject.toml is detected without the network.
+- A standalone environment (`triton`: Triton Inference Server's own, from PyPI's nvidia-pytriton, which pins
+  numpy<2) does not build on the toolkit's dependencies: its pins are pyproject.toml's
+  [tool.toolkit.environments.<name>] dependencies alone, and it lives in its own venv (.venv-<name>).
 - requirements/uv.txt: uv itself (the version in pyproject.toml's [tool.toolkit] uv), hash-pinned the same way.
 """
 from __future__ import annotations
@@ -37,22 +40,30 @@ _OPERATORS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": opera
 class Environment:
     name: str                  # requirements/<name>.txt
     extras: tuple[str, ...]    # pyproject extras on top of the dependencies
+    standalone: bool = False   # pins from [tool.toolkit.environments.<name>] alone, in a venv of its own
 
     @property
     def lock(self) -> Path:
         return LOCK_DIR / f"{self.name}.txt"
 
+    @property
+    def venv(self) -> Path:
+        """Where a standalone environment lives (the toolkit's own environments live in .venv)."""
+        return REPO / (f".venv-{self.name}" if self.standalone else ".venv")
+
 
 # Every environment the toolkit creates. The docker images install these same locks.
-ENVIRONMENTS = (Environment("main", ("dev",)), Environment("tensorrt", ("dev", "tensorrt")))
+ENVIRONMENTS = (Environment("main", ("dev",)), Environment("tensorrt", ("dev", "tensorrt")),
+                Environment("triton", (), standalone=True))
+TOOLKIT_ENVIRONMENTS = tuple(env for env in ENVIRONMENTS if not env.standalone)
 
 
 def environment_for(extras: list[str]) -> Environment:
-    """The locked environment holding `extras` (the smallest one that does)."""
-    for env in ENVIRONMENTS:
+    """The toolkit environment holding `extras` (the smallest one that does)."""
+    for env in TOOLKIT_ENVIRONMENTS:
         if set(extras) <= set(env.extras):
             return env
-    known = ", ".join(f"{e.name} ({', '.join(e.extras)})" for e in ENVIRONMENTS)
+    known = ", ".join(f"{e.name} ({', '.join(e.extras)})" for e in TOOLKIT_ENVIRONMENTS)
     raise SystemExit(f"bootstrap: no locked environment holds the extras {', '.join(extras)}; locked: {known}")
 
 
@@ -60,9 +71,18 @@ def project() -> dict:
     return tomllib.loads((REPO / "pyproject.toml").read_text())
 
 
+def environment_named(name: str) -> Environment:
+    for env in ENVIRONMENTS:
+        if env.name == name:
+            return env
+    raise SystemExit(f"bootstrap: no locked environment '{name}'; locked: {', '.join(e.name for e in ENVIRONMENTS)}")
+
+
 def pins(env: Environment, data: dict | None = None) -> list[str]:
     """The direct requirements of an environment, as pyproject.toml states them."""
     data = data or project()
+    if env.standalone:
+        return list(data["tool"]["toolkit"]["environments"][env.name]["dependencies"])
     optional = data["project"].get("optional-dependencies", {})
     return [*data["project"]["dependencies"], *(r for extra in env.extras for r in optional.get(extra, []))]
 

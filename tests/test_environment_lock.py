@@ -29,7 +29,7 @@ def test_each_lock_was_made_from_the_current_pins(env):
     locked = ENV.locked_versions(env.lock)
     for requirement in ENV.pins(env):
         name, version = requirement.split("==")
-        assert locked.get(ENV.normalise(name)) == version, f"{requirement} is not what {env.lock.name} pins"
+        assert locked.get(ENV.normalise(name.split("[")[0])) == version, f"{requirement} is not what {env.lock.name} pins"
 
 
 @pytest.mark.parametrize("lock", [*(e.lock for e in ENV.ENVIRONMENTS), ENV.UV_LOCK], ids=lambda p: p.name)
@@ -53,12 +53,23 @@ def _entries(text: str) -> list[tuple[str, list[str]]]:
 
 
 def test_the_tensorrt_environment_is_the_main_one_plus_tensorrt():
-    main, trt = (ENV.locked_versions(e.lock) for e in ENV.ENVIRONMENTS)
+    main, trt = (ENV.locked_versions(e.lock) for e in ENV.TOOLKIT_ENVIRONMENTS)
     assert {k: v for k, v in trt.items() if k in main} == main
     assert "tensorrt-cu12" in trt and "tensorrt-cu12" not in main
     assert ENV.environment_for(["dev"]).name == "main" and ENV.environment_for(["dev", "tensorrt"]).name == "tensorrt"
     with pytest.raises(SystemExit, match="no locked environment holds the extras gpu"):
         ENV.environment_for(["gpu"])
+
+
+def test_the_triton_environment_stands_alone_with_numpy_1():
+    """nvidia-pytriton pins numpy<2: its environment is its own lock and venv, not the toolkit's plus extras."""
+    triton = ENV.environment_named("triton")
+    locked = ENV.locked_versions(triton.lock)
+    assert triton.standalone and triton.venv.name == ".venv-triton" and triton not in ENV.TOOLKIT_ENVIRONMENTS
+    assert locked["nvidia-pytriton"] == "0.7.0" and locked["numpy"].startswith("1.")
+    assert "mlcommons-loadgen" not in locked and "tritonclient" in ENV.locked_versions(ENV.ENVIRONMENTS[0].lock)
+    with pytest.raises(SystemExit, match="no locked environment 'gpu'"):
+        ENV.environment_named("gpu")
 
 
 # -- both installers, on a wheel made here (no registry needed) ---------------------------------------------------

@@ -186,6 +186,12 @@ FIELDS: Mapping[str, Field] = _fields(
     Field("audit_server_qps_scale", float, 0.92, "Server target QPS of compliance runs, as a fraction of "
           "server_target_qps.", scenarios=_SERVER, minimum=0.01, maximum=1.0),
     Field("audit_retries", int, 1, "Times a failed compliance test is run again.", minimum=0, maximum=10),
+    # Triton harness (--harness_type=triton): batch_size is the model's max batch, instances its instance count and
+    # server_batch_timeout_us the dynamic batcher's queue delay.
+    Field("triton_in_flight", int, 4, "Triton harness: requests in flight per endpoint at most (each of up to "
+          "batch_size samples; Server: one sample each).", minimum=1, maximum=100_000),
+    Field("triton_request_timeout_s", float, 60.0, "Triton harness: longest wait for one request's answer; an "
+          "endpoint that takes longer fails the run.", minimum=0.1, maximum=3600.0),
 )
 
 
