@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..common.constants import HarnessType
 from ..common.errors import UserError
 from ..common.paths import SCRATCH_SUBDIRS
 from .base import Handler
@@ -71,6 +72,8 @@ class Build(Handler):
                 self.ctx.log("TensorRT and cuda-python could not be installed (the installer's messages are above: "
                              "NVIDIA's tensorrt-cu12-libs package downloads the libraries from pypi.nvidia.com at "
                              "install time, so that host must be reachable); ONNX Runtime still works.")
+        if self.ctx.args.workload.harness_type is HarnessType.triton:
+            self._triton_environment()
         from ..common.environment_lock import lock_state
 
         lock = lock_state(Path(sys.prefix))
@@ -82,6 +85,7 @@ class Build(Handler):
             ("TensorRT", *self._tensorrt(info.has_gpu)),
             ("cuda-python", *self._cuda_python()),
             ("CUDA driver", *self._cuda()),
+            ("Triton server", *self._triton()),
             ("GPUs", str(len(info.gpus)), ", ".join(f"{g.name} ({g.memory_gib:.0f} GiB)" for g in info.gpus)
              or info.gpu_note),
             ("CPU", f"{info.cpu.cores} cores", f"{info.cpu.model}, {info.cpu.sockets} socket(s), "
@@ -95,6 +99,25 @@ class Build(Handler):
         if not self.ctx.system.is_known:
             self.ctx.log(self.ctx.system.registration_hint())
         return 0
+
+    def _triton_environment(self) -> None:
+        """The Triton harness's server environment (.venv-triton), hash-checked from requirements/triton.txt."""
+        bootstrap = self.ctx.paths.repo / "scripts" / "bootstrap_venv.py"
+        venv = self.ctx.paths.triton_venv
+        if subprocess.call([sys.executable, str(bootstrap), "--environment", "triton", "--venv", str(venv)]) != 0:
+            raise UserError(f"The Triton environment could not be installed into {venv} (the installer's messages "
+                            f"are above; the package registry must be reachable).", exit_code=1)
+
+    def _triton(self) -> tuple[str, str]:
+        from ..common.triton.server import find_installation
+
+        try:
+            installation = find_installation(self.ctx.paths.triton_venv)
+        except UserError:
+            return "not installed", 'for --harness_type=triton: make build RUN_ARGS="--harness_type=triton"'
+        version = next(iter(installation.dist.parents[1].glob("nvidia_pytriton-*.dist-info")), None)
+        name = version.name.removesuffix(".dist-info").replace("_", "-") if version else "nvidia-pytriton"
+        return name, f"{installation.binary} (python backend), environment {installation.venv}"
 
     @staticmethod
     def _lock_detail(lock) -> str:

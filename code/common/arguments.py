@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 from .constants import (AccuracyTarget, HarnessType, PowerSetting, Scenario, TestMode, WorkloadSetting,
                         parse_config_ver)
 from .errors import UserError
+from .triton.client import parse_endpoints
 from .fields import (FIELDS, NVIDIA_NAMES_WITHOUT_COUNTERPART, SAFE_NAME_MAX_CHARS, SAFE_NAME_TEXT, alias_table,
                      is_safe_name)
 
@@ -63,6 +64,8 @@ class RunArgs:
     dry_run: bool = False              # multi-test commands: print the plan and stop
     resume: bool = False               # multi-test commands: continue in the LOG_DIR of an interrupted one
     retries: int = DEFAULT_RETRIES     # with --resume: runs again of a test that is not VALID
+    triton_endpoints: tuple[str, ...] = ()   # --harness_type=triton: running servers (host:port); () = a local one
+    triton_port: int | None = None     # make serve_triton's gRPC port
     # Config fields the toolkit filled in for one benchmark only (make run's embedded default: each benchmark's own
     # model and data set), under the source `filled_in` names; `overrides` win over them.
     benchmark_fields: Mapping[str, Mapping[str, Any]] = dataclasses.field(
@@ -133,6 +136,11 @@ def build_parser(actions: Sequence[str], benchmarks: Sequence[str]) -> _Parser:
     run.add_argument("--accuracy_target", default=None, help=f"{AccuracyTarget.choices_text()} (or 99, 99.9)")
     run.add_argument("--harness_type", default=None, help=HarnessType.choices_text())
     run.add_argument("--power_setting", default=None, help=PowerSetting.choices_text())
+    run.add_argument("--triton_endpoints", default=None,
+                     help="--harness_type=triton: comma list of host:port (gRPC) of running Triton servers, one per "
+                          "node (make serve_triton starts one); default: a local server started for each test")
+    run.add_argument("--triton_port", default=None,
+                     help="make serve_triton: the gRPC port to serve on (default 8001)")
     run.add_argument("--test_mode", default=None, help=f"{TestMode.choices_text()} (default PerformanceOnly)")
     run.add_argument("--test_run", "--fast", dest="test_run", nargs="?", const="true", default=None,
                      help="short run for a quick look; never valid for submission")
@@ -285,9 +293,19 @@ def parse_run_args(argv: Sequence[str], actions: Sequence[str], benchmarks: Sequ
         dry_run=_flag_bool(ns.dry_run, "dry_run"),
         resume=_flag_bool(ns.resume, "resume"),
         retries=parse_retries(ns.retries),
+        triton_endpoints=parse_endpoints(ns.triton_endpoints) if ns.triton_endpoints else (),
+        triton_port=_port(ns.triton_port),
     )
     check_run_args(args)
     return args
+
+
+def _port(text: str | None) -> int | None:
+    if not text:
+        return None
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        raise UserError(f"--triton_port={text} is not a TCP port (1 to 65535).")
+    return int(text)
 
 
 # -- checks of values that only make sense together, or that name files and folders -------------------------
@@ -305,6 +323,9 @@ def check_run_args(args: RunArgs) -> None:
         check_writable_folder(args.scratch_path, "MLPERF_SCRATCH_PATH", "--scratch_path")
     if args.passphrase_file is not None:
         read_passphrase_file(args.passphrase_file)
+    if args.triton_endpoints and args.workload.harness_type is not HarnessType.triton:
+        raise UserError("--triton_endpoints sends the inference to Triton servers, which is the Triton harness: add "
+                        "--harness_type=triton.")
 
 
 def check_submitter(name: str) -> str:

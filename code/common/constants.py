@@ -105,10 +105,12 @@ class PowerSetting(_Choice):
 
 
 class HarnessType(_Choice):
-    """How the system under test is driven. `lwis` is the generic batching harness of this toolkit."""
+    """How the system under test is driven. `lwis` is the generic batching harness of this toolkit; `triton` sends the
+    inference to Triton Inference Servers (a local one, or one per node) over gRPC."""
 
     lwis = "lwis"
     custom = "custom"
+    triton = "triton"
 
 
 class SystemType(_Choice):
@@ -164,6 +166,9 @@ class WorkloadSetting:
     def __str__(self) -> str:
         return self.name
 
+
+# The Triton harness's workload setting (a system's CPU configs register it beside lwis_k_99_MaxP).
+TRITON_WORKLOAD = WorkloadSetting(HarnessType.triton)
 
 # `--config_ver` short names, as in NVIDIA's code, mapped onto workload settings.
 CONFIG_VERSIONS: dict[str, WorkloadSetting] = {

@@ -80,6 +80,16 @@ class Paths:
     def venv(self) -> Path:
         return self.repo / ".venv"
 
+    @property
+    def triton_venv(self) -> Path:
+        """Triton Inference Server's own environment (requirements/triton.txt)."""
+        return self.repo / ".venv-triton"
+
+    @property
+    def triton(self) -> Path:
+        """build/triton: the server's backend folder, and make serve_triton's repositories and logs."""
+        return self.build / "triton"
+
     def scratch_dir(self, kind: str) -> Path:
         """`data`, `models` or `preprocessed_data` under the scratch path."""
         if kind not in SCRATCH_SUBDIRS:

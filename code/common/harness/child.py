@@ -21,14 +21,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..benchmark_api import get_benchmark
-from ..constants import AccuracyTarget, Scenario, TestMode
+from ..constants import AccuracyTarget, HarnessType, Scenario, TestMode
+from ..errors import UserError
 from ..paths import Paths
 from ..rules import get_round
 from .loadgen_log import read_detail
 from .lifecycle import ChildGuard
 from .metadata import (COMPLETED, FAILED, INTERRUPTED, AccuracyRecord, ConfigRecord, Durations, EngineRecord,
                        Invocation, LoadGenRecord, RunRecord, SystemRecord, log_digests, write_metadata)
-from .record import load_part
+from .record import TritonEndpointRecord, load_part
 from .progress import Progress
 from .qsl import SampleLibrary, first_samples
 from .settings import test_settings, write_user_conf
@@ -106,14 +107,22 @@ def _decoders(spec: RunSpec, generation) -> list:
     return decoders
 
 
-def _system_under_test(spec: RunSpec, benchmark, samples, paths: Paths):
+def _system_under_test(spec: RunSpec, benchmark, samples, paths: Paths, log_dir: Path):
     """(SUT, QSL) of the test: token streaming with continuous batching for a benchmark that generates, fixed-size
-    batches otherwise. The data set is cut to total_sample_count where the config caps it."""
+    batches otherwise, in this process or (Triton harness) in Triton servers. The data set is cut to
+    total_sample_count where the config caps it."""
     from .settings import effective_dataset_size
 
     fields = spec.fields
     samples = first_samples(samples, effective_dataset_size(fields, len(samples)))
     generation = benchmark.generation(spec.model, fields, paths)
+    if spec.workload.harness_type is HarnessType.triton:
+        if generation is not None:
+            raise UserError(f"{spec.benchmark} generates tokens; the Triton harness serves models of one call per "
+                            f"batch (resnet50, yolo). Run it with --harness_type=lwis.")
+        from .triton_system import triton_system
+
+        return triton_system(spec, benchmark, samples, log_dir)
     if generation is None:
         qsl = SampleLibrary(samples, spec.performance_sample_count)
         return HarnessSUT(spec.scenario_enum, qsl, _instances(spec, benchmark, samples), int(fields["batch_size"]),
@@ -133,6 +142,9 @@ def _now() -> str:
 def _record_stop(spec: RunSpec, started: str) -> Callable[[str], None]:
     """What a stop signal or a vanished parent leaves behind: an `interrupted` record, no audit.config."""
     def on_stop(reason: str) -> None:
+        servers = sys.modules.get("code.common.triton.server")
+        if servers is not None:
+            servers.stop_all()      # the local Triton server of a Triton harness test
         audit_path = audit_config_path(spec)
         if audit_path is not None:
             audit_path.unlink(missing_ok=True)
@@ -166,7 +178,7 @@ def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecor
     sut = None
     try:
         samples = benchmark.preprocessed(spec.model, spec.dataset, paths)
-        sut, qsl = _system_under_test(spec, benchmark, samples, paths)
+        sut, qsl = _system_under_test(spec, benchmark, samples, paths, log_dir)
         user_conf = write_user_conf(log_dir / "user.conf", spec.user_conf)
         settings = test_settings(user_conf, spec.loadgen_model, spec.scenario_enum, spec.mode_enum)
         audit_path = audit_config_path(spec)   # explicit: LoadGen never looks in the working directory
@@ -194,13 +206,21 @@ def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecor
             if audit_path is not None:
                 audit_path.unlink(missing_ok=True)
         if sut.error is not None:
-            raise RuntimeError(f"the backend failed during the run: {type(sut.error).__name__}: {sut.error}") \
+            raise RuntimeError(f"the inference failed during the run: {type(sut.error).__name__}: {sut.error}") \
                 from sut.error
         outcome = _results(spec, benchmark, paths, log_dir, seconds)
-        return 0, base_record(spec, COMPLETED, started=started, log_sha256=log_digests(log_dir), **outcome)
+        return 0, base_record(spec, COMPLETED, started=started, log_sha256=log_digests(log_dir),
+                              triton_endpoints=_endpoints(sut), **outcome)
     except Exception as error:  # noqa: BLE001  recorded in metadata.json; the logs are kept
         (log_dir / "harness_error.txt").write_text(traceback.format_exc())
-        return 1, base_record(spec, FAILED, started=started, error=f"{type(error).__name__}: {error}")
+        return 1, base_record(spec, FAILED, started=started, error=f"{type(error).__name__}: {error}",
+                              triton_endpoints=_endpoints(sut))
+
+
+def _endpoints(sut) -> tuple:
+    """The Triton servers of a Triton harness test, as its record keeps them (none for other harnesses)."""
+    records = getattr(sut, "endpoint_records", None)
+    return tuple(load_part(TritonEndpointRecord, r, "triton_endpoints") for r in records()) if records else ()
 
 
 def _results(spec: RunSpec, benchmark, paths: Paths, log_dir: Path, seconds: float) -> dict[str, Any]:

@@ -91,6 +91,25 @@ class Durations:
 
 
 @dataclass(frozen=True)
+class TritonEndpointRecord:
+    """One Triton server of a Triton harness test: what it served and what it answered."""
+
+    url: str
+    model: str = ""
+    engine: str = ""
+    engine_sha256: str = ""
+    max_batch_size: int = 0
+    server_version: str = ""
+    local: bool = False       # started by the test itself (no --triton_endpoints)
+    requests: int = 0         # requests it answered
+    samples: int = 0          # samples in them
+
+    @property
+    def host(self) -> str:
+        return self.url.rsplit(":", 1)[0]
+
+
+@dataclass(frozen=True)
 class Filled:
     """A value the toolkit filled in where the user typed none, and why."""
 
@@ -139,6 +158,8 @@ class RunRecord:
     log_sha256: Mapping[str, str] = field(default_factory=dict)   # LoadGen log name -> sha256 as the test wrote it
     # PerformanceOnly LLM runs (not Offline): p99 time to first token and per output token, and their bounds, in ms.
     token_latencies: Mapping[str, float] = field(default_factory=dict)
+    # Triton harness: the servers that ran the inference (several: one per node).
+    triton_endpoints: tuple[TritonEndpointRecord, ...] = ()
     path: Path | None = field(default=None, compare=False, metadata={_STORED: False})   # where it was read
 
     @property
@@ -148,6 +169,11 @@ class RunRecord:
     @property
     def label(self) -> str:
         return test_label(self.benchmark, self.scenario.value, self.test_mode.value, self.audit_test)
+
+    @property
+    def nodes(self) -> int:
+        """Machines that ran the inference: the distinct hosts of its Triton endpoints, else this one."""
+        return max(1, len({endpoint.host for endpoint in self.triton_endpoints}))
 
     def given_fields(self) -> dict[str, Any]:
         """The config fields this test's invocation set, typed or filled in: with the selection, they give the

@@ -59,6 +59,7 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
         accuracy_target=target.value if model_spec.division == "closed" else None,
         invocation=invocation(ctx.args, mode, benchmark_name), purpose="audit" if audit_test else purpose,
         audit_test=audit_test, audit_config=list(audit_config or []),
+        triton_endpoints=list(ctx.args.triton_endpoints),
     )
 
 

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..constants import Scenario, TestMode, test_label
+from ..constants import Scenario, TestMode, WorkloadSetting, test_label
 
 AUDIT_CONFIG = "audit.config"   # a compliance test's LoadGen overrides, in its run folder and nowhere else
 
@@ -37,10 +37,15 @@ class RunSpec:
     audit_test: str | None = None
     audit_config: list[str] = field(default_factory=list)   # lines; written to the run folder, never to cwd
     accuracy_target: str | None = None   # closed division: the AccuracyTarget whose bounds every metric is held to
+    triton_endpoints: list[str] = field(default_factory=list)   # Triton harness: running servers; [] = a local one
 
     @property
     def fields(self) -> dict[str, Any]:
         return self.config["fields"]
+
+    @property
+    def workload(self) -> WorkloadSetting:
+        return WorkloadSetting.from_name(self.config["workload_setting"])
 
     @property
     def scenario_enum(self) -> Scenario:

@@ -1,5 +1,5 @@
 from code.common.config_registry import PerCore, register
-from code.common.constants import PowerSetting, Scenario, WorkloadSetting
+from code.common.constants import PowerSetting, Scenario, TRITON_WORKLOAD, WorkloadSetting
 from code.common.systems.known import GENERIC_CPU
 from configs.resnet50 import ResNet50Base, ResNet50GPUBase
 
@@ -18,6 +18,7 @@ class OfflineGPUBase(ResNet50GPUBase):
 
 
 @register(GENERIC_CPU)
+@register(GENERIC_CPU, TRITON_WORKLOAD)
 class GenericCPU(OfflineCPUBase):
     pass
 

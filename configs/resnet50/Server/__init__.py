@@ -1,5 +1,5 @@
 from code.common.config_registry import PerCore, register
-from code.common.constants import Scenario
+from code.common.constants import Scenario, TRITON_WORKLOAD
 from code.common.systems.known import GENERIC_CPU
 from configs.resnet50 import ResNet50Base, ResNet50GPUBase
 
@@ -25,6 +25,7 @@ class ServerGPUBase(ResNet50GPUBase):
 
 
 @register(GENERIC_CPU)
+@register(GENERIC_CPU, TRITON_WORKLOAD)
 class GenericCPU(ServerCPUBase):
     pass
 

@@ -1,5 +1,5 @@
 from code.common.config_registry import register
-from code.common.constants import Scenario
+from code.common.constants import Scenario, TRITON_WORKLOAD
 from code.common.systems.known import GENERIC_CPU
 from configs.resnet50 import ResNet50Base, ResNet50GPUBase
 
@@ -17,6 +17,7 @@ class SingleStreamGPUBase(ResNet50GPUBase):
 
 
 @register(GENERIC_CPU)
+@register(GENERIC_CPU, TRITON_WORKLOAD)
 class GenericCPU(SingleStreamCPUBase):
     pass
 

@@ -1,0 +1,65 @@
+"""make serve_triton: serve one benchmark's engine from a Triton Inference Server on this node until stopped.
+
+The scale-out half of the Triton harness: start one on each inference node, then run LoadGen on any node with
+`--harness_type=triton --triton_endpoints=node1:8001,node2:8001`. The engine is the one `make run_harness` would use
+for the same benchmark, scenario and config (built with `make generate_engines` and --harness_type=triton), and the
+harness checks that every endpoint serves exactly that engine (its sha256).
+"""
+from __future__ import annotations
+
+import json
+import signal
+import threading
+
+from ..common.constants import HarnessType
+from ..common.errors import UserError
+from .base import Handler
+
+DEFAULT_PORT = 8001
+
+
+class ServeTriton(Handler):
+    def handle(self) -> int:
+        from ..common.benchmark_api import get_benchmark
+        from ..common.engines.builder import locate_engine
+        from ..common.harness.triton_system import triton_model
+        from ..common.triton.repository import write_repository
+        from ..common.triton.server import TritonServer
+
+        ctx = self.ctx
+        if ctx.args.workload.harness_type is not HarnessType.triton:
+            raise UserError('make serve_triton serves the Triton harness\'s engine: add --harness_type=triton to '
+                            'RUN_ARGS (with --benchmarks and --scenarios, as for make run_harness).')
+        selected = ctx.selected()
+        if len(selected) != 1:
+            raise UserError(f"make serve_triton serves one benchmark and scenario; the selection has "
+                            f"{len(selected) or 'none'} ({', '.join(f'{b} {s.value}' for b, s in selected)}). "
+                            f"Name one with --benchmarks=... --scenarios=....")
+        benchmark_name, scenario = selected[0]
+        config = ctx.resolve(benchmark_name, scenario)
+        benchmark = get_benchmark(benchmark_name)
+        engine = locate_engine(config, ctx.system.system_id, ctx.paths, benchmark)
+        manifest = json.loads(ctx.paths.engine_manifest(engine).read_text())
+        model = triton_model(benchmark_name, benchmark.models[config["model"]], engine, manifest, config.values,
+                             ctx.system.info.cpu.cores)
+        port = ctx.args.triton_port or DEFAULT_PORT
+        folder = ctx.paths.triton / f"serve-{port}"
+        repository = write_repository(model, folder / "repository")
+        server = TritonServer(repository, port, folder / "server.log").start()
+        stop = threading.Event()
+        previous = {signum: signal.signal(signum, lambda *_: stop.set()) for signum in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            server.wait_ready([model.name])
+            ctx.log(f"Serving {benchmark_name} {scenario.value} ({config['model']}, engine {engine.name}, sha256 "
+                    f"{model.engine_sha256[:12]}) as model '{model.name}' on gRPC port {port}: "
+                    f"--triton_endpoints=<this host>:{port}. Log: {server.log_path}. Ctrl-C stops it.")
+            while not stop.wait(1.0):
+                if not server.running():
+                    raise UserError(f"The Triton server on port {port} exited (status {server.process.returncode}). "
+                                    f"The end of its log ({server.log_path}):\n{server.log_tail()}", exit_code=1)
+            ctx.log(f"Stopping the Triton server on port {port} ...")
+        finally:
+            server.stop()
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        return 0

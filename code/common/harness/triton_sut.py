@@ -1,0 +1,281 @@
+"""The system under test of the Triton harness: LoadGen queries -> asynchronous gRPC requests to Triton servers.
+
+LoadGen runs here; inference runs in one or more Triton Inference Servers (local, or one per node with
+`--triton_endpoints`). Issued samples are cut into requests (Server: each query as it comes, and Triton's dynamic
+batcher forms the batches; Offline and the stream scenarios: up to `batch_size` samples per request) and queued.
+One dispatcher thread sends each request with `async_infer` to the endpoint with the fewest requests in flight,
+never more than `in_flight` per endpoint: the limit keeps a slow node from collecting the whole Offline query.
+The client's callback (on gRPC's threads) turns the outputs into responses with the benchmark's postprocessor and
+completes them to LoadGen.
+
+Failure never hangs and never passes for a result: a request that fails (the server died, refused, or took longer
+than `request_timeout_s`) or an endpoint that stops answering its health check fails the run with the endpoint
+named; every outstanding sample is then completed empty, so LoadGen ends, and the run is recorded as failed.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..benchmark_api import Responses
+from ..constants import Scenario
+from .qsl import SampleLibrary
+
+Postprocess = Callable[[list[np.ndarray], np.ndarray], Responses]
+HEALTH_INTERVAL_S = 1.0
+
+
+class EndpointFailed(RuntimeError):
+    """A Triton endpoint failed during the run; the message names it."""
+
+
+@dataclass
+class Endpoint:
+    url: str
+    client: object
+    in_flight: int = 0          # requests sent and not answered
+    requests: int = 0           # requests answered
+    samples: int = 0            # samples answered
+
+    def record(self) -> dict[str, object]:
+        return {"url": self.url, "requests": self.requests, "samples": self.samples}
+
+
+@dataclass
+class Counters:
+    completed: int = 0
+    issued: int = 0
+    inferred: int = 0
+    per_endpoint: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def progress(self) -> int:
+        return self.inferred
+
+
+@dataclass(frozen=True)
+class RemoteModel:
+    """The model every endpoint serves, as requests name it."""
+
+    name: str
+    input_name: str
+    input_dtype: str            # Triton's name, e.g. FP32
+    output_names: tuple[str, ...]
+
+
+class TritonSUT:
+    def __init__(self, scenario: Scenario, qsl: SampleLibrary, urls: Sequence[str], model: RemoteModel,
+                 postprocess: Postprocess, batch_size: int, in_flight: int, request_timeout_s: float, *,
+                 servers: Sequence = (), infos: Sequence = (),
+                 connect: Callable[[str], object] | None = None) -> None:
+        import mlperf_loadgen as lg
+
+        from ..triton.client import connect as grpc_connect
+
+        if not urls:
+            raise ValueError("the Triton harness needs at least one endpoint")
+        if batch_size < 1 or in_flight < 1:
+            raise ValueError(f"batch_size and in_flight must be at least 1 (got {batch_size}, {in_flight})")
+        self._lg = lg
+        self.scenario = scenario
+        self.qsl = qsl
+        self.model = model
+        self.postprocess = postprocess
+        self.batch_size = batch_size
+        self.in_flight = in_flight
+        self.request_timeout_s = request_timeout_s
+        self.endpoints = [Endpoint(url, (connect or grpc_connect)(url)) for url in urls]
+        self.servers = list(servers)          # local servers this SUT stops when it stops
+        self.infos = {info.url: info for info in infos}
+        self.counters = Counters()
+        self.error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._ready = threading.Condition(self._lock)    # a request queued, a slot freed, a stop or a failure
+        self._queue: deque[tuple[np.ndarray, np.ndarray]] = deque()
+        self._stopping = False
+        self._threads: list[threading.Thread] = []
+        self._next = 0   # round-robin start among equally loaded endpoints
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> "TritonSUT":
+        for target, name in ((self._dispatch, "triton-dispatch"), (self._watch_health, "triton-health")):
+            thread = threading.Thread(target=target, daemon=True, name=name)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def stop(self) -> None:
+        """Stop sending, wait for answers to what is in flight (at most the request timeout), close the clients."""
+        deadline = time.monotonic() + self.request_timeout_s
+        with self._ready:
+            self._stopping = True
+            self._ready.notify_all()
+            while any(e.in_flight for e in self.endpoints) and time.monotonic() < deadline:
+                self._ready.wait(timeout=0.1)
+        for thread in self._threads:
+            thread.join(timeout=5)
+        self._threads.clear()
+        for endpoint in self.endpoints:
+            try:
+                endpoint.client.close()
+            except Exception:  # noqa: BLE001  closing is best effort once the run is decided
+                pass
+        for server in self.servers:
+            server.stop()
+
+    def construct(self):
+        return self._lg.ConstructFastSUT(self.issue, self.flush)
+
+    def endpoint_records(self) -> list[dict[str, object]]:
+        """Per endpoint: what it serves (read before the run), whether this test started it, what it answered."""
+        local = {server.url for server in self.servers}
+        with self._lock:
+            counts = [e.record() for e in self.endpoints]
+        return [{**(self.infos[c["url"]].as_dict() if c["url"] in self.infos else {}), **c,
+                 "local": c["url"] in local} for c in counts]
+
+    # -- LoadGen callbacks -----------------------------------------------------------------------
+    def issue(self, ids: list[int], indices: list[int]) -> None:
+        id_array, index_array = np.asarray(ids, dtype=np.uint64), np.asarray(indices, dtype=np.int64)
+        step = 1 if self.scenario is Scenario.Server else self._request_size(len(ids))
+        with self._ready:
+            self.counters.issued += len(ids)
+            for start in range(0, len(ids), step):
+                self._queue.append((id_array[start:start + step], index_array[start:start + step]))
+            self._ready.notify_all()
+
+    def _request_size(self, samples: int) -> int:
+        """Samples per request: `batch_size`, but small enough that every endpoint gets two requests of a short
+        query (an Offline query of 20 samples would otherwise be one request for one endpoint)."""
+        return max(1, min(self.batch_size, -(-samples // (2 * len(self.endpoints)))))
+
+    def flush(self) -> None:
+        pass
+
+    # -- sending ---------------------------------------------------------------------------------
+    def _dispatch(self) -> None:
+        while True:
+            with self._ready:
+                while not self._stopping and (not self._queue or (self.error is None and self._free() is None)):
+                    self._ready.wait()
+                if self._stopping:
+                    pending = list(self._queue)
+                    self._queue.clear()
+                    failed, endpoint, item = True, None, None
+                else:
+                    item = self._queue.popleft()
+                    failed = self.error is not None
+                    endpoint = None if failed else self._free()
+                    if endpoint is not None:
+                        endpoint.in_flight += 1
+                    pending = [item] if failed else []
+            for ids, _ in pending:
+                self._complete_empty(ids)
+            if self._stopping and endpoint is None and item is None:
+                return
+            if endpoint is not None:
+                self._send(endpoint, *item)
+
+    def _free(self) -> Endpoint | None:
+        """The endpoint with the fewest requests in flight, under the limit (round robin among equals)."""
+        count = len(self.endpoints)
+        order = [self.endpoints[(self._next + k) % count] for k in range(count)]
+        best = min(order, key=lambda e: e.in_flight)
+        if best.in_flight >= self.in_flight:
+            return None
+        self._next = (self.endpoints.index(best) + 1) % count
+        return best
+
+    def _send(self, endpoint: Endpoint, ids: np.ndarray, indices: np.ndarray) -> None:
+        import tritonclient.grpc as grpcclient
+
+        try:
+            batch = self.qsl.gather(indices)
+            request = grpcclient.InferInput(self.model.input_name, list(batch.shape), self.model.input_dtype)
+            request.set_data_from_numpy(np.ascontiguousarray(batch))
+            outputs = [grpcclient.InferRequestedOutput(name) for name in self.model.output_names]
+            endpoint.client.async_infer(self.model.name, [request], partial(self._answered, endpoint, ids, indices),
+                                        outputs=outputs, client_timeout=self.request_timeout_s)
+        except BaseException as error:  # noqa: BLE001  recorded as the run's failure, never swallowed
+            self._answered(endpoint, ids, indices, None, error)
+
+    # -- answers ---------------------------------------------------------------------------------
+    def _answered(self, endpoint: Endpoint, ids: np.ndarray, indices: np.ndarray, result, error) -> None:
+        responses = None
+        if error is None:
+            try:
+                outputs = [result.as_numpy(name) for name in self.model.output_names]
+                responses = self.postprocess(outputs, indices)
+                if len(responses) != len(ids):
+                    raise RuntimeError(f"{len(responses)} responses for {len(ids)} samples")
+            except BaseException as failure:  # noqa: BLE001
+                error = failure
+        if responses is None:
+            self._fail(EndpointFailed(f"Triton endpoint {endpoint.url} failed: {_describe(error)}"))
+            self._complete_empty(ids)
+        else:
+            offsets = responses.offsets
+            base = responses.data.__array_interface__["data"][0]
+            addresses, sizes = (offsets[:-1] + base).tolist(), np.diff(offsets).tolist()
+            response = self._lg.QuerySampleResponse
+            self._lg.QuerySamplesComplete([response(i, a, n) for i, a, n in zip(ids.tolist(), addresses, sizes)])
+        with self._ready:
+            endpoint.in_flight -= 1
+            if responses is not None:
+                endpoint.requests += 1
+                endpoint.samples += len(ids)
+                self.counters.completed += len(ids)
+                self.counters.inferred += len(ids)
+            self._ready.notify_all()
+
+    def _watch_health(self) -> None:
+        """Ask every endpoint whether it is live, once a second: a node that dies while it has nothing in flight
+        fails the run too."""
+        from tritonclient.utils import InferenceServerException
+
+        while True:
+            with self._ready:
+                if self._stopping or self.error is not None:
+                    return
+                self._ready.wait(timeout=HEALTH_INTERVAL_S)
+                if self._stopping or self.error is not None:
+                    return
+            for endpoint in self.endpoints:
+                try:
+                    live = endpoint.client.is_server_live(client_timeout=max(HEALTH_INTERVAL_S * 5, 5.0))
+                    problem = None if live else "it reports that it is not live"
+                except InferenceServerException as error:
+                    problem = _describe(error)
+                if problem is not None:
+                    self._fail(EndpointFailed(f"Triton endpoint {endpoint.url} failed its health check: {problem}"))
+                    return
+
+    # -- failure ---------------------------------------------------------------------------------
+    def _fail(self, error: BaseException) -> None:
+        with self._ready:
+            if self.error is None:
+                self.error = error
+            self._ready.notify_all()
+
+    def _complete_empty(self, ids: np.ndarray) -> None:
+        lg = self._lg
+        lg.QuerySamplesComplete([lg.QuerySampleResponse(sample_id, 0, 0) for sample_id in ids.tolist()])
+        with self._lock:
+            self.counters.completed += len(ids)
+            self.counters.inferred = max(self.counters.inferred, self.counters.completed)
+
+
+def _describe(error: BaseException) -> str:
+    message = getattr(error, "message", None)
+    status = getattr(error, "status", None)
+    if callable(message):
+        text = str(message())
+        code = status() if callable(status) else None
+        return f"{code}: {text}" if code else text
+    return f"{type(error).__name__}: {error}"

@@ -1,0 +1,276 @@
+"""The Triton harness: model repositories Triton accepts, endpoints, and real runs against real servers.
+
+The servers are the tritonserver binary of PyPI's nvidia-pytriton in the Triton environment (.venv-triton, from
+requirements/triton.txt); the session makes that environment once with the toolkit's bootstrap, and the tests that
+need a server skip, saying why, where it cannot be made (no package registry).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+
+from code.common.arguments import parse_run_args
+from code.common.benchmark_api import TensorSpec, get_benchmark
+from code.common.errors import UserError
+from code.common.harness.record import RunRecord, TritonEndpointRecord
+from code.common.harness.triton_system import check_engines, triton_model
+from code.common.paths import Paths
+from code.common.triton.client import EndpointInfo, parse_endpoints
+from code.common.triton.repository import TritonModel, config_pbtxt, write_repository
+from code.common.triton.server import TritonServer, find_installation, free_port
+
+from .conftest import EMBEDDED, REPO
+from .test_harness_e2e import records, toolkit
+
+TRITON = "--harness_type=triton"
+
+
+def _model(tmp_path: Path, backend: str = "onnxruntime", device: str = "cpu") -> TritonModel:
+    engine = tmp_path / "engine.plan"
+    engine.write_bytes(b"engine")
+    return TritonModel(name="resnet50", engine=engine, engine_sha256="ab" * 32, toolkit_backend=backend,
+                       device=device, input=TensorSpec("input", "float32", (3, 224, 224)),
+                       outputs=(TensorSpec("logits", "float32", (1000,)), TensorSpec("boxes", "int64", (None, 4))),
+                       max_batch_size=32, instances=2, threads=1, max_queue_delay_us=500)
+
+
+def _parsed(text: str):
+    from tritonclient.grpc import model_config_pb2
+
+    return text_format.Parse(text, model_config_pb2.ModelConfig())
+
+
+# -- repositories, endpoints, records: no server needed ---------------------------------------------------------
+def test_the_python_backend_config_is_valid_triton_model_config(tmp_path):
+    config = _parsed(config_pbtxt(_model(tmp_path)))
+    assert config.backend == "python" and config.max_batch_size == 32
+    assert [(i.name, list(i.dims)) for i in config.input] == [("input", [3, 224, 224])]
+    assert [(o.name, list(o.dims)) for o in config.output] == [("logits", [1000]), ("boxes", [-1, 4])]
+    assert config.output[1].data_type == _parsed('output [{ data_type: TYPE_INT64 }]').output[0].data_type
+    assert config.instance_group[0].count == 2 and config.instance_group[0].kind == 2   # KIND_CPU
+    assert config.dynamic_batching.max_queue_delay_microseconds == 500
+    params = {key: value.string_value for key, value in config.parameters.items()}
+    assert params["engine_sha256"] == "ab" * 32 and params["toolkit_backend"] == "onnxruntime"
+    assert Path(params["toolkit_root"]) == REPO
+
+
+def test_a_tensorrt_plan_is_served_by_tritons_tensorrt_backend(tmp_path):
+    model = _model(tmp_path, backend="tensorrt", device="gpu")
+    config = _parsed(config_pbtxt(model))
+    assert config.backend == "tensorrt" and config.default_model_filename == "model.plan"
+    assert config.instance_group[0].kind == 1   # KIND_GPU
+    folder = write_repository(model, tmp_path / "repository") / "resnet50"
+    assert (folder / "1" / "model.plan").resolve() == model.engine.resolve()
+    assert not (folder / "1" / "model.py").exists()
+
+
+def test_the_repository_holds_the_python_model_and_is_rewritten_whole(tmp_path):
+    repository = tmp_path / "repository"
+    write_repository(_model(tmp_path), repository)
+    (repository / "resnet50" / "1" / "stale.txt").write_text("old")
+    write_repository(_model(tmp_path), repository)
+    files = sorted(p.relative_to(repository).as_posix() for p in repository.rglob("*") if p.is_file())
+    assert files == ["resnet50/1/model.py", "resnet50/config.pbtxt"]
+    assert "class TritonPythonModel" in (repository / "resnet50" / "1" / "model.py").read_text()
+
+
+def test_endpoints_are_host_port_pairs_named_once():
+    assert parse_endpoints("node1:8001, 10.0.0.2:8001,[::1]:9001") == ("node1:8001", "10.0.0.2:8001", "[::1]:9001")
+    for text, message in (("node1", "is not host:port"), ("node1:99999", "is not host:port"),
+                          ("a:8001,a:8001", "names a:8001 twice"), (" , ", "is empty")):
+        with pytest.raises(UserError, match=message):
+            parse_endpoints(text)
+
+
+def test_endpoints_need_the_triton_harness():
+    with pytest.raises(UserError, match="add --harness_type=triton"):
+        parse_run_args(["--action=run_harness", "--triton_endpoints=node1:8001"], ["run_harness"], ["resnet50"])
+    args = parse_run_args(["--action=run_harness", TRITON, "--triton_endpoints=node1:8001,node2:8001"],
+                          ["run_harness"], ["resnet50"])
+    assert args.triton_endpoints == ("node1:8001", "node2:8001") and args.workload.name == "triton_k_99_MaxP"
+
+
+def test_an_endpoint_serving_another_engine_is_refused_by_name(tmp_path):
+    model = _model(tmp_path)
+    same = EndpointInfo("node1:8001", "resnet50", "/e", model.engine_sha256, 32, "2.51.0")
+    other = EndpointInfo("node2:8001", "resnet50", "/e", "cd" * 32, 32, "2.51.0")
+    check_engines([same], model)
+    with pytest.raises(UserError, match=r"node2:8001 serves cdcdcdcdcdcd") as error:
+        check_engines([same, other], model)
+    assert "node1:8001" not in str(error.value).split("):", 1)[1]
+
+
+def test_a_missing_triton_environment_names_the_make_target(tmp_path):
+    with pytest.raises(UserError, match=r'make build RUN_ARGS="--harness_type=triton"'):
+        find_installation(tmp_path / "no-venv")
+
+
+def test_records_keep_the_endpoints_and_count_nodes(tmp_path):
+    from .run_records import make_record
+
+    data = make_record().as_dict()
+    data["triton_endpoints"] = [{"url": "node1:8001", "engine_sha256": "ab", "requests": 3, "samples": 90},
+                                {"url": "node2:8001", "engine_sha256": "ab", "requests": 2, "samples": 60},
+                                {"url": "node2:8002", "engine_sha256": "ab"}]
+    record = RunRecord.from_dict(json.loads(json.dumps(data)))
+    assert record.triton_endpoints[0] == TritonEndpointRecord("node1:8001", engine_sha256="ab", requests=3, samples=90)
+    assert record.nodes == 2
+    assert RunRecord.from_dict(record.as_dict()) == record
+    assert make_record().nodes == 1
+
+
+# -- real servers ------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def triton_venv() -> Path:
+    """The Triton environment, made with the toolkit's bootstrap (hash-checked from requirements/triton.txt)."""
+    venv = Paths.create().triton_venv
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "bootstrap_venv.py"), "--environment", "triton",
+                           "--venv", str(venv)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"the Triton environment could not be made (package registry unreachable?): "
+                    f"{done.stderr.strip()[-300:]}")
+    find_installation(venv)
+    return venv
+
+
+@pytest.fixture(scope="session")
+def triton_engine(scratch, tmp_path_factory, triton_venv) -> Path:
+    """The embedded model's Offline engine for the Triton harness (and the in-process one, for comparison)."""
+    logs = tmp_path_factory.mktemp("triton-engines")
+    for harness in (TRITON, "--harness_type=lwis"):
+        assert toolkit(scratch, logs, "--action=generate_engines", "--scenarios=offline,server", *EMBEDDED,
+                       harness) == 0
+    return scratch
+
+
+def _serve(scratch: Path, tmp_path: Path, count: int) -> list[TritonServer]:
+    """`count` local servers of the embedded Offline engine, as make serve_triton starts them."""
+    from code.common.config_registry import ConfigRegistry
+    from code.common.constants import TRITON_WORKLOAD, Scenario
+    from code.common.engines.builder import locate_engine
+    from code.common.systems import SystemDetector, match_system
+
+    system = match_system(SystemDetector().detect())
+    config = ConfigRegistry.load(["resnet50"]).resolve(
+        "resnet50", Scenario.Offline, system.candidates, TRITON_WORKLOAD,
+        overrides={"model": "mobilenet_v2", "dataset": "foolbox20"}, cpu_cores=system.info.cpu.cores)
+    paths = Paths.create(scratch=scratch, log_dir=tmp_path)
+    engine = locate_engine(config, system.system_id, paths, get_benchmark("resnet50"))
+    manifest = json.loads(paths.engine_manifest(engine).read_text())
+    model = triton_model("resnet50", get_benchmark("resnet50").models["mobilenet_v2"], engine, manifest,
+                         config.values, system.info.cpu.cores)
+    servers = []
+    try:
+        for number in range(count):
+            repository = write_repository(model, tmp_path / f"server{number}" / "repository")
+            servers.append(TritonServer(repository, free_port(), tmp_path / f"server{number}" / "server.log").start())
+        for server in servers:
+            server.wait_ready([model.name])
+    except BaseException:
+        for server in servers:
+            server.stop()
+        raise
+    return servers
+
+
+def _entries(run_dir: Path) -> list[tuple[int, int, str]]:
+    log = json.loads((run_dir / "mlperf_log_accuracy.json").read_text())
+    return sorted((e["seq_id"], e["qsl_idx"], e["data"]) for e in log)
+
+
+def _tritonservers_under(folder: Path) -> list[str]:
+    """Command lines of running tritonserver processes whose model repository lies under `folder`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"tritonserver") and any(str(folder).encode() in a for a in argv):
+            found.append(b" ".join(argv).decode(errors="replace"))
+    return found
+
+
+def test_two_servers_serve_one_run_with_the_in_process_harness_results(triton_engine, tmp_path):
+    servers = _serve(triton_engine, tmp_path / "servers", 2)
+    try:
+        endpoints = ",".join(server.url for server in servers)
+        args = ["--action=run_harness", "--scenarios=offline", *EMBEDDED, "--test_mode=AccuracyOnly"]
+        assert toolkit(triton_engine, tmp_path / "triton", *args, TRITON, f"--triton_endpoints={endpoints}") == 0
+    finally:
+        for server in servers:
+            server.stop()
+    assert toolkit(triton_engine, tmp_path / "lwis", *args) == 0
+    remote = records(tmp_path / "triton")[("Offline", "AccuracyOnly")]
+    local = records(tmp_path / "lwis")[("Offline", "AccuracyOnly")]
+    assert remote.config.workload_setting == "triton_k_99_MaxP" and remote.accuracy.value == local.accuracy.value
+    assert _entries(Path(remote.log_dir)) == _entries(Path(local.log_dir))
+    served = {e.url: e for e in remote.triton_endpoints}
+    assert set(served) == {s.url for s in servers} and all(e.samples > 0 and not e.local for e in served.values())
+    assert sum(e.samples for e in served.values()) == 20
+    assert {e.engine_sha256 for e in served.values()} == {remote.engine.manifest["engine_sha256"]}
+
+
+def test_killing_an_endpoint_mid_run_fails_the_run_and_names_it(triton_engine, tmp_path):
+    servers = _serve(triton_engine, tmp_path / "servers", 2)
+    victim = servers[1]
+    args = ["--action=run_harness", "--scenarios=offline", *EMBEDDED, TRITON, "--min_duration=600000",
+            "--offline_expected_qps=100000", f"--triton_endpoints={servers[0].url},{victim.url}"]
+    killer = threading.Timer(8.0, victim.kill)
+    killer.start()
+    try:
+        status = toolkit(triton_engine, tmp_path / "logs", *args)
+    finally:
+        killer.cancel()
+        for server in servers:
+            server.stop()
+    assert status == 1
+    [record] = records(tmp_path / "logs").values()
+    assert record.status == "failed" and record.valid is None and record.metric is None
+    assert f"Triton endpoint {victim.url} failed" in record.error
+    assert {e.url for e in record.triton_endpoints} == {servers[0].url, victim.url}
+
+
+def test_a_local_server_serves_the_test_and_is_gone_after_it(triton_engine, tmp_path):
+    args = ["--action=run_harness", "--scenarios=server", *EMBEDDED, TRITON, "--test_run", "--min_duration=1000",
+            "--server_target_qps=5"]
+    assert toolkit(triton_engine, tmp_path, *args) == 0
+    [record] = records(tmp_path).values()
+    assert record.completed and record.valid is not None
+    [endpoint] = record.triton_endpoints
+    assert endpoint.local and endpoint.samples == endpoint.requests > 0      # Server: a request per query
+    run_dir = Path(record.log_dir)
+    assert (run_dir / "triton" / "repository" / "resnet50" / "config.pbtxt").is_file()
+    assert "Started GRPCInferenceService" in (run_dir / "triton" / "server.log").read_text()
+    assert _tritonservers_under(run_dir) == []
+
+
+def test_ctrl_c_stops_the_local_server_with_the_test(triton_engine, tmp_path):
+    command = [sys.executable, "-m", "code.main", "--action=run_harness", "--scenarios=offline", *EMBEDDED, TRITON,
+               "--min_duration=600000", f"--scratch_path={triton_engine}", f"--log_dir={tmp_path}"]
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any(
+                "Started GRPCInferenceService" in log.read_text(errors="replace")
+                for log in tmp_path.rglob("triton/server.log")):
+            time.sleep(0.5)
+        time.sleep(2)       # the test is running against the server now
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, output
+    [record] = records(tmp_path).values()
+    assert record.status == "interrupted"
+    assert _tritonservers_under(tmp_path) == []
