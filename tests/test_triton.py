@@ -22,11 +22,11 @@ from code.common.arguments import parse_run_args
 from code.common.benchmark_api import TensorSpec, get_benchmark
 from code.common.errors import UserError
 from code.common.harness.record import RunRecord, TritonEndpointRecord
-from code.common.harness.triton_system import check_engines, triton_model
+from code.common.harness.triton_system import check_engines, start_servers, triton_model
 from code.common.paths import Paths
 from code.common.triton.client import EndpointInfo, parse_endpoints
 from code.common.triton.repository import TritonModel, config_pbtxt, write_repository
-from code.common.triton.server import TritonServer, find_installation, free_port
+from code.common.triton.server import TritonServer, find_installation
 
 from .conftest import EMBEDDED, REPO
 from .test_harness_e2e import records, toolkit
@@ -168,18 +168,7 @@ def _serve(scratch: Path, tmp_path: Path, count: int) -> list[TritonServer]:
     manifest = json.loads(paths.engine_manifest(engine).read_text())
     model = triton_model("resnet50", get_benchmark("resnet50").models["mobilenet_v2"], engine, manifest,
                          config.values, system.info.cpu.cores)
-    servers = []
-    try:
-        for number in range(count):
-            repository = write_repository(model, tmp_path / f"server{number}" / "repository")
-            servers.append(TritonServer(repository, free_port(), tmp_path / f"server{number}" / "server.log").start())
-        for server in servers:
-            server.wait_ready([model.name])
-    except BaseException:
-        for server in servers:
-            server.stop()
-        raise
-    return servers
+    return start_servers(model, [tmp_path / f"server{number}" for number in range(count)])
 
 
 def _entries(run_dir: Path) -> list[tuple[int, int, str]]:
@@ -274,3 +263,18 @@ def test_ctrl_c_stops_the_local_server_with_the_test(triton_engine, tmp_path):
     [record] = records(tmp_path).values()
     assert record.status == "interrupted"
     assert _tritonservers_under(tmp_path) == []
+
+
+def test_staging_reports_the_nodes_the_inference_ran_on(tmp_path):
+    from code.common.submission.staging import stage_system_files
+
+    paths = Paths.create(scratch=tmp_path / "scratch", log_dir=tmp_path / "logs", repo=tmp_path)
+    paths.system_json("box").parent.mkdir(parents=True)
+    paths.system_json("box").write_text(json.dumps({"system_name": "box", "number_of_nodes": "1"}))
+    lines: list[str] = []
+    stage_system_files(paths, "open", "Org", "box", nodes=3, log=lines.append)
+    staged = paths.submitter_root(paths.staging, "open", "Org") / "systems" / "box.json"
+    assert json.loads(staged.read_text())["number_of_nodes"] == "3" and "number_of_nodes 3" in lines[0]
+    paths.system_json("box").write_text(json.dumps({"system_name": "box", "number_of_nodes": "4"}))
+    stage_system_files(paths, "open", "Org", "box", nodes=3, log=lines.append)
+    assert json.loads(staged.read_text())["number_of_nodes"] == "4" and len(lines) == 1

@@ -8,7 +8,8 @@
 (d) Server at INT8: the highest target QPS that LoadGen rates VALID (search.find_highest over short runs) / the
     INT8 Offline samples/s through the harness; (e) the same at FP32.
 (b) and (c) are measured for every benchmark (resnet50, yolo), (d) and (e) for those with a Server scenario; the
-benchmarks that generate tokens (llama3.1-8b) get their own figures (bench_llm.py: (f) and (g)).
+benchmarks that generate tokens (llama3.1-8b) get their own figures (bench_llm.py: (f) and (g)), and so does the
+Triton harness, with --harness_type=triton (bench_triton.py: (h), (i) and (j)).
 Runs every benchmark on its embedded default unless RUN_ARGS choose otherwise; builds the engines it needs.
 """
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ..common.tuning.search import Outcome, SearchResult, find_highest, round_si
 from ..common.tuning.trials import run_once, with_fields
 from .base import Context, Handler
 from .bench_llm import generating, llm_figures
+from .bench_triton import triton_figures, wants_triton
 from .harness import DownloadData, DownloadModel, GenerateEngines, PreprocessData, with_embedded_default
 
 GOALS = {"a": 0.8, "b": 0.97, "c": 0.97, "server": 0.5}
@@ -100,6 +102,11 @@ class Bench(Handler):
                                   _registry=None)
         ctx = _with(one, scenarios)
         goals = {**GOALS, **BENCHMARK_GOALS.get(benchmark_name, {})}
+        if wants_triton(ctx):
+            if generating(benchmark_name):
+                raise UserError(f"{benchmark_name} generates tokens, which the Triton harness does not serve; "
+                                f"bench it without --harness_type=triton.")
+            return triton_figures(self, ctx, benchmark_name)
         if generating(benchmark_name):
             for step in (DownloadModel, DownloadData, PreprocessData, GenerateEngines):
                 step(ctx).run()

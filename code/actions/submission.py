@@ -91,6 +91,10 @@ class StageResults(_SubmissionStep):
         staged: dict[tuple[str, str], set] = {}
         divisions: dict[tuple[str, str], str] = {}
         refused = []
+        nodes: dict[str, int] = {}     # system id -> machines its performance runs ran on
+        for key, choice in choices.items():
+            if choice.performance is not None:
+                nodes[key[0]] = max(nodes.get(key[0], 1), choice.performance.nodes)
         for key, choice in sorted(choices.items()):
             for reason in choice.passed_over:
                 ctx.log(f"not staged: {reason}")
@@ -105,7 +109,7 @@ class StageResults(_SubmissionStep):
                 ctx.log(f"{key[0]} {key[1]} {key[2].value}: no accuracy run of the same model and precision; "
                         f"run make run_harness RUN_ARGS=\"... --test_mode=AccuracyOnly\"")
             dest = staging.stage_scenario(ctx.paths, ctx.rules, submitter, key, choice, ctx.log)
-            staging.stage_system_files(ctx.paths, choice.division, submitter, key[0])
+            staging.stage_system_files(ctx.paths, choice.division, submitter, key[0], nodes.get(key[0], 1), ctx.log)
             staged.setdefault((key[0], key[1]), set()).add(key[2])
             divisions[(key[0], key[1])] = dest.parent
         if not staged:

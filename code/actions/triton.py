@@ -22,9 +22,7 @@ class ServeTriton(Handler):
     def handle(self) -> int:
         from ..common.benchmark_api import get_benchmark
         from ..common.engines.builder import locate_engine
-        from ..common.harness.triton_system import triton_model
-        from ..common.triton.repository import write_repository
-        from ..common.triton.server import TritonServer
+        from ..common.harness.triton_system import start_servers, triton_model
 
         ctx = self.ctx
         if ctx.args.workload.harness_type is not HarnessType.triton:
@@ -43,13 +41,12 @@ class ServeTriton(Handler):
         model = triton_model(benchmark_name, benchmark.models[config["model"]], engine, manifest, config.values,
                              ctx.system.info.cpu.cores)
         port = ctx.args.triton_port or DEFAULT_PORT
-        folder = ctx.paths.triton / f"serve-{port}"
-        repository = write_repository(model, folder / "repository")
-        server = TritonServer(repository, port, folder / "server.log").start()
+        # Ctrl-C while it starts is a KeyboardInterrupt, on which start_servers stops it; once it serves, a stop
+        # signal ends the wait below and the server is stopped in order.
+        [server] = start_servers(model, [ctx.paths.triton / f"serve-{port}"], [port])
         stop = threading.Event()
         previous = {signum: signal.signal(signum, lambda *_: stop.set()) for signum in (signal.SIGINT, signal.SIGTERM)}
         try:
-            server.wait_ready([model.name])
             ctx.log(f"Serving {benchmark_name} {scenario.value} ({config['model']}, engine {engine.name}, sha256 "
                     f"{model.engine_sha256[:12]}) as model '{model.name}' on gRPC port {port}: "
                     f"--triton_endpoints=<this host>:{port}. Log: {server.log_path}. Ctrl-C stops it.")

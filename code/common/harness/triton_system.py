@@ -48,23 +48,36 @@ def check_engines(infos, model: TritonModel) -> None:
                         f"(make serve_triton with the same benchmark, scenario and config).", exit_code=1)
 
 
+def start_servers(model: TritonModel, folders: list[Path], ports: list[int] | None = None) -> list:
+    """One local server per folder (its repository and server.log there), on `ports` or free ones, each serving
+    `model`; all ready, or none left running."""
+    from ..triton.repository import write_repository
+    from ..triton.server import TritonServer, free_port
+
+    servers = []
+    try:
+        for number, folder in enumerate(folders):
+            port = ports[number] if ports else free_port()
+            repository = write_repository(model, folder / "repository")
+            servers.append(TritonServer(repository, port, folder / "server.log").start())
+        for server in servers:
+            server.wait_ready([model.name])
+    except BaseException:
+        for server in servers:
+            server.stop()
+        raise
+    return servers
+
+
 def triton_system(spec: RunSpec, benchmark, samples, log_dir: Path):
     """(SUT, QSL) of a Triton harness test; the SUT stops the local server (if any) when it stops."""
     from ..triton.client import describe
-    from ..triton.repository import write_repository
-    from ..triton.server import TritonServer, free_port
 
     fields = spec.fields
     model = triton_model(spec.benchmark, benchmark.models[spec.model], Path(spec.engine), spec.engine_manifest,
                          fields, spec.cpu_cores)
-    servers = []
-    urls = list(spec.triton_endpoints)
-    if not urls:
-        repository = write_repository(model, log_dir / "triton" / "repository")
-        server = TritonServer(repository, free_port(), log_dir / "triton" / "server.log").start()
-        servers.append(server)
-        server.wait_ready([model.name])
-        urls = [server.url]
+    servers = [] if spec.triton_endpoints else start_servers(model, [log_dir / "triton"])
+    urls = list(spec.triton_endpoints) or [server.url for server in servers]
     try:
         infos = [describe(url, model.name) for url in urls]
         check_engines(infos, model)

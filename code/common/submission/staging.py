@@ -122,9 +122,11 @@ def verify_run_logs(record: RunRecord, names: tuple[str, ...], label: str, log: 
                             exit_code=EXIT_PRECONDITION)
 
 
-def stage_system_files(paths: Paths, division: str, submitter: str, system_id: str) -> None:
+def stage_system_files(paths: Paths, division: str, submitter: str, system_id: str, nodes: int = 1,
+                       log: Log = print) -> None:
     """systems/<id>.json of this division: the generated description with `division` and `submitter` set to the
-    folders it lies in (one system may have results in both divisions)."""
+    folders it lies in (one system may have results in both divisions), and `number_of_nodes` at least `nodes`,
+    the machines its staged runs' inference ran on (Triton endpoints on several hosts)."""
     root = paths.submitter_root(paths.staging, division, submitter)
     system_json = paths.system_json(system_id)
     if not system_json.is_file():
@@ -135,6 +137,11 @@ def stage_system_files(paths: Paths, division: str, submitter: str, system_id: s
         raise UserError(f"{system_json} cannot be read ({exc}): run `make generate_conf_files` again.",
                         exit_code=1) from None
     data.update(division=division, submitter=submitter)
+    described = str(data.get("number_of_nodes", "1"))
+    if nodes > (int(described) if described.isdigit() else 1):
+        log(f"{system_id}: number_of_nodes {nodes} (the hosts of the Triton endpoints its staged runs used; "
+            f"{system_json} says {described})")
+        data["number_of_nodes"] = str(nodes)
     write_system_json(root / "systems" / system_json.name, data)
     calibration = paths.repo / "documentation" / "calibration.md"
     if calibration.is_file():

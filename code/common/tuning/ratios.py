@@ -12,7 +12,7 @@ class Figure:
     value: float               # the harness's figure
     baseline: float            # what it is measured against
     unit: str                  # of both: "samples/s", "ms", "QPS"
-    goal: float                # the ratio to reach
+    goal: float | None         # the ratio to reach; None: a figure for the record, with no goal
     higher_is_better: bool = True   # False (latencies): the ratio is baseline / value
     baseline_unit: str = ""    # when the baseline's unit differs (Server QPS against Offline samples/s)
 
@@ -23,7 +23,7 @@ class Figure:
 
     @property
     def meets(self) -> bool:
-        return self.ratio >= self.goal   # NaN never meets
+        return self.goal is None or self.ratio >= self.goal   # NaN never meets a goal
 
 
 def amount(value: float, unit: str) -> str:
@@ -39,7 +39,8 @@ def figure_table(figures: list[Figure]) -> list[str]:
     """Lines of a table: figure, harness, baseline, ratio, goal, meets or BELOW."""
     header = ("figure", "harness", "baseline", "ratio", "goal", "")
     rows = [(f.label, amount(f.value, f.unit), amount(f.baseline, f.baseline_unit or f.unit),
-             f"{f.ratio:.3f}" if math.isfinite(f.ratio) else "-", f">= {f.goal:g}", "meets" if f.meets else "BELOW")
+             f"{f.ratio:.3f}" if math.isfinite(f.ratio) else "-", "-" if f.goal is None else f">= {f.goal:g}",
+             "record" if f.goal is None else "meets" if f.meets else "BELOW")
             for f in figures]
     widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
     align = ("<", ">", ">", ">", "<", "<")
