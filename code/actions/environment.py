@@ -36,8 +36,19 @@ def docker_engine() -> tuple[bool, str]:
     return True, f"docker engine {done.stdout.strip()}"
 
 
+def make_triton_environment(ctx) -> None:
+    """The Triton harness's server environment (.venv-triton), hash-checked from requirements/triton.txt."""
+    bootstrap = ctx.paths.repo / "scripts" / "bootstrap_venv.py"
+    venv = ctx.paths.triton_venv
+    if subprocess.call([sys.executable, str(bootstrap), "--environment", "triton", "--venv", str(venv)]) != 0:
+        raise UserError(f"The Triton environment could not be installed into {venv} (the installer's messages are "
+                        f"above; the package registry must be reachable).", exit_code=1)
+
+
 class Prebuild(Handler):
     def handle(self) -> int:
+        if self.ctx.args.workload.harness_type is HarnessType.triton:
+            make_triton_environment(self.ctx)
         ok, why = docker_engine()
         if not ok:
             self.ctx.log(f"No docker engine ({why}): using the local virtual environment "
@@ -73,7 +84,7 @@ class Build(Handler):
                              "NVIDIA's tensorrt-cu12-libs package downloads the libraries from pypi.nvidia.com at "
                              "install time, so that host must be reachable); ONNX Runtime still works.")
         if self.ctx.args.workload.harness_type is HarnessType.triton:
-            self._triton_environment()
+            make_triton_environment(self.ctx)
         from ..common.environment_lock import lock_state
 
         lock = lock_state(Path(sys.prefix))
@@ -100,14 +111,6 @@ class Build(Handler):
             self.ctx.log(self.ctx.system.registration_hint())
         return 0
 
-    def _triton_environment(self) -> None:
-        """The Triton harness's server environment (.venv-triton), hash-checked from requirements/triton.txt."""
-        bootstrap = self.ctx.paths.repo / "scripts" / "bootstrap_venv.py"
-        venv = self.ctx.paths.triton_venv
-        if subprocess.call([sys.executable, str(bootstrap), "--environment", "triton", "--venv", str(venv)]) != 0:
-            raise UserError(f"The Triton environment could not be installed into {venv} (the installer's messages "
-                            f"are above; the package registry must be reachable).", exit_code=1)
-
     def _triton(self) -> tuple[str, str]:
         from ..common.triton.server import find_installation
 
@@ -117,7 +120,7 @@ class Build(Handler):
             return "not installed", 'for --harness_type=triton: make build RUN_ARGS="--harness_type=triton"'
         version = next(iter(installation.dist.parents[1].glob("nvidia_pytriton-*.dist-info")), None)
         name = version.name.removesuffix(".dist-info").replace("_", "-") if version else "nvidia-pytriton"
-        return name, f"{installation.binary} (python backend), environment {installation.venv}"
+        return name, f"tritonserver with the python backend, in {installation.venv.name} (--harness_type=triton)"
 
     @staticmethod
     def _lock_detail(lock) -> str:
