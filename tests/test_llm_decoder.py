@@ -241,6 +241,66 @@ def test_batch_limits(tiny_decoder):
     assert len(batch) == 0 and batch.cache_length == 0
 
 
+@pytest.mark.parametrize("chunk", [1, 3, 64])
+def test_chunked_prefill_equals_whole_prompt(tiny_decoder, chunk):
+    """Prompts of 1 to 20 tokens prefilled `chunk` tokens at a time while another row keeps stepping (and one leaves
+    in between): each gets exactly the tokens of a whole-prompt prefill alone, and the running row is unaffected."""
+    running = prompt(30, 6)
+    prompts = [prompt(31, 1), prompt(32, 4), prompt(33, 9), prompt(34, 20)]
+    batch = tiny_decoder.new_batch()
+    out = {"running": [int(batch.add([running])[0])]}
+    rows = ["running"]
+    for number, ids in enumerate(prompts):
+        prefill = batch.begin(ids, chunk)
+        chunks = 0
+        while True:
+            chunks += 1
+            if prefill.advance():
+                break
+            assert len(batch) == len(rows)              # not a row before its last chunk
+            for name, token in zip(rows, batch.step()):
+                out[name].append(int(token))
+        assert chunks == -(-len(ids) // chunk)
+        assert len(batch) == len(rows) + 1 and prefill.advance()     # joined as the last row; done stays done
+        rows.append(number)
+        out[number] = [prefill.first_token]
+        for name, token in zip(rows, batch.step()):
+            out[name].append(int(token))
+        done = [i for i, name in enumerate(rows) if name != "running" and len(out[name]) >= 2]
+        if number == 1:                                  # rows leave while the next prompts are part way through
+            batch.remove(done)
+            rows = [name for i, name in enumerate(rows) if i not in done]
+    while len(out[3]) < 6:
+        for name, token in zip(rows, batch.step()):
+            out[name].append(int(token))
+    sources = {**dict(enumerate(prompts)), "running": running}
+    for name, ids in sources.items():
+        assert len(out[name]) >= 2 and out[name] == generate_alone(tiny_decoder, ids, len(out[name]))
+    assert batch.cache_length == max(len(sources[n]) + len(out[n]) - 1 for n in rows)
+    batch.close()
+
+
+def test_chunked_prefill_limits(tiny_decoder):
+    batch, twin = tiny_decoder.new_batch(), tiny_decoder.new_batch()
+    with pytest.raises(ValueError, match="at least 1"):
+        batch.begin(prompt(1, 3), 0)
+    with pytest.raises(ValueError, match="no tokens"):
+        batch.begin(np.zeros(0, np.int64), 4)
+    for rows in (batch, twin):
+        rows.add([prompt(i, 3) for i in range(3)])
+    dropped = batch.begin(prompt(9, 8), 3)
+    assert not dropped.advance() and len(batch) == 3
+    assert batch.step().tolist() == twin.step().tolist()       # dropped part way: the batch is as it was
+    full = batch.begin(prompt(8, 4), 2)
+    assert not full.advance()
+    batch.add([prompt(7, 2)])                                   # the last free row is taken meanwhile
+    with pytest.raises(RuntimeError, match="maximum of 4"):
+        full.advance()
+    assert len(batch) == 4
+    batch.close()
+    twin.close()
+
+
 # --- weights: GGUF layout, RoPE scaling, safetensors --------------------------------------------------------------
 
 def llama_cpp_permute(weights: np.ndarray, heads: int) -> np.ndarray:

@@ -163,7 +163,7 @@ def test_tpot_over_the_interactive_bound_names_the_batch(tmp_path: Path):
                       run_scenario=Scenario.Interactive)
     (reason,) = verdict.reasons
     assert reason.startswith("Interactive 99th percentile time per output token 41.00 ms is over the 30 ms bound")
-    assert "lower batch_size" in reason and "prefill_batch" in reason
+    assert "lower batch_size" in reason and "prefill_batch" in reason and "prefill_chunk_tokens" in reason
 
 
 def test_a_bound_loosened_in_user_conf_is_not_submittable(tmp_path: Path):

@@ -57,12 +57,19 @@ class FakeBatch:
         self.last = np.zeros(0, np.int64)
         self.generated = np.zeros(0, np.int64)
         self.life = np.zeros(0, np.int64)
+        self.part_way: FakePrefill | None = None     # a prompt part way through its chunks
 
     def __len__(self) -> int:
         return len(self.last)
 
     def add(self, prompts: Sequence[np.ndarray]) -> np.ndarray:
         self.decoder.events.append(("add", len(self), len(prompts)))
+        return self.append(prompts)
+
+    def begin(self, prompt: np.ndarray, chunk_tokens: int) -> "FakePrefill":
+        return FakePrefill(self, prompt, chunk_tokens)
+
+    def append(self, prompts: Sequence[np.ndarray]) -> np.ndarray:
         life = np.array([self.decoder.life(np.asarray(p)) for p in prompts], np.int64)
         first = next_token(np.array([int(p[-1]) for p in prompts], np.int64))
         first = np.where(life == 1, EOS, first)
@@ -74,6 +81,8 @@ class FakeBatch:
     def step(self) -> np.ndarray:
         decoder = self.decoder
         decoder.steps.count()
+        if decoder.fail_part_way and self.part_way is not None:
+            raise RuntimeError("injected decoder failure part way through a chunked prefill")
         if decoder.sleep_s:
             time.sleep(decoder.sleep_s)
         decoder.events.append(("step", len(self)))
@@ -89,6 +98,29 @@ class FakeBatch:
 
     def close(self) -> None:
         self.decoder.closed += 1
+
+
+class FakePrefill:
+    """A prompt prefilled `chunk_tokens` at a time: joins its batch (as `add` would) after the last chunk. Each chunk
+    is recorded as ("chunk", rows of the batch before it, prompt tokens done after it, prompt tokens)."""
+
+    def __init__(self, batch: FakeBatch, prompt: np.ndarray, chunk_tokens: int) -> None:
+        self.batch, self.prompt, self.chunk_tokens = batch, prompt, chunk_tokens
+        self.done = 0
+        self.first_token = -1
+
+    def advance(self) -> bool:
+        if self.done == len(self.prompt):
+            return True
+        rows = len(self.batch)
+        self.done = min(self.done + self.chunk_tokens, len(self.prompt))
+        self.batch.decoder.events.append(("chunk", rows, self.done, len(self.prompt)))
+        if self.done < len(self.prompt):
+            self.batch.part_way = self
+            return False
+        self.batch.part_way = None
+        self.first_token = int(self.batch.append([self.prompt])[0])
+        return True
 
 
 class Steps:
@@ -107,13 +139,90 @@ class Steps:
             raise RuntimeError(f"injected decoder failure at step {step}")
 
 
+class Recorded:
+    """A real decoder whose batches' calls are recorded as FakeBatch and FakePrefill record them."""
+
+    def __init__(self, decoder) -> None:
+        self.decoder = decoder
+        self.vocab_size = decoder.vocab_size
+        self.events: list[tuple] = []
+        self.closed = 0
+
+    def new_batch(self) -> "RecordedBatch":
+        return RecordedBatch(self, self.decoder.new_batch())
+
+    def close(self) -> None:
+        self.decoder.close()
+
+
+class RecordedBatch:
+    def __init__(self, owner: Recorded, batch) -> None:
+        self.owner, self.batch = owner, batch
+
+    def __len__(self) -> int:
+        return len(self.batch)
+
+    def add(self, prompts: Sequence[np.ndarray]) -> np.ndarray:
+        self.owner.events.append(("add", len(self), len(prompts)))
+        return self.batch.add(prompts)
+
+    def begin(self, prompt: np.ndarray, chunk_tokens: int) -> "RecordedPrefill":
+        return RecordedPrefill(self, self.batch.begin(prompt, chunk_tokens), len(prompt), chunk_tokens)
+
+    def step(self) -> np.ndarray:
+        self.owner.events.append(("step", len(self)))
+        return self.batch.step()
+
+    def remove(self, rows: Sequence[int]) -> None:
+        self.owner.events.append(("remove", len(self), len(rows)))
+        self.batch.remove(rows)
+
+    def close(self) -> None:
+        self.owner.closed += 1
+        self.batch.close()
+
+
+class RecordedPrefill:
+    def __init__(self, batch: RecordedBatch, prefill, tokens: int, chunk_tokens: int) -> None:
+        self.batch, self.prefill, self.tokens, self.chunk_tokens = batch, prefill, tokens, chunk_tokens
+        self.done = 0
+
+    @property
+    def first_token(self) -> int:
+        return self.prefill.first_token
+
+    def advance(self) -> bool:
+        rows = len(self.batch)
+        joined = self.prefill.advance()
+        self.done = min(self.done + self.chunk_tokens, self.tokens)
+        self.batch.owner.events.append(("chunk", rows, self.done, self.tokens))
+        return joined
+
+
+def chunks_between_steps(events: Sequence[tuple]) -> list[int]:
+    """Chunks run between two decode steps (and after the last) that held up a running row: a chunk while rows
+    ran, or the last chunk of a prompt, which makes it a running row."""
+    counts, since = [], 0
+    for kind, rows, *rest in events:
+        if kind == "step":
+            counts.append(since)
+            since = 0
+        elif kind == "chunk" and (rows or rest[0] == rest[1]):
+            since += 1
+        elif kind == "remove" and rows == rest[0]:     # the batch is empty: chunks may run back to back
+            since = 0
+    return counts + [since]
+
+
 class FakeDecoder:
     vocab_size = VOCAB
 
-    def __init__(self, life: Life = LIVES["varied"], sleep_s: float = 0.0, steps: Steps | None = None) -> None:
+    def __init__(self, life: Life = LIVES["varied"], sleep_s: float = 0.0, steps: Steps | None = None,
+                 fail_part_way: bool = False) -> None:
         self.life = life
         self.sleep_s = sleep_s
         self.steps = steps or Steps()
+        self.fail_part_way = fail_part_way     # a decode step fails while a prompt is part way through its chunks
         self.events: list[tuple] = []
         self.closed = 0
 
@@ -178,7 +287,14 @@ def child(spec: dict[str, Any]) -> None:
     scenario, mode = Scenario(spec["scenario"]), TestMode(spec["mode"])
     settings = GenerationSettings(**{**spec["settings"], "eos_token_ids": tuple(spec["settings"]["eos_token_ids"])})
     steps = Steps(spec["fail_at_step"])
-    decoders = [FakeDecoder(LIVES[spec["life"]], spec["sleep_s"], steps) for _ in range(spec["instances"])]
+    if spec["graph"]:
+        from code.common.backends.onnxruntime_decoder import OnnxRuntimeDecoder
+
+        decoders: list = [Recorded(OnnxRuntimeDecoder(Path(spec["graph"]), threads=1, max_batch=settings.max_batch))
+                          for _ in range(spec["instances"])]
+    else:
+        decoders = [FakeDecoder(LIVES[spec["life"]], spec["sleep_s"], steps, spec["fail_part_way"])
+                    for _ in range(spec["instances"])]
     prompts = PromptLibrary(Prompts(spec["samples"]), spec["samples"])
     sut = LLMSut(scenario, prompts, decoders, settings).start()
     model = f"{MODEL}-interactive" if scenario is Scenario.Interactive else MODEL
@@ -203,13 +319,14 @@ def child(spec: dict[str, Any]) -> None:
 
 def run_loadgen(tmp_path: Path, scenario: Scenario, mode: TestMode = TestMode.PerformanceOnly, samples: int = 12,
                 life: str = "varied", sleep_s: float = 0.0005, instances: int = 1, fail_at_step: int = 0,
-                **settings: Any) -> tuple[dict[str, Any], Path]:
+                fail_part_way: bool = False, graph: Path | None = None, **settings: Any) -> tuple[dict[str, Any], Path]:
+    """One LoadGen test in a child process, on fake decoders (or on the decoder graph `graph` in ONNX Runtime)."""
     out = tmp_path / f"{scenario.value}_{mode.value}"
     out.mkdir(parents=True)
     generation = GenerationSettings(**{"max_new_tokens": 16, "eos_token_ids": (EOS,), "max_batch": 4, **settings})
     spec = {"out": str(out), "scenario": scenario.value, "mode": mode.value, "samples": samples, "life": life,
             "sleep_s": sleep_s, "instances": instances, "fail_at_step": fail_at_step,
-            "settings": asdict(generation)}
+            "fail_part_way": fail_part_way, "graph": str(graph) if graph else None, "settings": asdict(generation)}
     (out / "spec.json").write_text(json.dumps(spec))
     try:
         done = subprocess.run([sys.executable, "-m", "tests.test_llm_sut", str(out / "spec.json")], cwd=REPO,
@@ -349,6 +466,91 @@ def test_eos_as_the_first_token(tmp_path):
         assert tokens_of(entry["token_data"]) == tokens[:1]
     errors = read_detail(out).errors
     assert errors == ("error_runtime: Number of tokens need to be greater than 1",) * len(single)
+
+
+@pytest.mark.parametrize("scenario", [Scenario.Offline, Scenario.Server])
+def test_chunked_prefill_interleaves_chunks_with_decode_steps(tmp_path, scenario):
+    """prefill_chunk_tokens = 2: prompts (3 to 7 tokens) join a chunk at a time, one prompt at a time. With rows
+    running no more than one chunk runs between two decode steps; with none, the chunks run back to back. The
+    outputs and first tokens are those of whole-prompt prefills."""
+    samples = 16
+    result, out = run_loadgen(tmp_path, scenario, TestMode.AccuracyOnly, samples=samples, prefill_chunk_tokens=2)
+    assert result["error"] is None
+    events = [tuple(event) for event in result["events"][0]]
+    chunks = [event for event in events if event[0] == "chunk"]
+    assert not [event for event in events if event[0] == "add"]
+    assert sum(done == total for _, _, done, total in chunks) == samples
+    prompts = Prompts(samples)
+    assert len(chunks) == sum(-(-len(prompts.load(i)) // 2) for i in range(samples))
+    assert max(chunks_between_steps(events)) <= 1
+    assert any(rows for _, rows, _, _ in chunks), "no chunk ran between the steps of running rows"
+    joined = next(number for number, (kind, *rest) in enumerate(events) if kind == "chunk" and rest[1] == rest[2])
+    assert joined >= 1 and events[:joined + 1] == [("chunk", 0, *rest) for _, _, *rest in events[:joined + 1]], \
+        "the first prompt joins an empty batch: its chunks run back to back"
+    settings = generation(prefill_chunk_tokens=2)
+    for entry in accuracy_entries(out):
+        tokens = tokens_of(entry["data"])
+        assert tokens == alone(prompts.load(entry["qsl_idx"]), settings)
+        if scenario is Scenario.Server:
+            assert tokens_of(entry["token_data"]) == tokens[:1]
+    assert sorted(e["qsl_idx"] for e in accuracy_entries(out)) == list(range(samples))
+    assert read_detail(out).errors == ()
+
+
+@pytest.mark.parametrize("scenario", [Scenario.Offline, Scenario.Server])
+def test_a_decoder_failure_completes_a_prompt_part_way_through_its_chunks(tmp_path, scenario):
+    """One token per chunk (prompts of 3 to 7 tokens): a decode step fails while a prompt is part way through its
+    chunks. That sample, never reported a first token, is completed empty with the others (running or waiting)
+    and the run ends failed."""
+    result, out = run_loadgen(tmp_path, scenario, TestMode.AccuracyOnly, samples=16, fail_part_way=True,
+                              prefill_chunk_tokens=1)
+    assert result["error"] is not None and "part way through a chunked prefill" in result["error"]
+    kind, rows, done, total = result["events"][0][-1]            # the last call before the failing step
+    assert kind == "chunk" and rows > 0 and done < total
+    counters = result["counters"]
+    assert counters["issued"] == counters["completed"] == 16
+    entries = accuracy_entries(out)
+    assert sorted(e["qsl_idx"] for e in entries) == list(range(16))
+    assert sum(e["data"] == "" for e in entries) >= 1 + rows
+    assert result["closed"] == [1]
+
+
+@pytest.fixture(scope="module")
+def tiny_graph(tmp_path_factory) -> Path:
+    from code.llama3_1_8b.decoder_onnx import build_decoder
+    from tests.test_llm_decoder import TINY, random_weights
+
+    return build_decoder(random_weights(TINY), tmp_path_factory.mktemp("tiny") / "decoder")
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 64])
+def test_chunked_prefill_on_onnx_runtime_gives_the_whole_prompt_tokens(tmp_path, tiny_graph, chunk):
+    """A small real decoder graph through LoadGen (Server): prompts of 3 to 7 tokens prefilled 1, 3 and 64 (more
+    than any prompt) tokens at a time give token for token what whole-prompt prefills give, and the scheduler
+    never runs more than one chunk between two decode steps of running rows."""
+    from code.common.backends.onnxruntime_decoder import OnnxRuntimeDecoder
+
+    samples, prompts = 12, Prompts(12)
+    decoder = OnnxRuntimeDecoder(tiny_graph, threads=1, max_batch=4)
+    unbounded = greedy_static(decoder, [prompts.load(i) for i in range(samples)], generation(eos_token_ids=(-1,)))
+    # The token most often among the second to fourth ones ends the outputs of different lengths.
+    eos = int(np.bincount(np.concatenate([o[1:4] for o in unbounded.outputs])).argmax())
+    settings = generation(eos_token_ids=(eos,))
+    expected = [o.tolist() for o in greedy_static(decoder, [prompts.load(i) for i in range(samples)],
+                                                    settings).outputs]
+    decoder.close()
+    assert len({len(tokens) for tokens in expected}) > 1
+
+    result, out = run_loadgen(tmp_path, Scenario.Server, TestMode.AccuracyOnly, samples=samples, graph=tiny_graph,
+                              eos_token_ids=(eos,), prefill_chunk_tokens=chunk)
+    assert result["error"] is None
+    events = [tuple(event) for event in result["events"][0]]
+    assert not [event for event in events if event[0] == "add"] and max(chunks_between_steps(events)) <= 1
+    for entry in accuracy_entries(out):
+        tokens = tokens_of(entry["data"])
+        assert tokens == expected[entry["qsl_idx"]]
+        assert tokens_of(entry["token_data"]) == tokens[:1]
+    assert sorted(e["qsl_idx"] for e in accuracy_entries(out)) == list(range(samples))
 
 
 # -- without LoadGen --------------------------------------------------------------------------------------------

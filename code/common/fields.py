@@ -159,6 +159,10 @@ FIELDS: Mapping[str, Field] = _fields(
     Field("prefill_batch", int, 1, "Waiting prompts prefilled together when sequences join the running batch "
           "(larger: more throughput; smaller: running sequences wait less per output token).",
           benchmarks=GENERATIVE_BENCHMARKS, minimum=1, maximum=65_536),
+    Field("prefill_chunk_tokens", int, 0, "Chunked prefill: a joining prompt is prefilled this many tokens at a "
+          "time, one chunk between two decode steps, so no running sequence waits for a whole prompt (0: whole "
+          "prompts, as prefill_batch says). Smaller: steadier time per output token; larger: more throughput.",
+          benchmarks=GENERATIVE_BENCHMARKS, minimum=0, maximum=1_000_000),
     Field("total_sample_count", int, None, "Samples of the data set LoadGen is given (default: all of it; the "
           "reference's --total-sample-count). Fewer is a development cap: accuracy is then scored on those only.",
           minimum=1, maximum=100_000_000),

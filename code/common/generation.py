@@ -4,6 +4,13 @@ A backend that runs a decoder (ONNX Runtime here, TensorRT on NVIDIA GPUs) gives
 for a `DecodeBatch` per instance and runs continuous (in-flight) batching on it: new sequences are prefilled and
 join between decode steps, each step advances every running sequence by one token, finished sequences leave at
 once. Decoding is greedy (the reference runs temperature 0). Tokens are int64 numpy arrays throughout.
+
+A prompt joins in one of two ways: `DecodeBatch.add` prefills whole prompts in one call, or (chunked prefill)
+`DecodeBatch.begin` returns a `Prefill` that the harness advances a chunk of tokens at a time between decode
+steps, so that the running sequences never wait for more than one chunk per step; the prompt becomes a row after
+its last chunk. A chunk attends to the prompt's earlier chunks through its own cache, so the prompt's cache is
+the one a whole-prompt prefill computes (up to the order of floating-point sums) and greedy decoding gives the same
+tokens.
 """
 from __future__ import annotations
 
@@ -24,6 +31,22 @@ class GenerationSettings:
     # New sequences prefilled together when several wait: a larger value raises throughput, a smaller one keeps
     # the running sequences' time per output token low (their step waits for the prefill).
     prefill_batch: int = 1
+    # Chunked prefill: > 0 prefills a joining prompt this many tokens at a time (one prompt at a time, one chunk
+    # between two decode steps of the running rows; prefill_batch is then not used); 0 prefills whole prompts.
+    prefill_chunk_tokens: int = 0
+
+
+class Prefill(Protocol):
+    """One prompt being prefilled in chunks (`DecodeBatch.begin`). Until its last chunk it is not a row of the
+    batch: the batch steps and removes its rows as usual in between, and a Prefill that is dropped unfinished
+    leaves the batch as it was."""
+
+    first_token: int     # the prompt's first generated token; valid once `advance` has returned True
+
+    def advance(self) -> bool:
+        """Prefill the next chunk. True when the whole prompt is prefilled and has joined the batch as its new last
+        row (fed with `first_token` at the next step); False while chunks remain. Once True, it does nothing and
+        returns True again."""
 
 
 class DecodeBatch(Protocol):
@@ -34,6 +57,11 @@ class DecodeBatch(Protocol):
     def add(self, prompts: Sequence[np.ndarray]) -> np.ndarray:
         """Prefill `prompts` (1-D integer token arrays) and append them as new rows; return each one's first
         generated token (int64, one per prompt)."""
+
+    def begin(self, prompt: np.ndarray, chunk_tokens: int) -> Prefill:
+        """Start prefilling `prompt` (a 1-D integer token array) `chunk_tokens` tokens per `Prefill.advance`; nothing
+        runs until the first `advance`. The batch must have room for one more row when the last chunk joins.
+        The harness keeps one Prefill in progress per batch at a time."""
 
     def step(self) -> np.ndarray:
         """One decode step of every row, fed with the row's last generated token; return each row's next token

@@ -76,7 +76,8 @@ class LlamaBenchmark(PackagedBenchmark):
         return GenerationSettings(max_new_tokens=int(fields.get("max_output_tokens") or REFERENCE_MAX_NEW_TOKENS),
                                   eos_token_ids=tuple(int(i) for i in tokenizer.eos_token_ids),
                                   max_batch=int(fields.get("batch_size") or 1),
-                                  prefill_batch=int(fields.get("prefill_batch") or 1))
+                                  prefill_batch=int(fields.get("prefill_batch") or 1),
+                                  prefill_chunk_tokens=int(fields.get("prefill_chunk_tokens") or 0))
 
     def postprocessor(self, model: str, samples) -> Postprocess:
         """Token ids as they go into the accuracy log: int32, one array per sample."""

@@ -8,6 +8,12 @@ decode step. Finished rows (an EOS token once `min_new_tokens` are out, or `max_
 with one QuerySamplesComplete call per step and leave the batch, so a waiting sample takes their place before the
 next step. A thread with nothing running and nothing waiting blocks on a condition variable.
 
+With `prefill_chunk_tokens` > 0 (chunked prefill, for Server and Interactive) a joining prompt is prefilled that
+many tokens at a time instead (`DecodeBatch.begin`), one prompt at a time: while rows are running the thread runs
+at most one chunk between two decode steps, so that no running sequence waits for a whole prompt's prefill (a
+sample with few output tokens would otherwise see its time per output token dominated by one); with no row
+running, the chunks run back to back. The prompt's first token is reported after its last chunk, when it joins.
+
 The same threads serve every scenario: a SingleStream sample pays one thread hand-off (tens of microseconds)
 against decode steps of milliseconds, and one code path is one thing to get right.
 
@@ -19,8 +25,8 @@ are reported in Offline too, where LoadGen does not need them for its results: i
 per output token from its first-token time, and reads that entry whether or not the SUT reported one.
 
 A failure in a decoder marks the run failed: the first exception is kept in `error`, every outstanding sample
-(queued or running, in every instance) is completed with an empty response so that LoadGen ends, and samples
-issued later are completed empty at once.
+(queued, joining, a prompt part way through its chunks included, or running, in every instance) is completed with
+an empty response so that LoadGen ends, and samples issued later are completed empty at once.
 """
 from __future__ import annotations
 
@@ -33,7 +39,7 @@ import numpy as np
 
 from ..benchmark_api import PreprocessedSet
 from ..constants import Scenario
-from ..generation import DecodeBatch, Decoder, GenerationSettings
+from ..generation import DecodeBatch, Decoder, GenerationSettings, Prefill
 
 TOKEN = np.dtype(np.int32)     # what LoadGen gets: the reference SUT writes int32 token ids
 JOIN_TIMEOUT_S = 30.0
@@ -115,6 +121,7 @@ class _Instance:
     rows: int = 0            # rows running
     # Samples taken from the queue but not yet running: failed with the rest if their prefill fails.
     joining: list[tuple[int, int]] = field(default_factory=list)
+    prefill: Prefill | None = None    # chunked prefill: the prompt of the one joining sample, part way through
 
 
 class LLMSut:
@@ -124,6 +131,8 @@ class LLMSut:
 
         if settings.max_batch < 1 or settings.prefill_batch < 1 or settings.max_new_tokens < 1:
             raise ValueError(f"max_batch, prefill_batch and max_new_tokens must be at least 1: {settings}")
+        if settings.prefill_chunk_tokens < 0:
+            raise ValueError(f"prefill_chunk_tokens must be 0 (whole prompts) or more: {settings}")
         if not decoders:
             raise ValueError("the LLM system under test needs at least one decoder instance")
         self._lg = lg
@@ -139,6 +148,7 @@ class LLMSut:
         self._waiting: deque[tuple[int, int]] = deque()
         self._stopping = False
         self._threads: list[threading.Thread] = []
+        self._admit = self._admit_chunks if settings.prefill_chunk_tokens > 0 else self._admit_whole
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> "LLMSut":
@@ -215,35 +225,59 @@ class LLMSut:
         with self._work:
             return [self._waiting.popleft() for _ in range(min(count, len(self._waiting)))]
 
-    def _admit(self, instance: _Instance) -> None:
+    def _admit_whole(self, instance: _Instance) -> None:
         """Prefill waiting samples while there is room; report their first tokens; complete any that are done."""
         settings = self.settings
         while instance.rows < settings.max_batch:
             instance.joining = self._take(min(settings.prefill_batch, settings.max_batch - instance.rows))
             if not instance.joining:
                 return
-            count, start = len(instance.joining), instance.rows
-            first = np.asarray(instance.batch.add([self.prompts.prompt(int(index))
-                                                   for _, index in instance.joining]))
-            if len(first) != count:
-                raise RuntimeError(f"the decoder returned {len(first)} first tokens for {count} prompts")
-            new = slice(start, start + count)
-            instance.out[new, 0] = first
-            instance.lengths[new] = 1
-            instance.ids[new] = [sample_id for sample_id, _ in instance.joining]
-            base, stride = instance.out.ctypes.data, instance.out.strides[0]
-            response = self._lg.QuerySampleResponse
-            self._lg.FirstTokenComplete([response(sample_id, base + row * stride, TOKEN.itemsize, 1)
-                                         for row, (sample_id, _) in enumerate(instance.joining, start)])
-            instance.rows += count
-            instance.joining = []
-            with self._lock:
-                self.counters.tokens += count
-            done = finished(first, instance.lengths[new], self._eos, settings)
-            if done.any():
-                mask = np.zeros(instance.rows, dtype=bool)
-                mask[new] = done
-                self._finish(instance, mask)
+            self._joined(instance, np.asarray(instance.batch.add([self.prompts.prompt(int(index))
+                                                                   for _, index in instance.joining])))
+
+    def _admit_chunks(self, instance: _Instance) -> None:
+        """Chunked prefill, one prompt at a time: run the next chunk of the joining prompt (taking the next waiting
+        sample when none is joining and there is room). With rows running that is one chunk per call, between two
+        decode steps; with none, the chunks run back to back. A prompt whose last chunk ran joins as in
+        `_admit_whole`."""
+        while True:
+            if instance.prefill is None:
+                if instance.rows >= self.settings.max_batch:
+                    return
+                instance.joining = self._take(1)
+                if not instance.joining:
+                    return
+                prompt = self.prompts.prompt(int(instance.joining[0][1]))
+                instance.prefill = instance.batch.begin(prompt, self.settings.prefill_chunk_tokens)
+            if instance.prefill.advance():
+                first = np.array([instance.prefill.first_token], dtype=np.int64)
+                instance.prefill = None
+                self._joined(instance, first)
+            if instance.rows:
+                return
+
+    def _joined(self, instance: _Instance, first: np.ndarray) -> None:
+        """The joining samples are new rows with their first tokens: report those; complete any that are done."""
+        count, start = len(instance.joining), instance.rows
+        if len(first) != count:
+            raise RuntimeError(f"the decoder returned {len(first)} first tokens for {count} prompts")
+        new = slice(start, start + count)
+        instance.out[new, 0] = first
+        instance.lengths[new] = 1
+        instance.ids[new] = [sample_id for sample_id, _ in instance.joining]
+        base, stride = instance.out.ctypes.data, instance.out.strides[0]
+        response = self._lg.QuerySampleResponse
+        self._lg.FirstTokenComplete([response(sample_id, base + row * stride, TOKEN.itemsize, 1)
+                                     for row, (sample_id, _) in enumerate(instance.joining, start)])
+        instance.rows += count
+        instance.joining = []
+        with self._lock:
+            self.counters.tokens += count
+        done = finished(first, instance.lengths[new], self._eos, self.settings)
+        if done.any():
+            mask = np.zeros(instance.rows, dtype=bool)
+            mask[new] = done
+            self._finish(instance, mask)
 
     def _step(self, instance: _Instance) -> None:
         rows = instance.rows
@@ -291,7 +325,7 @@ class LLMSut:
         """Complete this instance's running and joining samples empty."""
         running = instance.ids[:instance.rows].tolist()
         joining = [sample_id for sample_id, _ in instance.joining]
-        instance.rows, instance.joining = 0, []
+        instance.rows, instance.joining, instance.prefill = 0, [], None
         self._complete_empty(running, first_token_sent=True)
         self._complete_empty(joining, first_token_sent=False)
 

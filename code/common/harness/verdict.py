@@ -93,7 +93,8 @@ def _token_latency_reasons(log: LoadGenLog, fields: Mapping[str, Any], limits: T
                    f"raise batch_size so that more sequences are served at once")
         else:
             fix = ("lower batch_size (fewer sequences share each decode step) or prefill_batch (a prefill holds up "
-                   "every running sequence), or lower server_target_qps")
+                   "every running sequence), set or lower prefill_chunk_tokens (prompts prefilled in chunks between "
+                   "decode steps), or lower server_target_qps")
         reasons.append(f"{label} 99th percentile {what} {_ms(observed)} is over {bound} at {target:g} QPS: {fix}.")
     return reasons, refused
 

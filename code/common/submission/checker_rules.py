@@ -304,7 +304,8 @@ def _check_token_run(ctx: ScenarioContext, log: LoadGenLog, logged: Scenario, pa
     for what, observed, bound, knob in (
             ("time to first token", tokens.ttft_p99_ns, limits.ttft_ns, "lower server_target_qps"),
             ("time per output token", tokens.tpot_p99_ns, limits.tpot_ns,
-             "lower batch_size or prefill_batch, or server_target_qps")):
+             "lower batch_size or prefill_batch, set or lower prefill_chunk_tokens, or lower "
+             "server_target_qps")):
         if observed is None:
             ctx.report(ERROR, path, f"the log has no 99th percentile {what}, which the checkers hold to the "
                                     f"{ctx.scenario.value} bound; report each first token to LoadGen and {fix}.")
