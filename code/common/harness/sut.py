@@ -41,6 +41,16 @@ class Counters:
         return self.inferred
 
 
+def complete_responses(lg, ids: np.ndarray, responses: Responses) -> None:
+    """Complete `ids` to LoadGen with their responses, in one call. Per-sample response objects are a harness's
+    main cost: their addresses and sizes come from one numpy step over the buffer's offsets."""
+    offsets = responses.offsets
+    base = responses.data.__array_interface__["data"][0]   # contiguous: Responses checks it
+    addresses, sizes = (offsets[:-1] + base).tolist(), np.diff(offsets).tolist()
+    response = lg.QuerySampleResponse
+    lg.QuerySamplesComplete([response(i, a, n) for i, a, n in zip(ids.tolist(), addresses, sizes)])
+
+
 class HarnessSUT:
     def __init__(self, scenario: Scenario, qsl: SampleLibrary, instances: Sequence[Infer], batch_size: int,
                  batch_timeout_us: int = 0) -> None:
@@ -152,12 +162,7 @@ class HarnessSUT:
                 self.error = self.error or error
             self._complete_empty(ids)
             return
-        # Per-sample response objects are the harness's main cost: addresses and sizes come from one numpy step.
-        offsets = responses.offsets
-        base = responses.data.__array_interface__["data"][0]   # contiguous: Responses checks it
-        addresses, sizes = (offsets[:-1] + base).tolist(), np.diff(offsets).tolist()
-        response = self._lg.QuerySampleResponse
-        self._lg.QuerySamplesComplete([response(i, a, n) for i, a, n in zip(ids.tolist(), addresses, sizes)])
+        complete_responses(self._lg, ids, responses)
         with self._lock:
             self.counters.completed += len(ids)
 

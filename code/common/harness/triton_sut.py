@@ -26,6 +26,7 @@ import numpy as np
 from ..benchmark_api import Responses
 from ..constants import Scenario
 from .qsl import SampleLibrary
+from .sut import complete_responses
 
 Postprocess = Callable[[list[np.ndarray], np.ndarray], Responses]
 HEALTH_INTERVAL_S = 1.0
@@ -220,11 +221,7 @@ class TritonSUT:
             self._fail(EndpointFailed(f"Triton endpoint {endpoint.url} failed: {_describe(error)}"))
             self._complete_empty(ids)
         else:
-            offsets = responses.offsets
-            base = responses.data.__array_interface__["data"][0]
-            addresses, sizes = (offsets[:-1] + base).tolist(), np.diff(offsets).tolist()
-            response = self._lg.QuerySampleResponse
-            self._lg.QuerySamplesComplete([response(i, a, n) for i, a, n in zip(ids.tolist(), addresses, sizes)])
+            complete_responses(self._lg, ids, responses)
         with self._ready:
             endpoint.in_flight -= 1
             if responses is not None:
