@@ -51,6 +51,14 @@ def complete_responses(lg, ids: np.ndarray, responses: Responses) -> None:
     lg.QuerySamplesComplete([response(i, a, n) for i, a, n in zip(ids.tolist(), addresses, sizes)])
 
 
+def complete_empty(lg, ids: np.ndarray, counters: Counters, lock: threading.Lock) -> None:
+    """Complete `ids` with empty responses (the outstanding samples of a failed run) and count them done."""
+    lg.QuerySamplesComplete([lg.QuerySampleResponse(sample_id, 0, 0) for sample_id in ids.tolist()])
+    with lock:
+        counters.completed += len(ids)
+        counters.inferred = max(counters.inferred, counters.completed)
+
+
 class HarnessSUT:
     def __init__(self, scenario: Scenario, qsl: SampleLibrary, instances: Sequence[Infer], batch_size: int,
                  batch_timeout_us: int = 0) -> None:
@@ -167,8 +175,4 @@ class HarnessSUT:
             self.counters.completed += len(ids)
 
     def _complete_empty(self, ids: np.ndarray) -> None:
-        lg = self._lg
-        lg.QuerySamplesComplete([lg.QuerySampleResponse(sample_id, 0, 0) for sample_id in ids.tolist()])
-        with self._lock:
-            self.counters.completed += len(ids)
-            self.counters.inferred = max(self.counters.inferred, self.counters.completed)
+        complete_empty(self._lg, ids, self.counters, self._lock)

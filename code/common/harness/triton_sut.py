@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import Callable, Sequence
 
@@ -26,7 +26,7 @@ import numpy as np
 from ..benchmark_api import Responses
 from ..constants import Scenario
 from .qsl import SampleLibrary
-from .sut import complete_responses
+from .sut import Counters, complete_empty, complete_responses
 
 Postprocess = Callable[[list[np.ndarray], np.ndarray], Responses]
 HEALTH_INTERVAL_S = 1.0
@@ -46,18 +46,6 @@ class Endpoint:
 
     def record(self) -> dict[str, object]:
         return {"url": self.url, "requests": self.requests, "samples": self.samples}
-
-
-@dataclass
-class Counters:
-    completed: int = 0
-    issued: int = 0
-    inferred: int = 0
-    per_endpoint: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def progress(self) -> int:
-        return self.inferred
 
 
 @dataclass(frozen=True)
@@ -261,11 +249,7 @@ class TritonSUT:
             self._ready.notify_all()
 
     def _complete_empty(self, ids: np.ndarray) -> None:
-        lg = self._lg
-        lg.QuerySamplesComplete([lg.QuerySampleResponse(sample_id, 0, 0) for sample_id in ids.tolist()])
-        with self._lock:
-            self.counters.completed += len(ids)
-            self.counters.inferred = max(self.counters.inferred, self.counters.completed)
+        complete_empty(self._lg, ids, self.counters, self._lock)
 
 
 def _describe(error: BaseException) -> str:
