@@ -191,8 +191,11 @@ def _tritonservers_under(folder: Path) -> list[str]:
 
 def test_two_servers_serve_one_run_with_the_in_process_harness_results(triton_engine, tmp_path):
     servers = _serve(triton_engine, tmp_path / "servers", 2)
+    # localhost: a server on this machine, fed through shared memory; 127.0.0.2 is the same machine by an address
+    # the harness does not take for it, so that server gets its batches in the gRPC messages.
+    urls = [servers[0].url, f"127.0.0.2:{servers[1].grpc_port}"]
     try:
-        endpoints = ",".join(server.url for server in servers)
+        endpoints = ",".join(urls)
         args = ["--action=run_harness", "--scenarios=offline", *EMBEDDED, "--test_mode=AccuracyOnly"]
         assert toolkit(triton_engine, tmp_path / "triton", *args, TRITON, f"--triton_endpoints={endpoints}") == 0
     finally:
@@ -204,12 +207,14 @@ def test_two_servers_serve_one_run_with_the_in_process_harness_results(triton_en
     assert remote.config.workload_setting == "triton_k_99_MaxP" and remote.accuracy.value == local.accuracy.value
     assert _entries(Path(remote.log_dir)) == _entries(Path(local.log_dir))
     served = {e.url: e for e in remote.triton_endpoints}
-    assert set(served) == {s.url for s in servers} and all(e.samples > 0 and not e.local for e in served.values())
+    assert set(served) == set(urls) and all(e.samples > 0 and not e.local for e in served.values())
+    assert [served[url].transport for url in urls] == ["system shared memory", "grpc"]
     assert sum(e.samples for e in served.values()) == 20
     assert {e.engine_sha256 for e in served.values()} == {remote.engine.manifest["engine_sha256"]}
 
 
 def test_killing_an_endpoint_mid_run_fails_the_run_and_names_it(triton_engine, tmp_path):
+    before = _shared_memory()
     servers = _serve(triton_engine, tmp_path / "servers", 2)
     victim = servers[1]
     args = ["--action=run_harness", "--scenarios=offline", *EMBEDDED, TRITON, "--min_duration=600000",
@@ -227,9 +232,15 @@ def test_killing_an_endpoint_mid_run_fails_the_run_and_names_it(triton_engine, t
     assert record.status == "failed" and record.valid is None and record.metric is None
     assert f"Triton endpoint {victim.url} failed" in record.error
     assert {e.url for e in record.triton_endpoints} == {servers[0].url, victim.url}
+    assert _shared_memory() - before == set()     # the killed server's regions too, once it is stopped
+
+
+def _shared_memory() -> set[str]:
+    return {p.name for p in Path("/dev/shm").glob("*")} if Path("/dev/shm").is_dir() else set()
 
 
 def test_a_local_server_serves_the_test_and_is_gone_after_it(triton_engine, tmp_path):
+    before = _shared_memory()
     args = ["--action=run_harness", "--scenarios=server", *EMBEDDED, TRITON, "--test_run", "--min_duration=1000",
             "--server_target_qps=5"]
     assert toolkit(triton_engine, tmp_path, *args) == 0
@@ -237,10 +248,12 @@ def test_a_local_server_serves_the_test_and_is_gone_after_it(triton_engine, tmp_
     assert record.completed and record.valid is not None
     [endpoint] = record.triton_endpoints
     assert endpoint.local and endpoint.samples == endpoint.requests > 0      # Server: a request per query
+    assert endpoint.transport == "system shared memory"
     run_dir = Path(record.log_dir)
     assert (run_dir / "triton" / "repository" / "resnet50" / "config.pbtxt").is_file()
     assert "Started GRPCInferenceService" in (run_dir / "triton" / "server.log").read_text()
     assert _tritonservers_under(run_dir) == []
+    assert _shared_memory() - before == set()     # the client's regions and the python backend's
 
 
 def test_ctrl_c_stops_the_local_server_with_the_test(triton_engine, tmp_path):

@@ -5,9 +5,10 @@ of the same run, on the benchmark's Offline engine:
     through the in-process harness, same engine, batch size, instances and threads.
 (i) Offline samples/s with two local servers / with one (for the record: on a machine of a few cores two servers
     share the same cores, so this cannot scale here; on separate nodes it is the scale-out).
-(j) Batch-1 latency of one request through Triton (client, gRPC over localhost, the server's queue and python
-    backend, back) / the same engine called in-process, p50 and p99 of sequential calls: the Triton path's
-    per-request overhead is their difference, printed beside them (for the record).
+(j) Batch-1 latency of one request through Triton (as the harness sends it: the sample through shared memory,
+    the request over gRPC on localhost, the server's queue and python backend, back) / the same engine called
+    in-process, p50 and p99 of sequential calls: the Triton path's per-request overhead is their difference,
+    printed beside them (for the record).
 """
 from __future__ import annotations
 
@@ -70,8 +71,9 @@ def triton_figures(bench, ctx: Context, benchmark_name: str) -> list[Figure]:
                                      benchmark_name, one, f"{benchmark_name}-offline-triton-2-servers")
         figures.append(Figure(f"(i) {model_name} Offline: two local Triton servers vs one (for the record)", two,
                               one, "samples/s", None))
-        sample = benchmark.preprocessed(model_name, offline["dataset"], ctx.paths).load(0)[None]
-        remote = _request_latencies(servers[0].url, model, sample)
+        samples = benchmark.preprocessed(model_name, offline["dataset"], ctx.paths)
+        sample = samples.load(0)[None]
+        remote = _request_latencies(servers[0].url, model, samples)
     finally:
         for server in servers:
             server.stop()
@@ -91,20 +93,33 @@ def triton_figures(bench, ctx: Context, benchmark_name: str) -> list[Figure]:
     return figures
 
 
-def _request_latencies(url: str, model, sample: np.ndarray) -> list[float]:
-    """ms of sequential batch-1 requests to `url` (synchronous gRPC infer)."""
+def _request_latencies(url: str, model, samples) -> list[float]:
+    """ms of sequential batch-1 requests to `url`, each sent as the harness sends it (the batch gathered into a
+    shared memory region for a server on this machine) and answered (synchronous gRPC infer)."""
     import tritonclient.grpc as grpcclient
 
+    from ..common.harness.qsl import SampleLibrary
+    from ..common.harness.triton_system import input_layout
     from ..common.triton.client import connect
-    from ..common.triton.repository import triton_dtype
+    from ..common.triton.inputs import endpoint_inputs
 
+    qsl = SampleLibrary(samples, 1)
+    qsl.load([0])
     client = connect(url)
+    inputs = endpoint_inputs(url, client, dataclasses.replace(input_layout(model), batch_size=1), 1, "bench")
     try:
-        request = grpcclient.InferInput(model.input.name, list(sample.shape), triton_dtype(model.input.dtype))
-        request.set_data_from_numpy(np.ascontiguousarray(sample))
         outputs = [grpcclient.InferRequestedOutput(o.name) for o in model.outputs]
-        return _call_latencies(lambda: client.infer(model.name, [request], outputs=outputs))
+        index = np.zeros(1, dtype=np.int64)
+
+        def call():
+            slot = inputs.acquire()
+            try:
+                client.infer(model.name, [inputs.request(qsl, index, slot)], outputs=outputs)
+            finally:
+                inputs.release(slot)
+        return _call_latencies(call)
     finally:
+        inputs.close()
         client.close()
 
 

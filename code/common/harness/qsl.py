@@ -71,12 +71,14 @@ class SampleLibrary:
             if not (self._slot >= 0).any():
                 self._data = None
 
-    def gather(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+    def gather(self, indices: Sequence[int] | np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """The samples at `indices` as one batch: a new array, or written into `out` (e.g. a shared memory
+        buffer the batch goes to) and returned."""
         slots = self._slot[indices]
         if slots.min() < 0:
             missing = np.asarray(indices)[slots < 0][:5].tolist()
             raise RuntimeError(f"samples {missing} were issued but not loaded by LoadGen")
-        return self._data[slots]
+        return self._data[slots] if out is None else np.take(self._data, slots, axis=0, out=out)
 
     def construct(self):
         import mlperf_loadgen as lg

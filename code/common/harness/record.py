@@ -103,6 +103,7 @@ class TritonEndpointRecord:
     local: bool = False       # started by the test itself (no --triton_endpoints)
     requests: int = 0         # requests it answered
     samples: int = 0          # samples in them
+    transport: str = ""       # how requests carried their batch: "grpc" or "system shared memory"
 
     @property
     def host(self) -> str:

@@ -6,7 +6,8 @@ batcher forms the batches; Offline and the stream scenarios: up to `batch_size` 
 One dispatcher thread sends each request with `async_infer` to the endpoint with the fewest requests in flight,
 never more than `in_flight` per endpoint: the limit keeps a slow node from collecting the whole Offline query.
 The client's callback (on gRPC's threads) turns the outputs into responses with the benchmark's postprocessor and
-completes them to LoadGen.
+completes them to LoadGen. A server on this machine gets the batch through system shared memory, gathered straight
+into a region it reads (triton/inputs.py); one on another host, in the gRPC message.
 
 Failure never hangs and never passes for a result: a request that fails (the server died, refused, or took longer
 than `request_timeout_s`) or an endpoint that stops answering its health check fails the run with the endpoint
@@ -25,6 +26,7 @@ import numpy as np
 
 from ..benchmark_api import Responses
 from ..constants import Scenario
+from ..triton.inputs import InputLayout, endpoint_inputs
 from .qsl import SampleLibrary
 from .sut import Counters, complete_empty, complete_responses
 
@@ -40,12 +42,14 @@ class EndpointFailed(RuntimeError):
 class Endpoint:
     url: str
     client: object
+    inputs: object = None       # how requests carry their batch (triton/inputs.py)
     in_flight: int = 0          # requests sent and not answered
     requests: int = 0           # requests answered
     samples: int = 0            # samples answered
 
     def record(self) -> dict[str, object]:
-        return {"url": self.url, "requests": self.requests, "samples": self.samples}
+        return {"url": self.url, "requests": self.requests, "samples": self.samples,
+                "transport": self.inputs.transport}
 
 
 @dataclass(frozen=True)
@@ -53,8 +57,7 @@ class RemoteModel:
     """The model every endpoint serves, as requests name it."""
 
     name: str
-    input_name: str
-    input_dtype: str            # Triton's name, e.g. FP32
+    input: InputLayout
     output_names: tuple[str, ...]
 
 
@@ -80,6 +83,12 @@ class TritonSUT:
         self.in_flight = in_flight
         self.request_timeout_s = request_timeout_s
         self.endpoints = [Endpoint(url, (connect or grpc_connect)(url)) for url in urls]
+        try:
+            for number, endpoint in enumerate(self.endpoints):
+                endpoint.inputs = endpoint_inputs(endpoint.url, endpoint.client, model.input, in_flight, str(number))
+        except BaseException:
+            self._close_endpoints()
+            raise
         self.servers = list(servers)          # local servers this SUT stops when it stops
         self.infos = {info.url: info for info in infos}
         self.counters = Counters()
@@ -110,13 +119,18 @@ class TritonSUT:
         for thread in self._threads:
             thread.join(timeout=5)
         self._threads.clear()
+        self._close_endpoints()
+        for server in self.servers:
+            server.stop()
+
+    def _close_endpoints(self) -> None:
         for endpoint in self.endpoints:
             try:
+                if endpoint.inputs is not None:
+                    endpoint.inputs.close()
                 endpoint.client.close()
             except Exception:  # noqa: BLE001  closing is best effort once the run is decided
                 pass
-        for server in self.servers:
-            server.stop()
 
     def construct(self):
         return self._lg.ConstructFastSUT(self.issue, self.flush)
@@ -163,13 +177,14 @@ class TritonSUT:
                     endpoint = None if failed else self._free()
                     if endpoint is not None:
                         endpoint.in_flight += 1
+                        slot = endpoint.inputs.acquire()
                     pending = [item] if failed else []
             for ids, _ in pending:
                 self._complete_empty(ids)
             if self._stopping and endpoint is None and item is None:
                 return
             if endpoint is not None:
-                self._send(endpoint, *item)
+                self._send(endpoint, slot, *item)
 
     def _free(self) -> Endpoint | None:
         """The endpoint with the fewest requests in flight, under the limit (round robin among equals)."""
@@ -181,21 +196,21 @@ class TritonSUT:
         self._next = (self.endpoints.index(best) + 1) % count
         return best
 
-    def _send(self, endpoint: Endpoint, ids: np.ndarray, indices: np.ndarray) -> None:
+    def _send(self, endpoint: Endpoint, slot: int | None, ids: np.ndarray, indices: np.ndarray) -> None:
         import tritonclient.grpc as grpcclient
 
+        answered = partial(self._answered, endpoint, slot, ids, indices)
         try:
-            batch = self.qsl.gather(indices)
-            request = grpcclient.InferInput(self.model.input_name, list(batch.shape), self.model.input_dtype)
-            request.set_data_from_numpy(np.ascontiguousarray(batch))
+            request = endpoint.inputs.request(self.qsl, indices, slot)
             outputs = [grpcclient.InferRequestedOutput(name) for name in self.model.output_names]
-            endpoint.client.async_infer(self.model.name, [request], partial(self._answered, endpoint, ids, indices),
-                                        outputs=outputs, client_timeout=self.request_timeout_s)
+            endpoint.client.async_infer(self.model.name, [request], answered, outputs=outputs,
+                                        client_timeout=self.request_timeout_s)
         except BaseException as error:  # noqa: BLE001  recorded as the run's failure, never swallowed
-            self._answered(endpoint, ids, indices, None, error)
+            answered(None, error)
 
     # -- answers ---------------------------------------------------------------------------------
-    def _answered(self, endpoint: Endpoint, ids: np.ndarray, indices: np.ndarray, result, error) -> None:
+    def _answered(self, endpoint: Endpoint, slot: int | None, ids: np.ndarray, indices: np.ndarray, result,
+                  error) -> None:
         responses = None
         if error is None:
             try:
@@ -212,6 +227,7 @@ class TritonSUT:
             complete_responses(self._lg, ids, responses)
         with self._ready:
             endpoint.in_flight -= 1
+            endpoint.inputs.release(slot)
             if responses is not None:
                 endpoint.requests += 1
                 endpoint.samples += len(ids)

@@ -38,6 +38,7 @@ STOP_TIMEOUT_S = 20.0
 STOP_GRACE_S = 4.0           # a stopped harness child's share of the 10 s its parent waits for it
 EXIT_TIMEOUT_S = 5           # tritonserver --exit-timeout-secs: how long in-flight requests may take at stop
 PR_SET_PDEATHSIG = 1
+SHARED_MEMORY_DIR = "/dev/shm"
 
 _running: set["TritonServer"] = set()
 _running_lock = threading.Lock()
@@ -125,6 +126,9 @@ class TritonServer:
         self.log_path = Path(log_path)
         self.work_dir = Path(work_dir or Paths.create().triton)
         self.process: subprocess.Popen | None = None
+        # The python backend's shared memory regions (/dev/shm/<prefix>*), removed once the server has ended:
+        # a server that was killed cannot remove its own.
+        self.shm_prefix = f"mlperf-triton-{os.getpid()}-{self.grpc_port}-"
 
     @property
     def url(self) -> str:
@@ -135,7 +139,8 @@ class TritonServer:
         return [str(self.installation.binary), f"--model-repository={self.repository}",
                 f"--backend-directory={backends}", "--allow-http=false", "--allow-metrics=false",
                 f"--grpc-port={self.grpc_port}", "--model-control-mode=none", "--strict-readiness=true",
-                "--exit-on-error=true", f"--exit-timeout-secs={EXIT_TIMEOUT_S}", "--log-verbose=0"]
+                "--exit-on-error=true", f"--exit-timeout-secs={EXIT_TIMEOUT_S}", "--log-verbose=0",
+                f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}"]
 
     def start(self) -> "TritonServer":
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -183,6 +188,8 @@ class TritonServer:
                 process.wait()
         if process is not None:
             _signal_group(process, signal.SIGKILL)   # python backend stubs left behind, if any
+            for region in Path(SHARED_MEMORY_DIR).glob(f"{self.shm_prefix}*"):
+                region.unlink(missing_ok=True)
         with _running_lock:
             _running.discard(self)
 
