@@ -22,7 +22,7 @@ from code.common.arguments import parse_run_args
 from code.common.benchmark_api import TensorSpec, get_benchmark
 from code.common.errors import UserError
 from code.common.harness.record import RunRecord, TritonEndpointRecord
-from code.common.harness.triton_system import check_engines, start_servers, triton_model
+from code.common.harness.triton_system import check_engines, check_servable, start_servers, triton_model
 from code.common.paths import Paths
 from code.common.triton.client import EndpointInfo, parse_endpoints
 from code.common.triton.repository import TritonModel, config_pbtxt, write_repository
@@ -112,6 +112,11 @@ def test_an_endpoint_serving_another_engine_is_refused_by_name(tmp_path):
 def test_a_missing_triton_environment_names_the_make_target(tmp_path):
     with pytest.raises(UserError, match=r'make build RUN_ARGS="--harness_type=triton"'):
         find_installation(tmp_path / "no-venv")
+    with pytest.raises(UserError, match=r'make build RUN_ARGS="--harness_type=triton"'):
+        check_servable({"backend": "onnxruntime"}, (), tmp_path / "no-venv")
+    check_servable({"backend": "onnxruntime"}, ("node1:8001",), tmp_path / "no-venv")   # remote: none needed here
+    with pytest.raises(UserError, match="NVIDIA's Triton container"):
+        check_servable({"backend": "tensorrt"}, ("node1:8001",), tmp_path / "no-venv")
 
 
 def test_records_keep_the_endpoints_and_count_nodes(tmp_path):

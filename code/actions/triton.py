@@ -22,7 +22,7 @@ class ServeTriton(Handler):
     def handle(self) -> int:
         from ..common.benchmark_api import get_benchmark
         from ..common.engines.builder import locate_engine
-        from ..common.harness.triton_system import start_servers, triton_model
+        from ..common.harness.triton_system import check_servable, start_servers, triton_model
 
         ctx = self.ctx
         if ctx.args.workload.harness_type is not HarnessType.triton:
@@ -38,6 +38,7 @@ class ServeTriton(Handler):
         benchmark = get_benchmark(benchmark_name)
         engine = locate_engine(config, ctx.system.system_id, ctx.paths, benchmark)
         manifest = json.loads(ctx.paths.engine_manifest(engine).read_text())
+        check_servable(config.values, (), ctx.paths.triton_venv)
         model = triton_model(benchmark_name, benchmark.models[config["model"]], engine, manifest, config.values,
                              ctx.system.info.cpu.cores)
         port = ctx.args.triton_port or DEFAULT_PORT

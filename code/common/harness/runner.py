@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 
 from ..arguments import RunArgs
 from ..benchmark_api import get_benchmark
-from ..constants import Scenario, TestMode
+from ..constants import HarnessType, Scenario, TestMode
 from ..errors import UserError, choose
 from .claim import claim_run_dir, refuse_used_run_dir
 from .lifecycle import signal_name, stop_child, watch_pipe
@@ -38,6 +38,10 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
     config = ctx.resolve(benchmark_name, scenario)
     fields = config.values
     benchmark, model_spec, rules = check_selection(ctx, benchmark_name, fields)
+    if ctx.args.workload.harness_type is HarnessType.triton:
+        from .triton_system import check_servable
+
+        check_servable(fields, ctx.args.triton_endpoints, ctx.paths.triton_venv)
     model, dataset = fields["model"], fields["dataset"]
     target = ctx.args.workload.accuracy_target
     samples = benchmark.preprocessed(model, dataset, ctx.paths)

@@ -19,13 +19,22 @@ from .spec import RunSpec
 from .triton_sut import RemoteModel, TritonSUT
 
 
-def triton_model(benchmark_name: str, model_spec, engine: Path, manifest: dict, fields, cpu_cores: int) -> TritonModel:
-    """The repository entry of an engine, from its config fields (batch_size, instances, server_batch_timeout_us)."""
+def check_servable(fields, endpoints: tuple[str, ...], triton_venv: Path) -> None:
+    """Before any test starts: a local server needs the Triton environment, and this environment's server runs
+    onnxruntime engines only; UserError saying what to do otherwise."""
+    from ..triton.server import find_installation
+
     backend = str(fields["backend"])
     if backend != "onnxruntime":
         raise UserError(f"Triton serves {backend} engines with its own backend in NVIDIA's Triton container "
                         f"(documentation/triton.md); this environment's server has the python backend only, which "
                         f"runs onnxruntime engines. Use --backend=onnxruntime here.", exit_code=1)
+    if not endpoints:
+        find_installation(triton_venv)
+
+
+def triton_model(benchmark_name: str, model_spec, engine: Path, manifest: dict, fields, cpu_cores: int) -> TritonModel:
+    """The repository entry of an engine, from its config fields (batch_size, instances, server_batch_timeout_us)."""
     return TritonModel(
         name=model_name(benchmark_name), engine=Path(engine).resolve(), engine_sha256=str(manifest["engine_sha256"]),
         toolkit_backend=backend, device=str(manifest.get("device", "cpu")), input=model_spec.input,
