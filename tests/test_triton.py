@@ -218,18 +218,36 @@ def test_two_servers_serve_one_run_with_the_in_process_harness_results(triton_en
     assert {e.engine_sha256 for e in served.values()} == {remote.engine.manifest["engine_sha256"]}
 
 
+def _kill_once_serving(server: TritonServer, stop: threading.Event) -> None:
+    """SIGKILL `server` once it has answered a request of the run (asked through its statistics), so that it dies
+    mid-run however slow the machine is."""
+    from code.common.triton.client import connect
+
+    client = connect(server.url)
+    try:
+        while not stop.wait(0.2):
+            stats = client.get_inference_statistics(as_json=True).get("model_stats", [])
+            if any(int(m["inference_stats"]["success"].get("count", 0)) for m in stats):
+                server.kill()
+                return
+    finally:
+        client.close()
+
+
 def test_killing_an_endpoint_mid_run_fails_the_run_and_names_it(triton_engine, tmp_path):
     before = _shared_memory()
     servers = _serve(triton_engine, tmp_path / "servers", 2)
     victim = servers[1]
     args = ["--action=run_harness", "--scenarios=offline", *EMBEDDED, TRITON, "--min_duration=600000",
             "--offline_expected_qps=100000", f"--triton_endpoints={servers[0].url},{victim.url}"]
-    killer = threading.Timer(8.0, victim.kill)
+    stop = threading.Event()
+    killer = threading.Thread(target=_kill_once_serving, args=(victim, stop), daemon=True)
     killer.start()
     try:
         status = toolkit(triton_engine, tmp_path / "logs", *args)
     finally:
-        killer.cancel()
+        stop.set()
+        killer.join()
         for server in servers:
             server.stop()
     assert status == 1

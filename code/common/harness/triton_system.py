@@ -37,7 +37,7 @@ def triton_model(benchmark_name: str, model_spec, engine: Path, manifest: dict, 
     """The repository entry of an engine, from its config fields (batch_size, instances, server_batch_timeout_us)."""
     return TritonModel(
         name=model_name(benchmark_name), engine=Path(engine).resolve(), engine_sha256=str(manifest["engine_sha256"]),
-        toolkit_backend=backend, device=str(manifest.get("device", "cpu")), input=model_spec.input,
+        toolkit_backend=str(fields["backend"]), device=str(manifest.get("device", "cpu")), input=model_spec.input,
         outputs=engine_outputs(Path(engine)), max_batch_size=int(fields["batch_size"]),
         instances=int(fields["instances"]), threads=threads_per_instance(fields, cpu_cores),
         max_queue_delay_us=int(fields.get("server_batch_timeout_us") or 0))
