@@ -97,6 +97,7 @@ class Build(Handler):
             ("cuda-python", *self._cuda_python()),
             ("CUDA driver", *self._cuda()),
             ("Triton server", *self._triton()),
+            ("Native core", *self._native()),
             ("GPUs", str(len(info.gpus)), ", ".join(f"{g.name} ({g.memory_gib:.0f} GiB)" for g in info.gpus)
              or info.gpu_note),
             ("CPU", f"{info.cpu.cores} cores", f"{info.cpu.model}, {info.cpu.sockets} socket(s), "
@@ -110,6 +111,16 @@ class Build(Handler):
         if not self.ctx.system.is_known:
             self.ctx.log(self.ctx.system.registration_hint())
         return 0
+
+    def _native(self) -> tuple[str, str]:
+        """Compile the native harness core (LoadGen from its pinned sdist, native/src) where a compiler is found."""
+        from ..common.native.build import NativeUnavailable, build_native
+
+        try:
+            built = build_native(self.ctx.paths.build, self.ctx.paths.download_cache, log=self.ctx.log)
+        except NativeUnavailable as why:
+            return "not built", f"{why}; the Python harness is used"
+        return "built" if built.built_now else "up to date", f"LoadGen 6.0.17 from its sdist, in {built.lib}"
 
     def _triton(self) -> tuple[str, str]:
         from ..common.triton.server import find_installation

@@ -1,0 +1,119 @@
+"""Build the native harness core: LoadGen 6.0.17 from its sdist (pinned by sha256) and native/src, with CMake.
+
+The PyPI wheel of LoadGen hides its C++ symbols, so a separate extension cannot complete samples into it. The
+sdist holds LoadGen's C++ sources, its Python bindings and generated/version_generated.cc; built as one shared
+library with both Python modules linked to it (LoadGen's `mlperf_loadgen` and the toolkit's `toolkit_native`),
+one LoadGen instance serves the Python side and the C++ SUT, and runs log the wheel's loadgen_version and git
+fields (the file is used as shipped, never regenerated). Measured: a build takes about 30 s on 2 cores.
+
+Output: build/native/lib/{libloadgen.so, mlperf_loadgen*.so, toolkit_native*.so} and a stamp naming what it
+was built from; a build whose sources and compiler flags are unchanged is not redone.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..fileio import sha256_file
+from ..paths import REPO_ROOT
+
+LOADGEN_SDIST = "mlcommons_loadgen-6.0.17.tar.gz"
+LOADGEN_SDIST_SHA256 = "a2e85d09e3cc0c606f89bfe1fbf97537c8b5b238ae0afbd923ad9c710fcf2ca8"
+LOADGEN_REQUIREMENT = "mlcommons-loadgen==6.0.17"
+SOURCE_DIR = REPO_ROOT / "native"
+STAMP = "built-from.json"
+
+
+@dataclass(frozen=True)
+class NativeBuild:
+    lib: Path          # the folder holding the modules: first on sys.path of a native harness test
+    built_now: bool
+
+
+class NativeUnavailable(RuntimeError):
+    """Why the native core cannot be built here (no compiler, no cmake, no sdist), in words."""
+
+
+def build_dir(build_root: Path) -> Path:
+    return build_root / "native"
+
+
+def tools_missing() -> list[str]:
+    return [tool for tool in ("cmake", "c++") if shutil.which(tool) is None]
+
+
+def fetch_sdist(cache: Path) -> Path:
+    """The LoadGen sdist in `cache`, downloaded once from the package registry and checked against its sha256."""
+    sdist = cache / LOADGEN_SDIST
+    if not sdist.is_file():
+        cache.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+                               "--disable-pip-version-check", "--quiet", LOADGEN_REQUIREMENT, "-d", str(cache)],
+                              capture_output=True, text=True, check=False)
+        if done.returncode != 0 or not sdist.is_file():
+            raise NativeUnavailable(f"the LoadGen sdist ({LOADGEN_REQUIREMENT}) could not be downloaded: "
+                                    f"{(done.stderr or done.stdout).strip()[-300:]}")
+    digest = sha256_file(sdist)
+    if digest != LOADGEN_SDIST_SHA256:
+        sdist.unlink()
+        raise NativeUnavailable(f"{sdist} has sha256 {digest}, not the pinned {LOADGEN_SDIST_SHA256}: removed")
+    return sdist
+
+
+def _unpack(sdist: Path, dest: Path) -> Path:
+    """The sdist's top folder under `dest` (members outside it are refused)."""
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    with tarfile.open(sdist) as archive:
+        archive.extractall(dest, filter="data")
+    [top] = [p for p in dest.iterdir() if p.is_dir()]
+    return top
+
+
+def _fingerprint() -> str:
+    digest = hashlib.sha256(LOADGEN_SDIST_SHA256.encode())
+    for path in sorted(SOURCE_DIR.rglob("*")):
+        if path.is_file():
+            digest.update(path.relative_to(SOURCE_DIR).as_posix().encode())
+            digest.update(path.read_bytes())
+    digest.update(sys.version.encode())
+    return digest.hexdigest()
+
+
+def build_native(build_root: Path, cache: Path, log=print, jobs: int = 2) -> NativeBuild:
+    """Build (or find up to date) the native core under build_root/native; NativeUnavailable when it cannot be."""
+    missing = tools_missing()
+    if missing:
+        raise NativeUnavailable(f"{' and '.join(missing)} not found")
+    try:
+        import pybind11
+    except ImportError:
+        raise NativeUnavailable("pybind11 is not installed in this environment") from None
+    root = build_dir(build_root)
+    lib, stamp = root / "lib", root / "lib" / STAMP
+    fingerprint = _fingerprint()
+    if stamp.is_file() and json.loads(stamp.read_text()).get("fingerprint") == fingerprint:
+        return NativeBuild(lib, built_now=False)
+    sdist = fetch_sdist(cache)
+    loadgen = _unpack(sdist, root / "src")
+    cmake_dir = root / "cmake"
+    shutil.rmtree(cmake_dir, ignore_errors=True)
+    log(f"building the native harness core (LoadGen from {sdist.name}, native/src) ...")
+    steps = [["cmake", "-S", str(SOURCE_DIR), "-B", str(cmake_dir), f"-DLOADGEN_DIR={loadgen}",
+              f"-Dpybind11_DIR={pybind11.get_cmake_dir()}", f"-DPython_EXECUTABLE={sys.executable}",
+              "-DCMAKE_BUILD_TYPE=Release"],
+             ["cmake", "--build", str(cmake_dir), "-j", str(jobs)],
+             ["cmake", "--install", str(cmake_dir), "--prefix", str(lib)]]
+    for step in steps:
+        done = subprocess.run(step, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise NativeUnavailable(f"`{' '.join(step[:2])}` failed:\n{(done.stdout + done.stderr).strip()[-2000:]}")
+    stamp.write_text(json.dumps({"fingerprint": fingerprint, "sdist": sdist.name,
+                                 "sdist_sha256": LOADGEN_SDIST_SHA256}, indent=2) + "\n")
+    return NativeBuild(lib, built_now=True)
