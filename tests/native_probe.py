@@ -47,7 +47,7 @@ def main(lib: str, kind: str, scenario: str, outdir: str, target: float = 2000.0
             sut = tn.ReferenceSut()
         else:
             backend = tn.NullBackend(4) if kind == "native" else tn.PythonBackend(answer)
-            sut = tn.Sut(qsl, backend, 8, 2, 1000)
+            sut = tn.Sut(qsl, [backend, backend], 8, 1000)
             sut.start()
         sut_handle, qsl_handle = sut.handle, qsl.handle
     else:

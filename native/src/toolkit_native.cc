@@ -4,6 +4,7 @@
 #include <pybind11/functional.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <algorithm>
 #include <atomic>
@@ -139,9 +140,12 @@ class PythonBackend : public Backend {
 // most timeout_us after the first for more), gathers them, calls the backend once, completes them from C++.
 class Sut : public mlperf::SystemUnderTest {
  public:
-  Sut(SampleLibrary* qsl, std::shared_ptr<Backend> backend, size_t batch_size, size_t instances, int64_t timeout_us)
-      : name_("toolkit_native"), qsl_(qsl), backend_(std::move(backend)), batch_size_(std::max<size_t>(1, batch_size)),
-        instances_(std::max<size_t>(1, instances)), timeout_(std::chrono::microseconds(timeout_us)) {}
+  // One batcher thread per backend (instance).
+  Sut(SampleLibrary* qsl, std::vector<std::shared_ptr<Backend>> backends, size_t batch_size, int64_t timeout_us)
+      : name_("toolkit_native"), qsl_(qsl), backends_(std::move(backends)),
+        batch_size_(std::max<size_t>(1, batch_size)), timeout_(std::chrono::microseconds(timeout_us)) {
+    if (backends_.empty()) throw std::invalid_argument("the native SUT needs at least one backend instance");
+  }
   ~Sut() override { Stop(); }
 
   const std::string& Name() override { return name_; }
@@ -160,7 +164,7 @@ class Sut : public mlperf::SystemUnderTest {
   void Start() {
     py::gil_scoped_release nogil;
     stopping_ = false;
-    for (size_t i = 0; i < instances_; ++i) threads_.emplace_back([this] { Serve(); });
+    for (auto& backend : backends_) threads_.emplace_back([this, backend] { Serve(backend.get()); });
   }
 
   void Stop() {
@@ -183,7 +187,7 @@ class Sut : public mlperf::SystemUnderTest {
   size_t batches() { return batches_; }
 
  private:
-  void Serve() {
+  void Serve(Backend* backend) {
     std::vector<QuerySample> batch;
     std::vector<QuerySampleIndex> indices;
     std::vector<char> inputs;
@@ -202,7 +206,7 @@ class Sut : public mlperf::SystemUnderTest {
           for (size_t i = 0; i < batch.size(); ++i) indices[i] = batch[i].index;
           inputs.resize(batch.size() * qsl_->sample_bytes());
           qsl_->Gather(indices, inputs.data());
-          backend_->Infer(inputs.data(), batch.size(), qsl_->sample_bytes(), indices, &responses);
+          backend->Infer(inputs.data(), batch.size(), qsl_->sample_bytes(), indices, &responses);
           for (size_t i = 0; i < batch.size(); ++i)
             done.emplace_back(batch[i].id, reinterpret_cast<uintptr_t>(responses.data.data() + responses.offsets[i]),
                               responses.offsets[i + 1] - responses.offsets[i]);
@@ -246,8 +250,8 @@ class Sut : public mlperf::SystemUnderTest {
 
   std::string name_;
   SampleLibrary* qsl_;
-  std::shared_ptr<Backend> backend_;
-  size_t batch_size_, instances_;
+  std::vector<std::shared_ptr<Backend>> backends_;
+  size_t batch_size_;
   std::chrono::microseconds timeout_;
   std::mutex mutex_;
   std::condition_variable ready_;
@@ -287,7 +291,7 @@ PYBIND11_MODULE(toolkit_native, m) {
   py::class_<PythonBackend, Backend, std::shared_ptr<PythonBackend>>(m, "PythonBackend")
       .def(py::init<py::function>());
   py::class_<Sut>(m, "Sut")
-      .def(py::init<SampleLibrary*, std::shared_ptr<Backend>, size_t, size_t, int64_t>(), py::keep_alive<1, 2>())
+      .def(py::init<SampleLibrary*, std::vector<std::shared_ptr<Backend>>, size_t, int64_t>(), py::keep_alive<1, 2>())
       .def("start", &Sut::Start)
       .def("stop", &Sut::Stop, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("handle", &Sut::handle)
