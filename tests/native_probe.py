@@ -4,7 +4,8 @@
 detail log's loadgen_* fields and results, and the SUT's counters. `lib dir` is put first on sys.path, so
 `mlperf_loadgen` is the native build's ("wheel": the installed wheel, for comparison). Kinds: `reference` (LoadGen's
 BasicSUT: completes inside IssueQuery), `native` (batcher threads, null backend), `python` (batcher threads, a numpy
-backend answering each sample's first input byte), `failing` (a Python backend that raises on its third batch).
+backend answering each sample's first input byte), `python-window` (the same with a 100 ms Server batching window),
+`failing` (a Python backend that raises on its third batch). Python backends report the size of every batch.
 """
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def main(lib: str, kind: str, scenario: str, outdir: str, target: float = 2000.0
             sut = tn.ReferenceSut()
         else:
             backend = tn.NullBackend(4) if kind == "native" else tn.PythonBackend(answer)
-            sut = tn.Sut(qsl, [backend, backend], 8, 1000)
+            sut = tn.Sut(qsl, [backend, backend], 8, 100_000 if kind == "python-window" else 1000)
             sut.start()
         sut_handle, qsl_handle = sut.handle, qsl.handle
     else:
@@ -58,6 +59,7 @@ def main(lib: str, kind: str, scenario: str, outdir: str, target: float = 2000.0
     settings = lg.TestSettings()
     settings.scenario = getattr(lg.TestScenario, scenario)
     settings.mode = lg.TestMode.AccuracyOnly if kind == "python" else lg.TestMode.PerformanceOnly
+    settings.server_target_latency_ns = 1_000_000_000   # the window must not make the run INVALID
     settings.min_duration_ms, settings.min_query_count = 1000, 100
     settings.offline_expected_qps = settings.server_target_qps = target
     log = lg.LogSettings()
@@ -67,7 +69,8 @@ def main(lib: str, kind: str, scenario: str, outdir: str, target: float = 2000.0
     lg.StartTestWithLogSettings(sut_handle, qsl_handle, settings, log, "")
     if kind not in ("reference", "wheel-python"):
         sut.stop()
-        result.update(issued=sut.issued, completed=sut.completed, batches=sut.batches, error=sut.error)
+        result.update(issued=sut.issued, completed=sut.completed, batches=sut.batches, error=sut.error,
+                      batch_sizes=batches)
     for line in (Path(outdir) / "mlperf_log_detail.txt").read_text().splitlines():
         entry = json.loads(line.split(":::MLLOG", 1)[1])
         if entry["key"].startswith(("loadgen_", "result_")):

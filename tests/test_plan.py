@@ -180,7 +180,7 @@ def test_the_newest_earlier_run_of_the_same_computation_gives_the_measured_speed
 def test_records_on_disk_are_read_for_their_speed(tmp_path):
     ctx = _context(tmp_path)
     fields = ctx.resolve("resnet50", Scenario.Offline).values
-    keep = {name: fields[name] for name in ("batch_size", "instances", "intra_op_threads")}
+    keep = {name: fields[name] for name in ("batch_size", "instances", "intra_op_threads", "harness_impl")}
     for name, value, status in (("done", 123.0, "completed"), ("stopped", 999.0, "interrupted")):
         folder = tmp_path / "logs" / name
         folder.mkdir(parents=True)

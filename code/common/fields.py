@@ -16,6 +16,8 @@ from .backends.registry import BACKENDS
 from .constants import Scenario
 from .errors import UserError
 
+HARNESS_IMPLS = ("native", "python")   # --harness_impl: the lwis harness in C++ (code/common/native) or in Python
+
 ALL_SCENARIOS = frozenset(Scenario)
 # A name that becomes a folder or file name (submitter, model, data set): no path separators, no "..", not hidden.
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_+-][A-Za-z0-9._+-]*$")
@@ -145,6 +147,10 @@ FIELDS: Mapping[str, Field] = _fields(
     Field("instances", int, 1, "Backend instances (model copies, each with its own session and worker thread) "
           "run in parallel; NVIDIA's gpu_inference_streams.",
           aliases=("gpu_inference_streams",), minimum=1, maximum=1024),
+    Field("harness_impl", str, "native", "Implementation of the lwis harness: native (the C++ core: issue, batching, "
+          "sample gathering and completions without Python, the backend called once per batch) or python (all in "
+          "Python). Where the native core is not built (`make build`), or for a harness it does not implement "
+          "(the LLM and Triton harnesses), the default falls back to python.", choices=HARNESS_IMPLS),
     Field("intra_op_threads", int, 0, "Threads per backend instance (0: cores divided by instances).",
           backends=frozenset({"onnxruntime"}), minimum=0, maximum=4096),
     Field("workspace_size", int, 4 << 30, "Scratch memory TensorRT's builder may use (bytes).",

@@ -124,9 +124,15 @@ def _system_under_test(spec: RunSpec, benchmark, samples, paths: Paths, log_dir:
 
         return triton_system(spec, benchmark, samples, log_dir)
     if generation is None:
+        batching = int(fields["batch_size"]), int(fields.get("server_batch_timeout_us") or 0)
+        if spec.native_lib:
+            from .native_sut import NativeSampleLibrary, NativeSUT
+
+            native_qsl = NativeSampleLibrary(samples, spec.performance_sample_count)
+            return NativeSUT(spec.scenario_enum, native_qsl, _instances(spec, benchmark, samples),
+                             *batching).start(), native_qsl
         qsl = SampleLibrary(samples, spec.performance_sample_count)
-        return HarnessSUT(spec.scenario_enum, qsl, _instances(spec, benchmark, samples), int(fields["batch_size"]),
-                          int(fields.get("server_batch_timeout_us") or 0)).start(), qsl
+        return HarnessSUT(spec.scenario_enum, qsl, _instances(spec, benchmark, samples), *batching).start(), qsl
     from .llm_sut import LLMSut, PromptLibrary
 
     if fields.get("max_input_tokens"):
@@ -171,6 +177,13 @@ def run(spec: RunSpec, parent_fd: int | None = None) -> int:
 
 def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecord]:
     """The test itself: (exit status, its record)."""
+    if spec.native_lib:     # before anything imports LoadGen: the native core completes into its own build
+        from .native_sut import use_native_loadgen
+
+        try:
+            use_native_loadgen(spec.native_lib)
+        except (RuntimeError, ImportError) as error:
+            return 1, base_record(spec, FAILED, started=started, error=f"the native harness cannot start: {error}")
     import mlperf_loadgen as lg
 
     benchmark = get_benchmark(spec.benchmark)
@@ -201,8 +214,8 @@ def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecor
         finally:
             seconds = time.monotonic() - t0
             sut.stop()
-            lg.DestroySUT(lg_sut)
-            lg.DestroyQSL(lg_qsl)
+            getattr(sut, "destroy", lg.DestroySUT)(lg_sut)    # the native core's handles are not LoadGen's to free
+            getattr(qsl, "destroy", lg.DestroyQSL)(lg_qsl)
             if audit_path is not None:
                 audit_path.unlink(missing_ok=True)
         if sut.error is not None:
@@ -230,7 +243,8 @@ def _results(spec: RunSpec, benchmark, paths: Paths, log_dir: Path, seconds: flo
         "loadgen": LoadGenRecord(
             version=str(log.get("loadgen_version", importlib.metadata.version("mlcommons-loadgen"))),
             seeds=log.seeds, errors=log.errors, warnings=len(log.warnings),
-            effective={k[len("effective_"):]: v for k, v in log.values.items() if k.startswith("effective_")}),
+            effective={k[len("effective_"):]: v for k, v in log.values.items() if k.startswith("effective_")},
+            build=_loadgen_build(spec)),
         "durations": Durations(test_s=round(seconds, 3), measured_s=log.run_duration_s),
     }
     if spec.mode_enum is TestMode.PerformanceOnly:
@@ -251,6 +265,15 @@ def _results(spec: RunSpec, benchmark, paths: Paths, log_dir: Path, seconds: flo
                    "valid": log.errors == (), "submittable": log.errors == () and not spec.test_run,
                    "reasons": tuple(f"LoadGen reported an error: {e}" for e in log.errors)}
     return result
+
+
+def _loadgen_build(spec: RunSpec) -> str:
+    """Which LoadGen the test ran on, in words."""
+    if spec.native_lib:
+        from ..native.build import LOADGEN_SDIST, LOADGEN_SDIST_SHA256
+
+        return f"native core: {LOADGEN_SDIST} (sha256 {LOADGEN_SDIST_SHA256}) built in {spec.native_lib}"
+    return f"wheel: mlcommons-loadgen {importlib.metadata.version('mlcommons-loadgen')}"
 
 
 def _meets_target(spec: RunSpec, accuracy) -> bool | None:

@@ -38,7 +38,7 @@ SMALL_LOGS_BYTES = 64 * 1024   # detail (~30 KB) and summary logs, user.conf, ru
 ACCURACY_ENTRY_BYTES = 44
 ACCURACY_LOG_FRAME_BYTES = 4     # "[", "]" and line breaks around the entries
 # Config fields that change the speed of a test: an earlier run is its measurement only when they all agree.
-SPEED_FIELDS = ("model", "backend", "precision", "batch_size", "instances", "intra_op_threads",
+SPEED_FIELDS = ("model", "backend", "harness_impl", "precision", "batch_size", "instances", "intra_op_threads",
                 "multi_stream_samples_per_query")
 
 

@@ -82,6 +82,7 @@ class LoadGenRecord:
     errors: tuple[str, ...] = ()
     warnings: int = 0
     effective: Mapping[str, Any] = field(default_factory=dict)   # the detail log's effective_* settings, unprefixed
+    build: str = ""         # which LoadGen ran the test: the PyPI wheel, or the native core's build from the sdist
 
 
 @dataclass(frozen=True)

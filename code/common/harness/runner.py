@@ -34,6 +34,8 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
               qps_scale: float = 1.0, purpose: str = "submission") -> RunSpec:
     """Resolve and check everything a test needs before any process starts."""
     from ..engines.builder import locate_engine
+    from ..native.build import lib_dir
+    from .impl import NATIVE
 
     config = ctx.resolve(benchmark_name, scenario)
     fields = config.values
@@ -64,6 +66,7 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
         invocation=invocation(ctx.args, mode, benchmark_name), purpose="audit" if audit_test else purpose,
         audit_test=audit_test, audit_config=list(audit_config or []),
         triton_endpoints=list(ctx.args.triton_endpoints),
+        native_lib=str(lib_dir(ctx.paths.build)) if fields.get("harness_impl") == NATIVE else "",
     )
 
 

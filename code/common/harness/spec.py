@@ -38,6 +38,7 @@ class RunSpec:
     audit_config: list[str] = field(default_factory=list)   # lines; written to the run folder, never to cwd
     accuracy_target: str | None = None   # closed division: the AccuracyTarget whose bounds every metric is held to
     triton_endpoints: list[str] = field(default_factory=list)   # Triton harness: running servers; [] = a local one
+    native_lib: str = ""                 # harness_impl native: the folder of the built core, first on sys.path
 
     @property
     def fields(self) -> dict[str, Any]:

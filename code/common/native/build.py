@@ -44,6 +44,21 @@ def build_dir(build_root: Path) -> Path:
     return build_root / "native"
 
 
+def lib_dir(build_root: Path) -> Path:
+    """The folder of the built modules: first on sys.path of a native harness test."""
+    return build_dir(build_root) / "lib"
+
+
+def not_ready(build_root: Path) -> str | None:
+    """Why the native core cannot serve a test now (not built, or built from other sources); None when it can."""
+    stamp = lib_dir(build_root) / STAMP
+    if not stamp.is_file():
+        return "the native core is not built (`make build` builds it)"
+    if json.loads(stamp.read_text()).get("fingerprint") != _fingerprint():
+        return "the native core was built from other sources than these (`make build` rebuilds it)"
+    return None
+
+
 def tools_missing() -> list[str]:
     return [tool for tool in ("cmake", "c++") if shutil.which(tool) is None]
 
@@ -95,8 +110,8 @@ def build_native(build_root: Path, cache: Path, log=print, jobs: int = 2) -> Nat
         import pybind11
     except ImportError:
         raise NativeUnavailable("pybind11 is not installed in this environment") from None
-    root = build_dir(build_root)
-    lib, stamp = root / "lib", root / "lib" / STAMP
+    root, lib = build_dir(build_root), lib_dir(build_root)
+    stamp = lib / STAMP
     fingerprint = _fingerprint()
     if stamp.is_file() and json.loads(stamp.read_text()).get("fingerprint") == fingerprint:
         return NativeBuild(lib, built_now=False)
