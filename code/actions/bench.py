@@ -1,13 +1,16 @@
 """bench: the harness's speed, each figure a ratio against a baseline measured in the same run.
 
 (a) Offline samples/s of the harness with a backend that returns at once / a bare LoadGen null SUT.
+    With it (bench_native.py): null backend, Server ceiling (native, Python harness), Offline (native) / C++ SUT.
 (b) Offline samples/s of the model through the harness / raw ONNX Runtime on the same preprocessed inputs,
     same engine, batch size, instances and threads.
 (c) SingleStream: raw ONNX Runtime's per-sample latency / the harness's, as LoadGen measures it, both at the
     percentile LoadGen judges (the 90th), so that higher is better.
 (d) Server at INT8: the highest target QPS that LoadGen rates VALID (search.find_highest over short runs) / the
     INT8 Offline samples/s through the harness; (e) the same at FP32.
-(b) and (c) are measured for every benchmark (resnet50, yolo), (d) and (e) for those with a Server scenario; the
+(k) Offline samples/s of the native harness / the Python one, same engine and config (where the native core is
+    built); (l) the Python harness's Server p99 latency / the native one's, at the rate (d) found.
+(b), (c) and (k) are measured for every benchmark (resnet50, yolo), (d), (e) and (l) for those with a Server scenario; the
 benchmarks that generate tokens (llama3.1-8b) get their own figures (bench_llm.py: (f) and (g)), and so does the
 Triton harness, with --harness_type=triton (bench_triton.py: (h), (i) and (j)).
 Runs every benchmark on its embedded default unless RUN_ARGS choose otherwise; builds the engines it needs.
@@ -33,10 +36,11 @@ from ..common.tuning.search import Outcome, SearchResult, find_highest, round_si
 from ..common.tuning.trials import run_once, with_fields
 from .base import Context, Handler
 from .bench_llm import generating, llm_figures
+from .bench_native import native_figures
 from .bench_triton import triton_figures, wants_triton
 from .harness import DownloadData, DownloadModel, GenerateEngines, PreprocessData, with_embedded_default
 
-GOALS = {"a": 0.8, "b": 0.97, "c": 0.97, "server": 0.5}
+GOALS = {"a": 0.8, "b": 0.97, "c": 0.97, "server": 0.5, "impl": 0.97}
 # A model of one image per call (yolo): within 5 % of raw ONNX Runtime in throughput and SingleStream latency.
 BENCHMARK_GOALS = {"yolo": {"b": 0.95, "c": round(1 / 1.05, 3)}}
 BENCH_SOURCE = "make bench"   # the source its records give the settings bench chooses
@@ -129,6 +133,7 @@ class Bench(Handler):
             harness = self._probe("harness", offline)
             figures.append(Figure("(a) harness overhead: Offline, backend returns at once, vs bare LoadGen SUT",
                                   harness, bare, "samples/s", goals["a"]))
+            figures += native_figures(self, ctx)
 
         # Raw ONNX Runtime before and after the harness run: their mean cancels slow drifts of the machine.
         raw_before = self._raw_throughput(ctx, benchmark_name, offline)
@@ -146,7 +151,8 @@ class Bench(Handler):
         figures.append(Figure(f"(c) {model} {precision} SingleStream p{percentile * 100:g} latency: raw "
                               f"ONNX Runtime / harness", measured, raw, "ms", goals["c"], higher_is_better=False))
         if not server:
-            return figures
+            return figures + self._implementations(ctx, benchmark_name, scenarios, through[precision], None)
+        server_at: tuple[Context, float] | None = None
         for label, each in (("d", "int8"), ("e", "fp32")):
             if each not in through:
                 through[each] = self._harness_offline(at[each], benchmark_name, through[precision],
@@ -157,6 +163,42 @@ class Bench(Handler):
             figures.append(Figure(f"({label}) {model} {each} Server ({layout}): highest VALID target "
                                   f"QPS vs {each} Offline through the harness", searches[each].value or 0.0,
                                   through[each], "QPS", goals["server"], baseline_unit="samples/s"))
+            server_at = server_at or (server_ctx, searches[each].value or through[each] * GOALS["server"])
+        return figures + self._implementations(ctx, benchmark_name, scenarios, through[precision], server_at)
+
+    # -- (k), (l): the native harness against the Python one ---------------------------------------
+    def _implementations(self, ctx: Context, benchmark_name: str, scenarios: tuple[Scenario, ...], expected: float,
+                         server_at: tuple[Context, float] | None) -> list[Figure]:
+        """(k) Offline samples/s of the native harness / the Python one; (l) where given a Server config and rate,
+        the Python harness's p99 latency at that rate / the native one's. Same engine and config, runs in turns."""
+        from ..common.native.build import not_ready
+
+        missing = not_ready(self.ctx.paths.build)
+        if missing is None and ctx.resolve(benchmark_name, Scenario.Offline)["harness_impl"] != "native":
+            missing = ctx.resolve(benchmark_name, Scenario.Offline).sources["harness_impl"]
+        if missing is not None:
+            self.ctx.log(f"{benchmark_name}: no native-vs-Python figures: {missing}")
+            return []
+        folder = self.ctx.paths.bench_dir
+        offline = {impl: 0.0 for impl in ("python", "native")}
+        for impl in offline:
+            offline[impl] = self._harness_offline(_with(ctx, scenarios, harness_impl=impl), benchmark_name,
+                                                  expected, f"{benchmark_name}-offline-{impl}")
+        model = ctx.resolve(benchmark_name, Scenario.Offline)["model"]
+        figures = [Figure(f"(k) {model} Offline: native harness vs Python harness", offline["native"],
+                          offline["python"], "samples/s", GOALS["impl"])]
+        if server_at is None:
+            return figures
+        server_ctx, qps = server_at
+        p99: dict[str, float] = {}
+        for impl in ("python", "native"):
+            outcome = self._short(_with(server_ctx, scenarios, harness_impl=impl), benchmark_name, Scenario.Server,
+                                  folder / f"{benchmark_name}-server-{impl}-{qps:g}qps", server_target_qps=qps)
+            self.ctx.log(f"Server at {qps:g} QPS, {impl} harness: {outcome.describe()}")
+            p99[impl] = (outcome.latency_ns or float("nan")) / 1e6
+        precision = server_ctx.resolve(benchmark_name, Scenario.Server)["precision"]
+        figures.append(Figure(f"(l) {model} {precision} Server at {qps:g} QPS: p99 latency, Python harness / native "
+                              f"harness", p99["native"], p99["python"], "ms", GOALS["impl"], higher_is_better=False))
         return figures
 
     # -- (a) ---------------------------------------------------------------------------------------

@@ -119,8 +119,9 @@ class Build(Handler):
         try:
             built = build_native(self.ctx.paths.build, self.ctx.paths.download_cache, log=self.ctx.log)
         except NativeUnavailable as why:
-            return "not built", f"{why}; the Python harness is used"
-        return "built" if built.built_now else "up to date", f"LoadGen 6.0.17 from its sdist, in {built.lib}"
+            return "not built", f"{why}; the lwis harness runs in Python (--harness_impl=python)"
+        return "built" if built.built_now else "up to date", \
+            f"LoadGen 6.0.17 from its sdist, in {built.lib}; the lwis harness runs on it (--harness_impl=native)"
 
     def _triton(self) -> tuple[str, str]:
         from ..common.triton.server import find_installation

@@ -190,5 +190,23 @@ class Run(RunHarness):
         return [TestMode.PerformanceOnly, TestMode.AccuracyOnly]
 
     def prepare(self) -> None:
+        build_native_core(self.ctx)
         for step in (DownloadModel, DownloadData, PreprocessData, GenerateEngines):
             step(self.ctx).run()
+
+
+def build_native_core(ctx: Context) -> None:
+    """Compile the native harness core (as `make build` does) when a test of the selection would run on it but
+    it is not built yet; where it cannot be built, say why: the tests then run the Python harness."""
+    from ..common.harness.impl import FALLBACK_SOURCE, FIELD
+    from ..common.native.build import NativeUnavailable, build_native, not_ready
+
+    missing = not_ready(ctx.paths.build)
+    if missing is None or not any(ctx.resolve(b, s).sources.get(FIELD) == f"{FALLBACK_SOURCE}: {missing}"
+                                  for b, s in ctx.selected()):
+        return
+    try:
+        built = build_native(ctx.paths.build, ctx.paths.download_cache, log=ctx.log)
+        ctx.log(f"native harness core: built in {built.lib}")
+    except NativeUnavailable as why:
+        ctx.log(f"native harness core: not built ({why}); the tests run the Python harness")

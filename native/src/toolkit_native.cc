@@ -262,20 +262,26 @@ class Sut : public mlperf::SystemUnderTest {
   std::atomic<size_t> issued_{0}, completed_{0}, batches_{0};
 };
 
-// LoadGen's BasicSUT of loadgen/benchmark/repro.cpp, the limit: completes every sample inside IssueQuery.
+// LoadGen's BasicSUT of loadgen/benchmark/repro.cpp, the limit: completes every sample inside IssueQuery, in one
+// call (completion_batch 0, as repro.cpp) or in calls of completion_batch samples (LoadGen's own cost per completed
+// sample then falls inside the measured time, as for any SUT that completes batch by batch).
 class ReferenceSut : public mlperf::SystemUnderTest {
  public:
+  explicit ReferenceSut(size_t completion_batch = 0) : completion_batch_(completion_batch) {}
   const std::string& Name() override { return name_; }
   void IssueQuery(const std::vector<QuerySample>& samples) override {
     responses_.clear();
     for (auto& sample : samples) responses_.emplace_back(sample.id, 0, 0);
-    mlperf::QuerySamplesComplete(responses_.data(), responses_.size());
+    size_t step = completion_batch_ == 0 ? responses_.size() : completion_batch_;
+    for (size_t start = 0; start < responses_.size(); start += step)
+      mlperf::QuerySamplesComplete(responses_.data() + start, std::min(step, responses_.size() - start));
   }
   void FlushQueries() override {}
   uintptr_t handle() { return reinterpret_cast<uintptr_t>(static_cast<mlperf::SystemUnderTest*>(this)); }
 
  private:
   std::string name_ = "reference";
+  size_t completion_batch_;
   std::vector<QuerySampleResponse> responses_;
 };
 
@@ -299,5 +305,7 @@ PYBIND11_MODULE(toolkit_native, m) {
       .def_property_readonly("issued", &Sut::issued)
       .def_property_readonly("completed", &Sut::completed)
       .def_property_readonly("batches", &Sut::batches);
-  py::class_<ReferenceSut>(m, "ReferenceSut").def(py::init<>()).def_property_readonly("handle", &ReferenceSut::handle);
+  py::class_<ReferenceSut>(m, "ReferenceSut")
+      .def(py::init<size_t>(), py::arg("completion_batch") = 0)
+      .def_property_readonly("handle", &ReferenceSut::handle);
 }

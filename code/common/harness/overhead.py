@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..benchmark_api import Responses
 from ..constants import Scenario, TestMode
 from .loadgen_log import read_detail
 from .qsl import SampleLibrary
@@ -54,8 +55,8 @@ def measure(kind: str, outdir: Path, seconds: float, batch_size: int, instances:
     if kind == "bare":
         lg_sut = _bare_sut(lg)
     elif kind == "harness":
-        def null_backend(batch: np.ndarray) -> np.ndarray:
-            return np.zeros(len(batch), dtype=np.int32)
+        def null_backend(batch: np.ndarray, indices: np.ndarray) -> Responses:
+            return Responses.rows(np.zeros(len(indices), dtype=np.int32))
 
         sut = HarnessSUT(Scenario.Offline, qsl, [null_backend] * instances, batch_size).start()
         lg_sut = sut.construct()
@@ -73,6 +74,8 @@ def measure(kind: str, outdir: Path, seconds: float, batch_size: int, instances:
     lg.StartTestWithLogSettings(lg_sut, lg_qsl, settings, log_settings, str(outdir / "audit.config"))
     if sut is not None:
         sut.stop()
+        if sut.error is not None:   # a failing backend completes empty at once: no figure of the harness
+            raise RuntimeError(f"the null backend failed: {type(sut.error).__name__}: {sut.error}")
     log = read_detail(outdir)
     return {"samples_per_second": float(log.get("result_samples_per_second", 0.0)), "valid": log.valid}
 
