@@ -32,6 +32,17 @@ def pytest_sessionstart(session) -> None:
         print(f"\nThe native harness core cannot be built here, so the harness tests run the Python one: {why}")
 
 
+@pytest.fixture(scope="session")
+def native_lib() -> Path:
+    """The folder of the built native core (built once per checkout); skips, saying why, where it cannot be."""
+    from code.common.native.build import NativeUnavailable, build_native
+
+    try:
+        return build_native(Paths.create().build, WHEEL_CACHE, log=print).lib
+    except NativeUnavailable as why:
+        pytest.skip(f"the native core cannot be built here: {why}")
+
+
 def seed_downloads(paths: Paths, *packages: tuple[str, str]) -> None:
     """Link wheels fetched once per machine (build/test_cache/wheels) into a scratch's download cache,
     so tests fetch nothing twice; skip, naming the package, when the package registry is unreachable."""

@@ -19,7 +19,6 @@ from code.actions.bench_native import (GOALS, figures_from, native_figures, offl
 from code.common.native.build import NativeUnavailable
 
 from .conftest import REPO
-from .test_native import native_lib  # noqa: F401  (the fixture builds the core once per session)
 
 
 def ceiling_probe(lib: Path, kind: str, scenario: str, outdir: Path) -> dict:
@@ -33,7 +32,7 @@ def ceiling_probe(lib: Path, kind: str, scenario: str, outdir: Path) -> dict:
 @pytest.mark.parametrize("kind,scenario", [("reference", "Server"), ("native", "Server"), ("python", "Server"),
                                            ("reference-batched", "Offline"),
                                            ("native", "Offline")])
-def test_the_probe_runs_each_kind_on_the_native_builds_loadgen(native_lib, tmp_path, kind, scenario):  # noqa: F811
+def test_the_probe_runs_each_kind_on_the_native_builds_loadgen(native_lib, tmp_path, kind, scenario):
     result = ceiling_probe(native_lib, kind, scenario, tmp_path)
     assert Path(result["module"]).parent == native_lib      # all three kinds on the same LoadGen
     assert (result["kind"], result["scenario"], result["target_qps"]) == (kind, scenario, 2000.0)
@@ -44,7 +43,7 @@ def test_the_probe_runs_each_kind_on_the_native_builds_loadgen(native_lib, tmp_p
     assert (tmp_path / "mlperf_log_detail.txt").is_file()
 
 
-def test_the_probe_refuses_an_unknown_kind(native_lib, tmp_path):  # noqa: F811
+def test_the_probe_refuses_an_unknown_kind(native_lib, tmp_path):
     done = subprocess.run([sys.executable, "-m", "code.common.native.ceiling", str(native_lib), "nonsense", "Server",
                            str(tmp_path), "2000", "1"], cwd=REPO, capture_output=True, text=True, timeout=60,
                           check=False)

@@ -13,19 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from code.common.native.build import LOADGEN_SDIST_SHA256, NativeUnavailable, build_native, fetch_sdist
-from code.common.paths import Paths
+from code.common.native.build import LOADGEN_SDIST_SHA256, NativeUnavailable, fetch_sdist
 
-from .conftest import REPO, WHEEL_CACHE
-
-
-@pytest.fixture(scope="session")
-def native_lib() -> Path:
-    paths = Paths.create()
-    try:
-        return build_native(paths.build, WHEEL_CACHE, log=print).lib
-    except NativeUnavailable as why:
-        pytest.skip(f"the native core cannot be built here: {why}")
+from .conftest import REPO
 
 
 def probe(lib: Path | str, kind: str, scenario: str, outdir: Path, target: float = 2000.0) -> dict:

@@ -23,7 +23,7 @@ from code.common.systems.known import GENERIC_CPU
 
 from .conftest import EMBEDDED, REPO
 from .test_harness_e2e import records, toolkit
-from .test_native import native_lib, probe  # noqa: F401  (the fixture builds the core once per session)
+from .test_native import probe
 
 
 def resolved(benchmark: str = "resnet50", **overrides):

@@ -10,9 +10,9 @@
     INT8 Offline samples/s through the harness; (e) the same at FP32.
 (k) Offline samples/s of the native harness / the Python one, same engine and config (where the native core is
     built); (l) the Python harness's Server p99 latency / the native one's, at the rate (d) found.
-(b), (c) and (k) are measured for every benchmark (resnet50, yolo), (d), (e) and (l) for those with a Server scenario; the
-benchmarks that generate tokens (llama3.1-8b) get their own figures (bench_llm.py: (f) and (g)), and so does the
-Triton harness, with --harness_type=triton (bench_triton.py: (h), (i) and (j)).
+(b), (c) and (k) are measured for every benchmark (resnet50, yolo), (d), (e) and (l) for those with a Server
+scenario; the benchmarks that generate tokens (llama3.1-8b) get their own figures (bench_llm.py: (f) and (g)), and
+so does the Triton harness, with --harness_type=triton (bench_triton.py: (h), (i) and (j)).
 Runs every benchmark on its embedded default unless RUN_ARGS choose otherwise; builds the engines it needs.
 """
 from __future__ import annotations
