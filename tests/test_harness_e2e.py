@@ -96,20 +96,27 @@ def test_backend_failure_marks_the_run_failed_and_keeps_the_logs(scratch, tmp_pa
     assert (faulty / "mlperf_log_detail.txt").exists()   # LoadGen's logs are kept for diagnosis
 
 
+def stop_once_started(command: list[str], log_dir: Path, signum: int) -> tuple[int, str]:
+    """Run the toolkit `command`, send it `signum` a second after its first LoadGen test has started logging into
+    `log_dir`: (exit status, stderr). The signal is left at its default, so SIGINT acts as a terminal's Ctrl-C even
+    where this test runs as a background job (which ignores SIGINT)."""
+    parent = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=lambda: signal.signal(signum, signal.SIG_DFL))
+    deadline = time.monotonic() + 120
+    while not list(log_dir.rglob("mlperf_log_detail.txt")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)
+    parent.send_signal(signum)
+    _, err = parent.communicate(timeout=60)
+    return parent.returncode, err
+
+
 def test_ctrl_c_stops_cleanly_and_records_an_interrupted_run(scratch, tmp_path):
     command = [sys.executable, "-m", "code.main", "--action=run_harness", "--scenarios=offline", *EMBEDDED,
                "--min_duration=120000", f"--scratch_path={scratch}", f"--log_dir={tmp_path}"]
     assert toolkit(scratch, tmp_path, "--action=generate_engines", *command[4:-2]) == 0
-    # SIGINT as a terminal delivers it, even where this test runs as a background job (which ignores SIGINT).
-    parent = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + 60
-    while not list(tmp_path.rglob("mlperf_log_detail.txt")) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(1.0)
-    parent.send_signal(signal.SIGINT)
-    _, err = parent.communicate(timeout=60)
-    assert parent.returncode == 130, err
+    returncode, err = stop_once_started(command, tmp_path, signal.SIGINT)
+    assert returncode == 130, err
     [record] = map(read_metadata, find_metadata(tmp_path))
     assert record.status == "interrupted"
     assert not list(tmp_path.rglob("audit.config")) and not (REPO / "audit.config").exists()

@@ -198,11 +198,11 @@ class Run(RunHarness):
 def build_native_core(ctx: Context) -> None:
     """Compile the native harness core (as `make build` does) when a test of the selection would run on it but
     it is not built yet; where it cannot be built, say why: the tests then run the Python harness."""
-    from ..common.harness.impl import FALLBACK_SOURCE, FIELD
+    from ..common.harness.impl import FIELD, fallback_source
     from ..common.native.build import NativeUnavailable, build_native, not_ready
 
     missing = not_ready(ctx.paths.build)
-    if missing is None or not any(ctx.resolve(b, s).sources.get(FIELD) == f"{FALLBACK_SOURCE}: {missing}"
+    if missing is None or not any(ctx.resolve(b, s).sources.get(FIELD) == fallback_source(missing)
                                   for b, s in ctx.selected()):
         return
     try:

@@ -39,8 +39,9 @@ FIELD_DEFAULT = "default"
 
 def set_by_invocation(source: str) -> bool:
     """Whether a value with this source was set for the run (typed, or filled in by the toolkit) rather than
-    taken from the config classes or the field catalogue: such values must be given again to repeat the run."""
-    return not (source.startswith(CONFIG_CLASS) or source == FIELD_DEFAULT)
+    taken from the config classes or the field catalogue (a default may say why it is what it is: "default (...)"):
+    such values must be given again to repeat the run."""
+    return not (source.startswith(CONFIG_CLASS) or source == FIELD_DEFAULT or source.startswith(f"{FIELD_DEFAULT} ("))
 
 
 def given_values(values: Mapping[str, Any], sources: Mapping[str, str]) -> dict[str, Any]:

@@ -3,8 +3,9 @@
 
 Native is the default where it can serve: the core is built from these sources, and the test is one the core
 implements (one backend call per batch of the lwis harness; the LLM harness streams tokens and the Triton harness
-runs in Triton servers, both in Python). Where it cannot, a default falls back to python, with the reason as the
-value's source (kept in metadata.json); a native asked for by the invocation stops the plan with the reason.
+runs in Triton servers, both in Python). Where it cannot, a default falls back to python, with the reason in the
+value's source (kept in metadata.json; still a default, so a command that repeats the run does not ask for python);
+a native asked for by the invocation stops the plan with the reason.
 """
 from __future__ import annotations
 
@@ -12,14 +13,18 @@ import dataclasses
 from pathlib import Path
 from types import MappingProxyType
 
-from ..config_registry import ResolvedConfig, set_by_invocation
+from ..config_registry import FIELD_DEFAULT, ResolvedConfig, set_by_invocation
 from ..constants import HarnessType
 from ..errors import UserError
 from ..fields import HARNESS_IMPLS
 
 NATIVE, PYTHON = HARNESS_IMPLS
 FIELD = "harness_impl"
-FALLBACK_SOURCE = "python fallback"   # the source of a default that could not be native: "python fallback: <why>"
+
+
+def fallback_source(why: str) -> str:
+    """The source of a default that could not be native: still the field's default (never asked for again)."""
+    return f"{FIELD_DEFAULT} (python fallback: {why})"
 
 
 def why_not_native(benchmark_name: str, model: str, harness_type: HarnessType, build_root: Path) -> str | None:
@@ -48,4 +53,4 @@ def settle(config: ResolvedConfig, harness_type: HarnessType, build_root: Path) 
         raise UserError(f"--harness_impl=native cannot run {config.benchmark} {config.scenario.value}: {why}. "
                         f"Leave --harness_impl out, or set --harness_impl=python.")
     return dataclasses.replace(config, values=MappingProxyType({**config.values, FIELD: PYTHON}),
-                               sources=MappingProxyType({**config.sources, FIELD: f"{FALLBACK_SOURCE}: {why}"}))
+                               sources=MappingProxyType({**config.sources, FIELD: fallback_source(why)}))
