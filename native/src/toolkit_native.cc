@@ -31,7 +31,8 @@ using mlperf::QuerySampleResponse;
 
 namespace toolkit {
 
-// The performance set, loaded by a Python callable once per LoadSamplesToRam, kept in one buffer.
+// The performance set, loaded by a Python callable once per LoadSamplesToRam into one array, which is kept (not
+// copied): batches are gathered from it by address, without the GIL.
 class SampleLibrary : public mlperf::QuerySampleLibrary {
  public:
   SampleLibrary(size_t total, size_t performance, py::function load)
@@ -49,10 +50,12 @@ class SampleLibrary : public mlperf::QuerySampleLibrary {
     py::buffer_info info = loaded.request();
     if (info.ndim < 1 || static_cast<size_t>(info.shape[0]) != samples.size())
       throw std::runtime_error("the sample loader returned the wrong number of samples");
+    if (!(loaded.flags() & py::array::c_style))
+      throw std::runtime_error("the sample loader must return one C-contiguous array");
     std::lock_guard<std::mutex> lock(mutex_);
     sample_bytes_ = samples.empty() ? 0 : static_cast<size_t>(info.size * info.itemsize) / samples.size();
-    data_.assign(static_cast<const char*>(info.ptr),
-                 static_cast<const char*>(info.ptr) + info.size * info.itemsize);
+    loaded_ = loaded;   // the previous set is released here, with the GIL held
+    data_ = static_cast<const char*>(info.ptr);
     std::fill(slot_.begin(), slot_.end(), -1);
     for (size_t i = 0; i < samples.size(); ++i) slot_[samples[i]] = static_cast<int64_t>(i);
   }
@@ -69,7 +72,7 @@ class SampleLibrary : public mlperf::QuerySampleLibrary {
     for (size_t i = 0; i < indices.size(); ++i) {
       int64_t slot = slot_[indices[i]];
       if (slot < 0) throw std::runtime_error("a sample was issued but not loaded by LoadGen");
-      std::memcpy(out + i * sample_bytes_, data_.data() + slot * sample_bytes_, sample_bytes_);
+      std::memcpy(out + i * sample_bytes_, data_ + slot * sample_bytes_, sample_bytes_);
     }
   }
 
@@ -80,7 +83,8 @@ class SampleLibrary : public mlperf::QuerySampleLibrary {
   size_t total_, performance_;
   py::function load_;
   std::vector<int64_t> slot_;
-  std::vector<char> data_;
+  py::array loaded_;                // owns the set's memory; released with the GIL (LoadSamplesToRam, destruction)
+  const char* data_ = nullptr;
   size_t sample_bytes_ = 0;
   std::mutex mutex_;
 };

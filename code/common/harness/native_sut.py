@@ -52,14 +52,19 @@ class NativeSampleLibrary:
         self.native = toolkit_native.SampleLibrary(self.total, self.performance_count, self._load)
 
     def _load(self, indices: np.ndarray) -> np.ndarray:
-        loaded = [self.samples.load(int(i)) for i in indices]
-        if not loaded:
+        """The samples at `indices` in one array, filled one sample at a time (the set is in memory once)."""
+        if len(indices) == 0:
             return np.zeros((0,), dtype=np.uint8)
-        shapes = {sample.shape for sample in loaded}
-        if len(shapes) > 1:
-            raise RuntimeError(f"the native harness needs samples of one shape; these have {sorted(shapes)}")
-        data = np.ascontiguousarray(np.stack(loaded))
-        self.shape, self.dtype = data.shape[1:], data.dtype
+        first = self.samples.load(int(indices[0]))
+        data = np.empty((len(indices), *first.shape), dtype=first.dtype)
+        data[0] = first
+        for slot, index in enumerate(indices[1:], start=1):
+            sample = self.samples.load(int(index))
+            if sample.shape != first.shape:
+                raise RuntimeError(f"the native harness needs samples of one shape; sample {int(index)} is "
+                                   f"{sample.shape}, sample {int(indices[0])} {first.shape}")
+            data[slot] = sample
+        self.shape, self.dtype = first.shape, first.dtype
         return data
 
     def construct(self) -> int:
