@@ -171,20 +171,17 @@ class Bench(Handler):
                          server_at: tuple[Context, float] | None) -> list[Figure]:
         """(k) Offline samples/s of the native harness / the Python one; (l) where given a Server config and rate,
         the Python harness's p99 latency at that rate / the native one's. Same engine and config, runs in turns."""
-        from ..common.native.build import not_ready
+        from ..common.harness.impl import FIELD, NATIVE
 
-        missing = not_ready(self.ctx.paths.build)
-        if missing is None and ctx.resolve(benchmark_name, Scenario.Offline)["harness_impl"] != "native":
-            missing = ctx.resolve(benchmark_name, Scenario.Offline).sources["harness_impl"]
-        if missing is not None:
-            self.ctx.log(f"{benchmark_name}: no native-vs-Python figures: {missing}")
+        config = ctx.resolve(benchmark_name, Scenario.Offline)   # native unless it cannot be, and then says why
+        if config[FIELD] != NATIVE:
+            self.ctx.log(f"{benchmark_name}: no native-vs-Python figures: harness_impl is {config[FIELD]} "
+                         f"({config.sources[FIELD]})")
             return []
         folder = self.ctx.paths.bench_dir
-        offline = {impl: 0.0 for impl in ("python", "native")}
-        for impl in offline:
-            offline[impl] = self._harness_offline(_with(ctx, scenarios, harness_impl=impl), benchmark_name,
-                                                  expected, f"{benchmark_name}-offline-{impl}")
-        model = ctx.resolve(benchmark_name, Scenario.Offline)["model"]
+        offline = {impl: self._harness_offline(_with(ctx, scenarios, harness_impl=impl), benchmark_name, expected,
+                                               f"{benchmark_name}-offline-{impl}") for impl in ("python", "native")}
+        model = config["model"]
         figures = [Figure(f"(k) {model} Offline: native harness vs Python harness", offline["native"],
                           offline["python"], "samples/s", GOALS["impl"])]
         if server_at is None:

@@ -2,7 +2,7 @@
 
 LoadGen's SUT and QSL are C++ objects: IssueQuery only enqueues, one batcher thread per backend instance takes up
 to batch_size samples (Server: waiting at most server_batch_timeout_us after the first; other scenarios: what is
-queued), gathers them from the performance set held in one C++ buffer, calls the instance once per batch and
+queued), gathers them from the performance set held in one array, calls the instance once per batch and
 completes the batch to LoadGen from C++. The instance here is the toolkit's Python backend (ONNX Runtime, TensorRT's
 runner) and its postprocessing, called with the GIL once per batch; nothing in the loop touches Python per sample.
 
@@ -20,13 +20,15 @@ import numpy as np
 
 from ..benchmark_api import PreprocessedSet
 from ..constants import Scenario
+from ..native.build import STAMP
+from .qsl import stack_samples
 from .sut import Infer
 
 
 def use_native_loadgen(lib: str | Path) -> None:
     """Put the native build first on sys.path and check that `mlperf_loadgen` now comes from it."""
     lib = Path(lib)
-    if not (lib / "built-from.json").is_file():
+    if not (lib / STAMP).is_file():
         raise RuntimeError(f"the native core is not built in {lib} (`make build` builds it)")
     loaded = sys.modules.get("mlperf_loadgen")
     if loaded is not None and Path(loaded.__file__).parent != lib:
@@ -39,7 +41,7 @@ def use_native_loadgen(lib: str | Path) -> None:
 
 
 class NativeSampleLibrary:
-    """The performance set in one C++ buffer, loaded through `samples` when LoadGen asks for it."""
+    """The performance set in one array the core keeps, loaded through `samples` when LoadGen asks for it."""
 
     def __init__(self, samples: PreprocessedSet, performance_count: int) -> None:
         import toolkit_native
@@ -52,19 +54,11 @@ class NativeSampleLibrary:
         self.native = toolkit_native.SampleLibrary(self.total, self.performance_count, self._load)
 
     def _load(self, indices: np.ndarray) -> np.ndarray:
-        """The samples at `indices` in one array, filled one sample at a time (the set is in memory once)."""
+        """The samples at `indices` in one array, which the core keeps and gathers batches from."""
         if len(indices) == 0:
             return np.zeros((0,), dtype=np.uint8)
-        first = self.samples.load(int(indices[0]))
-        data = np.empty((len(indices), *first.shape), dtype=first.dtype)
-        data[0] = first
-        for slot, index in enumerate(indices[1:], start=1):
-            sample = self.samples.load(int(index))
-            if sample.shape != first.shape:
-                raise RuntimeError(f"the native harness needs samples of one shape; sample {int(index)} is "
-                                   f"{sample.shape}, sample {int(indices[0])} {first.shape}")
-            data[slot] = sample
-        self.shape, self.dtype = first.shape, first.dtype
+        data = stack_samples(self.samples, indices)
+        self.shape, self.dtype = data.shape[1:], data.dtype
         return data
 
     def construct(self) -> int:

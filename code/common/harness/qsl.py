@@ -39,6 +39,22 @@ def first_samples(samples: PreprocessedSet, count: int) -> PreprocessedSet:
     return samples if len(samples) <= count else FirstSamples(samples, count)
 
 
+def stack_samples(samples: PreprocessedSet, indices: Sequence[int]) -> np.ndarray:
+    """The samples at `indices` in one new contiguous array, filled one sample at a time (the set is in memory once,
+    never also as a list of samples). All samples must have one shape."""
+    indices = [int(i) for i in indices]
+    first = samples.load(indices[0])
+    data = np.empty((len(indices), *first.shape), dtype=first.dtype)
+    data[0] = first
+    for slot, index in enumerate(indices[1:], start=1):
+        sample = samples.load(index)
+        if sample.shape != first.shape:
+            raise RuntimeError(f"a batch needs samples of one shape; sample {index} is {sample.shape}, sample "
+                               f"{indices[0]} {first.shape}")
+        data[slot] = sample
+    return data
+
+
 class SampleLibrary:
     """Loads the samples LoadGen asks for into one contiguous array; `gather` builds a batch by index."""
 
@@ -52,16 +68,12 @@ class SampleLibrary:
 
     def load(self, indices: Sequence[int]) -> None:
         indices = list(indices)
-        first = self.samples.load(indices[0]) if indices else None
+        data = stack_samples(self.samples, indices) if indices else None
         with self._lock:
             self._slot[:] = -1
-            if first is None:
+            if data is None:
                 self._data = None
                 return
-            data = np.empty((len(indices), *first.shape), dtype=first.dtype)
-            data[0] = first
-            for slot, index in enumerate(indices[1:], start=1):
-                data[slot] = self.samples.load(index)
             self._slot[indices] = np.arange(len(indices))
             self._data = data
 

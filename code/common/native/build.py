@@ -11,6 +11,7 @@ was built from; a build whose sources and compiler flags are unchanged is not re
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shutil
@@ -91,7 +92,10 @@ def _unpack(sdist: Path, dest: Path) -> Path:
     return top
 
 
+@functools.cache
 def _fingerprint() -> str:
+    """What a build is made from (the sdist, native/, this Python): read once per process, as every config
+    resolution asks whether the core is ready."""
     digest = hashlib.sha256(LOADGEN_SDIST_SHA256.encode())
     for path in sorted(SOURCE_DIR.rglob("*")):
         if path.is_file():
@@ -111,9 +115,7 @@ def build_native(build_root: Path, cache: Path, log=print, jobs: int = 2) -> Nat
     except ImportError:
         raise NativeUnavailable("pybind11 is not installed in this environment") from None
     root, lib = build_dir(build_root), lib_dir(build_root)
-    stamp = lib / STAMP
-    fingerprint = _fingerprint()
-    if stamp.is_file() and json.loads(stamp.read_text()).get("fingerprint") == fingerprint:
+    if not_ready(build_root) is None:
         return NativeBuild(lib, built_now=False)
     sdist = fetch_sdist(cache)
     loadgen = _unpack(sdist, root / "src")
@@ -129,6 +131,6 @@ def build_native(build_root: Path, cache: Path, log=print, jobs: int = 2) -> Nat
         done = subprocess.run(step, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise NativeUnavailable(f"`{' '.join(step[:2])}` failed:\n{(done.stdout + done.stderr).strip()[-2000:]}")
-    stamp.write_text(json.dumps({"fingerprint": fingerprint, "sdist": sdist.name,
+    (lib / STAMP).write_text(json.dumps({"fingerprint": _fingerprint(), "sdist": sdist.name,
                                  "sdist_sha256": LOADGEN_SDIST_SHA256}, indent=2) + "\n")
     return NativeBuild(lib, built_now=True)
