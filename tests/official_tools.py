@@ -2,10 +2,12 @@
 and reduce each run to a verdict: pass, fail, or crash (a Python traceback)."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from tests.official_corpus import CRASH, FAIL, PASS
 
@@ -20,6 +22,20 @@ def inference_dir() -> Path | None:
     return path if (path / "tools" / "submission" / "submission_checker_old.py").is_file() else None
 
 
+def load_official_module(path: Path, name: str) -> ModuleType:
+    """Import one official file on its own, writing nothing beside it (no __pycache__: the folder of the official
+    tools may be read-only, and it is never changed by a test)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, module)
+    before, sys.dont_write_bytecode = sys.dont_write_bytecode, True
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.dont_write_bytecode = before
+    return module
+
+
 def _verdict(done: subprocess.CompletedProcess) -> str:
     if "Traceback (most recent call last)" in done.stdout + done.stderr:
         return CRASH
@@ -32,9 +48,9 @@ def run_checker(checkout: Path, tree: Path, which: str, work: Path) -> tuple[str
     tools = checkout / "tools" / "submission"
     arguments = ["--input", str(tree), "--version", VERSION, "--csv", str(work / f"{which}.csv")]
     if which == "main":
-        command, cwd = [sys.executable, "-m", "submission_checker.main", *arguments], tools
+        command, cwd = [sys.executable, "-B", "-m", "submission_checker.main", *arguments], tools
     else:
-        command, cwd = [sys.executable, str(tools / "submission_checker_old.py"), *arguments], work
+        command, cwd = [sys.executable, "-B", str(tools / "submission_checker_old.py"), *arguments], work
     done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False, timeout=300)
     return _verdict(done), done.stdout + done.stderr
 
@@ -47,14 +63,14 @@ def run_verify_performance(checkout: Path, test: str, reference: Path, complianc
     """compliance/<test>/verify_performance.py on two run folders (TEST01 reads detail logs, TEST04 summaries)."""
     log = "mlperf_log_detail.txt" if test == "TEST01" else "mlperf_log_summary.txt"
     script = checkout / "compliance" / test / "verify_performance.py"
-    done = subprocess.run([sys.executable, str(script), "-r", str(reference / log), "-t", str(compliance / log)],
+    done = subprocess.run([sys.executable, "-B", str(script), "-r", str(reference / log), "-t", str(compliance / log)],
                           cwd=script.parent, capture_output=True, text=True, check=False, timeout=120)
     return _script_verdict(done), done.stdout + done.stderr
 
 
 def run_verify_accuracy(checkout: Path, reference: Path, compliance: Path, dtype: str) -> tuple[str, str]:
     script = checkout / "compliance" / "TEST01" / "verify_accuracy.py"
-    done = subprocess.run([sys.executable, str(script), "-r", str(reference), "-t", str(compliance),
+    done = subprocess.run([sys.executable, "-B", str(script), "-r", str(reference), "-t", str(compliance),
                            "--dtype", dtype], cwd=script.parent, capture_output=True, text=True, check=False,
                           timeout=120)
     return _script_verdict(done), done.stdout + done.stderr
@@ -67,7 +83,7 @@ def run_test06_verification(checkout: Path, accuracy_dir: Path, scenario: str, o
     is passed as `-e`, as a submitter would."""
     script = checkout / "compliance" / "TEST06" / "run_verification.py"
     extra = ["-e", str(eos_on_command_line)] if eos_on_command_line is not None else []
-    subprocess.run([sys.executable, str(script), "-c", str(accuracy_dir), "-o", str(output), "-s", scenario, *extra],
-                   cwd=script.parent, capture_output=True, text=True, check=False, timeout=120)
+    subprocess.run([sys.executable, "-B", str(script), "-c", str(accuracy_dir), "-o", str(output), "-s", scenario,
+                    *extra], cwd=script.parent, capture_output=True, text=True, check=False, timeout=120)
     verdict = output / "TEST06" / "verify_accuracy.txt"
     return verdict.read_text() if verdict.is_file() else None

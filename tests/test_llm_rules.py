@@ -7,9 +7,7 @@ checkout, the last tests read those files again and compare them with the tables
 """
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +16,7 @@ from code.common.constants import AccuracyTarget, Scenario, SystemType
 from code.common.harness.loadgen_log import read_detail
 from code.common.harness.verdict import explain
 from code.common.rules import get_round
-from tests.official_tools import inference_dir
+from tests.official_tools import inference_dir, load_official_module
 from tests.synthetic_logs import llm_server_detail, write_detail
 
 RULES = get_round("v6.1")
@@ -194,11 +192,7 @@ def test_token_early_stopping_is_read_from_both_results(tmp_path: Path):
 def _constants(checkout: Path):
     """tools/submission/submission_checker/constants.py of the checkout, imported on its own."""
     path = checkout / "tools" / "submission" / "submission_checker" / "constants.py"
-    spec = importlib.util.spec_from_file_location("official_checker_constants", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)
-    spec.loader.exec_module(module)
-    return module
+    return load_official_module(path, "official_checker_constants")
 
 
 @needs_checkout

@@ -24,6 +24,17 @@ needs_checkout = pytest.mark.skipif(inference_dir() is None, reason="MLPERF_INFE
                                     "checkout of mlcommons/inference: the official tools were not re-run")
 
 
+def test_the_official_tools_beside_the_repository_are_used():
+    """With ../shared/mlcommons-inference beside the repository, every session compares with the official tools
+    (conftest points MLPERF_INFERENCE_DIR at it unless the user points it elsewhere): none of the comparisons is
+    skipped for want of them."""
+    from tests.conftest import OFFICIAL_MARKER, OFFICIAL_TOOLS
+
+    if not (OFFICIAL_TOOLS / OFFICIAL_MARKER).is_file():
+        pytest.skip(f"{OFFICIAL_TOOLS} is absent: the official tools are not beside the repository")
+    assert inference_dir() is not None
+
+
 def _ids(items) -> list[str]:
     return [item.name for item in items]
 

@@ -267,18 +267,14 @@ def test_official_checker_needs_a_checkout(tmp_path: Path) -> None:
 @pytest.mark.parametrize("size", [100, 4096, 6000, 20_000])
 def test_truncation_is_byte_for_byte_the_official_scripts(tmp_path: Path, size: int) -> None:
     """Against tools/submission/truncate_accuracy_log.py's truncate_file, when MLPERF_INFERENCE_DIR is a checkout."""
-    import importlib.util
-
     from code.common.submission.truncate import truncated_text
-    from tests.official_tools import inference_dir
+    from tests.official_tools import inference_dir, load_official_module
 
     checkout = inference_dir()
     if checkout is None:
         pytest.skip("set MLPERF_INFERENCE_DIR to an MLCommons inference checkout to compare with its truncation")
-    spec = importlib.util.spec_from_file_location(
-        "official_truncate", checkout / "tools" / "submission" / "truncate_accuracy_log.py")
-    official = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(official)
+    official = load_official_module(checkout / "tools" / "submission" / "truncate_accuracy_log.py",
+                                    "official_truncate")
     text = "".join(f'{{ "seq_id" : {i}, "qsl_idx" : {i % 50}, "data" : "{i:016X}" }},\n' for i in range(size))[:size]
     log = tmp_path / "mlperf_log_accuracy.json"
     log.write_text(text)

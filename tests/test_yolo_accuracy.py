@@ -56,7 +56,7 @@ def official_accuracy_coco() -> Path | None:
 
 def _official_map_line(log: Path, coco_dir: Path, work: Path) -> str:
     script = official_accuracy_coco()
-    done = subprocess.run([sys.executable, str(script), "--mlperf-accuracy-file", str(log), "--coco-dir",
+    done = subprocess.run([sys.executable, "-B", str(script), "--mlperf-accuracy-file", str(log), "--coco-dir",
                            str(coco_dir), "--output-file", str(work / "coco-results.json")],
                           capture_output=True, text=True, check=True, cwd=work)
     return next(line for line in done.stdout.splitlines() if line.startswith("mAP="))

@@ -44,11 +44,11 @@ def checker_commands(inference_dir: Path, root: Path, version: str, submitter: s
     found = []
     if (inference_dir / PACKAGE).is_file():
         # Run as a module from tools/submission, so its relative imports resolve as they do upstream.
-        found.append(("main.py", [sys.executable, "-m", "submission_checker.main", *arguments("main")],
+        found.append(("main.py", [sys.executable, "-B", "-m", "submission_checker.main", *arguments("main")],
                       inference_dir / PACKAGE.parent.parent))
     for script in (OLD_SCRIPT, SCRIPT):
         if (inference_dir / script).is_file():
-            found.append((script.name, [sys.executable, str(inference_dir / script), *arguments(script.stem)],
+            found.append((script.name, [sys.executable, "-B", str(inference_dir / script), *arguments(script.stem)],
                           inference_dir / script.parent))
             break
     if not found:
