@@ -5,7 +5,10 @@ The environment gets exactly the lock, every file checked against its sha256: wi
 hash-checked in requirements/uv.txt, installed from the package registry into build/tools/uv) as
 `uv pip sync`, which also removes whatever the lock does not hold; where uv cannot be had, with
 `pip install --require-hashes --no-deps` of the same lock. Idempotent: a stamp records the sha256 of the lock
-installed (and which environment), and an unchanged lock means nothing is done. Standard library only, so it runs before the venv exists.
+installed (and which environment), and an unchanged lock means nothing is done. A changed lock is installed
+with every package reinstalled, so each one is checked against the lock's sha256 again: installers skip the
+check for a package already installed at the locked version, which would record an edited lock (one that
+cannot be installed anywhere else) as installed. Standard library only, so it runs before the venv exists.
 TOOLKIT_INSTALLER=pip forces the pip path (uv the uv path, failing when uv cannot be had).
 """
 from __future__ import annotations
@@ -50,26 +53,33 @@ def ensure_uv(quiet: bool = True) -> Path | None:
 
 def install_with_uv(uv: Path, venv_dir: Path, lock: Path, extra: list[str] = ()) -> bool:
     python = venv_dir / "bin" / "python"
+    reinstall = []
     if not python.exists():
         if subprocess.call([str(uv), "venv", "--quiet", "--python", sys.executable, str(venv_dir)]) != 0:
             return False
+    else:
+        reinstall = ["--reinstall"]   # every package checked against the lock's hashes, not only new ones
     return subprocess.call([str(uv), "pip", "sync", "--quiet", "--require-hashes", "--python", str(python),
-                            *extra, str(lock)]) == 0
+                            *reinstall, *extra, str(lock)]) == 0
 
 
 def install_with_pip(venv_dir: Path, lock: Path, extra: list[str] = ()) -> bool:
     python = venv_dir / "bin" / "python"
+    reinstall = []
     if not python.exists():
         venv.EnvBuilder(with_pip=True).create(venv_dir)
-    elif subprocess.call([str(python), "-m", "pip", "--version"], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL) != 0:
-        subprocess.call([str(python), "-m", "ensurepip", "--default-pip"], stdout=subprocess.DEVNULL)
+    else:
+        reinstall = ["--force-reinstall"]
+        if subprocess.call([str(python), "-m", "pip", "--version"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL) != 0:
+            subprocess.call([str(python), "-m", "ensurepip", "--default-pip"], stdout=subprocess.DEVNULL)
     return subprocess.call([str(python), "-m", "pip", "install", "--disable-pip-version-check", "--quiet",
-                            "--require-hashes", "--no-deps", *extra, "-r", str(lock)]) == 0
+                            "--require-hashes", "--no-deps", *reinstall, *extra, "-r", str(lock)]) == 0
 
 
 def install(venv_dir: Path, lock: Path, installer: str = "", extra: list[str] = ()) -> str:
-    """Install `lock` into `venv_dir`; returns the installer used ("uv" or "pip"). Exits with a message on failure."""
+    """Install `lock` into `venv_dir`; returns the installer used ("uv" or "pip"). Exits with a message on failure.
+    An existing environment has every package reinstalled (and so checked against the lock's hashes)."""
     uv = None if installer == "pip" else ensure_uv()
     if installer == "uv" and uv is None:
         sys.exit("bootstrap: uv could not be installed from requirements/uv.txt (the package registry must be "

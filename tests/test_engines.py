@@ -20,6 +20,7 @@ from code.common.config_registry import ConfigKey, ResolvedConfig
 from code.common.constants import Scenario, WorkloadSetting
 from code.common.engines.builder import build_engine, calibrate, locate_engine
 from code.common.engines.manifest import CalibrationInfo, EngineManifest, is_current
+from code.common import integrity
 from code.common.errors import UserError
 from code.common.paths import Paths
 
@@ -172,7 +173,11 @@ def test_changed_inputs_rebuild(paths: Paths, change: str) -> None:
     if change == "precision":
         config = _config(precision="int8")
     elif change == "model_bytes":
-        onnx.save(_tiny_model(seed=7), str(paths.model_file(BENCH, MODEL)))
+        model = paths.model_file(BENCH, MODEL)
+        onnx.save(_tiny_model(seed=7), str(model))
+        with pytest.raises(UserError, match=r"does not match the sha256 recorded.*make download_model"):
+            locate_engine(config, SYSTEM, paths, bench)
+        integrity.forget_record(model)    # what the message says to do when the model was replaced on purpose
         with pytest.raises(UserError, match=r"model_sha256 changed.*make generate_engines"):
             locate_engine(config, SYSTEM, paths, bench)
     else:

@@ -130,6 +130,21 @@ def test_bootstrap_installs_exactly_the_lock_and_checks_hashes(tmp_path, install
     assert _probe(venv).stdout.strip() == "2.0"
 
 
+@pytest.mark.parametrize("installer", list(_installers()))
+def test_a_lock_edited_after_a_good_install_is_refused_not_recorded(tmp_path, installer):
+    """The same version with another hash: installers skip an installed package's hash unless it is reinstalled,
+    so an edited lock would read as installed and ship in a submission that cannot install it."""
+    wheels = tmp_path / "wheels"
+    offline = ["--no-index", "--find-links", str(wheels)]
+    venv = tmp_path / "venv"
+    wheel = _wheel(wheels, "1.0")
+    bootstrap_venv.install(venv, _lock(tmp_path / "lock.txt", wheel), installer, offline)
+    edited = _lock(tmp_path / "edited.txt", wheel, digest="0" * 64)
+    with pytest.raises(SystemExit, match="could not install"):
+        bootstrap_venv.install(venv, edited, installer, offline)
+    assert _probe(venv).stdout.strip() == "1.0"
+
+
 def test_drift_names_each_package_that_differs(tmp_path):
     locked = {"numpy": "2.4.6", "onnx": "1.23.2", "colorama": "0.4.6"}
     installed = {"numpy": "2.4.6", "onnx": "1.22.0", "six": "1.16.0", "pip": "24.0"}

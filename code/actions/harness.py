@@ -41,8 +41,10 @@ class _PerConfig(Handler):
 
 class DownloadModel(_PerConfig):
     def handle(self) -> int:
+        from ..common.model_files import ensure_model
+
         for (benchmark, model), _ in self.unique("model"):
-            path = get_benchmark(benchmark).download_model(model, self.ctx.paths, self.ctx.log)
+            path = ensure_model(get_benchmark(benchmark), model, self.ctx.paths, self.ctx.log)
             self.ctx.log(f"{benchmark}: model {model} ready at {path}")
         return 0
 

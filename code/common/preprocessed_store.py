@@ -7,13 +7,15 @@ A set lives in one folder, `paths.preprocessed_dir(benchmark, model, dataset)`, 
   integers, one per column of the set (resnet50: the label; yolo: the COCO image id and the image's original
   height and width);
 - `manifest.json`: the inputs the folder was made from (format, model, data set, preprocessing, input shape
-  and dtype, digests of the source lists) and, under `files`, the size and sha256 of every file written.
+  and dtype, digests of the source lists) and, under `files`, the size, modification time and sha256 of every file
+  written.
 
 The manifest is written last and removed first, so a folder is current when its manifest records what we would
-preprocess now and every file still has its recorded size (checked whenever the set is opened) and sha256
-(checked by `write_store`, which preprocesses again exactly the files that differ). Anything else (missing,
-interrupted, other preprocessing or source list, a truncated or replaced file) is stale, and the message names
-the file and the `make preprocess_data` command that repairs it.
+preprocess now and every file is still the one written: whenever the set is opened, each sample's size and time
+are compared with the record and a sample whose time changed is hashed (integrity.py), the map file is always
+hashed; `write_store` hashes every file and preprocesses again exactly the files that differ. Anything else
+(missing, interrupted, other preprocessing or source list, a truncated, replaced or overwritten file) is stale,
+and the message names the file and the `make preprocess_data` command that repairs it.
 """
 from __future__ import annotations
 
@@ -32,10 +34,11 @@ import numpy as np
 
 from .benchmark_api import Log
 from .errors import UserError
-from .fileio import sha256_file, write_atomically
+from .fileio import write_atomically
+from .integrity import FileDigest, problem
 
 MANIFEST = "manifest.json"
-FILES = "files"     # manifest key: {file name: {"size": bytes, "sha256": hex}} of every file written
+FILES = "files"     # manifest key: {file name: {"size": bytes, "mtime_ns": int, "sha256": hex}} of every file written
 
 
 def preprocess_hint(benchmark: str, model: str, dataset: str) -> str:
@@ -171,23 +174,18 @@ def _changed(expected: dict[str, Any], found: dict[str, Any]) -> list[str]:
     return sorted(k for k in expected.keys() | found.keys() if expected.get(k) != found.get(k))
 
 
-def _digest(data: bytes) -> dict[str, Any]:
-    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+def _written(path: Path, data: bytes) -> dict[str, Any]:
+    """The manifest entry of `data`, just written to `path`."""
+    return FileDigest(len(data), path.stat().st_mtime_ns, hashlib.sha256(data).hexdigest()).to_dict()
 
 
 def _file_problem(path: Path, recorded: Any, check_sha256: bool) -> str | None:
-    """Why `path` is not the file its manifest entry records (one clause), or None."""
+    """Why `path` is not the file its manifest entry records (one clause), or None. Without `check_sha256` a file
+    is hashed only when its modification time is not the recorded one (or none is recorded)."""
     if not isinstance(recorded, dict):
         return "is not in the manifest"
-    try:
-        size = path.stat().st_size
-    except OSError:
-        return "is missing"
-    if size != recorded.get("size"):
-        return f"is {size} bytes, the manifest records {recorded.get('size')} (truncated or replaced)"
-    if check_sha256 and sha256_file(path) != recorded.get("sha256"):
-        return "does not match the sha256 the manifest records (changed since it was written)"
-    return None
+    digest = FileDigest.from_dict(recorded) or FileDigest(recorded.get("size", -1), -1, recorded.get("sha256", ""))
+    return problem(path, digest, always_hash=check_sha256, hash_below=0)
 
 
 def _damaged_files(directory: Path, files: dict[str, Any], names: list[str],
@@ -253,7 +251,7 @@ def _convert_one(source: Path, dest: Path, convert: Callable[[Path], np.ndarray]
     np.save(buffer, array)
     data = buffer.getvalue()
     write_atomically(dest, data)
-    return _digest(data)
+    return _written(dest, data)
 
 
 def _reusable_files(store: Store, expected: dict[str, Any], names: list[str], log: Log) -> dict[str, Any] | None:
@@ -277,6 +275,22 @@ def _reusable_files(store: Store, expected: dict[str, Any], names: list[str], lo
     return {n: entry for n, entry in found[FILES].items() if n not in damaged and n != store.map_name}
 
 
+def _record_times(directory: Path) -> None:
+    """Record the modification times of files just found by their sha256 to be as written (copied, touched, or
+    written by a version that recorded no times), so opening the set does not hash them again."""
+    manifest = read_manifest(directory)
+    if manifest is None:
+        return
+    changed = False
+    for name, entry in manifest[FILES].items():
+        mtime = (directory / name).stat().st_mtime_ns
+        if isinstance(entry, dict) and entry.get("mtime_ns") != mtime:
+            entry["mtime_ns"] = mtime
+            changed = True
+    if changed:
+        write_atomically(directory / MANIFEST, (json.dumps(manifest, indent=1) + "\n").encode())
+
+
 def write_store(store: Store, samples: Sequence[SourceSample], convert: Callable[[Path], np.ndarray], log: Log,
                 download_hint: str, cls: type[Samples] = PreprocessedSamples) -> Samples:  # type: ignore[assignment]
     """Write (or reuse, when the manifest matches) the preprocessed set of `samples`, in their order.
@@ -294,6 +308,7 @@ def write_store(store: Store, samples: Sequence[SourceSample], convert: Callable
                         exit_code=1)
     kept = _reusable_files(store, expected, names, log)
     if kept is None:
+        _record_times(directory)
         log(f"{store.model} on {store.dataset}: preprocessed data in {directory} is up to date "
             f"({len(samples)} samples); skipped")
         return open_store(store, cls)
@@ -320,7 +335,7 @@ def write_store(store: Store, samples: Sequence[SourceSample], convert: Callable
     files = {**kept, **{s.name: future.result() for future, s in futures.items()}}
     map_data = format_map([(s.name, s.values) for s in samples]).encode()
     write_atomically(directory / store.map_name, map_data)
-    files[store.map_name] = _digest(map_data)
+    files[store.map_name] = _written(directory / store.map_name, map_data)
     manifest = {**expected, FILES: {name: files[name] for name in [*names, store.map_name]}}
     write_atomically(directory / MANIFEST, (json.dumps(manifest, indent=1) + "\n").encode())  # last: complete
     seconds = time.perf_counter() - start

@@ -154,7 +154,7 @@ def _convert(model: str, source: Path, target: Path) -> None:
     with tempfile.TemporaryDirectory(prefix=f".{model}.", dir=target.parent) as work:
         built = build_decoder(weights, Path(work) / "decoder")
         del weights
-        place_decoder(built, target, link=False)
+        place_decoder(built, target, copy=False)
 
 
 def tokenizer(model: str, paths: Paths, benchmark: str = BENCHMARK) -> "TextTokenizer":

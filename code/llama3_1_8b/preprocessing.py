@@ -1,9 +1,10 @@
 """Prompts of the LLM benchmarks: each article in the reference's prompt template, tokenized once.
 
 The preprocessed set is one `prompts.npz` (all prompts' tokens back to back, int32, with offsets) and a
-`manifest.json` saying what it was made from. For each prompt it also records where the article's tokens are, so
-that a development run can cap the prompt length (`max_input_tokens`) by cutting the article's end, never the
-instruction around it, without preprocessing again.
+`manifest.json` saying what it was made from and the digest of the `prompts.npz` written (integrity.py:
+checked whenever the set is opened; `make preprocess_data` makes a changed one again). For each prompt it also
+records where the article's tokens are, so that a development run can cap the prompt length (`max_input_tokens`)
+by cutting the article's end, never the instruction around it, without preprocessing again.
 
 - The MLCommons files (`cnn_eval`, `cnn_eval_5000`) with the closed model: the prompts are the file's `tok_input`,
   as the reference feeds them (no chat template); their article spans are unknown, so they cannot be capped.
@@ -13,6 +14,7 @@ instruction around it, without preprocessing again.
 from __future__ import annotations
 
 import json
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +23,7 @@ import numpy as np
 from ..common.benchmark_api import Log
 from ..common.errors import UserError
 from ..common.fileio import atomic_path, sha256_file
+from ..common.integrity import FileDigest, problem
 from ..common.paths import Paths
 from . import datasets as _datasets
 from . import models as _models
@@ -28,6 +31,7 @@ from . import models as _models
 FORMAT_VERSION = 1
 PROMPTS_FILE = "prompts.npz"
 MANIFEST_FILE = "manifest.json"
+PROMPTS_DIGEST = "prompts_file"     # manifest key: the FileDigest of prompts.npz as written
 
 
 def preprocess_hint(benchmark: str, model: str, dataset: str) -> str:
@@ -100,8 +104,11 @@ def preprocess(model: str, dataset: str, paths: Paths, log: Log, benchmark: str 
     except (OSError, ValueError):
         current = None
     if current is not None and {k: current.get(k) for k in expected} == expected:
-        log(f"preprocessed prompts up to date: {directory}")
-        return preprocessed(model, dataset, paths, benchmark)
+        damage = _prompts_problem(directory, current)
+        if damage is None:
+            log(f"preprocessed prompts up to date: {directory}")
+            return preprocessed(model, dataset, paths, benchmark)
+        log(f"{directory / PROMPTS_FILE} {damage}: tokenizing the prompts again")
     if _uses_tok_input(model, dataset):
         prompts, spans = _tok_inputs(source)
     else:
@@ -114,12 +121,22 @@ def preprocess(model: str, dataset: str, paths: Paths, log: Log, benchmark: str 
         np.savez(tmp, tokens=np.concatenate(prompts).astype(np.int32), offsets=offsets,
                  article_spans=np.asarray(spans, dtype=np.int64).reshape(-1, 2))
     lengths = np.diff(offsets)
+    written = FileDigest.of(directory / PROMPTS_FILE).to_dict()
     with atomic_path(directory / MANIFEST_FILE) as tmp:
         tmp.write_text(json.dumps({**expected, "samples": len(prompts), "max_prompt_tokens": int(lengths.max()),
-                                   "mean_prompt_tokens": round(float(lengths.mean()), 1)}, indent=2) + "\n")
+                                   "mean_prompt_tokens": round(float(lengths.mean()), 1), PROMPTS_DIGEST: written},
+                                  indent=2) + "\n")
     log(f"{len(prompts)} prompts tokenized ({int(lengths.min())} to {int(lengths.max())} tokens, mean "
         f"{lengths.mean():.0f})")
     return preprocessed(model, dataset, paths, benchmark)
+
+
+def _prompts_problem(directory: Path, manifest: dict) -> str | None:
+    """Why prompts.npz is not the file the manifest records (a clause), or None."""
+    recorded = FileDigest.from_dict(manifest.get(PROMPTS_DIGEST))
+    if recorded is None:
+        return "has no digest in its manifest (made by an older version)"
+    return problem(directory / PROMPTS_FILE, recorded)
 
 
 def _tokenize(model: str, dataset: str, paths: Paths, benchmark: str, log: Log):
@@ -153,11 +170,19 @@ def preprocessed(model: str, dataset: str, paths: Paths, benchmark: str = _model
     hint = preprocess_hint(benchmark, model, dataset)
     try:
         manifest = json.loads((directory / MANIFEST_FILE).read_text())
+    except (OSError, ValueError):
+        raise UserError(f"No preprocessed prompts of {dataset} for {model} in {directory} (no readable "
+                        f"{MANIFEST_FILE}). Run `{hint}`.", exit_code=1) from None
+    damage = _prompts_problem(directory, manifest)
+    if damage is not None:
+        raise UserError(f"{directory / PROMPTS_FILE} {damage}. Run `{hint}`: it makes the prompts again.",
+                        exit_code=1)
+    try:
         with np.load(directory / PROMPTS_FILE) as data:
             prompts = PromptSet(directory, data["tokens"], data["offsets"], data["article_spans"])
-    except (OSError, ValueError, KeyError):
-        raise UserError(f"No preprocessed prompts of {dataset} for {model} in {directory}. Run `{hint}`.",
-                        exit_code=1) from None
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
+        raise UserError(f"{directory / PROMPTS_FILE} cannot be read as preprocessed prompts ({error}). Run "
+                        f"`{hint}`: it makes them again.", exit_code=1) from None
     if manifest.get("format") != FORMAT_VERSION or manifest.get("model") != model or \
             manifest.get("samples") != len(prompts) or manifest.get("template") != _datasets.PROMPT_TEMPLATE:
         raise UserError(f"The preprocessed prompts in {directory} were made by another version or from other "

@@ -23,7 +23,8 @@ from ..config_registry import ResolvedConfig
 from ..errors import UserError, choose
 from ..fields import FIELDS
 from ..paths import Paths
-from ..fileio import model_sha256, sha256_file
+from ..fileio import sha256_file
+from ..model_files import verified_model
 from ..harness.reproduce import config_command
 from .manifest import BUILDER_VERSION, CalibrationInfo, EngineManifest, engine_problem
 from . import onnxruntime_builder as ort_builder
@@ -52,12 +53,9 @@ def engine_path(config: ResolvedConfig, system_id: str, paths: Paths, device: st
                              config["precision"], config.workload, _plugin(config).engine_extension)
 
 
-def require_model(config: ResolvedConfig, paths: Paths) -> Path:
-    model = paths.model_file(config.benchmark, config["model"])
-    if not model.is_file():
-        raise UserError(f"Model file {model} is missing. Get it with: make download_model "
-                        f'RUN_ARGS="--benchmarks={config.benchmark} --model={config["model"]}"', exit_code=1)
-    return model
+def require_model(config: ResolvedConfig, paths: Paths) -> tuple[Path, str]:
+    """The model file and its sha256, as `make download_model` made it (model_files.verified_model)."""
+    return verified_model(config.benchmark, config["model"], paths)
 
 
 def _unreadable_model(config: ResolvedConfig, model: Path, error: Exception) -> UserError:
@@ -83,7 +81,7 @@ def _require_runtime(config: ResolvedConfig) -> str:
     return version
 
 
-def _expected_manifest(config: ResolvedConfig, model: Path, runtime_version: str, hardware: Hardware,
+def _expected_manifest(config: ResolvedConfig, model_digest: str, runtime_version: str, hardware: Hardware,
                        cache: Path | None) -> EngineManifest:
     plugin = _plugin(config)
     calibration = None
@@ -92,7 +90,7 @@ def _expected_manifest(config: ResolvedConfig, model: Path, runtime_version: str
         calibration = CalibrationInfo(config["dataset"], int(config["calibration_images"]),
                                       ort_builder.CALIBRATION_METHOD, digest)
     return EngineManifest(
-        benchmark=config.benchmark, model=config["model"], model_sha256=model_sha256(model),
+        benchmark=config.benchmark, model=config["model"], model_sha256=model_digest,
         backend=config["backend"], precision=config["precision"], batch_size=engine_batch_size(config),
         device=hardware.device, runtime_version=runtime_version, opt_level=plugin.opt_level,
         quantization=plugin.quantization(config["precision"]) if calibration else None, calibration=calibration,
@@ -132,10 +130,10 @@ def _ensure_calibration(config: ResolvedConfig, paths: Paths, benchmark: Benchma
                         force: bool) -> Path:
     """The calibration cache, recomputed unless it exists and was computed from exactly these inputs."""
     cache = _calibration_cache(config, paths)
-    model = require_model(config, paths)
+    model, model_digest = require_model(config, paths)
     samples = _calibration_samples(config, paths, benchmark)
     inputs: dict[str, Any] = {
-        "benchmark": config.benchmark, "model": config["model"], "model_sha256": sha256_file(model),
+        "benchmark": config.benchmark, "model": config["model"], "model_sha256": model_digest,
         "dataset": config["dataset"], "count": int(config["calibration_images"]), "samples": len(samples),
         "samples_sha256": _samples_sha256(samples), "method": ort_builder.CALIBRATION_METHOD,
         "runtime_version": ort_builder.runtime_version(), "builder_version": BUILDER_VERSION,
@@ -172,10 +170,10 @@ def build_engine(config: ResolvedConfig, system_id: str, paths: Paths, benchmark
     decoder = _check_decoder_precision(config, benchmark)
     plugin = _plugin(config)
     hardware = plugin.hardware()
-    model = require_model(config, paths)
+    model, model_digest = require_model(config, paths)
     cache = _ensure_calibration(config, paths, benchmark, log, force=False) if config["precision"] == "int8" \
         else None
-    expected = _expected_manifest(config, model, runtime_version, hardware, cache)
+    expected = _expected_manifest(config, model_digest, runtime_version, hardware, cache)
     engine = engine_path(config, system_id, paths, hardware.device)
     manifest_path = paths.engine_manifest(engine)
     problem = f"a rebuild of {engine} was asked for" if force else engine_problem(engine, manifest_path, expected)
@@ -212,13 +210,9 @@ def locate_engine(config: ResolvedConfig, system_id: str, paths: Paths, benchmar
     hardware = _plugin(config).hardware()
     engine = engine_path(config, system_id, paths, hardware.device)
     command = config_command("generate_engines", config)
-    model = paths.model_file(config.benchmark, config["model"])
-    if not model.is_file():
-        raise UserError(f"Model file {model} is missing, so engine {engine} cannot be checked against it. "
-                        f'Run make download_model RUN_ARGS="--benchmarks={config.benchmark} --model={config["model"]}"'
-                        f", then {command}", exit_code=1)
+    _, model_digest = require_model(config, paths)
     cache = _calibration_cache(config, paths) if config["precision"] == "int8" else None
-    expected = _expected_manifest(config, model, runtime_version, hardware, cache)
+    expected = _expected_manifest(config, model_digest, runtime_version, hardware, cache)
     reason = engine_problem(engine, paths.engine_manifest(engine), expected)
     if reason is None:
         return engine

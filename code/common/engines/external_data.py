@@ -33,22 +33,20 @@ def write_graph(graph: Path, dest: Path, data_name: str) -> None:
     onnx.save(model, str(dest))
 
 
-def place_decoder(source: Path, dest: Path, link: bool) -> None:
-    """Put the graph `source` and its one data file at `dest` and external_data(dest): the data hard-linked when
-    `link` and the file system allows it (copied otherwise) or moved, then the graph, each replaced atomically."""
+def place_decoder(source: Path, dest: Path, copy: bool) -> None:
+    """Put the graph `source` and its one data file at `dest` and external_data(dest): the data copied when `copy`
+    (an engine never shares storage with the model it was built from, so damage to one is not damage to both),
+    else moved; then the graph; each replaced atomically."""
     locations = external_locations(source)
     if len(locations) != 1:
         raise RuntimeError(f"{source}: expected its weights in one external-data file, found "
                            f"{sorted(locations) or 'none'}")
     data = source.parent / locations.pop()
     with atomic_path(external_data(dest)) as tmp:
-        if not link:
-            os.replace(data, tmp)
+        if copy:
+            shutil.copyfile(data, tmp)
         else:
-            try:
-                os.link(data, tmp)
-            except OSError:
-                shutil.copyfile(data, tmp)
+            os.replace(data, tmp)
     with atomic_path(dest, ".tmp.onnx") as tmp:
         write_graph(source, tmp, external_data(dest).name)
 

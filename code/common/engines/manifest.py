@@ -1,7 +1,9 @@
 """The inputs an engine was built from, and the size and sha256 of the file the build wrote. An engine is
 current when its manifest records exactly the expected inputs and the file on disk still has the recorded size
 and sha256; anything else (missing, unreadable, any input different, a truncated or replaced file) means
-rebuild, and `engine_problem` says which."""
+rebuild, and `engine_problem` says which. The manifest also records each file's digest with its modification time
+(`engine_files`: the engine and its external data), so a large engine is checked without reading it while its
+size and time are unchanged (integrity.py)."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..fileio import model_sha256, model_size, write_atomically
+from ..fileio import external_data, model_sha256, model_size, write_atomically
+from ..integrity import FileDigest, record_problem
 
 # Bump when the builder's output for the same inputs changes (new passes, other quantization recipe):
 # every existing engine then reads as stale.
@@ -45,6 +48,7 @@ class EngineManifest:
     # What the build wrote: not inputs, so left out of equality (an expected manifest has them None).
     engine_size: int | None = field(default=None, compare=False)
     engine_sha256: str | None = field(default=None, compare=False)
+    engine_files: dict[str, dict[str, Any]] | None = field(default=None, compare=False)   # name -> FileDigest
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -80,8 +84,17 @@ class EngineManifest:
                 if f.compare and getattr(self, f.name) != getattr(other, f.name)]
 
     def of_engine(self, engine: Path) -> "EngineManifest":
-        """This manifest with the size and sha256 of the engine file as written."""
-        return dataclasses.replace(self, engine_size=model_size(engine), engine_sha256=model_sha256(engine))
+        """This manifest with the size and sha256 of the engine file as written, and each file's digest."""
+        files = [p for p in (Path(engine), external_data(engine)) if p.is_file()]
+        return dataclasses.replace(self, engine_size=model_size(engine), engine_sha256=model_sha256(engine),
+                                   engine_files={p.name: FileDigest.of(p).to_dict() for p in files})
+
+    def file_digests(self) -> dict[str, FileDigest] | None:
+        """The recorded digest of each engine file; None for a manifest written before they were recorded."""
+        if not self.engine_files:
+            return None
+        digests = {name: FileDigest.from_dict(entry) for name, entry in self.engine_files.items()}
+        return None if any(d is None for d in digests.values()) else digests  # type: ignore[return-value]
 
 
 def engine_problem(engine: Path, manifest_path: Path, expected: EngineManifest) -> str | None:
@@ -96,6 +109,13 @@ def engine_problem(engine: Path, manifest_path: Path, expected: EngineManifest) 
         return f"{engine} was built from other inputs ({', '.join(found.differences(expected))} changed)"
     if found.engine_size is None or found.engine_sha256 is None:
         return f"the manifest of {engine} records no size and sha256 of it"
+    digests = found.file_digests()
+    if digests is not None:
+        files = {p.name for p in (engine, external_data(engine)) if p.is_file()}
+        if files - set(digests):
+            return f"{engine} has files its manifest does not record ({', '.join(sorted(files - set(digests)))})"
+        why = record_problem(engine, digests)
+        return why
     size = model_size(engine)
     if size != found.engine_size:
         return (f"{engine} is {size} bytes, its manifest records {found.engine_size} (truncated or replaced since "

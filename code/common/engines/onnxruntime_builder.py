@@ -184,14 +184,14 @@ def quantize(prepared: Path, cache: Path, dest: Path) -> None:
 
 
 def build_decoder_engine(source: Path, engine: Path, precision: str) -> None:
-    """An LLM decoder's engine: the decoder graph itself (fp32), its weights hard-linked beside the engine name.
+    """An LLM decoder's engine: the decoder graph itself (fp32), its weights copied beside the engine name.
     ONNX Runtime applies its graph optimizations when it loads it (ORT_ENABLE_ALL, backends/onnxruntime_decoder.py):
     a saved optimized copy would be another 540 MB to 32 GB on disk for a load that takes seconds."""
     from .external_data import place_decoder
 
     if precision != "fp32":
         raise UserError(f"LLM decoder engines are fp32 here, not {precision}.")
-    place_decoder(source, engine, link=True)
+    place_decoder(source, engine, copy=True)
 
 
 def build(source: Path, engine: Path, precision: str, providers: list[str],

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..benchmark_api import PreprocessedSet
 from ..constants import Scenario
-from ..native.build import STAMP
+from ..native.build import not_ready
 from .qsl import stack_samples
 from .sut import Infer
 
@@ -28,8 +28,9 @@ from .sut import Infer
 def use_native_loadgen(lib: str | Path) -> None:
     """Put the native build first on sys.path and check that `mlperf_loadgen` now comes from it."""
     lib = Path(lib)
-    if not (lib / STAMP).is_file():
-        raise RuntimeError(f"the native core is not built in {lib} (`make build` builds it)")
+    why = not_ready(lib.parents[1])    # build/native/lib -> build
+    if why is not None:
+        raise RuntimeError(why)
     loaded = sys.modules.get("mlperf_loadgen")
     if loaded is not None and Path(loaded.__file__).parent != lib:
         raise RuntimeError(f"LoadGen was imported from {loaded.__file__} before the native core's could be")

@@ -7,7 +7,8 @@ one LoadGen instance serves the Python side and the C++ SUT, and runs log the wh
 fields (the file is used as shipped, never regenerated). Measured: a build takes about 30 s on 2 cores.
 
 Output: build/native/lib/{libloadgen.so, mlperf_loadgen*.so, toolkit_native*.so} and a stamp naming what it
-was built from; a build whose sources and compiler flags are unchanged is not redone.
+was built from and the digest of every file the build wrote; a build whose sources and compiler flags are
+unchanged and whose files are as written is not redone (a deleted, truncated or changed file means rebuild).
 """
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..fileio import sha256_file
+from ..fileio import sha256_file, write_atomically
+from ..integrity import FileDigest, problem
 from ..paths import REPO_ROOT
 
 LOADGEN_SDIST = "mlcommons_loadgen-6.0.17.tar.gz"
@@ -52,11 +54,21 @@ def lib_dir(build_root: Path) -> Path:
 
 def not_ready(build_root: Path) -> str | None:
     """Why the native core cannot serve a test now (not built, or built from other sources); None when it can."""
-    stamp = lib_dir(build_root) / STAMP
-    if not stamp.is_file():
+    lib = lib_dir(build_root)
+    try:
+        stamp = json.loads((lib / STAMP).read_text())
+    except (OSError, ValueError):
         return "the native core is not built (`make build` builds it)"
-    if json.loads(stamp.read_text()).get("fingerprint") != _fingerprint():
+    if not isinstance(stamp, dict) or stamp.get("fingerprint") != _fingerprint():
         return "the native core was built from other sources than these (`make build` rebuilds it)"
+    files = stamp.get("files")
+    if not isinstance(files, dict) or not files:
+        return "the native core's build records no digests of its files (`make build` rebuilds it)"
+    for name, entry in files.items():
+        digest = FileDigest.from_dict(entry)
+        why = "has no readable digest" if digest is None else problem(lib / name, digest)
+        if why is not None:
+            return f"the native core's {lib / name} {why} (`make build` rebuilds it)"
     return None
 
 
@@ -115,12 +127,17 @@ def build_native(build_root: Path, cache: Path, log=print, jobs: int = 2) -> Nat
     except ImportError:
         raise NativeUnavailable("pybind11 is not installed in this environment") from None
     root, lib = build_dir(build_root), lib_dir(build_root)
-    if not_ready(build_root) is None:
+    why = not_ready(build_root)
+    if why is None:
         return NativeBuild(lib, built_now=False)
+    if (lib / STAMP).exists():
+        log(f"rebuilding: {why.partition(' (`make build`')[0]}")
+    (lib / STAMP).unlink(missing_ok=True)   # from here until the build ends, the core reads as not built
     sdist = fetch_sdist(cache)
     loadgen = _unpack(sdist, root / "src")
     cmake_dir = root / "cmake"
     shutil.rmtree(cmake_dir, ignore_errors=True)
+    shutil.rmtree(lib, ignore_errors=True)     # every file installed anew: none kept because its time looks current
     log(f"building the native harness core (LoadGen from {sdist.name}, native/src) ...")
     steps = [["cmake", "-S", str(SOURCE_DIR), "-B", str(cmake_dir), f"-DLOADGEN_DIR={loadgen}",
               f"-Dpybind11_DIR={pybind11.get_cmake_dir()}", f"-DPython_EXECUTABLE={sys.executable}",
@@ -131,6 +148,8 @@ def build_native(build_root: Path, cache: Path, log=print, jobs: int = 2) -> Nat
         done = subprocess.run(step, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise NativeUnavailable(f"`{' '.join(step[:2])}` failed:\n{(done.stdout + done.stderr).strip()[-2000:]}")
-    (lib / STAMP).write_text(json.dumps({"fingerprint": _fingerprint(), "sdist": sdist.name,
-                                 "sdist_sha256": LOADGEN_SDIST_SHA256}, indent=2) + "\n")
+    files = {p.name: FileDigest.of(p).to_dict() for p in sorted(lib.iterdir()) if p.is_file() and p.name != STAMP}
+    write_atomically(lib / STAMP, json.dumps({"fingerprint": _fingerprint(), "sdist": sdist.name,
+                                              "sdist_sha256": LOADGEN_SDIST_SHA256, "files": files},
+                                             indent=2) + "\n")
     return NativeBuild(lib, built_now=True)

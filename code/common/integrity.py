@@ -1,0 +1,121 @@
+"""Digests of the files a run depends on: recorded when a file is made, checked before it is used.
+
+A record holds a file's size, modification time and sha256. The check is cheap where it can be: a file whose size
+differs is damaged without reading it; a large file whose size and modification time are both as recorded is
+taken as it was (anything that writes a file changes its modification time); a small file, or one whose time
+changed, is hashed and judged by its sha256 (a file copied elsewhere keeps its bytes but not its time).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import UserError
+from .fileio import sha256_file, write_atomically
+
+# Files up to this size are always hashed: a few milliseconds, and no reliance on modification times.
+ALWAYS_HASH_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class FileDigest:
+    size: int
+    mtime_ns: int
+    sha256: str
+
+    @classmethod
+    def of(cls, path: Path) -> "FileDigest":
+        """The digest of `path` as it is now (the time is read before hashing: a write during it shows later)."""
+        stat = Path(path).stat()
+        return cls(stat.st_size, stat.st_mtime_ns, sha256_file(path))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "FileDigest | None":
+        """The digest a record holds; None for anything else (an older record without times, a damaged one)."""
+        if not isinstance(data, dict):
+            return None
+        size, mtime, digest = data.get("size"), data.get("mtime_ns"), data.get("sha256")
+        if not (isinstance(size, int) and isinstance(mtime, int) and isinstance(digest, str)):
+            return None
+        return cls(size, mtime, digest)
+
+
+def problem(path: Path, recorded: FileDigest, always_hash: bool = False,
+            hash_below: int = ALWAYS_HASH_BYTES) -> str | None:
+    """Why `path` is not the file `recorded` describes (a clause to follow the file's name), or None when it is.
+    Files of at most `hash_below` bytes are always hashed (0 for sets of many small files, such as preprocessed
+    samples, where hashing every file on every use would cost more than the run)."""
+    try:
+        stat = Path(path).stat()
+    except OSError:
+        return "is missing"
+    if stat.st_size != recorded.size:
+        return f"is {stat.st_size} bytes, {recorded.size} were recorded when it was made (truncated or replaced)"
+    if not always_hash and stat.st_size > hash_below and stat.st_mtime_ns == recorded.mtime_ns:
+        return None
+    if sha256_file(path) != recorded.sha256:
+        return "does not match the sha256 recorded when it was made (changed since)"
+    return None
+
+
+def same_content(path: Path, recorded: FileDigest) -> bool:
+    """Whether `path` has exactly the recorded bytes, however its time changed (always hashed)."""
+    return problem(path, recorded, always_hash=True) is None
+
+
+# -- a record beside the file it describes --------------------------------------------------------------------
+
+def record_path(path: Path) -> Path:
+    """Where the digest of a file made by the toolkit is kept when nothing else records it: beside the file."""
+    path = Path(path)
+    return path.with_name(f"{path.name}.sha256.json")
+
+
+def read_record(path: Path) -> dict[str, FileDigest] | None:
+    """The digests recorded for `path` (by file name: the file and any companion, such as its external data);
+    None when there is no readable record."""
+    try:
+        data = json.loads(record_path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, dict):
+        return None
+    digests = {name: FileDigest.from_dict(entry) for name, entry in files.items()}
+    return None if any(d is None for d in digests.values()) else digests  # type: ignore[return-value]
+
+
+def write_record(path: Path, companions: tuple[Path, ...] = ()) -> dict[str, FileDigest]:
+    """Record the digests of `path` and its companions (files that belong to it, such as its external data), as
+    they are now: right after the toolkit made them."""
+    path = Path(path)
+    digests = {p.name: FileDigest.of(p) for p in (path, *companions)}
+    body = {"files": {name: d.to_dict() for name, d in digests.items()}}
+    write_atomically(record_path(path), json.dumps(body, indent=1) + "\n")
+    return digests
+
+
+def forget_record(path: Path) -> None:
+    record_path(path).unlink(missing_ok=True)
+
+
+def record_problem(path: Path, digests: dict[str, FileDigest], always_hash: bool = False) -> str | None:
+    """The first file of a record that is not as recorded, as a message fragment naming it; None when all are."""
+    folder = Path(path).parent
+    for name, digest in digests.items():
+        why = problem(folder / name, digest, always_hash)
+        if why is not None:
+            return f"{folder / name} {why}"
+    return None
+
+
+class DamagedInput(UserError):
+    """An input a run depends on is not the file the toolkit made: the message names it and what makes it again."""
+
+    def __init__(self, what: str, remedy: str) -> None:
+        super().__init__(f"{what}. {remedy}", exit_code=1)

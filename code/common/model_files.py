@@ -1,0 +1,87 @@
+"""Model files on disk: their digests recorded when `make download_model` makes them, checked before an engine is
+built from them or checked against them.
+
+A model that no longer matches its record is never used: the engine builder and the harness stop, naming it and
+`make download_model`; `make download_model` moves the changed file aside (`<name>.changed`, nothing is lost) and
+makes the model again. A model the toolkit finds without a record (placed by hand, or made by an older version) is
+recorded the first time it is used.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from .benchmark_api import Benchmark, Log
+from .fileio import external_data
+from .integrity import (DamagedInput, FileDigest, forget_record, read_record, record_path, record_problem,
+                        write_record)
+from .paths import Paths
+
+CHANGED_SUFFIX = ".changed"
+
+
+def download_hint(benchmark: str, model: str) -> str:
+    return f'make download_model RUN_ARGS="--benchmarks={benchmark} --model={model}"'
+
+
+def _companions(model: Path) -> tuple[Path, ...]:
+    data = external_data(model)
+    return (data,) if data.is_file() else ()
+
+
+def _record(model: Path) -> dict[str, FileDigest]:
+    return write_record(model, _companions(model))
+
+
+def recorded_sha256(model: Path, digests: dict[str, FileDigest]) -> str:
+    """The model's sha256 as fileio.model_sha256 computes it (over its external data too), from its record."""
+    own = digests[model.name].sha256
+    data = digests.get(external_data(model).name)
+    return own if data is None else hashlib.sha256(f"{own} {data.sha256}".encode()).hexdigest()
+
+
+def _move_aside(model: Path, log: Log) -> None:
+    for path in (model, external_data(model)):
+        if path.exists():
+            aside = path.with_name(path.name + CHANGED_SUFFIX)
+            os.replace(path, aside)
+            log(f"kept the changed file as {aside}")
+    forget_record(model)
+
+
+def ensure_model(benchmark: Benchmark, model: str, paths: Paths, log: Log) -> Path:
+    """`make download_model` for one model: make it (or find it as it was made), make it again when it changed
+    since, and record its digest."""
+    target = paths.model_file(benchmark.name, model)
+    digests = read_record(target) if target.is_file() else None
+    if digests is not None:
+        why = record_problem(target, digests)
+        if why is not None:
+            log(f"{why}: making {model} again")
+            _move_aside(target, log)
+    path = benchmark.download_model(model, paths, log)
+    digests = read_record(path)
+    if digests is None or record_problem(path, digests) is not None or \
+            set(digests) != {p.name for p in (path, *_companions(path))}:
+        _record(path)    # just made (or converted again from a new source), or found without a record
+    return path
+
+
+def verified_model(benchmark: str, model: str, paths: Paths) -> tuple[Path, str]:
+    """The model file and its sha256, checked against the digest recorded when it was made; DamagedInput naming the
+    file and `make download_model` when it is missing or changed since."""
+    path = paths.model_file(benchmark, model)
+    hint = download_hint(benchmark, model)
+    if not path.is_file():
+        raise DamagedInput(f"Model file {path} is missing", f"Get it with: {hint}")
+    digests = read_record(path)
+    if digests is None:
+        digests = _record(path)   # first use of a model placed by hand: what it is now is what later runs expect
+    why = record_problem(path, digests)
+    if why is not None:
+        raise DamagedInput(f"{why}, so nothing is built or run from it",
+                           f"Run `{hint}`: it makes the model again (the changed file is kept as "
+                           f"{path.name}{CHANGED_SUFFIX}). If you replaced the model on purpose, delete "
+                           f"{record_path(path)} and it is taken as it is now")
+    return path, recorded_sha256(path, digests)
