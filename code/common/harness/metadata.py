@@ -14,8 +14,8 @@ from ..errors import UserError
 from ..fileio import sha256_file, write_atomically
 from .loadgen_log import ACCURACY, DETAIL, SUMMARY
 from .record import (COMPLETED, FAILED, INTERRUPTED, SCHEMA_VERSION, STATUSES, AccuracyRecord,  # noqa: F401
-                     ConfigRecord, Durations, EngineRecord, Filled, Invocation, LoadGenRecord, RecordProblem,
-                     RunRecord, SystemRecord)
+                     ConfigRecord, DataRecord, Durations, EngineRecord, Filled, Invocation, LoadGenRecord,
+                     RecordProblem, RunRecord, SystemRecord)
 
 FILE_NAME = "metadata.json"
 LOG_DIGESTS = "log_sha256"            # {LoadGen log name: sha256} of a completed test, as LoadGen wrote them
