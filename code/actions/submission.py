@@ -236,6 +236,9 @@ class CheckSubmission(_SubmissionStep):
         from ..common.submission.checker import check_submission
 
         ctx, root = self.ctx, self.ctx.paths.submission
+        if ctx.args.submitter and root.is_dir():
+            # A tree exported for another submitter is not checked for this one; an earlier pass of it stays.
+            check_record.require_submitter(root, ctx.args.submitter, "check_submission", ctx.paths.staging)
         check_record.forget_record(ctx.paths.submission_check_record)   # only a pass of this check may let pack go
         if not root.is_dir():
             raise UserError("No exported tree: run make export_submission first.", exit_code=1)
@@ -280,7 +283,7 @@ class PackSubmission(_SubmissionStep):
         # Checked when the arguments were parsed; read again here, as the file may have changed since.
         passphrase = read_passphrase_file(ctx.args.passphrase_file) if ctx.args.passphrase_file else None
         check_record.require_passed_check(ctx.paths.submission_check_record, ctx.paths.submission, submitter,
-                                          ctx.args.allow_test_runs)
+                                          ctx.args.allow_test_runs, ctx.paths.staging)
         result = pack_tree(ctx.paths.submission, ctx.paths.tarball(submitter), passphrase, ctx.log,
                            submitter=submitter)
         ctx.log(f"wrote {result.tarball} and {result.sha1_file}")
