@@ -175,7 +175,8 @@ def test_the_accuracy_run_is_one_of_the_performance_runs_engine_and_data(tmp_pat
     assert choice.accuracy.log_dir == str(own) and not choice.conflict
     others = " | ".join(choice.other_accuracy)
     assert f"{tmp_path / 'acc_other_engine'}: another engine (sha256 ffffffffffff, not eeeeeeeeeeee)" in others
-    assert f"{tmp_path / 'acc_other_data'}: other preprocessed data" in others
+    assert f"{tmp_path / 'acc_other_data'}: other preprocessed data (manifest.json of " in others
+    assert "with sha256 000000000000, not dddddddddddd)" in others
     assert f"{tmp_path / 'acc_capped'}: total_sample_count=10, not None" in others
     reference = find_references([tmp_path], "box", resolved_config(), lambda _: None)
     assert reference.accuracy.log_dir == str(own)
@@ -237,3 +238,5 @@ def test_a_damaged_data_accuracy_run_is_never_staged_over_the_good_one(tmp_path:
     staged = next(staging.glob(f"open/TestOrg/results/{system_id}/*/Offline"))
     assert (staged / "accuracy" / "accuracy.txt").read_text() == (good / "accuracy.txt").read_text()
     assert f"staged accuracy run {good}" in stage.stdout
+    reference = find_references([logs], system_id, resolved_config(system_id), lambda _: None)
+    assert reference.accuracy.log_dir == str(good)               # the audit compares with the staged run

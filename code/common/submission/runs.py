@@ -117,7 +117,9 @@ def computation_differences(record: RunRecord, other: RunRecord) -> list[str]:
                            f"{engine_identity(other)[:12] or 'unknown'})")
     if record.data is not None and other.data is not None and \
             record.data.manifest_sha256 != other.data.manifest_sha256:
-        differences.append(f"other preprocessed data ({record.data.directory} as its manifest.json was then)")
+        differences.append(f"other preprocessed data (manifest.json of {record.data.directory} with sha256 "
+                           f"{record.data.manifest_sha256[:12] or 'unknown'}, not "
+                           f"{other.data.manifest_sha256[:12] or 'unknown'})")
     return differences
 
 
