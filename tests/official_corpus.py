@@ -349,9 +349,19 @@ TREE_CASES: tuple[TreeCase, ...] = (
     TreeCase("closed_edge_clean", _spec(), PASS, PASS),
     TreeCase("open_edge_clean", _spec(division="open"), PASS, PASS),
     # -- 1. benchmarks outside the system type's suite ------------------------------------------------
-    TreeCase("closed_resnet_on_datacenter", _spec(system_type="datacenter"), CRASH, FAIL, "not in the v6.1 datacenter"),
+    # resnet is edge-only in v6.1. The old checker rejects it on a datacenter system in every division ("has an
+    # invalid model"); main.py looks the suite up only in the closed division, where it crashes (no scenario list),
+    # and accepts it in the open one: the toolkit takes the old checker's verdict and says main.py's.
+    TreeCase("closed_resnet_on_datacenter", _spec(system_type="datacenter"), CRASH, FAIL, "main.py crashes on it"),
     TreeCase("open_resnet_on_datacenter", _spec(division="open", system_type="datacenter"), PASS, FAIL,
-             "not in the v6.1 datacenter"),
+             "main.py accepts it in the open division"),
+    TreeCase("closed_resnet_offline_server_on_datacenter",
+             _spec(system_type="datacenter", folders={"Offline": "Offline", "Server": "Server"}), CRASH, FAIL,
+             "submission_checker_old.py rejects it (\"has an invalid model resnet, system_type=datacenter\") and "
+             "main.py crashes on it"),
+    TreeCase("open_resnet_offline_server_on_datacenter",
+             _spec(division="open", system_type="datacenter", folders={"Offline": "Offline", "Server": "Server"}),
+             PASS, FAIL, "main.py accepts it in the open division"),
     TreeCase("closed_resnet_datacenter_edge_without_server", _spec(system_type="datacenter,edge"), FAIL, FAIL,
              "Server is required"),
     TreeCase("closed_resnet_datacenter_edge_with_server",

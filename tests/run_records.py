@@ -2,6 +2,7 @@
 without running anything, for tests of what reads them: choosing, staging, auditing, skipping damaged ones."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -9,9 +10,12 @@ from typing import Any
 from code.common.config_registry import ConfigKey, ResolvedConfig
 from code.common.constants import Scenario, TestMode, WorkloadSetting
 from code.common.harness.loadgen_log import Metric
-from code.common.harness.metadata import (AccuracyRecord, ConfigRecord, EngineRecord, Invocation, LoadGenRecord,
-                                          RunRecord, SystemRecord, log_digests, write_metadata)
-from tests.official_corpus import perf_values, write_run
+from code.common.harness.metadata import (AccuracyRecord, ConfigRecord, DataRecord, EngineRecord, Invocation,
+                                          LoadGenRecord, RunRecord, SystemRecord, log_digests, write_metadata)
+from tests.official_corpus import accuracy_values, detail_text, perf_values, summary_text, write, write_run
+from tests.synthetic_logs import accuracy_entries
+
+SAMPLES = 20   # foolbox20
 
 FIELDS = {"model": "mobilenet_v2", "dataset": "foolbox20", "backend": "onnxruntime", "precision": "fp32",
           "batch_size": 4}
@@ -25,20 +29,28 @@ def resolved_config(system_id: str = "box", scenario: Scenario = Scenario.Offlin
                           MappingProxyType(values), MappingProxyType(sources))
 
 
+def accuracy_text(value: float) -> str:
+    """accuracy.txt of a foolbox20 run scoring `value` %."""
+    return f"accuracy={value:.3f}%, good={round(value * SAMPLES / 100)}, total={SAMPLES}"
+
+
 def make_record(value: float = 100.0, valid: bool = True, test_run: bool = True,
                 finished: str = "2026-01-01T00:00:00+00:00", system_id: str = "box", mode: str = "PerformanceOnly",
                 scenario: str = "Offline", status: str = "completed", log_dir: str = "/logs/x",
-                config: ResolvedConfig | None = None, **fields: Any) -> RunRecord:
+                config: ResolvedConfig | None = None, engine_sha256: str | None = None,
+                data_sha256: str | None = None, **fields: Any) -> RunRecord:
     """A record of resnet50 on the embedded default as the harness writes it: a completed PerformanceOnly run at
-    `value` (higher is better), or an AccuracyOnly one at `value` %; `fields` given on the command line."""
+    `value` (higher is better), or an AccuracyOnly one at `value` %; `fields` given on the command line. The
+    engine's manifest records `engine_sha256` and the record the data set's manifest `data_sha256` where given."""
     config = config or resolved_config(system_id, Scenario(scenario), **fields)
     outcome: dict[str, Any] = {}
     if status == "completed":
         outcome = {"loadgen": LoadGenRecord(version="6.0.17"), "valid": valid,
                    "submittable": valid and not test_run}
         if mode == "AccuracyOnly":
-            outcome["accuracy"] = AccuracyRecord(metric="top-1", value=value, text="accuracy=90.000%, good=18, "
-                                                 "total=20", good=18, total=20)
+            good = round(value * SAMPLES / 100)
+            outcome["accuracy"] = AccuracyRecord(metric="top-1", value=value, text=accuracy_text(value), good=good,
+                                                 total=SAMPLES)
         else:
             outcome |= {"metric": Metric("samples per second", value, "samples/s", True),
                         "result_validity": "VALID" if valid else "INVALID"}
@@ -50,7 +62,10 @@ def make_record(value: float = 100.0, valid: bool = True, test_run: bool = True,
         system=SystemRecord(id=system_id, known=True, description=system_id, system_type="edge"),
         config=ConfigRecord(workload_setting=config.workload.name, fields=dict(config.values),
                             sources=dict(config.sources), system_id=system_id, config_class="test", match="exact"),
-        engine=EngineRecord(path="engine.onnx", manifest={"runtime_version": "onnxruntime 1.0", "calibration": None}),
+        engine=EngineRecord(path="engine.onnx", manifest={"runtime_version": "onnxruntime 1.0", "calibration": None}
+                            | ({"engine_sha256": engine_sha256} if engine_sha256 else {})),
+        data=None if data_sha256 is None else DataRecord(directory="/scratch/preprocessed_data/foolbox20",
+                                                         manifest_sha256=data_sha256),
         invocation=Invocation(action="run_harness", typed=tuple(f"--{k}={v}" for k, v in fields.items())),
         rules_version="v6.1", log_dir=log_dir, started=finished, finished=finished, **outcome)
 
@@ -58,10 +73,19 @@ def make_record(value: float = 100.0, valid: bool = True, test_run: bool = True,
 def write_record(run_dir: Path, value: float, valid: bool = True, test_run: bool = True,
                  finished: str = "2026-01-01T00:00:00+00:00", system_id: str = "box", mode: str = "PerformanceOnly",
                  **fields: Any) -> Path:
-    """A completed Offline run of the embedded default in `run_dir`: PerformanceOnly at `value` samples/s, or an
-    AccuracyOnly record (its logs are performance logs: nothing here reads them)."""
+    """A completed Offline run of the embedded default in `run_dir`: PerformanceOnly at `value` samples/s, or
+    AccuracyOnly at `value` % (its logs, accuracy log and accuracy.txt as the harness leaves them)."""
     validity = "VALID" if valid else "INVALID"
-    write_run(run_dir, perf_values("Offline", result_samples_per_second=value, result_validity=validity))
+    if mode == "AccuracyOnly":
+        values = accuracy_values("Offline", qsl_reported_total_count=SAMPLES, effective_accuracy_sample_count=SAMPLES)
+        write(run_dir / "mlperf_log_detail.txt", detail_text(values))
+        write(run_dir / "mlperf_log_summary.txt", summary_text({**values, "result_validity": validity}))
+        good = round(value * SAMPLES / 100)
+        write(run_dir / "mlperf_log_accuracy.json", json.dumps(accuracy_entries(
+            [(index, 1 if index < good else 0) for index in range(SAMPLES)])))
+        write(run_dir / "accuracy.txt", accuracy_text(value) + "\n")
+    else:
+        write_run(run_dir, perf_values("Offline", result_samples_per_second=value, result_validity=validity))
     (run_dir / "user.conf").write_text("*.Offline.min_duration = 6000\n")
     record = make_record(value, valid, test_run, finished, system_id, mode, log_dir=str(run_dir), **fields)
     write_metadata(run_dir, record.replace(log_sha256=log_digests(run_dir)))

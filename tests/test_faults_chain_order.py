@@ -171,12 +171,41 @@ def test_pack_with_another_submitter_is_refused(paths, tmp_path):
     assert pack(paths) == 0
 
 
-def test_a_tree_of_two_submitters_is_never_packed(paths, tmp_path):
+def test_a_tree_of_two_submitters_is_never_checked_or_packed(paths, tmp_path):
     root = _export(paths, tmp_path)
+    assert check(paths) == 0
     shutil.copytree(root / f"closed/{ORG}", root / "closed/OtherOrg")
-    check(paths)
+    message = refused_check(paths)
+    assert "closed/OtherOrg" in message and f"closed/{ORG}" in message
+    assert f"remove {paths.staging}/*/OtherOrg" in message
     message = refused_pack(paths)
     assert "closed/OtherOrg" in message and f"closed/{ORG}" in message
+
+
+# -- check as another submitter ---------------------------------------------------------------------------------
+def refused_check(paths: Paths, submitter: str = ORG) -> str:
+    before = tree_digest(paths.submission)
+    with pytest.raises(UserError) as refused:
+        CheckSubmission(_context(paths, "check_submission", submitter)).run()
+    assert refused.value.exit_code == 1
+    assert tree_digest(paths.submission) == before   # nothing checked, no checker log written
+    return str(refused.value)
+
+
+def test_checking_a_tree_exported_for_another_submitter_fails(paths, tmp_path):
+    """make check_submission SUBMITTER=OtherOrg on the tree exported for ORG: refused, naming both and the commands
+    that check it as either; ORG's own check of the same tree still passes and packs."""
+    _export(paths, tmp_path)
+    message = refused_check(paths, submitter="OtherOrg")
+    assert f"holds closed/{ORG} (exported for {ORG}), but SUBMITTER=OtherOrg" in message
+    assert f"make check_submission SUBMITTER={ORG}" in message
+    assert "make stage_results export_submission check_submission SUBMITTER=OtherOrg" in message
+    assert not paths.submission_check_record.exists()
+    assert check(paths) == 0
+    refused_check(paths, submitter="OtherOrg")
+    assert read_record(paths.submission_check_record).submitters == [f"closed/{ORG}"]   # ORG's pass stays
+    assert "SUBMITTER=OtherOrg" in refused_pack(paths, submitter="OtherOrg")
+    assert pack(paths) == 0
 
 
 # -- dry runs ---------------------------------------------------------------------------------------------------

@@ -153,3 +153,90 @@ def test_staged_audited_and_readme_are_the_same_run(tmp_path: Path) -> None:
     lines: list[str] = []
     audited = find_references([logs], system_id, resolved_config(system_id), lines.append)
     assert audited.performance.log_dir == str(best) and any(skipped in line for line in lines)
+
+
+# -- the accuracy run that belongs to the performance run -------------------------------------------------------
+ENGINE, OTHER_ENGINE, DATA = "e" * 64, "f" * 64, "d" * 64
+
+
+def test_the_accuracy_run_is_one_of_the_performance_runs_engine_and_data(tmp_path: Path) -> None:
+    """Newer accuracy runs of another engine file, of other preprocessed data or of another generation of the config
+    are passed over, each named with how it differs; a record that names no data (an older one) still counts."""
+    write_record(tmp_path / "perf", 100.0, engine_sha256=ENGINE, data_sha256=DATA)
+    own = write_record(tmp_path / "acc_own", 90.0, mode="AccuracyOnly", engine_sha256=ENGINE,
+                       finished="2026-01-01T00:00:01+00:00")
+    write_record(tmp_path / "acc_other_engine", 95.0, mode="AccuracyOnly", engine_sha256=OTHER_ENGINE,
+                 data_sha256=DATA, finished="2026-01-01T00:00:02+00:00")
+    write_record(tmp_path / "acc_other_data", 95.0, mode="AccuracyOnly", engine_sha256=ENGINE,
+                 data_sha256="0" * 64, finished="2026-01-01T00:00:03+00:00")
+    write_record(tmp_path / "acc_capped", 95.0, mode="AccuracyOnly", engine_sha256=ENGINE, data_sha256=DATA,
+                 total_sample_count=10, finished="2026-01-01T00:00:04+00:00")
+    choice = _chosen(tmp_path, allow_test_runs=True)
+    assert choice.accuracy.log_dir == str(own) and not choice.conflict
+    others = " | ".join(choice.other_accuracy)
+    assert f"{tmp_path / 'acc_other_engine'}: another engine (sha256 ffffffffffff, not eeeeeeeeeeee)" in others
+    assert f"{tmp_path / 'acc_other_data'}: other preprocessed data (manifest.json of " in others
+    assert "with sha256 000000000000, not dddddddddddd)" in others
+    assert f"{tmp_path / 'acc_capped'}: total_sample_count=10, not None" in others
+    reference = find_references([tmp_path], "box", resolved_config(), lambda _: None)
+    assert reference.accuracy.log_dir == str(own)
+
+
+def test_accuracy_runs_that_agree_give_the_best_as_before(tmp_path: Path) -> None:
+    write_record(tmp_path / "perf", 100.0, engine_sha256=ENGINE)
+    write_record(tmp_path / "acc_old", 90.0, mode="AccuracyOnly", engine_sha256=ENGINE,
+                 finished="2026-01-01T00:00:01+00:00")
+    newer = write_record(tmp_path / "acc_new", 90.3, mode="AccuracyOnly", engine_sha256=ENGINE,
+                         finished="2026-01-01T00:00:02+00:00")
+    choice = _chosen(tmp_path, allow_test_runs=True)
+    assert choice.accuracy.log_dir == str(newer) and not choice.conflict
+
+
+def _damaged_data_runs(logs: Path, system_id: str) -> tuple[Path, Path]:
+    """A performance run and two accuracy runs of its engine and data: the good one at 90 % and a newer one at 45 %,
+    made after its preprocessed images were overwritten in place (same sizes: the manifest did not change)."""
+    run = logs / "2026.01.01-00.00.01" / system_id / "resnet50" / "Offline"
+    same = {"system_id": system_id, "engine_sha256": ENGINE, "data_sha256": DATA}
+    write_record(run / "PerformanceOnly", 100.0, **same)
+    good = write_record(run / "AccuracyOnly", 90.0, mode="AccuracyOnly", finished="2026-01-01T00:00:02+00:00",
+                        **same)
+    damaged = write_record(logs / "2026.01.02-00.00.01" / system_id / "resnet50" / "Offline" / "AccuracyOnly", 45.0,
+                           mode="AccuracyOnly", finished="2026-01-02T00:00:02+00:00", **same)
+    return good, damaged
+
+
+def test_a_damaged_data_accuracy_run_is_never_staged_over_the_good_one(tmp_path: Path) -> None:
+    """The newer run at 45 % (damaged data) and the good one at 90 % disagree: stage_results stages nothing of that
+    scenario and names both runs with their figures and what to do; the compliance references stop the same way.
+    With the damaged run's folder moved away, the good run is staged."""
+    repo = _repo_copy(tmp_path)
+    system_id = match_system(SystemDetector().detect()).system_id
+    logs = repo / "build" / "logs"
+    good, damaged = _damaged_data_runs(logs, system_id)
+    conf = _generate_conf_files(repo)
+    assert conf.returncode == 0, conf.stdout + conf.stderr
+
+    stage = _toolkit(repo, "--action=stage_results")
+    out = stage.stdout + stage.stderr
+    assert stage.returncode == 1, out
+    assert "internal error" not in out and "Traceback" not in out
+    for expected in (str(good), "top-1 90.000%", str(damaged), "top-1 45.000%", "disagree",
+                     "delete or move the folder of the run that is wrong", "make stage_results again"):
+        assert expected in out, out
+    staging = repo / "build" / "submission-staging"
+    assert not list(staging.glob(f"*/TestOrg/results/{system_id}/*/Offline"))   # nothing of that scenario staged
+
+    with pytest.raises(UserError) as error:
+        find_references([logs], system_id, resolved_config(system_id), lambda _: None)
+    assert error.value.exit_code == 1
+    assert str(good) in str(error.value) and str(damaged) in str(error.value)
+    assert "make run_audit_harness again" in str(error.value)
+
+    shutil.move(damaged.parent.parent.parent.parent, tmp_path / "set_aside")
+    stage = _toolkit(repo, "--action=stage_results")
+    assert stage.returncode == 0, stage.stdout + stage.stderr
+    staged = next(staging.glob(f"open/TestOrg/results/{system_id}/*/Offline"))
+    assert (staged / "accuracy" / "accuracy.txt").read_text() == (good / "accuracy.txt").read_text()
+    assert f"staged accuracy run {good}" in stage.stdout
+    reference = find_references([logs], system_id, resolved_config(system_id), lambda _: None)
+    assert reference.accuracy.log_dir == str(good)               # the audit compares with the staged run

@@ -1,7 +1,9 @@
 """make report on run folders written by the tests (no run): scope, the HTML page, the PNG plots, the table."""
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +21,7 @@ from code.common.paths import Paths
 from code.common.report.collect import read_rows, target
 from code.common.rules import get_round
 from tests.official_corpus import perf_values, write_run
+from tests.run_records import write_record
 
 REPO = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -237,3 +240,90 @@ def test_importing_the_report_costs_nothing():
 def test_make_target_and_action_are_declared():
     assert ACTIONS["report"].handler == "report:Report"
     assert re.search(r"^report: .*## ", (REPO / "Makefile").read_text(), re.MULTILINE)
+
+
+# -- faults: logs changed since the run, a reports folder that refuses files -----------------------------------
+def _recorded_runs(paths: Paths) -> tuple[Path, Path]:
+    """A performance and an accuracy run of the newest LOG_DIR as the harness records them: metadata.json holds
+    the sha256 of each LoadGen log and the accuracy.txt line."""
+    run = paths.logs_root / NEW / "box" / "resnet50" / "Offline"
+    performance = write_record(run / "PerformanceOnly", 240.0, finished="2026-01-02T10:00:00+00:00")
+    accuracy = write_record(run / "AccuracyOnly", 90.0, mode="AccuracyOnly", finished="2026-01-02T10:01:00+00:00")
+    return performance, accuracy
+
+
+def _rows(table: str) -> dict[str, str]:
+    """The console table's row of each test mode, its wrapped lines joined."""
+    rows: dict[str, str] = {}
+    mode = ""
+    for line in table.splitlines():
+        mode = next((m for m in ("PerformanceOnly", "AccuracyOnly") if m in line), mode)
+        if mode:
+            rows[mode] = rows.get(mode, "") + " " + " ".join(cell.strip() for cell in line.split("│"))
+    return rows
+
+
+def test_runs_whose_logs_changed_since_the_run_are_marked(tmp_path: Path):
+    """A detail log cut and another overwritten, then an accuracy.txt removed: the report still shows both runs
+    VALID as recorded, and marks each, in the console table and on the page, as "logs changed since the run",
+    naming the file and the command that runs the test again."""
+    paths = Paths.create(scratch=tmp_path / "scratch", repo=tmp_path)
+    performance, accuracy = _recorded_runs(paths)
+    code, lines = report(paths)
+    assert code == 0 and "changed since the run" not in "\n".join(lines)
+    assert "changed since the run" not in paths.report_html(NEW).read_text()
+
+    detail = performance / "mlperf_log_detail.txt"
+    detail.write_bytes(detail.read_bytes()[: detail.stat().st_size // 2])
+    damaged = accuracy / "mlperf_log_detail.txt"
+    damaged.write_bytes(bytes(b ^ 0x20 if b in b"0123456789" else b for b in damaged.read_bytes()))
+    code, lines = report(paths)
+    assert code == 0
+    rows = _rows(next(line for line in lines if "run folder" in line))
+    for mode in ("PerformanceOnly", "AccuracyOnly"):
+        assert "VALID (test run, logs changed since the run: mlperf_log_detail.txt)" in rows[mode], rows[mode]
+        note = f"note: build/logs/{NEW}/box/resnet50/Offline/{mode}: logs changed since the run: mlperf_log_detail.txt"
+        assert any(line.startswith(f"{note} (they no longer match") for line in lines), lines
+    page = paths.report_html(NEW).read_text()
+    assert page.count("<h4>Logs changed since the run</h4>") == 2
+    assert page.count('class="verdict VALID CHANGED"') == 6     # each test's in the summary, heading and facts
+    assert "2 with logs changed since the run" in page
+    assert 'make run_harness RUN_ARGS=&quot;--benchmarks=resnet50 --scenarios=Offline' in page
+
+    (accuracy / "accuracy.txt").unlink()
+    _, lines = report(paths)
+    rows = _rows(next(line for line in lines if "run folder" in line))
+    assert all(word in rows["AccuracyOnly"] for word in ("mlperf_log_detail.txt,", "accuracy.txt", "(missing)"))
+    assert "<li><code>accuracy.txt (missing)</code></li>" in paths.report_html(NEW).read_text()
+
+
+def _refusing(tmp_path: Path) -> list[str]:
+    """How to run a command so that a folder without write permission refuses it: as a user, as it is; as root,
+    without the capability that overrides permissions (setpriv, util-linux)."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: no way to make a folder refuse writes")
+    return ["setpriv", "--bounding-set=-dac_override"]
+
+
+@pytest.mark.parametrize("read_only", ["reports", f"reports/{NEW}"])
+def test_a_read_only_reports_folder_is_named_not_an_internal_error(tmp_path: Path, read_only: str):
+    from tests.test_faults_choosing_runs import _repo_copy
+
+    repo = _repo_copy(tmp_path)
+    _recorded_runs(Paths.create(scratch=repo / "scratch", repo=repo))
+    folder = repo / "build" / read_only
+    folder.mkdir(parents=True)
+    folder.chmod(0o555)
+    try:
+        done = subprocess.run([*_refusing(tmp_path), sys.executable, "-m", "code.main", "--action=report",
+                               f"--scratch_path={repo / 'scratch'}"], cwd=repo, capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=300, check=False)
+    finally:
+        folder.chmod(0o755)
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    assert "internal error" not in out and "Traceback" not in out
+    assert f"The report cannot be written in {folder} (Permission denied)" in done.stderr, out
+    assert "make that folder writable" in done.stderr

@@ -36,12 +36,26 @@ class Report(Handler):
         if not rows:
             raise UserError(self._no_runs(scope), exit_code=1)
         shown = " and ".join(shown_path(root, paths.repo) for root in roots)
-        written = write_report(paths, scope, rows, every, skipped, self._latency_bound, shown)
+        try:
+            written = write_report(paths, scope, rows, every, skipped, self._latency_bound, shown)
+        except OSError as error:
+            raise UserError(self._cannot_write(error, paths.report_dir(scope.name)), exit_code=1) from None
         ctx.log(summary_table(rows, paths.repo, f"{plural(len(rows), 'test')}. {scope.description}",
                               terminal=ctx.log is print and sys.stdout.isatty()))
+        for row in (r for r in rows if r.changed_logs):
+            ctx.log(f"note: {shown_path(row.run_dir, paths.repo)}: {row.changed_text} (they no longer match what "
+                    f"its metadata.json recorded; stage_results refuses the run)")
         ctx.log(f"Report: {shown_path(written.html, paths.repo)}")
         ctx.log(f"Plots:  {len(written.plots)} PNG files in {shown_path(paths.report_dir(scope.name), paths.repo)}/")
         return 0
+
+    @staticmethod
+    def _cannot_write(error: OSError, report_dir: Path) -> str:
+        """A folder of the report that refuses its files (read-only, full disk): which one, and what to do."""
+        # The file or folder that could not be made lies in the folder that refused it.
+        folder = Path(error.filename).parent if error.filename else report_dir
+        return (f"The report cannot be written in {folder} ({error.strerror or error}): make that folder writable "
+                f"(or free space on its disk), then run make report again.")
 
     def _given_log_dir(self) -> Path | None:
         """LOG_DIR when the user gave one: it must be an existing folder."""

@@ -9,13 +9,15 @@ from pathlib import Path
 
 from ..common.arguments import read_passphrase_file
 from ..common.benchmark_api import get_benchmark
+from ..common.constants import TestMode
 from ..common.errors import UserError
 from ..common.fileio import write_atomically
+from ..common.harness.reproduce import record_selection
 from ..common.locking import exclusive_lock
 from ..common.submission import check_record
 from ..common.submission import measurements as conf
 from ..common.submission import staging
-from ..common.submission.runs import choose_runs, load_records
+from ..common.submission.runs import choose_runs, conflict_message, load_records
 from .base import Handler
 
 # src/ of the submission: the code, and the hash-locked environment it ran in (requirements/).
@@ -106,16 +108,17 @@ class StageResults(_SubmissionStep):
                 ctx.log(f"not staged: {why}")
                 continue
             if choice.accuracy is None:
-                ctx.log(f"{key[0]} {key[1]} {key[2].value}: no accuracy run of the same model and precision; "
-                        f"run make run_harness RUN_ARGS=\"... --test_mode=AccuracyOnly\"")
+                ctx.log(self._no_accuracy_line(key, choice))
             dest = staging.stage_scenario(ctx.paths, ctx.rules, submitter, key, choice, ctx.log)
             staging.stage_system_files(ctx.paths, choice.division, submitter, key[0], nodes.get(key[0], 1), ctx.log)
             staged.setdefault((key[0], key[1]), set()).add(key[2])
             divisions[(key[0], key[1])] = dest.parent
+        if not staged and refused:
+            raise UserError(f"Nothing staged: the {'result was' if len(refused) == 1 else 'results were'} refused "
+                            f"(the \"not staged:\" lines above say why and what to do).", exit_code=1)
         if not staged:
             raise UserError("Nothing to stage: no completed, VALID performance run in build/logs"
-                            + ("" if ctx.args.allow_test_runs else " (test runs need --allow_test_runs)")
-                            + (f"; refused: {' '.join(refused)}" if refused else ""), exit_code=1)
+                            + ("" if ctx.args.allow_test_runs else " (test runs need --allow_test_runs)"), exit_code=1)
         missing = self._fill_missing(system_type, staged, divisions)
         for line in missing:
             ctx.log(f"missing: {line}")
@@ -123,11 +126,24 @@ class StageResults(_SubmissionStep):
         ctx.log(f"Staged in {ctx.paths.staging}{gaps}")
         return 1 if refused else 0
 
+    @staticmethod
+    def _no_accuracy_line(key, choice) -> str:
+        """No accuracy run belongs to the staged performance run: the command that makes one, and the accuracy runs
+        of other computations that were passed over."""
+        command = record_selection(choice.performance).with_test_mode(TestMode.AccuracyOnly).command("run_harness")
+        others = f" (passed over, another computation: {' | '.join(choice.other_accuracy)})" \
+            if choice.other_accuracy else ""
+        return (f"{key[0]} {key[1]} {key[2].value}: no accuracy run of the staged performance run's engine, "
+                f"preprocessed data and config{others}; run {command}")
+
     def _refusal(self, key, choice, system_type) -> str | None:
-        """Why the round does not let this result into the submission of a `system_type` system, or None."""
+        """Why this result does not go into the submission of a `system_type` system (its accuracy runs disagree,
+        or the round does not let it in), or None."""
         from ..common.submission.system_json import benchmark_not_in_suite_message
 
         system_id, benchmark, scenario = key
+        if choice.conflict:
+            return conflict_message(f"{system_id} {benchmark} {scenario.value}", choice.conflict)
         rules = self.ctx.rules.benchmark(benchmark)
         name = conf.submission_benchmark(rules, choice.performance)
         if not rules.allows(system_type):
@@ -220,6 +236,9 @@ class CheckSubmission(_SubmissionStep):
         from ..common.submission.checker import check_submission
 
         ctx, root = self.ctx, self.ctx.paths.submission
+        if ctx.args.submitter and root.is_dir():
+            # A tree exported for another submitter is not checked for this one; an earlier pass of it stays.
+            check_record.require_submitter(root, ctx.args.submitter, "check_submission", ctx.paths.staging)
         check_record.forget_record(ctx.paths.submission_check_record)   # only a pass of this check may let pack go
         if not root.is_dir():
             raise UserError("No exported tree: run make export_submission first.", exit_code=1)
@@ -264,7 +283,7 @@ class PackSubmission(_SubmissionStep):
         # Checked when the arguments were parsed; read again here, as the file may have changed since.
         passphrase = read_passphrase_file(ctx.args.passphrase_file) if ctx.args.passphrase_file else None
         check_record.require_passed_check(ctx.paths.submission_check_record, ctx.paths.submission, submitter,
-                                          ctx.args.allow_test_runs)
+                                          ctx.args.allow_test_runs, ctx.paths.staging)
         result = pack_tree(ctx.paths.submission, ctx.paths.tarball(submitter), passphrase, ctx.log,
                            submitter=submitter)
         ctx.log(f"wrote {result.tarball} and {result.sha1_file}")

@@ -165,6 +165,13 @@ def read_manifest(directory: Path) -> dict[str, Any] | None:
     return manifest if isinstance(manifest, dict) and isinstance(manifest.get(FILES), dict) else None
 
 
+def set_identity(directory: Path) -> dict[str, str]:
+    """The folder of a preprocessed set (of any benchmark: each keeps a manifest.json) and the sha256 of its
+    manifest, "" when it has none: what a run record keeps of the data it read."""
+    manifest = Path(directory) / MANIFEST
+    return {"directory": str(directory), "manifest_sha256": sha256_file(manifest) if manifest.is_file() else ""}
+
+
 def _inputs(manifest: dict[str, Any]) -> dict[str, Any]:
     """What the folder was made from: the manifest without the digests of what was written."""
     return {k: v for k, v in manifest.items() if k != FILES}

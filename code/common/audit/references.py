@@ -17,7 +17,7 @@ from ..constants import TestMode
 from ..errors import UserError
 from ..harness.metadata import RunRecord
 from ..harness.reproduce import record_selection
-from ..submission.runs import Choice, choose_runs, differing_fields, load_records
+from ..submission.runs import Choice, choose_runs, conflict_message, differing_fields, load_records
 
 
 @dataclass(frozen=True)
@@ -40,9 +40,13 @@ def find_references(roots: Iterable[Path], system_id: str, config: ResolvedConfi
     """The performance and accuracy runs stage_results would stage for this config's benchmark and scenario.
 
     UserError (exit 1) when the run staging would submit computes something else than `config` (another model,
-    data set, backend or precision): the test would be compared with a run that is never staged."""
+    data set, backend, precision or generation cap): the test would be compared with a run that is never staged;
+    and when the accuracy runs of that run's computation disagree, as stage_results stages none of them."""
     key = (system_id, config.benchmark, config.scenario)
     choice = choose_runs(load_records(roots, log), allow_test_runs=True, system_id=system_id).get(key, Choice())
+    if choice.conflict:
+        raise UserError(conflict_message(f"{config.benchmark} {config.scenario.value}", choice.conflict,
+                                         then="make run_audit_harness"), exit_code=1)
     performance = choice.performance
     if performance is not None and _differences(performance, config):
         raise UserError(

@@ -27,8 +27,8 @@ from ..paths import Paths
 from ..rules import get_round
 from .loadgen_log import read_detail
 from .lifecycle import ChildGuard
-from .metadata import (COMPLETED, FAILED, INTERRUPTED, AccuracyRecord, ConfigRecord, Durations, EngineRecord,
-                       Invocation, LoadGenRecord, RunRecord, SystemRecord, log_digests, write_metadata)
+from .metadata import (COMPLETED, FAILED, INTERRUPTED, AccuracyRecord, ConfigRecord, DataRecord, Durations,
+                       EngineRecord, Invocation, LoadGenRecord, RunRecord, SystemRecord, log_digests, write_metadata)
 from .record import TritonEndpointRecord, load_part
 from .progress import Progress
 from .qsl import SampleLibrary, first_samples
@@ -54,6 +54,7 @@ def base_record(spec: RunSpec, status: str, **outcome: Any) -> RunRecord:
         test_run=spec.test_run, system=load_part(SystemRecord, spec.system, "system"),
         config=load_part(ConfigRecord, spec.config, "config"),
         engine=EngineRecord(path=spec.engine, manifest=spec.engine_manifest, manifest_sha256=manifest_sha256),
+        data=load_part(DataRecord, spec.data, "data") if spec.data else None,
         invocation=load_part(Invocation, spec.invocation, "invocation"), rules_version=spec.rules_version,
         log_dir=spec.log_dir, **outcome)
 

@@ -14,17 +14,38 @@ from ..errors import UserError
 from ..fileio import sha256_file, write_atomically
 from .loadgen_log import ACCURACY, DETAIL, SUMMARY
 from .record import (COMPLETED, FAILED, INTERRUPTED, SCHEMA_VERSION, STATUSES, AccuracyRecord,  # noqa: F401
-                     ConfigRecord, Durations, EngineRecord, Filled, Invocation, LoadGenRecord, RecordProblem,
-                     RunRecord, SystemRecord)
+                     ConfigRecord, DataRecord, Durations, EngineRecord, Filled, Invocation, LoadGenRecord,
+                     RecordProblem, RunRecord, SystemRecord)
 
 FILE_NAME = "metadata.json"
 LOG_DIGESTS = "log_sha256"            # {LoadGen log name: sha256} of a completed test, as LoadGen wrote them
 LOADGEN_LOGS = (SUMMARY, DETAIL, ACCURACY)
+ACCURACY_TXT = "accuracy.txt"          # the accuracy script's output beside the logs of an AccuracyOnly test
 
 
 def log_digests(log_dir: Path) -> dict[str, str]:
     """The sha256 of each LoadGen log in `log_dir`, to recognise a log edited after the test."""
     return {name: sha256_file(log_dir / name) for name in LOADGEN_LOGS if (log_dir / name).is_file()}
+
+
+def changed_logs(record: RunRecord, run_dir: Path) -> tuple[str, ...]:
+    """The files in `run_dir` that no longer are what the test left there: each LoadGen log whose sha256 is not the
+    one `record` holds, and accuracy.txt when it no longer says the recorded accuracy ("<name> (missing)" for one
+    that is gone). Empty for a record kept without digests: nothing to compare with."""
+    changed = []
+    for name, digest in record.log_sha256.items():
+        try:
+            if sha256_file(run_dir / name) != digest:
+                changed.append(name)
+        except OSError:
+            changed.append(f"{name} (missing)")
+    if record.log_sha256 and record.accuracy is not None:
+        try:
+            if (run_dir / ACCURACY_TXT).read_text(errors="replace").strip() != record.accuracy.text.strip():
+                changed.append(ACCURACY_TXT)
+        except OSError:
+            changed.append(f"{ACCURACY_TXT} (missing)")
+    return tuple(changed)
 
 
 def write_metadata(log_dir: Path, record: RunRecord) -> Path:

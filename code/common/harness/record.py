@@ -62,6 +62,15 @@ class EngineRecord:
 
 
 @dataclass(frozen=True)
+class DataRecord:
+    """The preprocessed set a test read: its folder and the sha256 of its manifest.json, which records what the set
+    was made from (and, for a set of one file per sample, every file's sha256)."""
+
+    directory: str
+    manifest_sha256: str = ""
+
+
+@dataclass(frozen=True)
 class AccuracyRecord:
     metric: str               # the metric the round's target applies to, e.g. "top-1 accuracy", "mAP"
     value: float
@@ -144,6 +153,7 @@ class RunRecord:
     system: SystemRecord
     config: ConfigRecord
     engine: EngineRecord | None = None
+    data: DataRecord | None = None       # records written before it existed have none
     invocation: Invocation = field(default_factory=Invocation)
     rules_version: str = ""
     log_dir: str

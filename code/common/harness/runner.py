@@ -35,6 +35,7 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
     """Resolve and check everything a test needs before any process starts."""
     from ..engines.builder import locate_engine
     from ..native.build import lib_dir
+    from ..preprocessed_store import set_identity
     from .impl import NATIVE
 
     config = ctx.resolve(benchmark_name, scenario)
@@ -67,6 +68,7 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
         audit_test=audit_test, audit_config=list(audit_config or []),
         triton_endpoints=list(ctx.args.triton_endpoints),
         native_lib=str(lib_dir(ctx.paths.build)) if fields.get("harness_impl") == NATIVE else "",
+        data=set_identity(samples.directory),
     )
 
 

@@ -39,6 +39,7 @@ class RunSpec:
     accuracy_target: str | None = None   # closed division: the AccuracyTarget whose bounds every metric is held to
     triton_endpoints: list[str] = field(default_factory=list)   # Triton harness: running servers; [] = a local one
     native_lib: str = ""                 # harness_impl native: the folder of the built core, first on sys.path
+    data: dict[str, str] = field(default_factory=dict)   # record.DataRecord of the preprocessed set it reads
 
     @property
     def fields(self) -> dict[str, Any]:

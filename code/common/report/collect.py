@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from ..harness.loadgen_log import read_detail
-from ..harness.metadata import COMPLETED, RunRecord, read_records
+from ..harness.metadata import COMPLETED, RunRecord, changed_logs, read_records
+from ..harness.reproduce import reproduce_command
 
 PERCENTILES = (50.0, 90.0, 95.0, 97.0, 99.0, 99.9)
 THROUGHPUT_UNIT = "samples/s"
@@ -74,6 +75,9 @@ class ReportRow:
     engine_path: str | None
     engine_manifest: Mapping[str, Any]
     target_latency_ns: float | None       # the latency bound LoadGen enforced (Server), from its settings
+    # Files of the run folder that no longer match what metadata.json recorded of them (edited, cut, removed).
+    changed_logs: tuple[str, ...] = ()
+    rerun_command: str = ""               # the make line that runs the test again
 
     @property
     def run_dir(self) -> Path:
@@ -103,9 +107,15 @@ class ReportRow:
         return "VALID" if self.valid else "INVALID"
 
     @property
+    def changed_text(self) -> str:
+        """"logs changed since the run: <files>", or empty when the logs are as the test left them."""
+        return f"logs changed since the run: {', '.join(self.changed_logs)}" if self.changed_logs else ""
+
+    @property
     def verdict_text(self) -> str:
         notes = [n for n, applies in (("below target", self.accuracy is not None and self.accuracy.meets_target
-                                       is False), ("test run", self.test_run)) if applies]
+                                       is False), ("test run", self.test_run), (self.changed_text, self.changed_logs))
+                 if applies]
         return f"{self.verdict} ({', '.join(notes)})" if notes else self.verdict
 
     @property
@@ -150,6 +160,7 @@ def _view(record: RunRecord) -> ReportRow:
         engine_path=None if engine is None else engine.path,
         engine_manifest=dict(engine.manifest) if engine is not None else {},
         target_latency_ns=_number(effective.get("target_latency_ns")) or None,
+        changed_logs=changed_logs(record, path.parent), rerun_command=reproduce_command(record),
     )
 
 

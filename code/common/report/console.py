@@ -13,6 +13,7 @@ from .text import headline, target_text
 COLUMNS = ("system", "benchmark", "scenario", "mode", "figure", "target", "verdict", "run folder")
 KEEP_WHOLE = frozenset({"system", "benchmark", "scenario", "mode", "figure"})   # short; the others may wrap
 VERDICT_STYLES = {"VALID": "green", "INVALID": "bold red", "FAILED": "bold red", "INTERRUPTED": "yellow"}
+CHANGED_STYLE = "bold yellow"   # a verdict whose logs changed since the run: not to be trusted as shown
 FILE_WIDTH = 240    # a pipe or a log file has no screen width to fit
 
 
@@ -27,7 +28,8 @@ def summary_table(rows: Sequence[ReportRow], repo: Path, title: str, terminal: b
         table.add_column(column, overflow="fold", no_wrap=column in KEEP_WHOLE)
     for row in rows:
         cells = (row.system, row.benchmark, row.scenario, row.mode, headline(row), target_text(row))
-        table.add_row(*(Text(c) for c in cells), Text(row.verdict_text, style=VERDICT_STYLES.get(row.verdict, "")),
+        style = CHANGED_STYLE if row.changed_logs else VERDICT_STYLES.get(row.verdict, "")
+        table.add_row(*(Text(c) for c in cells), Text(row.verdict_text, style=style),
                       Text(shown_path(row.run_dir, repo)))
     out = io.StringIO()
     width = shutil.get_terminal_size().columns if terminal else FILE_WIDTH

@@ -57,7 +57,7 @@ table { border-collapse: collapse; margin: 0.5em 0; } td, th { border: 1px solid
 text-align: left; vertical-align: top; } th { background: #f4f4f4; } td.num { text-align: right; }
 .verdict { font-weight: bold; padding: 0.1em 0.5em; border-radius: 0.3em; white-space: nowrap; }
 .VALID { background: #dff0d8; color: #2d662d; } .INVALID, .FAILED { background: #f8d7da; color: #8a1f28; }
-.INTERRUPTED { background: #fff3cd; color: #7a5b00; }
+.INTERRUPTED, .CHANGED { background: #fff3cd; color: #7a5b00; }
 article { border: 1px solid #ddd; border-radius: 0.5em; padding: 0.5em 1em 1em; margin: 1em 0; }
 .reasons { background: #fff8f0; border-left: 4px solid #e69500; padding: 0.3em 1em; }
 .error { background: #fdecee; border-left: 4px solid #c9302c; padding: 0.3em 1em; }
@@ -76,7 +76,8 @@ def data_uri(png: bytes) -> str:
 
 
 def _verdict(row: ReportRow) -> str:
-    return f'<span class="verdict {esc(row.verdict)}">{esc(row.verdict_text)}</span>'
+    changed = " CHANGED" if row.changed_logs else ""
+    return f'<span class="verdict {esc(row.verdict)}{changed}">{esc(row.verdict_text)}</span>'
 
 
 def _table(header: Iterable[str], rows: Iterable[Iterable[str]], numeric: frozenset[int] = frozenset()) -> str:
@@ -121,8 +122,20 @@ def _facts(test: TestView, repo: Path) -> str:
     return "<table>" + "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in facts) + "</table>"
 
 
+def _changed(row: ReportRow) -> str:
+    """The warning of a run whose logs are no longer what the test left: which files, and what that means."""
+    if not row.changed_logs:
+        return ""
+    files = "".join(f"<li><code>{esc(name)}</code></li>" for name in row.changed_logs)
+    return (f'<div class="error"><h4>Logs changed since the run</h4><ul>{files}</ul><p>These files no longer match '
+            f"what <code>metadata.json</code> recorded when the test ended (the sha256 of each LoadGen log, the "
+            f"accuracy of <code>accuracy.txt</code>). The verdict and figure shown are the recorded ones; what is "
+            f"read from the logs (latency percentiles) is read from the changed files. stage_results refuses this "
+            f"run: restore the files, or run the test again: <code>{esc(row.rerun_command)}</code></p></div>")
+
+
 def _reasons(row: ReportRow) -> str:
-    parts = []
+    parts = [_changed(row)] if row.changed_logs else []
     if row.reasons:
         title = "Why INVALID" if row.verdict == "INVALID" else "Notes"
         items = "".join(f"<li>{esc(r)}</li>" for r in row.reasons)
@@ -194,6 +207,8 @@ def render(page: Page) -> str:
     verdicts = [r.verdict for r in tests]
     counts = ", ".join(f"{verdicts.count(v)} {v}" for v in dict.fromkeys(("VALID", "INVALID", *sorted(verdicts)))
                        if v in verdicts)
+    changed = sum(1 for r in tests if r.changed_logs)
+    counts += f"; {changed} with logs changed since the run" if changed else ""
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>{esc(page.title)}</title><style>{STYLE}</style></head><body>"

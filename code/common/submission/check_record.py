@@ -100,10 +100,11 @@ def read_record(record_file: Path) -> CheckRecord | None:
                         f"check_submission again.", exit_code=EXIT_PRECONDITION) from None
 
 
-def require_passed_check(record_file: Path, root: Path, submitter: str, allow_test_runs: bool) -> CheckRecord:
+def require_passed_check(record_file: Path, root: Path, submitter: str, allow_test_runs: bool,
+                         staging: Path | None = None) -> CheckRecord:
     """Refuse (UserError, exit status 1) to pack `root` unless it is `submitter`'s alone and its last check
     passed on exactly its current content; a dry-run pass counts only for a dry-run pack."""
-    _require_submitter(root, submitter)
+    require_submitter(root, submitter, "pack_submission", staging)
     record = read_record(record_file)
     if record is None:
         raise UserError(f"{root} has no passing check on record ({record_file} is absent: the last check failed, "
@@ -120,14 +121,22 @@ def require_passed_check(record_file: Path, root: Path, submitter: str, allow_te
     return record
 
 
-def _require_submitter(root: Path, submitter: str) -> None:
+def require_submitter(root: Path, submitter: str, action: str, staging: Path | None = None) -> None:
+    """Refuse (UserError, exit status 1) to check or pack `root` for `submitter` unless the tree is `submitter`'s
+    alone: an exported tree holds every submitter folder of the staging tree, so another's may be there."""
     folders = submitter_folders(root)
     if not folders:
         raise UserError(f"{root} holds no <division>/<submitter> folder; run make export_submission "
                         f"SUBMITTER={submitter}.", exit_code=EXIT_PRECONDITION)
-    if {f.split("/", 1)[1] for f in folders} != {submitter}:
-        raise UserError(f"{root} holds {', '.join(folders)}, but SUBMITTER={submitter}: a tarball holds one "
-                        f"submitter's submission. Pack with the SUBMITTER the tree was made for, or stage, export "
-                        f"and check it as {submitter} (make stage_results export_submission check_submission "
-                        f"SUBMITTER={submitter}, after removing other submitters' folders from the staging tree).",
-                        exit_code=EXIT_PRECONDITION)
+    owners = sorted({f.split("/", 1)[1] for f in folders})
+    if owners == [submitter]:
+        return
+    what = {"check_submission": "the check is of one submitter's submission",
+            "pack_submission": "a tarball holds one submitter's submission"}[action]
+    others = " and ".join(f"{staging or 'the staging tree'}/*/{o}" for o in owners if o != submitter)
+    same = f"make {action} SUBMITTER={owners[0]}" if len(owners) == 1 else None
+    raise UserError(f"{root} holds {', '.join(folders)} (exported for {' and '.join(owners)}), but "
+                    f"SUBMITTER={submitter}: {what}. "
+                    + (f"Use the SUBMITTER the tree was made for ({same}), or stage, " if same else "Stage, ")
+                    + f"export and check it as {submitter}: remove {others}, then make stage_results "
+                    f"export_submission check_submission SUBMITTER={submitter}.", exit_code=EXIT_PRECONDITION)

@@ -272,10 +272,11 @@ def _check_benchmark(sink: _Sink, rules: RulesRound, division: str, folder: Path
                               f"the old checker's verdict to differ, and point reviewers to this known defect.")
     if bench.rules is not None and system_type is not None and not bench.rules.allows(system_type):
         suites = " and ".join(t.value for t in bench.rules.required_scenarios)
+        verdicts = _not_in_suite_verdicts(division, folder.name, system_type)
         sink(ERROR, folder, f"{folder.name} is not in the {rules.version} {system_type.value} suite (the round has it "
-                            f"for {suites} systems only; the official checkers reject it, main.py crashes); set "
-                            f"system_type in systems/{folder.parent.name}.overrides.json to a type whose suite holds "
-                            f"it, or remove {folder.name} from the submission.")
+                            f"for {suites} systems only): {verdicts}; set system_type in "
+                            f"systems/{folder.parent.name}.overrides.json to a type whose suite holds it, or remove "
+                            f"{folder.name} from the submission.")
         return 0
     present: set[Scenario] = set()
     for scenario_dir in sink.subdirs(folder):
@@ -300,6 +301,17 @@ def _check_benchmark(sink: _Sink, rules: RulesRound, division: str, folder: Path
     if bench.rules is not None and system_type is not None:
         _check_scenario_set(sink, rules, division, folder, bench, system_type, present)
     return len(present)
+
+
+def _not_in_suite_verdicts(division: str, name: str, system_type: SystemType) -> str:
+    """What the official checkers do with a benchmark outside the system type's suite, as they were seen to: the old
+    checker rejects it in every division ("invalid model"); main.py looks the suite up only in the closed (and
+    network) division, where it crashes on the missing scenario list, and accepts it in the open one."""
+    old = f"submission_checker_old.py rejects it (\"has an invalid model {name}, system_type={system_type.value}\")"
+    if division in ("closed", "network"):
+        return f"{old} and main.py crashes on it (it finds no scenario list for {name})"
+    return (f"{old}; main.py accepts it in the {division} division, where it does not look up the suite, and this "
+            f"checker follows the stricter verdict")
 
 
 def _check_scenario_set(sink: _Sink, rules: RulesRound, division: str, folder: Path, bench: BenchmarkFolder,

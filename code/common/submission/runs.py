@@ -1,29 +1,45 @@
 """Which runs make up the submission: read from metadata.json files only.
 
-Per (system, benchmark, scenario): the performance run that ranks first among those that may be submitted, and
-the accuracy run of the same model, data set, backend and precision that ranks first. One order, `rank`, decides
-both: a VALID run before an INVALID one, a full run before a --test_run, then the better figure, then the newer.
-stage_results, generate_conf_files (whose README repeats the chosen run's command line) and the compliance
-references (audit/references.py) all take the run chosen here, so they never refer to different runs.
+Per (system, benchmark, scenario): the performance run that ranks first among those that may be submitted, and the
+accuracy run that belongs to it: one of the same computation (the same engine file, the same preprocessed data and
+the same COMPUTATION_FIELDS) that ranks first. One order, `rank`, decides both: a VALID run before an INVALID one,
+a full run before a --test_run, then the better figure, then the newer. stage_results, generate_conf_files (whose
+README repeats the chosen run's command line) and the compliance references (audit/references.py) all take the runs
+chosen here, so they never refer to different runs.
+
+Accuracy runs of one computation should score the same. Where those that qualify disagree (one was made from a
+damaged input, say), none is chosen: the choice names them all (`conflict`), and stage_results and
+run_audit_harness stop for that scenario instead of taking the newest.
 
 Failed and interrupted runs never count; INVALID and test runs count only for dry runs (`--allow_test_runs`), and
 the reasons say why each run was passed over. A metadata.json that cannot be read is left out with a line naming it.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from ..constants import Scenario, TestMode
 from ..harness.metadata import RunRecord, read_records, skipped_line
+from ..harness.reproduce import record_selection
+from ..harness.settings import GENERATION_CAPS
 
 Key = tuple[str, str, Scenario]   # system id, toolkit benchmark, scenario
 Rank = tuple[bool, bool, float, str]
 
-# Fields that decide what a run computes: a performance run and its accuracy run (and a compliance test and the
-# runs it is compared with) must agree on all of them.
-MATCHING_FIELDS = ("model", "dataset", "backend", "precision")
+# Config fields that decide what a run computes: a performance run and its accuracy run (and a compliance test and
+# the runs it is compared with) must agree on all of them. The model, the data set, the backend and precision choose
+# the engine and the samples; an LLM's generation caps cut prompts or outputs, and total_sample_count the samples
+# scored. Speed knobs (batch size, instances, threads, harness implementation, expected or target QPS, batch
+# timeout, prefill batching) are left out: they change how fast the same outputs come, not what they are. Where a
+# knob does go into the engine (a TensorRT plan's batch size, the calibration set of INT8), the engine's sha256
+# tells the runs apart.
+COMPUTATION_FIELDS = ("model", "dataset", "backend", "precision", *GENERATION_CAPS)
+# Accuracy runs of one computation agree when their figures are within this fraction of the higher one: batch
+# composition may move an output's last bits, a damaged input moves the figure far more.
+ACCURACY_AGREEMENT = 0.005
 
 
 @dataclass
@@ -31,6 +47,10 @@ class Choice:
     performance: RunRecord | None = None
     accuracy: RunRecord | None = None
     passed_over: list[str] = field(default_factory=list)
+    # Accuracy runs of the performance run's computation whose figures disagree: then `accuracy` is None.
+    conflict: tuple[RunRecord, ...] = ()
+    # Qualifying accuracy runs of another computation than the performance run's, and how they differ.
+    other_accuracy: list[str] = field(default_factory=list)
 
     @property
     def division(self) -> str:
@@ -74,17 +94,86 @@ def _why_not(record: RunRecord, allow_test_runs: bool) -> str | None:
 
 
 def differing_fields(have: Mapping[str, Any], want: Mapping[str, Any]) -> list[str]:
-    """The MATCHING_FIELDS whose values differ: empty when the two configs compute the same."""
-    return [name for name in MATCHING_FIELDS if have.get(name) != want.get(name)]
+    """The COMPUTATION_FIELDS whose values differ: empty when the two configs compute the same."""
+    return [name for name in COMPUTATION_FIELDS if have.get(name) != want.get(name)]
+
+
+def engine_identity(record: RunRecord) -> str:
+    """The engine file's sha256 as its manifest recorded it at the build; for an engine whose manifest records
+    none, the manifest's own sha256 ("" without an engine part)."""
+    engine = record.engine
+    if engine is None:
+        return ""
+    return str(engine.manifest.get("engine_sha256") or f"manifest {engine.manifest_sha256}")
+
+
+def computation_differences(record: RunRecord, other: RunRecord) -> list[str]:
+    """How `record` computes something else than `other`, one phrase each (empty: the same computation). The data
+    is compared only where both records name it (records written before it was kept do not)."""
+    mine, theirs = record.config.fields, other.config.fields
+    differences = [f"{name}={mine.get(name)}, not {theirs.get(name)}" for name in differing_fields(mine, theirs)]
+    if engine_identity(record) != engine_identity(other):
+        differences.append(f"another engine (sha256 {engine_identity(record)[:12] or 'unknown'}, not "
+                           f"{engine_identity(other)[:12] or 'unknown'})")
+    if record.data is not None and other.data is not None and \
+            record.data.manifest_sha256 != other.data.manifest_sha256:
+        differences.append(f"other preprocessed data (manifest.json of {record.data.directory} with sha256 "
+                           f"{record.data.manifest_sha256[:12] or 'unknown'}, not "
+                           f"{other.data.manifest_sha256[:12] or 'unknown'})")
+    return differences
 
 
 def same_computation(a: RunRecord, b: RunRecord) -> bool:
-    return not differing_fields(a.config.fields, b.config.fields)
+    return not computation_differences(a, b)
+
+
+def accuracy_figure(record: RunRecord) -> str:
+    accuracy = record.accuracy
+    return "no accuracy" if accuracy is None else f"{accuracy.metric} {accuracy.value:.3f}{accuracy.unit}"
+
+
+def _disagree(runs: list[RunRecord]) -> bool:
+    values = [float(r.accuracy.value) if r.accuracy is not None else math.nan for r in runs]
+    return any(math.isnan(v) for v in values) or \
+        not math.isclose(min(values), max(values), rel_tol=ACCURACY_AGREEMENT, abs_tol=1e-9)
+
+
+def conflict_message(label: str, conflict: Iterable[RunRecord], then: str = "make stage_results") -> str:
+    """What to do about accuracy runs of one computation that disagree: the runs, their figures, the fix."""
+    runs = sorted(conflict, key=lambda r: r.finished or "")
+    listed = "; ".join(f"{r.log_dir} ({accuracy_figure(r)}, finished {r.finished or 'at an unknown time'})"
+                       for r in runs)
+    again = record_selection(runs[-1]).command("run_harness")
+    return (f"{label}: {len(runs)} accuracy runs of the same engine, preprocessed data and config disagree: "
+            f"{listed}. One of them ran on a damaged or changed input, so none is staged for this scenario: delete "
+            f"or move the folder of the run that is wrong, then run {then} again. Unsure which? Run make "
+            f"preprocess_data and make generate_engines (they repair damaged inputs), then the test once more: "
+            f"{again}")
 
 
 def _is_submission_run(record: RunRecord, system_id: str | None) -> bool:
     return (record.purpose == "submission" and not record.audit_test
             and (system_id is None or record.system.id == system_id))
+
+
+def _choose_accuracy(choice: Choice, runs: list[RunRecord]) -> None:
+    """The best accuracy run of the performance run's computation, unless those runs disagree."""
+    accuracy_runs = [r for r in runs if r.test_mode is TestMode.AccuracyOnly]
+    performance = choice.performance
+    if performance is None:
+        choice.accuracy = max(accuracy_runs, key=rank, default=None)
+        return
+    matching = []
+    for run in accuracy_runs:
+        differences = computation_differences(run, performance)
+        if differences:
+            choice.other_accuracy.append(f"{run.log_dir}: {'; '.join(differences)}")
+        else:
+            matching.append(run)
+    if len(matching) > 1 and _disagree(matching):
+        choice.conflict = tuple(matching)
+        return
+    choice.accuracy = max(matching, key=rank, default=None)
 
 
 def choose_runs(records: list[RunRecord], allow_test_runs: bool, system_id: str | None = None) -> dict[Key, Choice]:
@@ -101,7 +190,5 @@ def choose_runs(records: list[RunRecord], allow_test_runs: bool, system_id: str 
     for key, choice in choices.items():
         runs = eligible.get(key, [])
         choice.performance = max((r for r in runs if r.test_mode is TestMode.PerformanceOnly), key=rank, default=None)
-        choice.accuracy = max((r for r in runs if r.test_mode is TestMode.AccuracyOnly
-                               and (choice.performance is None or same_computation(r, choice.performance))),
-                              key=rank, default=None)
+        _choose_accuracy(choice, runs)
     return choices
