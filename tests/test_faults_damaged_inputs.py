@@ -17,6 +17,7 @@ from code.common.errors import UserError
 from code.common.fileio import external_data, model_sha256
 from code.common.native.build import STAMP, lib_dir, not_ready
 from code.common.paths import Paths
+from code.common.preprocessed_store import set_identity
 from code.main import main
 from code.resnet50.benchmark import BENCHMARK
 from tests.conftest import EMBEDDED, SHARED, SMOLLM2, seed_downloads
@@ -69,6 +70,7 @@ def test_a_sample_overwritten_in_place_stops_the_accuracy_run(scratch_copy: Path
 
 def test_samples_touched_but_unchanged_are_hashed_then_their_times_recorded(scratch_copy: Paths) -> None:
     images = BENCHMARK.preprocessed(MODEL, DATASET, scratch_copy)
+    identity = set_identity(images.directory)
     for name in images.file_names:
         os.utime(images.directory / name)          # same bytes, new times (a copy without -p does this)
     BENCHMARK.preprocessed(MODEL, DATASET, scratch_copy)   # hashed: the bytes are as written, so it opens
@@ -78,6 +80,7 @@ def test_samples_touched_but_unchanged_are_hashed_then_their_times_recorded(scra
     manifest = json.loads((images.directory / "manifest.json").read_text())
     assert all(manifest["files"][name]["mtime_ns"] == (images.directory / name).stat().st_mtime_ns
                for name in images.file_names)
+    assert set_identity(images.directory) == identity     # runs before and after read the same data
 
 
 # -- models ---------------------------------------------------------------------------------------------------

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from code.common.fileio import model_sha256, sha256_file
+from code.common.fileio import model_sha256
 from code.common.harness.metadata import RunRecord, find_metadata, read_metadata
 from code.common.harness.runner import run_test
 from code.common.harness.spec import RunSpec
+from code.common.preprocessed_store import set_identity
 from code.main import main
 
 from .conftest import EMBEDDED, REPO, SHARED
@@ -48,8 +49,8 @@ def test_four_scenarios_short_runs_write_parsed_metadata(scratch, tmp_path, caps
         assert record.config.fields["min_duration"] == 2000
         assert record.engine.manifest["model"] == "mobilenet_v2" and record.engine.manifest_sha256
         assert record.engine.manifest["engine_sha256"] == model_sha256(Path(record.engine.path))
-        manifest = Path(record.data.directory) / "manifest.json"       # the preprocessed set it read
-        assert record.data.manifest_sha256 == sha256_file(manifest) and "foolbox20" in record.data.directory
+        data = set_identity(Path(record.data.directory))                   # the preprocessed set it read
+        assert record.data.manifest_sha256 == data["manifest_sha256"] and "foolbox20" in record.data.directory
         assert record.submittable is False
         run_dir = Path(record.log_dir)
         assert (run_dir / "mlperf_log_detail.txt").exists() and (run_dir / "user.conf").exists()

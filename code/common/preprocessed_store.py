@@ -165,11 +165,26 @@ def read_manifest(directory: Path) -> dict[str, Any] | None:
     return manifest if isinstance(manifest, dict) and isinstance(manifest.get(FILES), dict) else None
 
 
+def _without_times(value: Any) -> Any:
+    """A manifest without its files' modification times: they change when a file is touched or copied, the data
+    does not."""
+    if isinstance(value, dict):
+        return {k: _without_times(v) for k, v in value.items() if k != "mtime_ns"}
+    if isinstance(value, list):
+        return [_without_times(v) for v in value]
+    return value
+
+
 def set_identity(directory: Path) -> dict[str, str]:
-    """The folder of a preprocessed set (of any benchmark: each keeps a manifest.json) and the sha256 of its
-    manifest, "" when it has none: what a run record keeps of the data it read."""
-    manifest = Path(directory) / MANIFEST
-    return {"directory": str(directory), "manifest_sha256": sha256_file(manifest) if manifest.is_file() else ""}
+    """The folder of a preprocessed set (of any benchmark: each keeps a manifest.json) and the sha256 of what its
+    manifest says the data is (the times left out), "" when it has no readable one: what a run record keeps of the
+    data it read."""
+    try:
+        manifest = json.loads((Path(directory) / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return {"directory": str(directory), "manifest_sha256": ""}
+    content = json.dumps(_without_times(manifest), sort_keys=True).encode()
+    return {"directory": str(directory), "manifest_sha256": hashlib.sha256(content).hexdigest()}
 
 
 def _inputs(manifest: dict[str, Any]) -> dict[str, Any]:
