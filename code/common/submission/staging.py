@@ -8,7 +8,6 @@ and staged as compliance/TEST06/run_verification.py lays them out (verify_accura
 """
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any, Callable
@@ -28,6 +27,7 @@ from ..harness.metadata import LOADGEN_LOGS, RunRecord
 from ..harness.reproduce import reproduce_command
 from ..paths import Paths
 from ..rules import RulesRound
+from ..user_files import read_json_file
 from .cross_checks import write_provenance
 from .measurements import MEASUREMENTS, README, USER_CONF, readme, submission_benchmark
 from .runs import Choice, Key
@@ -131,11 +131,10 @@ def stage_system_files(paths: Paths, division: str, submitter: str, system_id: s
     system_json = paths.system_json(system_id)
     if not system_json.is_file():
         raise UserError(f"{system_json} is missing: run `make generate_conf_files` first.", exit_code=1)
-    try:
-        data = json.loads(system_json.read_text())
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{system_json} cannot be read ({exc}): run `make generate_conf_files` again.",
-                        exit_code=1) from None
+    data = read_json_file(system_json, "run `make generate_conf_files` again")
+    if not isinstance(data, dict):
+        raise UserError(f"{system_json} holds a JSON {type(data).__name__}, not the system description object: run "
+                        f"`make generate_conf_files` again.", exit_code=1)
     data.update(division=division, submitter=submitter)
     described = str(data.get("number_of_nodes", "1"))
     if nodes > (int(described) if described.isdigit() else 1):
