@@ -33,6 +33,7 @@ from ..common.harness.reproduce import config_command
 from ..common.harness.runner import plan_test, run_test
 from ..common.paths import timestamp
 from .base import Context, Handler
+from .locks import measuring
 from .harness import EMBEDDED_FIELDS, with_embedded_default
 
 SELECTION_FLAGS = ("benchmarks", "scenarios")
@@ -71,6 +72,10 @@ class RunAuditHarness(Handler):
     def __init__(self, ctx: Context) -> None:
         super().__init__(_audit_context(ctx))
         self._contexts: dict[str, Context] = {}
+
+    def run(self) -> int:
+        with measuring(self.ctx.paths):    # never beside find_peak, which needs the machine to itself
+            return super().run()
 
     def handle(self) -> int:
         plans = self._plan()

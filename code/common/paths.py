@@ -270,6 +270,17 @@ class Paths:
         return self.build / ".submission.lock"
 
     @property
+    def configs_lock(self) -> Path:
+        """The lock a writer of configs (custom.py classes, custom_list.py) holds: find_peak, add_custom_system."""
+        return self.build / ".configs.lock"
+
+    @property
+    def measure_lock(self) -> Path:
+        """Held exclusively by find_peak, which needs the machine to itself, and shared by every other action that
+        runs LoadGen tests (run_harness, run, run_audit_harness, bench)."""
+        return self.build / ".measure.lock"
+
+    @property
     def submission_check_record(self) -> Path:
         """What check_submission records of the exported tree it passed; pack_submission packs only that tree."""
         return self.build / "submission.checked.json"
