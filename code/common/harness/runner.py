@@ -4,8 +4,8 @@ A stop signal (Ctrl-C, or SIGTERM/SIGHUP raised as KeyboardInterrupt by code.mai
 the test is recorded as interrupted (so staging never takes it for a result) and the interrupt propagates; a
 parent that dies without a chance to forward anything takes the child with it (lifecycle.py). A child that
 dies without a record gets a `failed` one. Only a compliance test hands LoadGen an audit.config; every other
-test refuses a run folder that holds one. A test that failed because the disk filled stops the command (DiskFull,
-exit status 1): the tests after it would find the disk as full.
+test refuses a run folder that holds one. A test that failed because the disk filled stops the command (exit
+status 1, the record's sentence): the tests after it would find the disk as full.
 """
 from __future__ import annotations
 
