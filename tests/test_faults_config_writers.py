@@ -195,3 +195,47 @@ def test_write_value_replaces_a_config_whole_or_not_at_all(own_repo, kvm_2core):
             write_value(ctx, again, "resnet50", Scenario.Offline, "offline_expected_qps", 420.0, ["on day two."])
         assert target.path.read_bytes() == written        # the earlier value and comment, whole
     assert os.path.getsize(ctx.paths.custom_systems_file) > 0
+
+
+# -- the shared lock -------------------------------------------------------------------------------------------
+HOLD_SHARED = """
+import sys
+from pathlib import Path
+from code.common.locking import shared_lock
+with shared_lock(Path(sys.argv[1]), "the measurements"):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+def _holder(script: str, lock: Path) -> subprocess.Popen:
+    holder = subprocess.Popen([sys.executable, "-c", script, str(lock)], cwd=REPO, text=True, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_shared_holders_share_and_an_exclusive_one_names_them_not_a_dead_holder(tmp_path):
+    from code.common.locking import exclusive_lock, shared_lock
+
+    lock = tmp_path / "build/.measure.lock"
+    dead = _holder(HOLD_LOCK, lock)            # an exclusive holder killed outright leaves its name in the file
+    dead.kill()
+    dead.communicate(timeout=30)
+    holders = [_holder(HOLD_SHARED, lock), _holder(HOLD_SHARED, lock)]   # two at once
+    try:
+        with shared_lock(lock, "the measurements"):
+            pass                                                          # and a third
+        with pytest.raises(UserError) as refused:
+            with exclusive_lock(lock, "the measurements"):
+                pass
+        message = str(refused.value)
+        assert all(f"pid {h.pid}, " in message for h in holders) and f"pid {dead.pid}," not in message
+    finally:
+        for holder in holders:
+            holder.kill()
+            holder.communicate(timeout=30)
+    with exclusive_lock(lock, "the measurements"):     # gone with their holders, files or not
+        with pytest.raises(UserError, match=f"pid {os.getpid()}, "):
+            with shared_lock(lock, "the measurements"):
+                pass

@@ -34,12 +34,15 @@ def holder_description() -> str:
     return f"pid {os.getpid()}, {command}"
 
 
-def _read_holder(fd: int, lock_file: Path) -> str:
+def _read_holder(fd: int, lock_file: Path, shared_first: bool = False) -> str:
+    """Who holds the lock, as it named itself. An exclusive request is refused by shared holders or by an exclusive
+    one, so it asks the shared holders first: the file may still name an exclusive holder killed outright."""
+    shared = "; ".join(_shared_holders(lock_file)) if shared_first else ""
     try:
         text = os.pread(fd, 4096, 0).decode(errors="replace").strip()
     except OSError:
         text = ""
-    return text or "; ".join(_shared_holders(lock_file)) or "another process"
+    return shared or text or "another process"
 
 
 def _holders_dir(lock_file: Path) -> Path:
@@ -101,7 +104,7 @@ def exclusive_lock(lock_file: Path, what: str) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise _refusal(what, _read_holder(fd, lock_file), lock_file) from None
+            raise _refusal(what, _read_holder(fd, lock_file, shared_first=True), lock_file) from None
         _write_holder(fd)
         try:
             yield
