@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 from .actions import ACTIONS
 from .actions.base import Context
 from .common.arguments import parse_run_args
+from .common.disk_full import disk_full_message
 from .common.errors import NotImplementedYet, UserError
 from .common.paths import Paths
 from .common.rules import get_round
@@ -67,9 +68,10 @@ def main(argv: Sequence[str] | None = None, detect: Callable[[], SystemInfo] | N
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = any(a == "--verbose" or a.startswith("--verbose=") and a != "--verbose=false" for a in argv)
     restore_signal_handlers = raise_on_stop_signals()
+    paths = Paths.create()
     try:
         rules = get_round()
-        default_paths = Paths.create()
+        default_paths = paths
         args = parse_run_args(argv, list(ACTIONS), available_benchmarks(default_paths, rules), list(rules.benchmarks))
         if args.audit_test and args.audit_test.upper() not in rules.compliance_tests:
             raise UserError(f"Unknown audit test '{args.audit_test}'. Valid choices for {rules.version}: "
@@ -94,6 +96,12 @@ def main(argv: Sequence[str] | None = None, detect: Callable[[], SystemInfo] | N
         print(f"Stopped by {stop}." if isinstance(stop, StopSignal) else "Interrupted.", file=sys.stderr)
         return interrupted_status(stop)
     except Exception as error:  # noqa: BLE001  a bug: short message unless --verbose
+        full = disk_full_message(error, (paths.log_dir, paths.build, paths.scratch, paths.repo))
+        if full is not None:    # not a bug: a disk the action writes to is full
+            print(f"error: {full}", file=sys.stderr)
+            if verbose:
+                traceback.print_exc()
+            return 1
         if verbose:
             traceback.print_exc()
         else:

@@ -25,7 +25,7 @@ from ..common.benchmark_api import get_benchmark
 from ..common.config_registry import ResolvedConfig
 from ..common.constants import TestMode
 from ..common.errors import UserError
-from ..common.fileio import sha256_file
+from ..common.fileio import copy_atomically, sha256_file, write_atomically
 from ..common.harness.loadgen_log import ACCURACY, DETAIL, SUMMARY
 from ..common.harness.metadata import RunRecord
 from ..common.harness.plan import Plan, announce, earlier_runs, free_space, plan_entry
@@ -33,6 +33,7 @@ from ..common.harness.reproduce import config_command
 from ..common.harness.runner import plan_test, run_test
 from ..common.paths import timestamp
 from .base import Context, Handler
+from .locks import measuring
 from .harness import EMBEDDED_FIELDS, with_embedded_default
 
 SELECTION_FLAGS = ("benchmarks", "scenarios")
@@ -71,6 +72,10 @@ class RunAuditHarness(Handler):
     def __init__(self, ctx: Context) -> None:
         super().__init__(_audit_context(ctx))
         self._contexts: dict[str, Context] = {}
+
+    def run(self) -> int:
+        with measuring(self.ctx.paths):    # never beside find_peak, which needs the machine to itself
+            return super().run()
 
     def handle(self) -> int:
         plans = self._plan()
@@ -230,10 +235,10 @@ class RunAuditHarness(Handler):
             return Outcome(label, False, f"the compliance run's {ACCURACY} cannot be read ({error})", folder)
         check = verify_test06(entries, record.scenario, generation.eos_token_ids, benchmark.response.np_dtype)
         self._replace_verdict(folder)
-        (folder / "verify_accuracy.txt").write_text(check.text)
+        write_atomically(folder / "verify_accuracy.txt", check.text)
         for name, where in ((SUMMARY, "performance/run_1"), (DETAIL, "performance/run_1"), (ACCURACY, "accuracy")):
             (folder / where).mkdir(parents=True, exist_ok=True)
-            shutil.copy2(run_dir / name, folder / where / name)
+            copy_atomically(run_dir / name, folder / where / name)
         write_verified_against(folder, reference.performance.log_dir, Path(reference.performance.log_dir) / DETAIL,
                                eos_token_ids=generation.eos_token_ids)
         return Outcome(label, check.passed, f"tokens {'PASS' if check.passed else 'FAIL'}: {check.summary}", folder)
@@ -264,11 +269,11 @@ class RunAuditHarness(Handler):
         part3 = run_dir / "part3"
         part3.mkdir(parents=True, exist_ok=True)
         baseline_log = part3 / "mlperf_log_accuracy_baseline.json"
-        baseline_log.write_text(json.dumps(part3_baseline(full, sampled)))
+        write_atomically(baseline_log, json.dumps(part3_baseline(full, sampled)))
         texts = {}
         for name, log in zip(PART3_SCORES, (baseline_log, run_dir / ACCURACY)):
             texts[name] = benchmark.score(record.model, record.dataset, log, self.ctx.paths).text + "\n"
-            (part3 / name).write_text(texts[name])
+            write_atomically(part3 / name, texts[name])
         rules = self.ctx.rules
         target = self.ctx.args.workload.accuracy_target
         verdict = part3_verdict(*texts.values(), rules.benchmark(record.benchmark).accuracy_pattern,
@@ -280,23 +285,23 @@ class RunAuditHarness(Handler):
         """verify_*.txt, performance/run_1/ and (TEST01) accuracy/ in the folder staging copies from: the files
         and names compliance/TEST0x/run_verification.py writes, plus the Part III files the checker reads."""
         self._replace_verdict(folder)
-        (folder / "verify_performance.txt").write_text(performance.text)
+        write_atomically(folder / "verify_performance.txt", performance.text)
         run_1 = folder / "performance" / "run_1"
         run_1.mkdir(parents=True)
         for log in (SUMMARY, DETAIL):
-            shutil.copy2(run_dir / log, run_1 / log)
+            copy_atomically(run_dir / log, run_1 / log)
         if whole is not None:
-            (folder / WHOLE_RESPONSES).write_text(whole.text())
+            write_atomically(folder / WHOLE_RESPONSES, whole.text())
         if accuracy is not None:
-            (folder / "verify_accuracy.txt").write_text(accuracy.text)
+            write_atomically(folder / "verify_accuracy.txt", accuracy.text)
             accuracy_dir = folder / "accuracy"
             accuracy_dir.mkdir()
-            shutil.copy2(run_dir / ACCURACY, accuracy_dir / ACCURACY)
+            copy_atomically(run_dir / ACCURACY, accuracy_dir / ACCURACY)
             result = get_benchmark(record.benchmark).score(record.model, record.dataset, accuracy_dir / ACCURACY,
                                                            self.ctx.paths)
-            (accuracy_dir / "accuracy.txt").write_text(result.text + "\n")
+            write_atomically(accuracy_dir / "accuracy.txt", result.text + "\n")
             for name in PART3_SCORES if part3 else ():
-                shutil.copy2(run_dir / "part3" / name, accuracy_dir / name)
+                copy_atomically(run_dir / "part3" / name, accuracy_dir / name)
         compared = reference.accuracy if accuracy is not None else None
         write_verified_against(folder, reference.performance.log_dir, Path(reference.performance.log_dir) / DETAIL,
                                compared.log_dir if compared else None,

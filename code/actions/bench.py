@@ -35,6 +35,7 @@ from ..common.tuning.ratios import Figure, figure_table
 from ..common.tuning.search import Outcome, SearchResult, find_highest, round_sig
 from ..common.tuning.trials import run_once, with_fields
 from .base import Context, Handler
+from .locks import measuring
 from .bench_llm import generating, llm_figures
 from .bench_native import native_figures
 from .bench_triton import triton_figures, wants_triton
@@ -81,6 +82,10 @@ class Bench(Handler):
         # variant runs the same model and harness as its datacenter benchmark: measured once).
         super().__init__(with_embedded_default(ctx, benchmarks=tuple(b for b in IMPLEMENTATIONS
                                                                      if not b.endswith("-edge"))))
+
+    def run(self) -> int:
+        with measuring(self.ctx.paths):    # never beside find_peak, which needs the machine to itself
+            return super().run()
 
     def handle(self) -> int:
         figures: list[Figure] = []

@@ -1,7 +1,8 @@
 """add_custom_system: register this machine and write config stubs prefilled from the nearest known system.
 
 Writes the system into code/common/systems/custom_list.py and one class per (benchmark, scenario) into
-configs/<benchmark>/<Scenario>/custom.py. Interactive by default; `--system_id=ID --yes` asks nothing.
+configs/<benchmark>/<Scenario>/custom.py. Interactive by default; `--system_id=ID --yes` asks nothing. It writes
+under the configs lock (locks.py), each file whole or not at all.
 """
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ from ..common.config_registry import PerCore, class_values
 from ..common.constants import Scenario, SystemType
 from ..common.errors import UserError
 from ..common.fields import FIELDS
-from ..common.systems import KnownSystem, SystemInfo, all_known_systems
-from ..common.systems.custom_list import CUSTOM_SYSTEMS
+from ..common.fileio import write_atomically
+from ..common.systems import KnownSystem, SystemInfo, all_known_systems, read_custom_systems
 from ..common.systems.info import derived_system_id
 from .base import Handler
+from .locks import editing_configs
 
 _ID_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
@@ -111,38 +113,42 @@ class AddCustomSystem(Handler):
             ctx.log("Nothing was written.")
             return 1
 
-        ctx.paths.custom_systems_file.write_text(render_custom_list((*CUSTOM_SYSTEMS, entry)))
-        ctx.log(f"wrote {ctx.paths.custom_systems_file.relative_to(ctx.paths.repo)}")
-        for path, parent, scenario in plan:
-            append_config(path, system_id, parent, scenario)
-            ctx.log(f"wrote {path.relative_to(ctx.paths.repo)}")
+        with editing_configs(ctx.paths, files=[ctx.paths.custom_systems_file, *(path for path, _, _ in plan)]):
+            registered = read_custom_systems(ctx.paths.custom_systems_file)   # as it is now: another process may
+            self._check_id(system_id, registered)                             # have registered it meanwhile
+            write_atomically(ctx.paths.custom_systems_file, render_custom_list((*registered, entry)))
+            ctx.log(f"wrote {ctx.paths.custom_systems_file.relative_to(ctx.paths.repo)}")
+            for path, parent, scenario in plan:
+                append_config(path, system_id, parent, scenario)
+                ctx.log(f"wrote {path.relative_to(ctx.paths.repo)}")
         ctx.log(f"Done. Tune the values in the files above, then check them with: "
                 f"make show_config RUN_ARGS=\"--system_name={system_id}\"")
         return 0
 
-    def _check_id(self, system_id: str) -> None:
+    def _check_id(self, system_id: str, registered: tuple[KnownSystem, ...] = ()) -> None:
         if not _ID_PATTERN.match(system_id):
             raise UserError(f"System id '{system_id}' must start with a letter and hold only letters, digits "
                             f"and underscores (it names folders and Python classes).")
-        if system_id in {s.id for s in all_known_systems()}:
+        if system_id in {s.id for s in (*all_known_systems(), *registered)}:
             raise UserError(f"System {system_id} is already registered "
                             f"(code/common/systems/known.py or custom_list.py). Nothing was written.")
 
 
 def append_config(path: Path, system_id: str, parent: type, scenario: Scenario) -> None:
-    if not path.exists():
-        header = ('"""Configs of custom systems for this scenario. Written by `make add_custom_system`; '
-                  'edit freely."""\n'
-                  "from code.common.config_registry import PerCore, register  # noqa: F401\n")
-        path.write_text(header)
-    text = path.read_text()
+    """Add the class of `system_id` to `path` (created with its header when missing), in one atomic write."""
+    if path.exists():
+        text = path.read_text()
+    else:
+        text = ('"""Configs of custom systems for this scenario. Written by `make add_custom_system`; '
+                'edit freely."""\n'
+                "from code.common.config_registry import PerCore, register  # noqa: F401\n")
     import_line = f"from {parent.__module__} import {parent.__name__}\n"
     same_file = inspect.getsourcefile(parent) == str(path)
     if import_line not in text and not same_file:
         # imports stay at the top, after the header
         head, _, rest = text.partition("\n\n\n")
         text = head.rstrip("\n") + "\n" + import_line + ("\n\n" + rest if rest else "")
-    path.write_text(text.rstrip("\n") + "\n" + render_config_class(system_id, parent, scenario))
+    write_atomically(path, text.rstrip("\n") + "\n" + render_config_class(system_id, parent, scenario))
 
 
 def _ask(question: str, default: str) -> str:

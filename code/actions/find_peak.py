@@ -12,6 +12,10 @@ with short runs, confirmed by one run of full rules length, and written into thi
   mean latency (search.settle).
 A confirming run that is INVALID is followed by one at a safer value (lower QPS or latency, higher expected
 Offline QPS), at most CONFIRM_ATTEMPTS runs; a value no full-length run rated VALID is never written.
+
+It holds the configs lock and the measure lock (exclusively) from start to end (locks.py): a second find_peak, a
+config writer such as add_custom_system, or a test run of this checkout stops at once instead of measuring beside
+it, which would lower what both measure and write a wrong value into a config.
 """
 from __future__ import annotations
 
@@ -28,14 +32,15 @@ from ..common.constants import Scenario, TestMode, WorkloadSetting
 from ..common.errors import UserError
 from ..common.fields import FIELDS
 from ..common.paths import shown_path
-from ..common.systems import KnownSystem, all_known_systems
-from ..common.systems.custom_list import CUSTOM_SYSTEMS
+from ..common.fileio import write_atomically
+from ..common.systems import KnownSystem, all_known_systems, read_custom_systems
 from ..common.tuning.config_edit import literal, set_class_field
 from ..common.tuning.search import (ConfirmResult, Outcome, SearchResult, confirm, find_highest, round_sig,
                                     settle)
 from ..common.tuning.trials import RUN_LENGTH_FIELDS, SEARCHED_FIELD, SHORT_RUNS, run_once, with_fields
 from .base import Handler
 from .custom_system import append_config, class_name, hardware_description, render_custom_list, system_entry
+from .locks import editing_configs, measuring
 
 SERVER_TOLERANCE = 0.05          # the bracket is narrowed until its width is at most 5 % of its low end
 SERVER_LATENCY_MARGIN = 0.10     # a short run counts only with its p99 at most 90 % of the bound
@@ -116,6 +121,10 @@ class Found:
 
 
 class FindPeak(Handler):
+    def run(self) -> int:
+        with editing_configs(self.ctx.paths), measuring(self.ctx.paths, alone=True):
+            return super().run()
+
     def handle(self) -> int:
         ctx = self.ctx
         self._refuse_run_lengths()
@@ -239,29 +248,24 @@ def plan_target(ctx, benchmark: str, scenario: Scenario) -> Target:
 def write_value(ctx, target: Target, benchmark: str, scenario: Scenario, field: str, value: float | int,
                 comment: list[str]) -> list[str]:
     """Write `field = value` into the target class (creating it first when needed), check that the registry
-    loads it with that value, and say what was written. On any failure both files are put back as they were."""
+    loads it with that value, and say what was written. It holds the configs lock (a second writer stops at once),
+    writes each file whole, and on any failure puts both files back as they were."""
     repo, system_id = ctx.paths.repo, ctx.system.system_id
     files = [target.path] + ([ctx.paths.custom_systems_file] if target.register else [])
-    before = {path: path.read_text() if path.exists() else None for path in files}
     said = []
-    try:
+    with editing_configs(ctx.paths, files):
         if target.register is not None and not _listed(ctx.paths.custom_systems_file, system_id):
-            ctx.paths.custom_systems_file.write_text(render_custom_list((*CUSTOM_SYSTEMS, target.register)))
+            registered = read_custom_systems(ctx.paths.custom_systems_file)   # as it is now, not at our start
+            write_atomically(ctx.paths.custom_systems_file, render_custom_list((*registered, target.register)))
             said.append(f"this machine was not a registered system: registered it as {system_id} in "
                         f"{shown_path(ctx.paths.custom_systems_file, repo)}, as make add_custom_system does")
         if target.parent is not None and not _has_class(target.path, target.class_name):
             append_config(target.path, system_id, target.parent, scenario)
             said.append(f"{system_id} had no custom {scenario.value} config: created class {target.class_name} "
                         f"(prefilled from {target.parent.__name__}) in {shown_path(target.path, repo)}")
-        target.path.write_text(set_class_field(target.path.read_text(), target.class_name, field, value, comment))
+        write_atomically(target.path, set_class_field(target.path.read_text(), target.class_name, field, value,
+                                                      comment))
         check_loads(target.path, ConfigKey(benchmark, scenario, system_id, ctx.args.workload), field, value)
-    except BaseException:
-        for path, text in before.items():
-            if text is None:
-                path.unlink(missing_ok=True)
-            else:
-                path.write_text(text)
-        raise
     said.append(f"wrote {field} = {literal(value)} into class {target.class_name} of {shown_path(target.path, repo)}; "
                 f"check it with: make show_config RUN_ARGS=\"--benchmarks={benchmark} --scenarios={scenario.value}\"")
     return said

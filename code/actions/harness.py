@@ -13,6 +13,7 @@ from ..common.harness.plan import PlannedTest, announce, free_space, plan_harnes
 from ..common.harness.resume import outcome_in, resume_paths
 from ..common.harness.runner import CHILD, plan_test, refuse_taken_run_dir, run_test, summary_line
 from .base import Context, Handler
+from .locks import measuring
 
 # What `make run` runs when RUN_ARGS leave it open: resnet50, Offline, a short test run, performance then accuracy,
 # each benchmark on its own embedded default model and data set (Benchmark.embedded_default: for resnet50 the
@@ -90,6 +91,10 @@ class Calibrate(_PerConfig):
 class RunHarness(Handler):
     child_module = CHILD                     # the process a test runs in (tests put a fake one here)
     free_space = staticmethod(free_space)    # free bytes of LOG_DIR's file system (tests put a fake one here)
+
+    def run(self) -> int:
+        with measuring(self.ctx.paths):    # never beside find_peak, which needs the machine to itself
+            return super().run()
 
     def test_modes(self) -> list[TestMode]:
         return [self.ctx.args.test_mode]

@@ -26,6 +26,7 @@ from .constants import Scenario, WorkloadSetting
 from .errors import UserError
 from .paths import config_package
 from .fields import FIELDS, NVIDIA_NAMES_WITHOUT_COUNTERPART, Field
+from .user_files import import_user_module
 
 _REGISTRATIONS = "_toolkit_registrations"
 _CLASS_ONLY = frozenset({"benchmark", "scenario"})
@@ -195,6 +196,29 @@ class ResolvedConfig:
         }
 
 
+def _fix(module: str) -> str:
+    """How to repair a config module that does not load: custom.py is the user's, the others the project's."""
+    if module.endswith(".custom"):
+        return ("repair it (make add_custom_system and make find_peak write its classes; the edits are yours), or "
+                "move it aside and register the system again with make add_custom_system")
+    return "repair it, or undo its local edits with git checkout"
+
+
+def _config_spec(module: str):
+    """The import spec of a config module, None when there is none. The packages above it are imported first, so
+    one that does not load is named (finding a module's spec runs the packages above it)."""
+    parent = module.rpartition(".")[0]
+    if parent:
+        spec = _config_spec(parent)
+        if spec is None:
+            return None
+        import_user_module(parent, Path(spec.origin or parent), _fix(parent))
+    try:
+        return importlib.util.find_spec(module)
+    except ModuleNotFoundError:
+        return None
+
+
 @dataclass
 class ConfigRegistry:
     """Config classes keyed by (benchmark, scenario, system id, workload setting)."""
@@ -209,11 +233,11 @@ class ConfigRegistry:
         for benchmark in benchmarks:
             for scenario in Scenario:
                 name = f"{package}.{config_package(benchmark)}.{scenario.value}"
-                if importlib.util.find_spec(name) is None:
-                    continue
-                registry.add_module(importlib.import_module(name))
-                if importlib.util.find_spec(f"{name}.custom") is not None:
-                    registry.add_module(importlib.import_module(f"{name}.custom"))
+                for module in (name, f"{name}.custom"):
+                    spec = _config_spec(module)
+                    if spec is None:
+                        break      # no scenario module, so no custom one
+                    registry.add_module(import_user_module(module, Path(spec.origin or module), _fix(module)))
         return registry
 
     def add_module(self, module: ModuleType) -> None:

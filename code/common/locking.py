@@ -5,6 +5,10 @@ The lock is fcntl.flock on a lock file. The kernel releases it when its holder e
 lock two different files of the same name). While held, the file names the holder (pid and command line) for
 the message a second process prints. The descriptor is not inherited by child processes (os.open's default),
 so a child left running never holds a lock its parent took.
+
+A shared lock (`shared_lock`) is held by any number of processes at once and keeps out an exclusive one: each
+shared holder names itself in a file of its own in `<lock file>.holders/`, removed when it lets go; a holder
+killed outright leaves its file, which is not named once its pid is gone.
 """
 from __future__ import annotations
 
@@ -30,12 +34,59 @@ def holder_description() -> str:
     return f"pid {os.getpid()}, {command}"
 
 
-def _read_holder(fd: int) -> str:
+def _read_holder(fd: int, lock_file: Path, shared_first: bool = False) -> str:
+    """Who holds the lock, as it named itself. An exclusive request is refused by shared holders or by an exclusive
+    one, so it asks the shared holders first: the file may still name an exclusive holder killed outright."""
+    shared = "; ".join(_shared_holders(lock_file)) if shared_first else ""
     try:
         text = os.pread(fd, 4096, 0).decode(errors="replace").strip()
     except OSError:
         text = ""
-    return text or "another process"
+    return shared or text or "another process"
+
+
+def _holders_dir(lock_file: Path) -> Path:
+    return lock_file.with_name(lock_file.name + ".holders")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _shared_holders(lock_file: Path) -> list[str]:
+    """The live shared holders of `lock_file`, as they named themselves."""
+    found = []
+    try:
+        entries = sorted(_holders_dir(lock_file).iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        if entry.name.isdigit() and _alive(int(entry.name)):
+            try:
+                found.append(entry.read_text(errors="replace").strip())
+            except OSError:
+                continue
+    return [text for text in found if text]
+
+
+def _refusal(what: str, holder: str, lock_file: Path) -> UserError:
+    return UserError(f"Another process holds the lock on {what}: {holder}; wait for it to end, then run this step "
+                     f"again (the lock is {lock_file}).", exit_code=EXIT_LOCKED)
+
+
+def _open(lock_file: Path) -> int:
+    try:
+        lock_file.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as error:
+        raise UserError(f"Cannot open the lock file {lock_file}: {error.strerror or error}. Make its folder "
+                        f"writable.", exit_code=EXIT_LOCKED) from None
 
 
 def _write_holder(fd: int) -> None:
@@ -48,22 +99,41 @@ def exclusive_lock(lock_file: Path, what: str) -> Iterator[None]:
     """Hold the lock on `lock_file` while the block runs. A second process gets a UserError (exit status 1) at
     once, instead of waiting, naming `what` the lock protects and who holds it."""
     lock_file = Path(lock_file)
-    try:
-        lock_file.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as error:
-        raise UserError(f"Cannot open the lock file {lock_file}: {error.strerror or error}. Make its folder "
-                        f"writable.", exit_code=EXIT_LOCKED) from None
+    fd = _open(lock_file)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise UserError(f"Another process holds the lock on {what}: {_read_holder(fd)}; wait for it to end, "
-                            f"then run this step again (the lock is {lock_file}).", exit_code=EXIT_LOCKED) from None
+            raise _refusal(what, _read_holder(fd, lock_file, shared_first=True), lock_file) from None
         _write_holder(fd)
         try:
             yield
         finally:
             os.ftruncate(fd, 0)   # still held: nobody reads a stale holder
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def shared_lock(lock_file: Path, what: str) -> Iterator[None]:
+    """Hold `lock_file` shared while the block runs: other shared holders are welcome, an exclusive one is
+    refused while it lasts; a UserError (exit status 1) at once, naming the exclusive holder, when one holds it."""
+    lock_file = Path(lock_file)
+    fd = _open(lock_file)
+    own = _holders_dir(lock_file) / str(os.getpid())
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise _refusal(what, _read_holder(fd, lock_file), lock_file) from None
+        try:
+            own.parent.mkdir(exist_ok=True)
+            own.write_text(holder_description() + "\n")
+        except OSError:
+            pass     # the lock holds all the same; a refused process then names "another process"
+        try:
+            yield
+        finally:
+            own.unlink(missing_ok=True)
     finally:
         os.close(fd)

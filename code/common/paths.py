@@ -13,6 +13,7 @@ from functools import cached_property
 from pathlib import Path
 
 from .constants import Scenario, TestMode, WorkloadSetting
+from .disk_full import DiskFull, disk_full_cause, existing_folder, why
 from .errors import UserError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -51,6 +52,8 @@ def create_unique_dir(path: Path) -> Path:
             except FileExistsError:
                 continue
     except OSError as error:
+        if disk_full_cause(error) is not None:
+            raise DiskFull(existing_folder(path.parent), why(error), context="Cannot create a log folder: ") from None
         raise UserError(f"Cannot create a log folder in {path.parent}: {error.strerror or error}. Make it writable "
                         f"or set LOG_DIR to a folder you can write to.") from None
 
@@ -268,6 +271,17 @@ class Paths:
     def submission_lock(self) -> Path:
         """The lock every submission step holds while it reads or writes the staging and exported trees."""
         return self.build / ".submission.lock"
+
+    @property
+    def configs_lock(self) -> Path:
+        """The lock a writer of configs (custom.py classes, custom_list.py) holds: find_peak, add_custom_system."""
+        return self.build / ".configs.lock"
+
+    @property
+    def measure_lock(self) -> Path:
+        """Held exclusively by find_peak, which needs the machine to itself, and shared by every other action that
+        runs LoadGen tests (run_harness, run, run_audit_harness, bench)."""
+        return self.build / ".measure.lock"
 
     @property
     def submission_check_record(self) -> Path:

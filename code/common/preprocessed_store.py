@@ -33,6 +33,7 @@ from typing import Any, Callable, Sequence, TypeVar
 import numpy as np
 
 from .benchmark_api import Log
+from .disk_full import disk_full_message
 from .errors import UserError
 from .fileio import write_atomically
 from .integrity import FileDigest, problem
@@ -372,6 +373,8 @@ def _wait_with_progress(futures: dict[Future, str], label: str, log: Log) -> Non
 
     def check(future: Future) -> None:
         error = future.exception()
+        if disk_full_message(error) is not None:
+            raise UserError(disk_full_message(error), exit_code=1) from error
         if error is not None:
             raise UserError(f"could not preprocess {futures[future]}: {error}", exit_code=1) from error
 

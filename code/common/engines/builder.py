@@ -9,7 +9,9 @@ never current.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +22,7 @@ import numpy as np
 from ..backends.registry import BackendPlugin, BuildRequest, Hardware, get_plugin
 from ..benchmark_api import Benchmark, Log
 from ..config_registry import ResolvedConfig
+from ..disk_full import disk_full_message, disk_full_sentence, looks_full
 from ..errors import UserError, choose
 from ..fields import FIELDS
 from ..paths import Paths
@@ -198,10 +201,26 @@ def build_engine(config: ResolvedConfig, system_id: str, paths: Paths, benchmark
         plugin.build(request)
     except ort_builder.UnreadableModel as error:
         raise _unreadable_model(config, model, error) from None
+    except Exception as error:
+        _disk_full_while_building(error, engine)
+        raise
     written = expected.of_engine(engine)
     written.write(manifest_path)
     log(f"engine written: {engine}")
     return EngineResult(engine, written, rebuilt=True)
+
+
+def _disk_full_while_building(error: Exception, engine: Path) -> None:
+    """A runtime that cannot write the engine (or its work files) raises its own error (ONNX Runtime:
+    "Protobuf serialization failed"): where the engine's disk or the temporary folder's is full, say that."""
+    folders = (engine.parent, Path(tempfile.gettempdir()))
+    message = disk_full_message(error, folders)
+    full = next((folder for folder in folders if looks_full(folder)), None)
+    if message is None and full is not None:
+        message = disk_full_sentence(full, f"{os.strerror(errno.ENOSPC)}: building the engine failed with "
+                                           f"{type(error).__name__}")
+    if message is not None:
+        raise UserError(message, exit_code=1) from error
 
 
 def locate_engine(config: ResolvedConfig, system_id: str, paths: Paths, benchmark: Benchmark) -> Path:

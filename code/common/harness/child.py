@@ -5,15 +5,22 @@ Exit status 0 when the test ran to its end (VALID or not), 1 when it failed, 128
 and 129 when the process that started it went away (see lifecycle.py); a stopped test is `interrupted`.
 The optional second argument is the read end of the parent's watch pipe.
 
+A test whose LoadGen logs did not reach their end (loadgen_log.cut_logs) is never `completed`. When the disk
+holding the run folder fills (a write of ours fails with ENOSPC or EDQUOT, or LoadGen's logs are cut and the
+disk has no room left), the test is recorded `failed` with disk_full's sentence; the record has space set aside
+for it from the start (metadata.reserve_record_space).
+
 LoadGen reads an audit.config only from the path it is given: a compliance test's own file, written into the
 run folder from the run spec; every other test gives it no path at all, so a stray file is never read.
 """
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import hashlib
 import importlib.metadata
 import json
+import os
 import sys
 import time
 import traceback
@@ -22,13 +29,16 @@ from typing import Any, Callable
 
 from ..benchmark_api import get_benchmark
 from ..constants import AccuracyTarget, HarnessType, Scenario, TestMode
+from ..disk_full import disk_full_cause, disk_full_sentence, folder_of, looks_full, why
 from ..errors import UserError
+from ..fileio import write_atomically
 from ..paths import Paths
 from ..rules import get_round
-from .loadgen_log import read_detail
+from .loadgen_log import cut_logs, read_detail
 from .lifecycle import ChildGuard
 from .metadata import (COMPLETED, FAILED, INTERRUPTED, AccuracyRecord, ConfigRecord, DataRecord, Durations,
-                       EngineRecord, Invocation, LoadGenRecord, RunRecord, SystemRecord, log_digests, write_metadata)
+                       EngineRecord, Invocation, LoadGenRecord, RunRecord, SystemRecord, log_digests,
+                       reserve_record_space, write_metadata)
 from .record import TritonEndpointRecord, load_part
 from .progress import Progress
 from .qsl import SampleLibrary, first_samples
@@ -38,6 +48,14 @@ from .sut import HarnessSUT
 from .verdict import explain
 
 NO_AUDIT_CONFIG = ""   # LoadGen opens the path it is given; an empty one never opens, so no file is read
+
+
+class LogsCut(RuntimeError):
+    """LoadGen's logs did not reach their end: the test is no result, whatever they say."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__(f"LoadGen's logs are incomplete ({'; '.join(problems)}), so the test is no result")
+        self.problems = problems
 
 
 def audit_config_path(spec: RunSpec) -> Path | None:
@@ -166,14 +184,36 @@ def run(spec: RunSpec, parent_fd: int | None = None) -> int:
     log_dir.mkdir(parents=True, exist_ok=True)
     started = _now()
     guard = ChildGuard(_record_stop(spec, started), parent_fd).start()
-    status, record = _run_test(spec, log_dir, started)
+    try:
+        reserve_record_space(log_dir)
+    except OSError as error:
+        if disk_full_cause(error) is None:
+            raise
+        status, record = 1, base_record(spec, FAILED, started=started, error=disk_full_sentence(log_dir, why(error)))
+    else:
+        status, record = _run_test(spec, log_dir, started)
     record = record.replace(finished=_now())
     if record.completed and guard.parent_gone():
         record = record.replace(status=INTERRUPTED, error="the toolkit process that started the test went away "
                                                           "before its result was recorded")
         status = 1
-    guard.finish(lambda: write_metadata(log_dir, record))
-    return status
+    written: list[bool] = []
+    guard.finish(lambda: written.append(_write_record(spec, log_dir, record)))
+    return status if not written or written[0] else 1
+
+
+def _write_record(spec: RunSpec, log_dir: Path, record: RunRecord) -> bool:
+    """Write the test's record; False, after one line saying so, when the disk is too full even for that (the
+    parent then says what it can)."""
+    try:
+        write_metadata(log_dir, record)
+    except OSError as error:
+        if disk_full_cause(error) is None:
+            raise
+        print(f"{spec.label}: its record could not be written: {disk_full_sentence(log_dir, why(error))}",
+              file=sys.stderr)
+        return False
+    return True
 
 
 def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecord]:
@@ -197,7 +237,7 @@ def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecor
         settings = test_settings(user_conf, spec.loadgen_model, spec.scenario_enum, spec.mode_enum)
         audit_path = audit_config_path(spec)   # explicit: LoadGen never looks in the working directory
         if audit_path is not None:
-            audit_path.write_text("\n".join(spec.audit_config) + "\n")
+            write_atomically(audit_path, "\n".join(spec.audit_config) + "\n")
         log_settings = lg.LogSettings()
         log_settings.log_output.outdir = str(log_dir)
         log_settings.log_output.copy_summary_to_stdout = False
@@ -222,13 +262,31 @@ def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecor
         if sut.error is not None:
             raise RuntimeError(f"the inference failed during the run: {type(sut.error).__name__}: {sut.error}") \
                 from sut.error
+        cut = cut_logs(log_dir, spec.mode_enum is TestMode.PerformanceOnly)
+        if cut:
+            raise LogsCut(cut)
         outcome = _results(spec, benchmark, paths, log_dir, seconds)
         return 0, base_record(spec, COMPLETED, started=started, log_sha256=log_digests(log_dir),
                               triton_endpoints=_endpoints(sut), **outcome)
     except Exception as error:  # noqa: BLE001  recorded in metadata.json; the logs are kept
-        (log_dir / "harness_error.txt").write_text(traceback.format_exc())
-        return 1, base_record(spec, FAILED, started=started, error=f"{type(error).__name__}: {error}",
+        return 1, base_record(spec, FAILED, started=started, error=_failure(error, log_dir),
                               triton_endpoints=_endpoints(sut))
+
+
+def _failure(error: Exception, log_dir: Path) -> str:
+    """Why the test failed, as its record says it: a full disk in one sentence (nothing more is written), any
+    other failure by its exception, with the traceback in harness_error.txt."""
+    full = disk_full_cause(error)
+    if full is not None:
+        return disk_full_sentence(folder_of(full, [log_dir]) or log_dir, why(full))
+    if isinstance(error, LogsCut) and looks_full(log_dir):
+        return disk_full_sentence(log_dir, f"{os.strerror(errno.ENOSPC)}: LoadGen's logs were cut, "
+                                           f"{', '.join(error.problems)}")
+    try:
+        write_atomically(log_dir / "harness_error.txt", traceback.format_exc())
+    except OSError:
+        pass     # the record says why; the traceback is a help, not the result
+    return f"{type(error).__name__}: {error}"
 
 
 def _endpoints(sut) -> tuple:
@@ -257,7 +315,7 @@ def _results(spec: RunSpec, benchmark, paths: Paths, log_dir: Path, seconds: flo
                    "valid": verdict.valid, "submittable": verdict.submittable, "reasons": tuple(verdict.reasons)}
     else:
         accuracy = benchmark.score(spec.model, spec.dataset, log_dir / "mlperf_log_accuracy.json", paths)
-        (log_dir / "accuracy.txt").write_text(accuracy.text.rstrip("\n") + "\n")
+        write_atomically(log_dir / "accuracy.txt", accuracy.text.rstrip("\n") + "\n")
         meets = _meets_target(spec, accuracy)
         result |= {"accuracy": AccuracyRecord(metric=accuracy.metric, value=accuracy.value, text=accuracy.text,
                                               unit=accuracy.metrics[0].unit, samples=accuracy.samples,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..disk_full import DiskFull, disk_full_cause, existing_folder, why
 from ..errors import EXIT_BAD_INPUT, UserError
 
 EXIT_IN_USE = 1
@@ -46,5 +47,7 @@ def claim_run_dir(run_dir: Path) -> Path:
 
 
 def _cannot_create(run_dir: Path, error: OSError) -> UserError:
+    if disk_full_cause(error) is not None:
+        return DiskFull(existing_folder(run_dir), why(error), context=f"Cannot create the run folder {run_dir}: ")
     return UserError(f"Cannot create the run folder {run_dir}: {error.strerror or error}. Set LOG_DIR to a "
                      f"folder you can write to.", exit_code=EXIT_BAD_INPUT)

@@ -6,6 +6,7 @@ logged more than once counts with its first value, as the official checkers and 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,9 @@ DETAIL = "mlperf_log_detail.txt"
 SUMMARY = "mlperf_log_summary.txt"
 ACCURACY = "mlperf_log_accuracy.json"
 PREFIX = ":::MLLOG "
+# The last line LoadGen writes into the summary, when the test ends (logging.cc, AsyncLog::SetLogFiles).
+SUMMARY_END = re.compile(r"(No errors encountered during test\.|\d+ ERRORS? encountered\. See detailed log\.)\n\Z")
+ACCURACY_END = b"]\n"        # the accuracy log's JSON array closes when the test ends
 
 
 # The p99 token-latency figures LoadGen logs for a non-Offline run with use_token_latencies, and the bounds it
@@ -187,3 +191,41 @@ def read_accuracy_entries(path: Path) -> list[dict[str, Any]]:
     if not isinstance(entries, list):
         raise UserError(f"{path}: expected a JSON array of LoadGen accuracy entries", exit_code=1)
     return entries
+
+
+def cut_logs(log_dir: Path, performance: bool) -> list[str]:
+    """What is missing at the end of LoadGen's logs in `log_dir` ([] when they are whole). LoadGen writes them with
+    C++ streams, which drop without a word what a full disk does not take: a test then ends as usual, with its
+    summary empty or cut and its detail log short. Each of the three logs ends in a known way when the test ends;
+    a PerformanceOnly detail log also holds LoadGen's verdict (result_validity)."""
+    problems = []
+    for name in (SUMMARY, DETAIL, ACCURACY):
+        if not (log_dir / name).is_file():
+            problems.append(f"{name} is missing")
+    if problems:
+        return problems
+    summary = (log_dir / SUMMARY).read_bytes()
+    if not SUMMARY_END.search(summary.decode(errors="replace")):
+        problems.append(f"{SUMMARY} is {'empty' if not summary else 'cut before its last line'}")
+    detail = (log_dir / DETAIL).read_bytes()
+    last = detail.rstrip(b"\n").rsplit(b"\n", 1)[-1].decode(errors="replace")
+    if not detail.endswith(b"\n") or not _parses(last):
+        problems.append(f"{DETAIL} is {'empty' if not detail else 'cut in the middle of a line'}")
+    elif performance and b'"key": "result_validity"' not in detail:
+        problems.append(f"{DETAIL} ends before LoadGen's verdict (result_validity)")
+    with open(log_dir / ACCURACY, "rb") as accuracy:
+        size = accuracy.seek(0, 2)
+        accuracy.seek(max(0, size - len(ACCURACY_END)))
+        if accuracy.read() != ACCURACY_END:
+            problems.append(f"{ACCURACY} is {'empty' if not size else 'cut before its closing bracket'}")
+    return problems
+
+
+def _parses(line: str) -> bool:
+    if not line.startswith(PREFIX):
+        return False
+    try:
+        json.loads(line[len(PREFIX):])
+    except json.JSONDecodeError:
+        return False
+    return True

@@ -2,11 +2,15 @@
 
 Written atomically, once, when the test has ended. `status` is `completed` only for a test that ran to its
 end; `failed` and `interrupted` records exist so that nobody mistakes the logs beside them for a result.
+While a test runs, its folder holds a file of RESERVE_BYTES that writing the record frees first, so a disk that
+fills during the test still takes the record that says so.
 The record is a typed RunRecord (record.py); see documentation/metadata.md for the fields and schemas.
 """
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -21,6 +25,8 @@ FILE_NAME = "metadata.json"
 LOG_DIGESTS = "log_sha256"            # {LoadGen log name: sha256} of a completed test, as LoadGen wrote them
 LOADGEN_LOGS = (SUMMARY, DETAIL, ACCURACY)
 ACCURACY_TXT = "accuracy.txt"          # the accuracy script's output beside the logs of an AccuracyOnly test
+RESERVE = ".metadata.reserve"
+RESERVE_BYTES = 256 * 1024            # a record is a few KiB; a Triton or LLM one some more
 
 
 def log_digests(log_dir: Path) -> dict[str, str]:
@@ -49,7 +55,29 @@ def changed_logs(record: RunRecord, run_dir: Path) -> tuple[str, ...]:
 
 
 def write_metadata(log_dir: Path, record: RunRecord) -> Path:
+    (Path(log_dir) / RESERVE).unlink(missing_ok=True)     # its space is the record's
     return write_atomically(log_dir / FILE_NAME, json.dumps(record.as_dict(), indent=2, default=str) + "\n")
+
+
+def reserve_record_space(log_dir: Path) -> None:
+    """Set RESERVE_BYTES aside in `log_dir` for the record (write_metadata frees them); OSError when the disk has
+    not even that much left."""
+    path = Path(log_dir) / RESERVE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        try:
+            os.posix_fallocate(fd, 0, RESERVE_BYTES)
+        except OSError as error:
+            if error.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                raise
+            zeros = memoryview(bytes(RESERVE_BYTES))   # no fallocate here: blocks written are blocks held
+            while zeros:
+                zeros = zeros[os.write(fd, zeros):]
+    except BaseException:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+        raise
+    os.close(fd)
 
 
 class UnreadableRecord(UserError):

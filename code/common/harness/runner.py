@@ -4,10 +4,12 @@ A stop signal (Ctrl-C, or SIGTERM/SIGHUP raised as KeyboardInterrupt by code.mai
 the test is recorded as interrupted (so staging never takes it for a result) and the interrupt propagates; a
 parent that dies without a chance to forward anything takes the child with it (lifecycle.py). A child that
 dies without a record gets a `failed` one. Only a compliance test hands LoadGen an audit.config; every other
-test refuses a run folder that holds one.
+test refuses a run folder that holds one. A test that failed because the disk filled stops the command (exit
+status 1, the record's sentence): the tests after it would find the disk as full.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -19,6 +21,7 @@ from typing import Any, Callable, Mapping
 from ..arguments import RunArgs
 from ..benchmark_api import get_benchmark
 from ..constants import HarnessType, Scenario, TestMode
+from ..disk_full import DiskFull, disk_full_cause, disk_full_sentence, is_disk_full_sentence, looks_full, why
 from ..errors import UserError, choose
 from .claim import claim_run_dir, refuse_used_run_dir
 from .lifecycle import signal_name, stop_child, watch_pipe
@@ -129,7 +132,12 @@ def run_test(spec: RunSpec, repo: Path, log: Callable[[str], None] = print,
              child_module: str = CHILD) -> RunRecord:
     """Run one planned test in a child process (`child_module`, run with -m) and return its metadata record."""
     run_dir = claim_run_dir(Path(spec.log_dir))   # exclusively: two runs never share a folder
-    spec_path = spec.save(run_dir / "run_spec.json")
+    try:
+        spec_path = spec.save(run_dir / "run_spec.json")
+    except OSError as error:
+        if disk_full_cause(error) is None:
+            raise
+        raise DiskFull(run_dir, why(error), context=f"{spec.label} did not start: ") from None
     log(f"\n=== {spec.label} ({spec.model} on {spec.dataset}) -> {run_dir}")
     child_end, parent_end = watch_pipe()   # the child sees end-of-file when this process ends
     try:
@@ -148,15 +156,23 @@ def run_test(spec: RunSpec, repo: Path, log: Callable[[str], None] = print,
         if spec.audit_config:
             (run_dir / AUDIT_CONFIG).unlink(missing_ok=True)
         how = "the user (Ctrl-C)" if signum == signal.SIGINT else signal_name(signum)
-        _record_if_missing(spec, run_dir, INTERRUPTED, f"interrupted by {how}")
+        try:
+            _record_if_missing(spec, run_dir, INTERRUPTED, f"interrupted by {how}")
+        except DiskFull as full:
+            log(str(full))       # said, and the stop goes on as a stop
         raise
     finally:
         os.close(parent_end)
     metadata = run_dir / FILE_NAME
     if not metadata.exists():
-        _record_if_missing(spec, run_dir, FAILED, f"the harness process ended with status {returncode} "
-                                                  f"without writing {FILE_NAME}")
-    return read_metadata(metadata)
+        error = f"the harness process ended with status {returncode} without writing {FILE_NAME}"
+        if looks_full(run_dir):
+            error = disk_full_sentence(run_dir, f"{os.strerror(errno.ENOSPC)}: {error}")
+        _record_if_missing(spec, run_dir, FAILED, error)
+    record = read_metadata(metadata)
+    if is_disk_full_sentence(record.error):
+        raise UserError(f"{spec.label} failed, as its record {metadata} says: {record.error}", exit_code=1)
+    return record
 
 
 def _record_if_missing(spec: RunSpec, run_dir: Path, status: str, error: str) -> None:
@@ -165,7 +181,14 @@ def _record_if_missing(spec: RunSpec, run_dir: Path, status: str, error: str) ->
     path = run_dir / FILE_NAME
     if path.exists() and (status == FAILED or read_metadata(path).completed):
         return  # the child's own record says more
-    write_metadata(run_dir, base_record(spec, status, error=error))
+    try:
+        write_metadata(run_dir, base_record(spec, status, error=error))
+    except OSError as problem:
+        if disk_full_cause(problem) is None:
+            raise
+        raise DiskFull(run_dir, why(problem), context=f"{spec.label} has no record ({FILE_NAME} could not be "
+                                                      f"written), so the run counts for nothing and is never staged: "
+                                                      ) from None
 
 
 def summary_line(record: RunRecord) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..constants import Scenario, TestMode
+from ..fileio import write_atomically
 from ..rules import BenchmarkRules
 from .early_stopping import scenario_min_queries
 
@@ -109,8 +110,7 @@ def generation_caps(fields: Mapping[str, Any]) -> list[str]:
 
 
 def write_user_conf(path: Path, lines: list[str]) -> Path:
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return write_atomically(path, "\n".join(lines) + "\n")
 
 
 def test_settings(user_conf: Path, model: str, scenario: Scenario, mode: TestMode):

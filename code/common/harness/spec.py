@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..constants import Scenario, TestMode, WorkloadSetting, test_label
+from ..fileio import write_atomically
 
 AUDIT_CONFIG = "audit.config"   # a compliance test's LoadGen overrides, in its run folder and nowhere else
 
@@ -62,8 +63,7 @@ class RunSpec:
         return test_label(self.benchmark, self.scenario, self.test_mode, self.audit_test)
 
     def save(self, path: Path) -> Path:
-        path.write_text(json.dumps(asdict(self), indent=2, default=str) + "\n")
-        return path
+        return write_atomically(path, json.dumps(asdict(self), indent=2, default=str) + "\n")
 
     @classmethod
     def load(cls, path: Path) -> "RunSpec":

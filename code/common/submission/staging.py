@@ -8,7 +8,6 @@ and staged as compliance/TEST06/run_verification.py lays them out (verify_accura
 """
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any, Callable
@@ -22,12 +21,13 @@ from ..audit.verify import (Check, compare_accuracy_logs, read_accuracy_log, ver
 from ..benchmark_api import ResponseFormat
 from ..constants import AccuracyTarget, Scenario, SystemType
 from ..errors import UserError
-from ..fileio import sha256_file
+from ..fileio import atomic_dir, copy_atomically, replace_dir, sha256_file
 from ..harness.loadgen_log import ACCURACY, DETAIL, SUMMARY, read_detail
 from ..harness.metadata import LOADGEN_LOGS, RunRecord
 from ..harness.reproduce import reproduce_command
 from ..paths import Paths
 from ..rules import RulesRound
+from ..user_files import read_json_file
 from .cross_checks import write_provenance
 from .measurements import MEASUREMENTS, README, USER_CONF, readme, submission_benchmark
 from .runs import Choice, Key
@@ -41,11 +41,7 @@ EXIT_PRECONDITION = 1
 
 
 def _replace_dir(source_files: dict[str, Path], dest: Path) -> None:
-    if dest.exists():
-        shutil.rmtree(dest)
-    dest.mkdir(parents=True)
-    for name, source in source_files.items():
-        shutil.copy2(source, dest / name)
+    replace_dir(dest, source_files)    # whole or not at all: a full disk midway leaves the folder as it was
 
 
 def stage_scenario(paths: Paths, rules: RulesRound, submitter: str, key: Key, choice: Choice, log: Log) -> Path:
@@ -90,7 +86,7 @@ def stage_scenario(paths: Paths, rules: RulesRound, submitter: str, key: Key, ch
             log(f"{label}: staged accuracy run {acc_dir}")
         write_provenance(dest, accuracy, acc_dir / ACCURACY)
     for file_name in (MEASUREMENTS, USER_CONF, README):
-        shutil.copy2(measured / file_name, dest / file_name)
+        copy_atomically(measured / file_name, dest / file_name)
     return dest
 
 
@@ -131,11 +127,10 @@ def stage_system_files(paths: Paths, division: str, submitter: str, system_id: s
     system_json = paths.system_json(system_id)
     if not system_json.is_file():
         raise UserError(f"{system_json} is missing: run `make generate_conf_files` first.", exit_code=1)
-    try:
-        data = json.loads(system_json.read_text())
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{system_json} cannot be read ({exc}): run `make generate_conf_files` again.",
-                        exit_code=1) from None
+    data = read_json_file(system_json, "run `make generate_conf_files` again")
+    if not isinstance(data, dict):
+        raise UserError(f"{system_json} holds a JSON {type(data).__name__}, not the system description object: run "
+                        f"`make generate_conf_files` again.", exit_code=1)
     data.update(division=division, submitter=submitter)
     described = str(data.get("number_of_nodes", "1"))
     if nodes > (int(described) if described.isdigit() else 1):
@@ -146,7 +141,7 @@ def stage_system_files(paths: Paths, division: str, submitter: str, system_id: s
     calibration = paths.repo / "documentation" / "calibration.md"
     if calibration.is_file():
         (root / "documentation").mkdir(parents=True, exist_ok=True)
-        shutil.copy2(calibration, root / "documentation" / "calibration.md")
+        copy_atomically(calibration, root / "documentation" / "calibration.md")
 
 
 def accuracy_target_of(rules: RulesRound, benchmark: str, folder_name: str) -> AccuracyTarget:
@@ -168,9 +163,8 @@ def infer_scenario(results_dir: Path, source: Scenario, missing: Scenario) -> Pa
     """Copy the staged `source` folder (logs, measurements; no compliance verdicts) into the `missing` one."""
     src = results_dir / source.value
     dest = results_dir / missing.value
-    if dest.exists():
-        shutil.rmtree(dest)
-    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("TEST0*"))
+    with atomic_dir(dest) as tmp:
+        shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("TEST0*"), dirs_exist_ok=True)
     return dest
 
 

@@ -26,6 +26,7 @@ from ..fileio import write_atomically
 from ..paths import REPO_ROOT
 from ..rules import RulesRound, get_round
 from ..systems.info import SystemInfo
+from ..user_files import read_json_file
 
 EXIT_PRECONDITION = 1
 STATUSES = ("available", "preview", "rdi")     # the checkers compare status.lower(); the toolkit writes lowercase
@@ -270,11 +271,8 @@ def load_overrides(path: Path, rules: RulesRound | None = None, shown: Path | st
     shown = path if shown is None else shown
     if not path.exists():
         return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise UserError(f"{shown} is not valid JSON (line {error.lineno}, column {error.colno}: {error.msg}). "
-                        "Fix it and run again.", exit_code=EXIT_PRECONDITION) from None
+    data = read_json_file(path, "fix it (a JSON object, field -> value, in UTF-8) and run make generate_conf_files "
+                                "again", shown)
     if not isinstance(data, dict):
         raise UserError(f"{shown} must hold one JSON object (field -> value), not {type(data).__name__}.",
                         exit_code=EXIT_PRECONDITION)

@@ -2,20 +2,48 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..constants import SystemType
 from ..errors import UserError
-from .custom_list import CUSTOM_SYSTEMS
+from ..user_files import EXIT_DAMAGED, import_user_module, load_user_file
 from .detect import SystemDetector
 from .info import CPUInfo, GPUInfo, SystemInfo, derived_system_id
 from .known import GENERIC_CPU, KNOWN_SYSTEMS, KnownSystem
 
 __all__ = ["CPUInfo", "GPUInfo", "SystemInfo", "SystemDetector", "KnownSystem", "SystemMatch", "match_system",
-           "all_known_systems", "GENERIC_CPU"]
+           "all_known_systems", "custom_systems", "read_custom_systems", "GENERIC_CPU"]
+
+CUSTOM_LIST_FIX = ("repair it, or put back the committed one (git checkout code/common/systems/custom_list.py) and "
+                   "register this machine again with make add_custom_system")
 
 
 def all_known_systems() -> tuple[KnownSystem, ...]:
-    return KNOWN_SYSTEMS + CUSTOM_SYSTEMS
+    return KNOWN_SYSTEMS + custom_systems()
+
+
+def custom_systems() -> tuple[KnownSystem, ...]:
+    """The systems registered in custom_list.py (imported once, when first asked for); a UserError naming the
+    file when it cannot be used."""
+    module = import_user_module(f"{__name__}.custom_list", Path(__file__).with_name("custom_list.py"),
+                                CUSTOM_LIST_FIX)
+    return _checked_entries(module, Path(__file__).with_name("custom_list.py"))
+
+
+def read_custom_systems(path: Path) -> tuple[KnownSystem, ...]:
+    """The systems in the custom_list.py at `path` as it is now on disk (for a writer, which must not drop an
+    entry another process added since this one started)."""
+    if not Path(path).exists():
+        return ()
+    return _checked_entries(load_user_file(f"{__name__}.custom_list", Path(path), CUSTOM_LIST_FIX), Path(path))
+
+
+def _checked_entries(module, path: Path) -> tuple[KnownSystem, ...]:
+    entries = getattr(module, "CUSTOM_SYSTEMS", None)
+    if not isinstance(entries, tuple) or not all(isinstance(entry, KnownSystem) for entry in entries):
+        raise UserError(f"{path}: CUSTOM_SYSTEMS must be a tuple of KnownSystem(...) entries, as make "
+                        f"add_custom_system writes it; {CUSTOM_LIST_FIX}.", exit_code=EXIT_DAMAGED)
+    return entries
 
 
 @dataclass(frozen=True)

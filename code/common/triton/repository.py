@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..benchmark_api import TensorSpec
 from ..errors import UserError
+from ..fileio import write_atomically
 from ..paths import REPO_ROOT
 
 PYTHON_MODEL = Path(__file__).with_name("python_model.py")
@@ -96,7 +97,7 @@ def write_repository(model: TritonModel, repository: Path) -> Path:
     shutil.rmtree(folder, ignore_errors=True)
     version = folder / VERSION
     version.mkdir(parents=True)
-    (folder / "config.pbtxt").write_text(config_pbtxt(model))
+    write_atomically(folder / "config.pbtxt", config_pbtxt(model))
     if model.tensorrt:
         (version / "model.plan").symlink_to(Path(model.engine).resolve())
     else:
