@@ -238,6 +238,35 @@ def test_an_accuracy_log_scores_as_its_decoded_texts(tmp_path: Path) -> None:
         score_accuracy_log(log, references, decode)
 
 
+def test_a_closed_division_accuracy_log_is_decoded_as_evaluation_decodes_it(tmp_path: Path) -> None:
+    """Llama 3.1 Instruct's tokenizer_config.json sets clean_up_tokenization_spaces, and evaluation.py decodes with
+    that tokenizer (transformers' batch_decode, special tokens skipped): " ." becomes ".", " 's" "'s". The
+    benchmark's scorer, on a checkpoint folder in that shape, reports the GEN_LEN of the cleaned-up texts."""
+    from code.llama3_1_8b.benchmark import BENCHMARK
+    from code.llama3_1_8b.models import LLAMA, checkpoint_dir
+    from tests.test_llm_decoder import (CLEANED, SPACED, TINY, RopeScaling, random_weights, tiny_tokenizer_json,
+                                        write_checkpoint)
+
+    paths = _paths(tmp_path)
+    download_data("cnndm_sample", paths, print)
+    folder = checkpoint_dir(paths, BENCHMARK.name)
+    scaling = RopeScaling(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_positions=64)
+    write_checkpoint(folder, random_weights(TINY.__class__(**{**TINY.__dict__, "rope_scaling": scaling})))
+    ids = tiny_tokenizer_json(folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "clean_up_tokenization_spaces": True}))
+    tokenizer = BENCHMARK.tokenizer(LLAMA, paths)
+    tokens = np.asarray(tokenizer.encode(SPACED, add_bos=False) + [ids["<|eot_id|>"]], dtype=np.int32)
+    log = tmp_path / "mlperf_log_accuracy.json"
+    log.write_text(json.dumps([{"seq_id": i, "qsl_idx": i, "data": tokens.tobytes().hex().upper()}
+                               for i in range(3)]))
+    result = BENCHMARK.score(LLAMA, "cnndm_sample", log, paths)
+    # evaluation.py's gen_len: the characters of the decoded, stripped texts put one sentence a line (the spaces
+    # between CLEANED's four sentences become newlines; SPACED decoded as it is would count 3 x 106).
+    assert len(SPACED) == 106 and len(CLEANED) == 90
+    assert result.get("GEN_LEN") == 3 * 90 and result.get("GEN_NUM") == 3
+
+
 def _checker_verdict(text: str, model: str) -> tuple[bool, dict[str, str]]:
     """accuracy_check.py's accuracy_result_check on accuracy.txt lines, with the recorded patterns and targets."""
     targets, (limit_name, limit) = CHECKER_TARGETS[model], CHECKER_UPPER_LIMITS[model]
