@@ -26,8 +26,8 @@ for its results: it computes every sample's time per output token from its first
 whether or not the SUT reported one. An output of one token (EOS right after the prompt) is completed with the
 model's EOS token appended, as NVIDIA's harness does: LoadGen 6.0.17 logs an error for a completion of fewer
 than two tokens whenever it measures token latencies (time per output token divides by n_tokens - 1), and the
-submission checker rejects a log with errors. Decoding skips the EOS, so the text and its ROUGE and GEN_LEN are
-the same, and TEST06, which never counts the first token as a trailing EOS, passes.
+submission checker rejects an accuracy run whose log has errors. Decoding skips the EOS, so the text and its
+ROUGE and GEN_LEN are the same, and TEST06, which never counts the first token as a trailing EOS, passes.
 
 A failure in a decoder marks the run failed: the first exception is kept in `error`, every outstanding sample
 (queued, joining, a prompt part way through its chunks included, or running, in every instance) is completed with
