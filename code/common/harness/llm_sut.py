@@ -18,8 +18,9 @@ The same threads serve every scenario: a SingleStream sample pays one thread han
 against decode steps of milliseconds, and one code path is one thing to get right.
 
 Per step, the Python work is a few numpy calls over all rows; Python loops run only over the samples that join
-or finish. Output tokens are written into one preallocated int32 array per instance (rows x max_new_tokens), and
-LoadGen reads each response straight from its row (it copies the data inside the call, before the row is reused).
+or finish. Output tokens are written into one preallocated int32 array per instance (rows x max_new_tokens, at
+least 2), and LoadGen reads each response straight from its row (it copies the data inside the call, before the
+row is reused).
 Responses are int32 token ids, as the reference writes them, with the token count as `n_tokens`. Every sample's
 first token is reported (FirstTokenComplete) before its completion, in Offline too, where LoadGen does not need it
 for its results: it computes every sample's time per output token from its first-token time, and reads that entry
