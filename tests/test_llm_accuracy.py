@@ -23,6 +23,7 @@ from code.llama3_1_8b.accuracy import (LlmAccuracy, accuracy_result, accuracy_ta
                                        score_accuracy_log, score_outputs, split_sentences)
 from code.llama3_1_8b.datasets import (DATASETS, PROMPT_TEMPLATE, Article, calibration_indices, dataset_file,
                                        detokenize_ptb, download_data, download_hint, load_articles, prompt_text)
+from tests.official_tools import evaluation_function, inference_dir, nltk_with_punkt_tab
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -97,11 +98,62 @@ def test_sentences_of_real_highlights_split_as_punkt_does() -> None:
     assert len(split_sentences(highlights[37])) == 4 and "the U.S. Census Bureau" in split_sentences(highlights[37])[0]
     assert split_sentences("He met Mr. Smith in the U.S. on Friday. The talks failed.") == [
         "He met Mr. Smith in the U.S. on Friday.", "The talks failed."]
-    # Recorded: nltk.sent_tokenize with NLTK's punkt_tab English model (nltk 3.10.4) splits these 250 highlights
-    # into 920 sentences; this splitter, without the model's orthographic table, into 918 (highlights 86
-    # "Clarence J. Brown Dam" and 211 "& Co. Reportedly" stay whole).
-    assert sum(len(split_sentences(text)) for text in highlights) == 918
+    # Recorded: nltk's Punkt with NLTK's English model (nltk 3.8.1, the reference's pin, and 3.10.4 alike) splits
+    # these 250 highlights into 920 sentences. Its orthographic table decides 86 and 211: "J." and "Co." end a
+    # sentence there, as "Brown" and "Reportedly" are not seen capitalised inside sentences.
+    assert sum(len(split_sentences(text)) for text in highlights) == 920
+    assert split_sentences(highlights[86])[:2] == [
+        "The black pooch was filmed in action as he took a rescue rope out to his owner at the Clarence J.",
+        "Brown Dam and Reservoir in Ohio on Saturday."]
+    assert split_sentences(highlights[211])[:2] == [
+        "Mary Pat Christie, 51, quit her position at finance firm Angleo Gordon & Co.",
+        "Reportedly told colleagues the move would precede a Christie campaign."]
+    # Recorded: nltk 3.8.1's Punkt splits the 250 articles into 5708 sentences (nltk 3.10.4's into 5791: it also
+    # ends a sentence at a closing curly quote, as in "...enough.’ Locke returned", which 3.8.1 keeps whole).
+    assert sum(len(split_sentences(row["article"])) for row in _sample()) == 5708
+    assert split_sentences("He said: ‘I can’t thank them enough.’ Locke returned.") == [
+        "He said: ‘I can’t thank them enough.’ Locke returned."]
     assert postprocess("  One sentence. Another one.\n") == "One sentence.\nAnother one."
+
+
+@pytest.fixture
+def nltk_punkt_tab(tmp_path: Path):
+    """nltk, with NLTK's English Punkt model where nltk.sent_tokenize looks for it (what evaluation.py's
+    nltk.download('punkt_tab') fetches), so that nltk's own function runs here without the network."""
+    with nltk_with_punkt_tab(tmp_path / "nltk_data") as nltk:
+        yield nltk
+
+
+def _texts() -> tuple[list[str], list[str]]:
+    """Texts to split: the 250 references, and outputs of the kinds a model writes (the articles, and their first
+    three sentences: quotes, initials, abbreviations, curly quotes)."""
+    rows = _sample()
+    references = [detokenize_ptb(row["highlights"]) for row in rows]
+    lead = [" ".join(split_sentences(row["article"])[:3]) for row in rows]
+    return references, [row["article"] for row in rows] + lead
+
+
+def test_sentences_split_as_nltk_sent_tokenize(nltk_punkt_tab) -> None:
+    references, outputs = _texts()
+    for text in references + outputs:
+        assert split_sentences(text) == nltk_punkt_tab.sent_tokenize(text), text
+
+
+def test_texts_are_postprocessed_as_evaluation_py_does(nltk_punkt_tab) -> None:
+    """evaluation.py's own postprocess_text (run from the official file, with nltk and the English model) gives
+    the texts the scorer scores, and so its GEN_LEN; and the reference pins the versions the toolkit follows."""
+    checkout = inference_dir()
+    if checkout is None:
+        pytest.skip("MLPERF_INFERENCE_DIR does not point at a checkout of the inference repository")
+    postprocess_text = evaluation_function(checkout, "postprocess_text", nltk=nltk_punkt_tab)
+    references, outputs = _texts()
+    predictions = outputs[:len(references)]
+    preds, targets = postprocess_text(predictions, references)
+    assert preds == [postprocess(text) for text in predictions]
+    assert targets == [postprocess(text) for text in references]
+    assert score_outputs(predictions, references)["gen_len"] == sum(len(text) for text in preds)
+    pins = (checkout / "language" / "llama3.1-8b" / "requirements.txt").read_text().split()
+    assert "nltk==3.8.1" in pins and "transformers==4.46.2" in pins
 
 
 def test_load_articles_reads_the_shared_sample_in_file_order(tmp_path: Path) -> None:
@@ -188,9 +240,10 @@ def test_lead_3_scores_as_published() -> None:
     scores = score_outputs(lead, [detokenize_ptb(row["highlights"]) for row in rows])
     assert abs(scores["rouge1"] - 40.34) < 2 and abs(scores["rouge2"] - 17.70) < 2
     assert abs(scores["rougeLsum"] - 36.57) < 2 and scores["rougeL"] < scores["rougeLsum"]
-    # Recorded with rouge-score 0.1.2 and nltk 3.10.4: a change here changes every figure the toolkit reports.
-    assert scores == {"rouge1": 41.3545, "rouge2": 18.9161, "rougeL": 26.4663, "rougeLsum": 37.4603,
-                      "gen_len": 117565, "gen_num": 250}
+    # Recorded with rouge-score 0.1.2 and nltk 3.8.1 (the reference's pins; 3.9.4 gives the same): a change here
+    # changes every figure the toolkit reports.
+    assert scores == {"rouge1": 41.275, "rouge2": 18.8451, "rougeL": 26.3846, "rougeLsum": 37.3901,
+                      "gen_len": 117646, "gen_num": 250}
 
 
 def _word_codec(texts: list[str]) -> tuple[list[str], dict[str, int]]:
@@ -236,6 +289,35 @@ def test_an_accuracy_log_scores_as_its_decoded_texts(tmp_path: Path) -> None:
     log.write_text(json.dumps([{"seq_id": 0, "qsl_idx": 0, "data": "00000000AB"}]))
     with pytest.raises(UserError, match="not a whole number of int32 token ids"):
         score_accuracy_log(log, references, decode)
+
+
+def test_a_closed_division_accuracy_log_is_decoded_as_evaluation_decodes_it(tmp_path: Path) -> None:
+    """Llama 3.1 Instruct's tokenizer_config.json sets clean_up_tokenization_spaces, and evaluation.py decodes with
+    that tokenizer (transformers' batch_decode, special tokens skipped): " ." becomes ".", " 's" "'s". The
+    benchmark's scorer, on a checkpoint folder in that shape, reports the GEN_LEN of the cleaned-up texts."""
+    from code.llama3_1_8b.benchmark import BENCHMARK
+    from code.llama3_1_8b.models import LLAMA, checkpoint_dir
+    from tests.test_llm_decoder import (CLEANED, SPACED, TINY, RopeScaling, random_weights, tiny_tokenizer_json,
+                                        write_checkpoint)
+
+    paths = _paths(tmp_path)
+    download_data("cnndm_sample", paths, print)
+    folder = checkpoint_dir(paths, BENCHMARK.name)
+    scaling = RopeScaling(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_positions=64)
+    write_checkpoint(folder, random_weights(TINY.__class__(**{**TINY.__dict__, "rope_scaling": scaling})))
+    ids = tiny_tokenizer_json(folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "clean_up_tokenization_spaces": True}))
+    tokenizer = BENCHMARK.tokenizer(LLAMA, paths)
+    tokens = np.asarray(tokenizer.encode(SPACED, add_bos=False) + [ids["<|eot_id|>"]], dtype=np.int32)
+    log = tmp_path / "mlperf_log_accuracy.json"
+    log.write_text(json.dumps([{"seq_id": i, "qsl_idx": i, "data": tokens.tobytes().hex().upper()}
+                               for i in range(3)]))
+    result = BENCHMARK.score(LLAMA, "cnndm_sample", log, paths)
+    # evaluation.py's gen_len: the characters of the decoded, stripped texts put one sentence a line (the spaces
+    # between CLEANED's four sentences become newlines; SPACED decoded as it is would count 3 x 106).
+    assert len(SPACED) == 106 and len(CLEANED) == 90
+    assert result.get("GEN_LEN") == 3 * 90 and result.get("GEN_NUM") == 3
 
 
 def _checker_verdict(text: str, model: str) -> tuple[bool, dict[str, str]]:

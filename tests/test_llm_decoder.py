@@ -508,6 +508,59 @@ def test_tokenizer_json_with_its_configs(tmp_path):
     assert TextTokenizer.from_tokenizer_json(tmp_path / "tokenizer.json").eos_token_ids == (ids["<|eot_id|>"],)
 
 
+# transformers 4.46.2 (the version language/llama3.1-8b/requirements.txt pins for evaluation.py), recorded: a fast
+# tokenizer whose tokenizer_config.json sets clean_up_tokenization_spaces decodes SPACED as CLEANED (its
+# clean_up_tokenization), and leaves it as it is when the config sets it false or does not name it.
+SPACED = "Hello , world . It 's a dog 's life ! Is n't it ? I 'm sure we 've seen ' quoted ' words , they 're here ."
+CLEANED = "Hello, world. It's a dog's life! Isn't it? I'm sure we've seen'quoted'words, they're here."
+
+
+@pytest.mark.parametrize("setting, cleaned", [(True, True), (False, False), (None, False)])
+def test_decoding_cleans_up_spaces_as_the_tokenizer_config_says(tmp_path, setting, cleaned):
+    """Llama 3.1 Instruct's tokenizer_config.json sets clean_up_tokenization_spaces, and the reference evaluation
+    decodes with it: " ." and " 's" come out as "." and "'s", which shortens GEN_LEN."""
+    ids = tiny_tokenizer_json(tmp_path)
+    if setting is not None:
+        config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+        (tmp_path / "tokenizer_config.json").write_text(json.dumps({**config, "clean_up_tokenization_spaces": setting}))
+    tokenizer = TextTokenizer.from_tokenizer_json(tmp_path / "tokenizer.json")
+    assert tokenizer.clean_up_spaces is cleaned
+    tokens = tokenizer.encode(SPACED, add_bos=True) + [ids["<|eot_id|>"]]
+    assert tokenizer.decode(tokens) == (CLEANED if cleaned else SPACED)
+    ending = ("here." if cleaned else "here .") + "<|eot_id|>"
+    assert tokenizer.decode(tokens, skip_special_tokens=False).endswith(ending)
+
+
+def tiny_gguf_tokenizer(path: Path, pre: str) -> Path:
+    """A GGUF holding only a byte-level BPE tokenizer (the 256 byte symbols, one merge, two control tokens)."""
+    from gguf import GGUFWriter
+    from tokenizers import pre_tokenizers
+
+    tokens = sorted(pre_tokenizers.ByteLevel.alphabet()) + ["he", "<|begin_of_text|>", "<|eot_id|>"]
+    writer = GGUFWriter(str(path), "llama")
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre(pre)
+    writer.add_token_list(tokens)
+    writer.add_token_types([1] * (len(tokens) - 2) + [3, 3])
+    writer.add_token_merges(["h e"])
+    writer.add_bos_token_id(len(tokens) - 2)
+    writer.add_eos_token_id(len(tokens) - 1)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+@pytest.mark.parametrize("pre, cleaned", [("llama-bpe", True), ("smollm", False), ("gpt-2", True)])
+def test_a_gguf_cleans_up_spaces_as_llama_cpp_decides_from_its_pre_tokenizer(tmp_path, pre, cleaned):
+    """A GGUF does not carry clean_up_tokenization_spaces: llama.cpp (llama-vocab.cpp) sets its clean_spaces from
+    the pre-tokenizer name, after each family's tokenizer_config (Llama 3 cleans up, SmolLM does not)."""
+    tokenizer = TextTokenizer.from_gguf(tiny_gguf_tokenizer(tmp_path / "tokenizer.gguf", pre))
+    assert tokenizer.clean_up_spaces is cleaned
+    assert tokenizer.decode(tokenizer.encode(SPACED)) == (CLEANED if cleaned else SPACED)
+
+
 # --- the real SmolLM2-135M-Instruct -------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -532,7 +585,7 @@ def smollm2_tokenizer(smollm2_gguf) -> TextTokenizer:
 
 def test_smollm2_tokenizer(smollm2_tokenizer):
     tokenizer = smollm2_tokenizer
-    assert tokenizer.vocab_size == 49152
+    assert tokenizer.vocab_size == 49152 and not tokenizer.clean_up_spaces     # SmolLM2's tokenizer_config: false
     assert tokenizer.bos_token_id == 1 and tokenizer.eos_token_ids == (2,) and not tokenizer.adds_bos
     for text in ("The capital of France is", "Hello, world!\n\tIndented  twice", "café ünïcödé — 東京 🙂",
                  "In 2024, 1,234.5 people"):

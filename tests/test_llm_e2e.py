@@ -14,14 +14,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from code.common.harness.metadata import find_metadata, read_metadata
 from code.common.paths import Paths
 from code.common.rules import get_round
+from code.llama3_1_8b.models import gguf_path
+from code.llama3_1_8b.tokenizer import TextTokenizer
 from code.main import main
 
 from .conftest import REPO, SHARED, SMOLLM2, seed_downloads
+from .official_tools import evaluation_function, inference_dir, nltk_with_punkt_tab
 
 SUBSTITUTE = ["--model=smollm2-135m-instruct", "--dataset=cnndm_sample"]
 CAPS = ["--total_sample_count=4", "--max_output_tokens=8", "--max_input_tokens=128"]
@@ -58,7 +62,7 @@ def records(log_dir: Path) -> dict:
     return {(r.scenario.value, r.test_mode.value): r for r in map(read_metadata, find_metadata(log_dir))}
 
 
-def test_make_run_then_test06(llm_scratch, repo_copy):
+def test_make_run_then_test06(llm_scratch, repo_copy, tmp_path):
     """make run's path for llama3.1-8b (Offline performance then accuracy, the substitute), then TEST06 on it."""
     log_dir = repo_copy / "build" / "logs" / "llm-run"
     done = toolkit(repo_copy, llm_scratch, "--action=run", "--benchmarks=llama3.1-8b", *CAPS, f"--log_dir={log_dir}")
@@ -79,6 +83,13 @@ def test_make_run_then_test06(llm_scratch, repo_copy):
     assert sorted(e["qsl_idx"] for e in entries) == [0, 1, 2, 3]
     assert all(0 < int(e["token_count"]) <= 8 and len(e["data"]) == 8 * int(e["token_count"]) for e in entries)
     assert "ROUGE1" in done.stdout and "tokens/s" in done.stdout
+    checkout = inference_dir()
+    if checkout is not None:   # evaluation.py's own postprocessing of what the model generated: the same GEN_LEN
+        tokenizer = TextTokenizer.from_gguf(gguf_path(Paths.create(scratch=llm_scratch)))
+        predictions = [tokenizer.decode(np.frombuffer(bytes.fromhex(e["data"]), np.int32)) for e in entries]
+        with nltk_with_punkt_tab(tmp_path / "nltk_data") as nltk:
+            preds, _ = evaluation_function(checkout, "postprocess_text", nltk=nltk)(predictions, predictions)
+        assert accuracy.accuracy.metrics["GEN_LEN"] == sum(len(text) for text in preds)
 
     audit = toolkit(repo_copy, llm_scratch, "--action=run_audit_harness", "--benchmarks=llama3.1-8b", *CAPS,
                     f"--log_dir={log_dir}")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..common.benchmark_api import Log, ModelSpec, TensorSpec
 from ..common.errors import UserError, choose
-from ..common.fileio import external_data, sha256_file
+from ..common.fileio import external_data, sha256_file, write_atomically
 from ..common.paths import Paths
 
 if TYPE_CHECKING:
@@ -137,7 +137,7 @@ def download_model(model: str, paths: Paths, log: Log, benchmark: str = BENCHMAR
         return target
     log(f"converting {source.name} into the {model} decoder graph (fp32, KV cache) ...")
     _convert(model, source, target)
-    stamp.write_text(identity)
+    write_atomically(stamp, identity)
     return target
 
 

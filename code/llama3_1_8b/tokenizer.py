@@ -7,6 +7,11 @@ appear in text: chat prompts are rendered as text and encoded in one go.
 
 The beginning-of-sequence token is added here, not by the tokenizer's post-processor, and only where the model's
 own tokenizer adds one (Llama 3 does, SmolLM2 does not), never twice.
+
+Decoding cleans up tokenization spaces where the model's tokenizer asks for it, as the reference evaluation's
+Hugging Face tokenizer does (`clean_up_tokenization_spaces` in tokenizer_config.json; Llama 3.1 sets it, so " ."
+decodes as "." and " 's" as "'s"). A GGUF does not carry the setting: llama.cpp decides it from the pre-tokenizer
+name, following each model family's tokenizer_config, and so does this module.
 """
 from __future__ import annotations
 
@@ -25,6 +30,17 @@ if TYPE_CHECKING:
 _LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                  r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 _CONTROL, _USER_DEFINED = 3, 4      # llama.cpp token types of special and added tokens
+
+# transformers' PreTrainedTokenizerBase.clean_up_tokenization (4.46.2, the version the llama3.1-8b reference pins):
+# these replacements, in this order, on the decoded text.
+CLEAN_UP_REPLACEMENTS = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
+                         (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
+# transformers' value when tokenizer_config.json does not name it (4.46.2: False).
+CLEAN_UP_DEFAULT = False
+# Whether a GGUF's tokenizer cleans up spaces, by its pre-tokenizer (llama.cpp's llama-vocab.cpp `clean_spaces`:
+# true for BPE unless the family's tokenizer_config says otherwise, as SmolLM's does).
+CLEAN_UP_BY_PRE_TOKENIZER = {"smollm": False, "gpt-2": True, "gpt2": True, "default": True,
+                             "llama-bpe": True, "llama3": True, "llama-v3": True}
 
 
 def _pre_tokenizer(name: str, where: Path):
@@ -47,7 +63,7 @@ class TextTokenizer:
     """Text <-> token ids of one model, its end-of-sequence ids and its chat template for one user turn."""
 
     def __init__(self, tokenizer: "tokenizers.Tokenizer", *, bos_token_id: int | None, eos_token_ids: Sequence[int],
-                 adds_bos: bool, chat_template: str | None, source: str) -> None:
+                 adds_bos: bool, chat_template: str | None, source: str, clean_up_spaces: bool = False) -> None:
         if not eos_token_ids:
             raise UserError(f"The tokenizer from {source} names no end-of-sequence token; generation could not stop.",
                             exit_code=1)
@@ -57,6 +73,7 @@ class TextTokenizer:
         self.adds_bos = adds_bos and bos_token_id is not None
         self.chat_template = chat_template
         self.source = source
+        self.clean_up_spaces = bool(clean_up_spaces)
         self.vocab_size: int = tokenizer.get_vocab_size(with_added_tokens=True)
 
     # --- constructors ---------------------------------------------------------------------------------------------
@@ -79,7 +96,8 @@ class TextTokenizer:
         merges = [tuple(m.split(" ", 1)) for m in meta.get("tokenizer.ggml.merges") or []]
         tokenizer = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges, fuse_unk=False,
                                          byte_fallback=False))
-        tokenizer.pre_tokenizer = _pre_tokenizer(str(meta.get("tokenizer.ggml.pre", "default")), path)
+        pre = str(meta.get("tokenizer.ggml.pre", "default"))
+        tokenizer.pre_tokenizer = _pre_tokenizer(pre, path)
         tokenizer.decoder = decoders.ByteLevel()
         tokenizer.add_tokens([AddedToken(t, special=(k == _CONTROL), normalized=False)
                               for t, k in zip(tokens, types) if k in (_CONTROL, _USER_DEFINED)])
@@ -89,14 +107,16 @@ class TextTokenizer:
                                      "tokenizer.ggml.eom_token_id") if meta.get(key) is not None]
         return cls(tokenizer, bos_token_id=meta.get("tokenizer.ggml.bos_token_id"), eos_token_ids=eos,
                    adds_bos=bool(meta.get("tokenizer.ggml.add_bos_token", False)),
-                   chat_template=meta.get("tokenizer.chat_template"), source=str(path))
+                   chat_template=meta.get("tokenizer.chat_template"), source=str(path),
+                   clean_up_spaces=CLEAN_UP_BY_PRE_TOKENIZER[pre])
 
     @classmethod
     def from_tokenizer_json(cls, path: Path, *, bos_token_id: int | None = None,
                             eos_token_ids: Sequence[int] | None = None) -> "TextTokenizer":
-        """A Hugging Face tokenizer.json; BOS, EOS, whether BOS is added and the chat template come from
-        tokenizer_config.json and generation_config.json beside it when present (generation_config's EOS list
-        first: Llama 3.1 Instruct ends a turn with <|eot_id|> as well as <|end_of_text|>)."""
+        """A Hugging Face tokenizer.json; BOS, EOS, whether BOS is added, whether decoding cleans up tokenization
+        spaces and the chat template come from tokenizer_config.json and generation_config.json beside it when
+        present (generation_config's EOS list first: Llama 3.1 Instruct ends a turn with <|eot_id|> as well as
+        <|end_of_text|>)."""
         from tokenizers import Tokenizer
 
         path = Path(path)
@@ -128,8 +148,9 @@ class TextTokenizer:
         template = config.get("chat_template")
         if isinstance(template, list):      # named templates: the default one
             template = next((t.get("template") for t in template if t.get("name") == "default"), None)
+        clean_up = config.get("clean_up_tokenization_spaces", CLEAN_UP_DEFAULT)
         return cls(tokenizer, bos_token_id=bos_token_id, eos_token_ids=eos_token_ids, adds_bos=adds_bos,
-                   chat_template=template, source=str(path))
+                   chat_template=template, source=str(path), clean_up_spaces=bool(clean_up))
 
     # --- use --------------------------------------------------------------------------------------------------------
 
@@ -142,7 +163,10 @@ class TextTokenizer:
         return ids
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
-        return self._tokenizer.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+        """The text of `ids`, as the model's Hugging Face tokenizer decodes it (tokenization spaces cleaned up
+        where the tokenizer says so)."""
+        text = self._tokenizer.decode([int(i) for i in ids], skip_special_tokens=skip_special_tokens)
+        return clean_up_tokenization(text) if self.clean_up_spaces else text
 
     def token_to_id(self, token: str) -> int | None:
         return self._tokenizer.token_to_id(token)
@@ -167,6 +191,13 @@ class TextTokenizer:
 
     def _token_text(self, token_id: int | None) -> str:
         return "" if token_id is None else (self._tokenizer.id_to_token(int(token_id)) or "")
+
+
+def clean_up_tokenization(text: str) -> str:
+    """transformers' clean_up_tokenization: spaces before punctuation and English contractions removed."""
+    for old, new in CLEAN_UP_REPLACEMENTS:
+        text = text.replace(old, new)
+    return text
 
 
 def _read_json(path: Path) -> dict[str, Any]:

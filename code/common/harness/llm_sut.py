@@ -18,11 +18,17 @@ The same threads serve every scenario: a SingleStream sample pays one thread han
 against decode steps of milliseconds, and one code path is one thing to get right.
 
 Per step, the Python work is a few numpy calls over all rows; Python loops run only over the samples that join
-or finish. Output tokens are written into one preallocated int32 array per instance (rows x max_new_tokens), and
-LoadGen reads each response straight from its row (it copies the data inside the call, before the row is reused).
-Responses are int32 token ids, as the reference writes them, with the token count as `n_tokens`. First tokens
-are reported in Offline too, where LoadGen does not need them for its results: it computes every sample's time
-per output token from its first-token time, and reads that entry whether or not the SUT reported one.
+or finish. Output tokens are written into one preallocated int32 array per instance (rows x max_new_tokens, at
+least 2), and LoadGen reads each response straight from its row (it copies the data inside the call, before the
+row is reused).
+Responses are int32 token ids, as the reference writes them, with the token count as `n_tokens`. Every sample's
+first token is reported (FirstTokenComplete) before its completion, in Offline too, where LoadGen does not need it
+for its results: it computes every sample's time per output token from its first-token time, and reads that entry
+whether or not the SUT reported one. An output of one token (EOS right after the prompt) is completed with the
+model's EOS token appended, as NVIDIA's harness does: LoadGen 6.0.17 logs an error for a completion of fewer
+than two tokens whenever it measures token latencies (time per output token divides by n_tokens - 1), and the
+submission checker rejects an accuracy run whose log has errors. Decoding skips the EOS, so the text and its
+ROUGE and GEN_LEN are the same, and TEST06, which never counts the first token as a trailing EOS, passes.
 
 A failure in a decoder marks the run failed: the first exception is kept in `error`, every outstanding sample
 (queued, joining, a prompt part way through its chunks included, or running, in every instance) is completed with
@@ -42,6 +48,7 @@ from ..constants import Scenario
 from ..generation import DecodeBatch, Decoder, GenerationSettings, Prefill
 
 TOKEN = np.dtype(np.int32)     # what LoadGen gets: the reference SUT writes int32 token ids
+MIN_REPORTED_TOKENS = 2        # LoadGen's least n_tokens of a completion under use_token_latencies
 JOIN_TIMEOUT_S = 30.0
 
 
@@ -154,7 +161,7 @@ class LLMSut:
     def start(self) -> "LLMSut":
         """One scheduler thread per decoder; batches are made here so a decoder that cannot make one fails
         before LoadGen starts."""
-        rows, width = self.settings.max_batch, self.settings.max_new_tokens
+        rows, width = self.settings.max_batch, max(self.settings.max_new_tokens, MIN_REPORTED_TOKENS)
         for number, decoder in enumerate(self.decoders):
             instance = _Instance(decoder.new_batch(), np.zeros((rows, width), TOKEN), np.zeros(rows, np.int64),
                                  np.zeros(rows, np.uint64))
@@ -294,9 +301,14 @@ class LLMSut:
             self._finish(instance, done)
 
     def _finish(self, instance: _Instance, done: np.ndarray) -> None:
-        """Complete the rows marked in `done` (one LoadGen call), then drop them from the bookkeeping and the batch."""
+        """Complete the rows marked in `done` (one LoadGen call), then drop them from the bookkeeping and the batch.
+        A one-token output goes to LoadGen with EOS appended (see the module's docstring)."""
         rows = np.flatnonzero(done)
         lengths = instance.lengths[rows]
+        short = rows[lengths < MIN_REPORTED_TOKENS]
+        if len(short):
+            instance.out[short, 1] = self.settings.eos_token_ids[0]
+            lengths = np.maximum(lengths, MIN_REPORTED_TOKENS)
         addresses = (instance.out.ctypes.data + rows * instance.out.strides[0]).tolist()
         response = self._lg.QuerySampleResponse
         self._lg.QuerySamplesComplete([
