@@ -25,7 +25,7 @@ from code.common import paths as paths_module
 from code.common.paths import Paths
 from code.common.rules import get_round
 from code.main import available_benchmarks, main
-from tests.conftest import EMBEDDED, recorded_detector
+from tests.conftest import EMBEDDED, flags_over, recorded_detector
 from tests.run_records import make_record
 
 ROUND = get_round()
@@ -137,7 +137,7 @@ def test_accuracy_runs_take_disk_for_every_response_performance_runs_only_their_
 # -- speed: from the config, or measured by earlier runs ----------------------------------------------------------
 def _context(tmp_path: Path, *flags: str) -> Context:
     paths = Paths.create(scratch=tmp_path / "scratch", log_dir=tmp_path / "logs")
-    argv = ["--action=run_harness", "--benchmarks=resnet50", "--model=mobilenet_v2", "--dataset=foolbox20", *flags]
+    argv = ["--action=run_harness", *flags_over(EMBEDDED, *flags)]
     args = parse_run_args(argv, list(ACTIONS), available_benchmarks(paths, ROUND), list(ROUND.benchmarks))
     system = recorded_detector("kvm_epyc_2core_lscpu.txt", None).detect()
     return Context(args=args, paths=paths, rules=ROUND, detect=lambda: system, log=lambda _: None)
