@@ -20,7 +20,8 @@ from code.common.harness.metadata import write_metadata
 from code.common.harness.plan import (ACCURACY_LOG_FRAME_BYTES, FROM_CONFIG, MEASURED, SMALL_LOGS_BYTES, EarlierRun,
                                       Plan, PlannedTest, Speed, accuracy_log_bytes, check_free_space, config_speed,
                                       earlier_runs, estimate, find_measurement, loadgen_settings, plan_entry)
-from code.common.harness.settings import user_conf_lines
+from code.common.harness.plan import STREAM_GENERATED
+from code.common.harness.settings import TEST_RUN_GENERATED_QUERIES, user_conf_lines
 from code.common import paths as paths_module
 from code.common.paths import Paths
 from code.common.rules import get_round
@@ -85,6 +86,29 @@ def test_a_stream_run_much_faster_than_its_config_ends_when_the_generated_querie
     queries, _, seconds, _ = _estimate(Scenario.SingleStream, speed=1000.0,
                                        single_stream_expected_latency_ns=10_000_000)
     assert queries == 120_000 and seconds == pytest.approx(120.0)
+
+
+@pytest.mark.parametrize("scenario, field", [(Scenario.SingleStream, "single_stream_expected_latency_ns"),
+                                             (Scenario.MultiStream, "multi_stream_expected_latency_ns")])
+def test_a_time_limited_test_run_generates_queries_for_a_much_faster_system(scenario, field):
+    # --test_run with --min_duration=6000: LoadGen would generate queries for 12 s at the expected 8 ms (1500), which
+    # a system 2x faster uses up before 6 s; the test run has it generate TEST_RUN_GENERATED_QUERIES instead.
+    fields = {field: 8_000_000, "multi_stream_samples_per_query": 8, "min_duration": 6000}
+    lines = user_conf_lines("resnet50", scenario, fields, RESNET, 50_000, test_run=True)
+    settings = loadgen_settings(scenario, lines, ROUND, RESNET)
+    generated = max(settings.min_query_count, int(STREAM_GENERATED * settings.min_duration_s * settings.target_qps))
+    assert generated == TEST_RUN_GENERATED_QUERIES
+    assert any(line.startswith("# test run: target_latency 0.12 ms instead of the expected 8 ms") for line in lines)
+    speed = config_speed(scenario, fields, settings)         # the plan still expects the config's 8 ms a query
+    assert speed.samples_per_s == pytest.approx(settings.samples_per_query / 0.008)
+    queries, _, seconds, _ = estimate(scenario, TestMode.PerformanceOnly, settings, speed, 50_000, response_bytes=4)
+    assert seconds == pytest.approx(max(6.0, queries * 0.008))
+    # a full run, and a test run that ends on a count, give LoadGen the config's latency as it is
+    for test_run, given in ((False, {"min_duration": 6000}), (True, {})):
+        lines = user_conf_lines("resnet50", scenario, {**fields, "min_duration": None, **given}, RESNET, 50_000,
+                                test_run)
+        assert f"resnet50.{scenario.loadgen.value}.target_latency = 8" in lines
+        assert not any(line.startswith("#") for line in lines)
 
 
 def test_accuracy_runs_issue_the_whole_data_set_once():

@@ -29,6 +29,7 @@ from ..constants import Scenario, TestMode, test_label
 from ..errors import UserError
 from ..rules import BenchmarkRules, RulesRound
 from .metadata import COMPLETED, read_records
+from .settings import STREAM_LATENCY_FIELDS
 
 MEASURED, FROM_CONFIG = "measured", "from config"
 OFFLINE_SLACK = 1.1          # kSlack of test_settings_internal.cc: Offline's query covers 1.1 x min_duration
@@ -145,10 +146,11 @@ def config_speed(scenario: Scenario, fields: Mapping[str, Any], settings: LoadGe
         return Speed(settings.target_qps, FROM_CONFIG, f"offline_expected_qps={settings.target_qps:g}")
     if scenario.server_like:
         return Speed(settings.target_qps, FROM_CONFIG, f"server target {settings.target_qps:g} QPS")
-    name = "single_stream_expected_latency_ns" if scenario is Scenario.SingleStream \
-        else "multi_stream_expected_latency_ns"
-    return Speed(settings.target_qps * settings.samples_per_query, FROM_CONFIG,
-                 f"{name}={fields.get(name)}, {1000 / settings.target_qps:.3g} ms per query")
+    # The config's latency, not user.conf's target_latency: a test run may lower that one (more queries generated)
+    name = STREAM_LATENCY_FIELDS[scenario]
+    per_query_s = fields[name] / 1e9
+    return Speed(settings.samples_per_query / per_query_s, FROM_CONFIG,
+                 f"{name}={fields[name]}, {per_query_s * 1000:.3g} ms per query")
 
 
 def measured_speed(scenario: Scenario, run: EarlierRun, settings: LoadGenSettings) -> Speed:
