@@ -109,6 +109,9 @@ def test_a_time_limited_test_run_generates_queries_for_a_much_faster_system(scen
                                 test_run)
         assert f"resnet50.{scenario.loadgen.value}.target_latency = 8" in lines
         assert not any(line.startswith("#") for line in lines)
+    # a TEST01 run logs a response with probability sampling target / the queries LoadGen expects: kept as it was
+    lines = user_conf_lines("resnet50", scenario, fields, RESNET, 50_000, test_run=True, samples_responses=True)
+    assert f"resnet50.{scenario.loadgen.value}.target_latency = 8" in lines
 
 
 def test_accuracy_runs_issue_the_whole_data_set_once():
@@ -352,3 +355,13 @@ def test_test06_runs_the_queries_its_audit_config_forces(tmp_path, scenario):
         rate = min(rate, 0.92 * ctx.resolve("llama3.1-8b", scenario)["server_target_qps"])
     assert test.duration_s == pytest.approx(count / rate)
     assert test.logged_responses == min(count, int(forced["accuracy_log_sampling_target"]))
+
+
+def test_a_test01_test_run_keeps_the_expected_latency_its_sampling_depends_on(tmp_path):
+    # LoadGen logs each response with probability 4096 / the queries it expects (750 in 6 s at the config's 8 ms):
+    # all of them. Generated for 100 000 queries, it would log 8 % of them (none on a slow model).
+    ctx = _context(tmp_path, "--test_run", "--min_duration=6000")
+    audit = plan_entry(ctx, "resnet50", Scenario.SingleStream, TestMode.PerformanceOnly, [], audit_test="TEST01")
+    assert audit.logged_responses == audit.samples > 0
+    plain = plan_entry(ctx, "resnet50", Scenario.SingleStream, TestMode.PerformanceOnly, [])
+    assert plain.duration_s == pytest.approx(audit.duration_s)

@@ -292,14 +292,14 @@ def plan_entry(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, run
     """The estimate of one test as `ctx` would run it. `copies`: how many times its logs are kept (a compliance
     test's verdict folder holds a second copy)."""
     from .runner import check_selection
-    from .settings import effective_dataset_size, performance_sample_count, user_conf_lines
+    from .settings import effective_dataset_size, performance_sample_count, samples_responses, user_conf_lines
 
     config = ctx.resolve(benchmark_name, scenario)
     fields = config.values
     benchmark, _, rules = check_selection(ctx, benchmark_name, fields)
     size = effective_dataset_size(fields, dataset_size(benchmark, fields["dataset"], rules))
     user_conf = user_conf_lines(rules.loadgen_model_for(scenario), scenario, fields, rules, size, ctx.args.test_run,
-                                qps_scale)
+                                qps_scale, samples_responses(ctx.rules, rules, audit_test))
     audit_lines = ctx.rules.compliance_tests[audit_test].audit_config if audit_test else ()
     settings = loadgen_settings(scenario, [*user_conf, *audit_lines], ctx.rules, rules)
     measurement = find_measurement(runs, ctx.system.system_id, benchmark_name, scenario, fields)

@@ -19,7 +19,9 @@ TEST_RUN_MIN_DURATION_MS = 10_000
 # fast as its config expects (another model, an idle machine) runs out of them before min_duration and the run is
 # INVALID ("Ran out of generated queries"). Such a test run has LoadGen generate at least this many queries instead
 # (about 35 MB of LoadGen's memory; a query never issued costs nothing else): it runs out only where queries take
-# less than min_duration / this count on average (60 us in a 6 s run).
+# less than min_duration / this count on average (60 us in a 6 s run). Not a compliance run whose accuracy log
+# LoadGen samples (TEST01): it logs a response with probability sampling target / the queries it expects, which
+# the lower latency would thin out to none.
 TEST_RUN_GENERATED_QUERIES = 100_000
 
 
@@ -58,8 +60,10 @@ def _test_run_count(scenario: Scenario, fields: Mapping[str, Any]) -> int | None
 
 
 def user_conf_lines(model: str, scenario: Scenario, fields: Mapping[str, Any], rules: BenchmarkRules,
-                    dataset_size: int, test_run: bool, qps_scale: float = 1.0) -> list[str]:
-    """The lines of user.conf for one test. `qps_scale` lowers the Server target (compliance runs)."""
+                    dataset_size: int, test_run: bool, qps_scale: float = 1.0, samples_responses: bool = False) \
+        -> list[str]:
+    """The lines of user.conf for one test. `qps_scale` lowers the Server target (compliance runs);
+    `samples_responses`: a compliance run whose accuracy log LoadGen samples (see TEST_RUN_GENERATED_QUERIES)."""
     key = f"{model}.{scenario.loadgen.value}"
     lines: list[str] = generation_caps(fields)
     count = _test_run_count(scenario, fields) if test_run and not fields.get("min_duration") \
@@ -72,7 +76,7 @@ def user_conf_lines(model: str, scenario: Scenario, fields: Mapping[str, Any], r
     elif scenario in (Scenario.SingleStream, Scenario.MultiStream):
         expected_ms = fields[STREAM_LATENCY_FIELDS[scenario]] / 1e6
         generation_ms = expected_ms
-        if test_run and count is None and min_duration:
+        if test_run and count is None and min_duration and not samples_responses:
             generation_ms = min(expected_ms, 2 * min_duration / TEST_RUN_GENERATED_QUERIES)
         if generation_ms < expected_ms:
             lines.append(f"# test run: target_latency {generation_ms:g} ms instead of the expected {expected_ms:g} ms: "
@@ -99,6 +103,11 @@ def user_conf_lines(model: str, scenario: Scenario, fields: Mapping[str, Any], r
     if min_queries:
         lines.append(f"{key}.min_query_count = {min_queries}")
     return lines
+
+
+def samples_responses(rules_round, rules: BenchmarkRules, audit_test: str | None) -> bool:
+    """Whether LoadGen samples the responses of this test into its accuracy log (a compliance test that does)."""
+    return audit_test is not None and rules_round.compliance_tests[audit_test].sampling_target(rules) is not None
 
 
 def performance_sample_count(fields: Mapping[str, Any], rules: BenchmarkRules, dataset_size: int) -> int:
