@@ -15,11 +15,12 @@ The speed is the newest earlier run of the same system, benchmark, scenario and 
 is one ("measured"), else the config's expected QPS or latency ("from config"). An LLM's measured figure is
 tokens per second (Offline, Server); the plan counts samples, so it divides by the tokens a sample generates at
 most, the run's max_output_tokens (the reference: 128). The reference's summaries nearly fill it (its GEN_LEN,
-8,167,644 characters over 13,368 samples, is about 120 tokens a summary), it is known before any run, and where
-outputs end earlier the plan errs on the long side, never promising less time than a test takes. Disk: each test's small logs
-(detail and summary logs, user.conf, run_spec.json, metadata.json) and its accuracy log, where LoadGen writes each
-logged response as hex (two characters a byte) in a JSON entry: every sample in AccuracyOnly, a sampled share of
-them in TEST01's performance run, none otherwise. The engine does not change any of it.
+8,167,644 characters over 13,368 samples, is 611 characters a summary, what 128 tokens of English at 4 to 5
+characters a token make), it is known before any run, and where outputs end earlier the plan errs on the long
+side, never promising less time than a test takes. Disk: each test's small logs (detail and summary logs,
+user.conf, run_spec.json, metadata.json) and its accuracy log, where LoadGen writes each logged response as hex
+(two characters a byte) in a JSON entry: every sample in AccuracyOnly, a sampled share of them in TEST01's
+performance run, none otherwise. The engine does not change any of it.
 """
 from __future__ import annotations
 
