@@ -14,10 +14,16 @@ LOG_DIR ?=
 BENCHMARKS ?=
 SYSTEM_NAME ?=
 
-# Make variables become explicit flags (no hidden environment channels); RUN_ARGS come last and win.
-COMMON_ARGS := --scratch_path="$(MLPERF_SCRATCH_PATH)" --log_dir="$(LOG_DIR)" --submitter="$(SUBMITTER)" \
-	$(if $(BENCHMARKS),--benchmarks="$(BENCHMARKS)") $(if $(SYSTEM_NAME),--system_name="$(SYSTEM_NAME)")
-MAIN = $(PY) -m code.main --action=$@ $(COMMON_ARGS) $(RUN_ARGS)
+# Make variables reach Python as data, never as shell or make syntax: each one that is set becomes one flag whose
+# value is its raw text ($(value ...): make expands nothing in it) in single quotes (a ' in it written '\''),
+# and none is exported (make would expand it for the environment). Python splits RUN_ARGS into flags as a shell
+# splits words (quotes group, nothing runs) and refuses a setting given twice with different values.
+unexport RUN_ARGS SUBMITTER MLPERF_SCRATCH_PATH LOG_DIR BENCHMARKS SYSTEM_NAME
+shell_word = '$(subst ','\'',$(value $(1)))'
+flag = $(if $(value $(2)),--$(1)=$(call shell_word,$(2)))
+MAIN = $(PY) -m code.main --action=$@ $(call flag,scratch_path,MLPERF_SCRATCH_PATH) $(call flag,log_dir,LOG_DIR) \
+	$(call flag,submitter,SUBMITTER) $(call flag,benchmarks,BENCHMARKS) $(call flag,system_name,SYSTEM_NAME) \
+	$(call flag,run_args,RUN_ARGS)
 
 .DEFAULT_GOAL := help
 .PHONY: help prebuild build link_dirs show_config download_model download_data preprocess_data generate_engines \

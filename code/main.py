@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 
 from .actions import ACTIONS
 from .actions.base import Context
-from .common.arguments import parse_run_args
+from .common.arguments import expand_run_args, parse_run_args
 from .common.disk_full import disk_full_message
 from .common.errors import NotImplementedYet, UserError
 from .common.paths import Paths
@@ -58,6 +58,15 @@ def interrupted_status(stop: KeyboardInterrupt) -> int:
     return 128 + int(getattr(stop, "signum", signal.SIGINT))
 
 
+def wants_tracebacks(argv: Sequence[str]) -> bool:
+    """--verbose, typed directly or in RUN_ARGS, known before the arguments are parsed (which may fail)."""
+    try:
+        flags = expand_run_args(argv)
+    except UserError:
+        flags = list(argv)
+    return any(a == "--verbose" or a.startswith("--verbose=") and a != "--verbose=false" for a in flags)
+
+
 def available_benchmarks(paths: Paths, rules_round) -> list[str]:
     """Benchmarks of the rules round that have config classes in this checkout."""
     return [b for b in rules_round.benchmarks if (paths.configs_dir(b) / "__init__.py").exists()]
@@ -66,7 +75,7 @@ def available_benchmarks(paths: Paths, rules_round) -> list[str]:
 def main(argv: Sequence[str] | None = None, detect: Callable[[], SystemInfo] | None = None,
          log: Callable[[str], None] = print) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    verbose = any(a == "--verbose" or a.startswith("--verbose=") and a != "--verbose=false" for a in argv)
+    verbose = wants_tracebacks(argv)
     restore_signal_handlers = raise_on_stop_signals()
     paths = Paths.create()
     try:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -117,6 +119,23 @@ def shared_dir() -> Path:
 
 
 EMBEDDED = ["--benchmarks=resnet50", "--model=mobilenet_v2", "--dataset=foolbox20"]
+
+
+MAKE_VARIABLES = ("RUN_ARGS", "SUBMITTER", "LOG_DIR", "MLPERF_SCRATCH_PATH", "BENCHMARKS", "SYSTEM_NAME")
+
+
+def make_in(repo: Path, *arguments: str) -> subprocess.CompletedProcess:
+    """`make -s <arguments>` in `repo` with this test's Python environment (VENV), as a user types it: no variable
+    comes from an outer make (MAKEFLAGS) or from the environment."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", *MAKE_VARIABLES)}
+    return subprocess.run(["make", "-s", *arguments, f"VENV={sys.prefix}"], cwd=repo, env=env, capture_output=True,
+                          text=True, stdin=subprocess.DEVNULL, timeout=900, check=False)
+
+
+def flags_over(base: list[str], *flags: str) -> list[str]:
+    """`base` with `flags` in place of the base flags they name: one value a setting (two are refused)."""
+    named = {flag.split("=", 1)[0] for flag in flags}
+    return [*(f for f in base if f.split("=", 1)[0] not in named), *flags]
 
 
 @pytest.fixture(scope="session")

@@ -78,3 +78,30 @@ def test_bad_input_names_the_valid_choices(argv, message):
 def test_unknown_action():
     with pytest.raises(UserError, match="Unknown action 'run_harnes'. Did you mean 'run_harness'"):
         parse_run_args(["--action=run_harnes"], list(ACTIONS), BENCHMARKS)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("--batch_size=8", "--gpu_batch_size=16"), "--batch_size=8 and --gpu_batch_size=16 both set batch_size"),
+    (("--gpu_inference_streams=2", "--instances=4"), "--gpu_inference_streams=2 and --instances=4 both set instances"),
+    (("--scenarios=offline", "--scenarios=server"), "--scenarios=offline and --scenarios=server both set scenarios"),
+    (("--test_run", "--fast=false"), "--test_run=true and --fast=false both set test_run"),
+    (("--log_dir=/a", "--log_dir=/b"), "--log_dir=/a and --log_dir=/b both set log_dir"),
+])
+def test_one_setting_given_two_values_is_refused_naming_both(argv, message):
+    with pytest.raises(UserError, match="give it once") as refused:
+        parse(*argv)
+    assert message in str(refused.value) and refused.value.exit_code == 2
+
+
+def test_one_setting_given_the_same_value_twice_is_taken():
+    args = parse("--batch_size=8", "--gpu_batch_size=08", "--test_run", "--fast=true", "--scenarios=offline",
+                 "--scenarios=offline")
+    assert args.overrides["batch_size"] == 8 and args.test_run and args.scenarios == (Scenario.Offline,)
+
+
+def test_a_make_variable_and_run_args_naming_one_setting_twice_name_the_variable():
+    with pytest.raises(UserError, match="BENCHMARKS=resnet50 and --benchmarks=bert in RUN_ARGS both set"):
+        parse("--benchmarks=resnet50", "--run_args=--benchmarks=bert --scenarios=offline")
+    args = parse("--benchmarks=resnet50", "--run_args=--benchmarks=resnet50 --scenarios='offline,server'")
+    assert args.scenarios == (Scenario.Offline, Scenario.Server)
+    assert args.argv[1:] == ("--benchmarks=resnet50", "--benchmarks=resnet50", "--scenarios=offline,server")

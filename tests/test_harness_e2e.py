@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from code.common.fileio import model_sha256
+from code.common.harness.loadgen_log import read_detail
 from code.common.harness.metadata import RunRecord, find_metadata, read_metadata
 from code.common.harness.runner import run_test
 from code.common.harness.spec import RunSpec
@@ -34,7 +35,7 @@ def records(log_dir: Path) -> dict[tuple[str, str], RunRecord]:
 
 def test_four_scenarios_short_runs_write_parsed_metadata(scratch, tmp_path, capsys):
     args = ["--scenarios=offline,server,singlestream,multistream", *EMBEDDED, "--test_run", "--min_duration=2000",
-            "--offline_expected_qps=20"]
+            "--offline_expected_qps=2"]
     assert toolkit(scratch, tmp_path, "--action=generate_engines", *args) == 0
     assert toolkit(scratch, tmp_path, "--action=run_harness", *args) == 0
     found = records(tmp_path)
@@ -56,11 +57,27 @@ def test_four_scenarios_short_runs_write_parsed_metadata(scratch, tmp_path, caps
         assert (run_dir / "mlperf_log_detail.txt").exists() and (run_dir / "user.conf").exists()
         assert not (run_dir / "audit.config").exists()
     offline = found[("Offline", "PerformanceOnly")]
-    assert offline.valid is False   # 20 samples/s asked for: the query ends long before min_duration
+    assert offline.valid is False   # 2 samples/s asked for: 4 samples, done long before min_duration however busy
     assert "raise offline_expected_qps to about" in offline.reasons[0]
     assert found[("MultiStream", "PerformanceOnly")].loadgen.effective["samples_per_query"] == 8
     out = capsys.readouterr().out
     assert "Summary:" in out and "raise offline_expected_qps" in out
+
+
+def test_a_test_run_much_faster_than_its_config_expects_does_not_run_out_of_queries(scratch, tmp_path):
+    # A config that expects 1 s a query (written for a slower model or machine): LoadGen would generate queries for
+    # 2 x 3 s at 1 s (then min_query_count's 64), which MobileNetV2 answers long before min_duration, and end the run
+    # INVALID with "Ran out of generated queries", whatever the machine's load.
+    args = ["--scenarios=singlestream", *EMBEDDED, "--test_run", "--min_duration=3000",
+            "--single_stream_expected_latency_ns=1000000000"]
+    assert toolkit(scratch, tmp_path, "--action=generate_engines", *args) == 0
+    assert toolkit(scratch, tmp_path, "--action=run_harness", *args) == 0
+    record = records(tmp_path)[("SingleStream", "PerformanceOnly")]
+    log = read_detail(Path(record.log_dir))
+    assert not any("Ran out of generated queries" in error for error in log.errors), log.errors
+    assert log.get("result_min_duration_met") is True and log.get("generated_query_count") >= 100_000
+    assert record.valid is True, record.reasons
+    assert record.config.fields["single_stream_expected_latency_ns"] == 1_000_000_000   # the config, as given
 
 
 def test_accuracy_mode_on_foolbox_and_results_are_never_overwritten(scratch, tmp_path, capsys):

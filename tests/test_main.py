@@ -28,6 +28,8 @@ def test_bad_flag_exits_2_with_one_message_and_no_traceback(capsys):
 def test_verbose_shows_the_traceback(capsys):
     code, _, err = run_main(capsys, "--action=run_harness", "--scenarios=nope", "--verbose")
     assert code == 2 and "Traceback" in err
+    code, _, err = run_main(capsys, "--action=run_harness", "--run_args=--scenarios=nope --verbose")   # via make
+    assert code == 2 and "Traceback" in err
 
 
 def test_unimplemented_action_says_what_brings_it(capsys, monkeypatch):

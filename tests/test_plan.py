@@ -20,12 +20,13 @@ from code.common.harness.metadata import write_metadata
 from code.common.harness.plan import (ACCURACY_LOG_FRAME_BYTES, FROM_CONFIG, MEASURED, SMALL_LOGS_BYTES, EarlierRun,
                                       Plan, PlannedTest, Speed, accuracy_log_bytes, check_free_space, config_speed,
                                       earlier_runs, estimate, find_measurement, loadgen_settings, plan_entry)
-from code.common.harness.settings import user_conf_lines
+from code.common.harness.plan import STREAM_GENERATED
+from code.common.harness.settings import TEST_RUN_GENERATED_QUERIES, user_conf_lines
 from code.common import paths as paths_module
 from code.common.paths import Paths
 from code.common.rules import get_round
 from code.main import available_benchmarks, main
-from tests.conftest import EMBEDDED, recorded_detector
+from tests.conftest import EMBEDDED, SHARED, flags_over, recorded_detector
 from tests.run_records import make_record
 
 ROUND = get_round()
@@ -87,6 +88,32 @@ def test_a_stream_run_much_faster_than_its_config_ends_when_the_generated_querie
     assert queries == 120_000 and seconds == pytest.approx(120.0)
 
 
+@pytest.mark.parametrize("scenario, field", [(Scenario.SingleStream, "single_stream_expected_latency_ns"),
+                                             (Scenario.MultiStream, "multi_stream_expected_latency_ns")])
+def test_a_time_limited_test_run_generates_queries_for_a_much_faster_system(scenario, field):
+    # --test_run with --min_duration=6000: LoadGen would generate queries for 12 s at the expected 8 ms (1500), which
+    # a system 2x faster uses up before 6 s; the test run has it generate TEST_RUN_GENERATED_QUERIES instead.
+    fields = {field: 8_000_000, "multi_stream_samples_per_query": 8, "min_duration": 6000}
+    lines = user_conf_lines("resnet50", scenario, fields, RESNET, 50_000, test_run=True)
+    settings = loadgen_settings(scenario, lines, ROUND, RESNET)
+    generated = max(settings.min_query_count, int(STREAM_GENERATED * settings.min_duration_s * settings.target_qps))
+    assert generated == TEST_RUN_GENERATED_QUERIES
+    assert any(line.startswith("# test run: target_latency 0.12 ms instead of the expected 8 ms") for line in lines)
+    speed = config_speed(scenario, fields, settings)         # the plan still expects the config's 8 ms a query
+    assert speed.samples_per_s == pytest.approx(settings.samples_per_query / 0.008)
+    queries, _, seconds, _ = estimate(scenario, TestMode.PerformanceOnly, settings, speed, 50_000, response_bytes=4)
+    assert seconds == pytest.approx(max(6.0, queries * 0.008))
+    # a full run, and a test run that ends on a count, give LoadGen the config's latency as it is
+    for test_run, given in ((False, {"min_duration": 6000}), (True, {})):
+        lines = user_conf_lines("resnet50", scenario, {**fields, "min_duration": None, **given}, RESNET, 50_000,
+                                test_run)
+        assert f"resnet50.{scenario.loadgen.value}.target_latency = 8" in lines
+        assert not any(line.startswith("#") for line in lines)
+    # a TEST01 run logs a response with probability sampling target / the queries LoadGen expects: kept as it was
+    lines = user_conf_lines("resnet50", scenario, fields, RESNET, 50_000, test_run=True, samples_responses=True)
+    assert f"resnet50.{scenario.loadgen.value}.target_latency = 8" in lines
+
+
 def test_accuracy_runs_issue_the_whole_data_set_once():
     queries, samples, seconds, logged = _estimate(Scenario.Offline, TestMode.AccuracyOnly,
                                                   dataset_size=FOOLBOX_SIZE, offline_expected_qps=10.0)
@@ -137,7 +164,7 @@ def test_accuracy_runs_take_disk_for_every_response_performance_runs_only_their_
 # -- speed: from the config, or measured by earlier runs ----------------------------------------------------------
 def _context(tmp_path: Path, *flags: str) -> Context:
     paths = Paths.create(scratch=tmp_path / "scratch", log_dir=tmp_path / "logs")
-    argv = ["--action=run_harness", "--benchmarks=resnet50", "--model=mobilenet_v2", "--dataset=foolbox20", *flags]
+    argv = ["--action=run_harness", *flags_over(EMBEDDED, *flags)]
     args = parse_run_args(argv, list(ACTIONS), available_benchmarks(paths, ROUND), list(ROUND.benchmarks))
     system = recorded_detector("kvm_epyc_2core_lscpu.txt", None).detect()
     return Context(args=args, paths=paths, rules=ROUND, detect=lambda: system, log=lambda _: None)
@@ -251,3 +278,90 @@ def test_the_plan_of_a_stream_test_says_its_query_count(tmp_path):
     assert test.queries == max(662, math.ceil(10 / latency_s))
     assert test.samples == 8 * test.queries
     assert json.dumps(test.lines())   # plain text lines
+
+
+# -- LLMs: tokens per second, and what an audit config forces -----------------------------------------------------
+OFFICIAL_TEST06 = SHARED / "mlcommons-inference" / "compliance" / "TEST06" / "audit.config"
+
+
+def _llm_context(tmp_path: Path, *flags: str) -> Context:
+    """run_harness of llama3.1-8b on the real configs of this (recorded 2-core) machine: Llama-3.1-8B on cnn_eval."""
+    paths = Paths.create(scratch=tmp_path / "scratch", log_dir=tmp_path / "logs")
+    args = parse_run_args(["--action=run_harness", "--benchmarks=llama3.1-8b", *flags], list(ACTIONS),
+                          available_benchmarks(paths, ROUND), list(ROUND.benchmarks))
+    system = recorded_detector("kvm_epyc_2core_lscpu.txt", None).detect()
+    return Context(args=args, paths=paths, rules=ROUND, detect=lambda: system, log=lambda _: None)
+
+
+def _measured_llm(ctx: Context, scenario: Scenario, tokens_per_s: float) -> EarlierRun:
+    """A completed run of the same config that LoadGen measured at `tokens_per_s` (an LLM's Offline and Server
+    figure, as the record keeps it)."""
+    return EarlierRun(folder=Path("/logs/llm"), system_id=ctx.system.system_id, benchmark="llama3.1-8b",
+                      scenario=scenario.value, test_mode="PerformanceOnly", audit_test=None, purpose="submission",
+                      status="completed", valid=True, test_run=False,
+                      fields=ctx.resolve("llama3.1-8b", scenario).values, metric=tokens_per_s,
+                      finished="2026-01-01T00:00:00", metric_unit="tokens/s")
+
+
+def test_an_llm_measured_in_tokens_per_second_is_planned_in_samples(tmp_path):
+    ctx = _llm_context(tmp_path, "--scenarios=offline")
+    fields = ctx.resolve("llama3.1-8b", Scenario.Offline).values
+    assert fields["max_output_tokens"] == 128 and fields["dataset"] == "cnn_eval"   # the reference's cap
+    runs = [_measured_llm(ctx, Scenario.Offline, 25.6)]                             # 0.2 samples/s at 128 tokens
+    accuracy = plan_entry(ctx, "llama3.1-8b", Scenario.Offline, TestMode.AccuracyOnly, runs)
+    assert accuracy.samples == 13_368 and accuracy.speed.samples_per_s == pytest.approx(0.2)
+    assert accuracy.duration_s == pytest.approx(13_368 / 0.2)                       # 18.6 h, not 13368 / 25.6 s
+    assert "25.6 tokens/s" in accuracy.speed.basis and "128 output tokens" in accuracy.speed.basis
+    performance = plan_entry(ctx, "llama3.1-8b", Scenario.Offline, TestMode.PerformanceOnly, runs)
+    assert performance.samples == 13_368                                          # mlperf.conf's Offline minimum
+    assert performance.duration_s == pytest.approx(13_368 / 0.2)
+
+
+def test_a_development_cap_on_output_tokens_is_part_of_the_speed(tmp_path):
+    ctx = _llm_context(tmp_path, "--scenarios=server", "--max_output_tokens=64", "--total_sample_count=24",
+                       "--test_run")
+    runs = [_measured_llm(ctx, Scenario.Server, 51.2)]
+    test = plan_entry(ctx, "llama3.1-8b", Scenario.Server, TestMode.AccuracyOnly, runs)
+    assert test.samples == 24 and test.speed.samples_per_s == pytest.approx(0.8)     # 51.2 / 64
+    target = ctx.resolve("llama3.1-8b", Scenario.Server)["server_target_qps"]
+    assert test.duration_s == pytest.approx(24 / min(0.8, target))
+    # a run under another cap measured another speed: the config's is used, not that run's
+    uncapped = _llm_context(tmp_path, "--scenarios=server", "--total_sample_count=24", "--test_run")
+    other = plan_entry(uncapped, "llama3.1-8b", Scenario.Server, TestMode.AccuracyOnly, runs)
+    assert other.speed.source == FROM_CONFIG
+
+
+def _forced_by_test06() -> dict[str, float]:
+    """What compliance/TEST06/audit.config forces: the official file where it is checked out beside the
+    repository, else the rules' copy of it (tests/test_llm_rules.py holds the two to be equal)."""
+    lines = OFFICIAL_TEST06.read_text().splitlines() if OFFICIAL_TEST06.is_file() else \
+        ROUND.compliance_tests["TEST06"].audit_config
+    return {key.strip().rsplit(".", 1)[-1]: float(value) for key, _, value in
+            (line.partition("=") for line in lines if "=" in line and not line.lstrip().startswith("#"))}
+
+
+@pytest.mark.parametrize("scenario", [Scenario.Offline, Scenario.Server])
+def test_test06_runs_the_queries_its_audit_config_forces(tmp_path, scenario):
+    forced = _forced_by_test06()
+    assert forced["min_duration"] == 0 and forced["sample_concatenate_permutation"] == 0
+    ctx = _llm_context(tmp_path, f"--scenarios={scenario.value}")
+    runs = [_measured_llm(ctx, scenario, 25.6)]
+    test = plan_entry(ctx, "llama3.1-8b", scenario, TestMode.PerformanceOnly, runs, audit_test="TEST06",
+                      qps_scale=0.92 if scenario is Scenario.Server else 1.0)
+    count = int(forced["min_query_count"])
+    assert test.samples == count and test.queries == (1 if scenario is Scenario.Offline else count)
+    rate = 25.6 / 128
+    if scenario is Scenario.Server:     # LoadGen issues them at the target rate, or slower if the system is
+        rate = min(rate, 0.92 * ctx.resolve("llama3.1-8b", scenario)["server_target_qps"])
+    assert test.duration_s == pytest.approx(count / rate)
+    assert test.logged_responses == min(count, int(forced["accuracy_log_sampling_target"]))
+
+
+def test_a_test01_test_run_keeps_the_expected_latency_its_sampling_depends_on(tmp_path):
+    # LoadGen logs each response with probability 4096 / the queries it expects (750 in 6 s at the config's 8 ms):
+    # all of them. Generated for 100 000 queries, it would log 8 % of them (none on a slow model).
+    ctx = _context(tmp_path, "--test_run", "--min_duration=6000")
+    audit = plan_entry(ctx, "resnet50", Scenario.SingleStream, TestMode.PerformanceOnly, [], audit_test="TEST01")
+    assert audit.logged_responses == audit.samples > 0
+    plain = plan_entry(ctx, "resnet50", Scenario.SingleStream, TestMode.PerformanceOnly, [])
+    assert plain.duration_s == pytest.approx(audit.duration_s)

@@ -22,7 +22,7 @@ from code.common.rules import get_round
 from code.common.submission.runs import choose_runs, load_records
 from code.common.systems import SystemDetector
 from code.main import available_benchmarks, main
-from tests.conftest import EMBEDDED
+from tests.conftest import EMBEDDED, flags_over
 from tests.resume_child import FIRST_ATTEMPT_REASON
 from tests.run_records import FIELDS, make_record
 
@@ -157,7 +157,8 @@ HARNESS_FLAGS = [*EMBEDDED, "--scenarios=offline,singlestream,multistream", "--t
 
 def _run_harness(scratch: Path, log_dir: Path, lines: list[str], *flags: str) -> int:
     paths = Paths.create(scratch=scratch, log_dir=log_dir)
-    argv = ["--action=run_harness", *HARNESS_FLAGS, f"--scratch_path={scratch}", f"--log_dir={log_dir}", *flags]
+    argv = ["--action=run_harness", *flags_over(HARNESS_FLAGS, *flags), f"--scratch_path={scratch}",
+            f"--log_dir={log_dir}"]
     args = parse_run_args(argv, list(ACTIONS), available_benchmarks(paths, ROUND), list(ROUND.benchmarks))
     ctx = Context(args=args, paths=paths, rules=ROUND, detect=functools.cache(SystemDetector().detect),
                   log=lines.append)

@@ -29,7 +29,7 @@ from code.common.triton.client import EndpointInfo, parse_endpoints
 from code.common.triton.repository import TritonModel, config_pbtxt, write_repository
 from code.common.triton.server import TritonServer, find_installation
 
-from .conftest import EMBEDDED, REPO
+from .conftest import EMBEDDED, REPO, make_in
 from .test_harness_e2e import records, toolkit
 
 TRITON = "--harness_type=triton"
@@ -326,3 +326,61 @@ def test_staging_reports_the_nodes_the_inference_ran_on(tmp_path):
     paths.system_json("box").write_text(json.dumps({"system_name": "box", "number_of_nodes": "4"}))
     stage_system_files(paths, "open", "Org", "box", nodes=3, log=lines.append)
     assert json.loads(staged.read_text())["number_of_nodes"] == "4" and len(lines) == 1
+
+
+# -- make run makes the environment its harness needs -------------------------------------------------------------
+def _fresh_clone(tmp_path: Path) -> Path:
+    """The repository's files as a clone has them (no .venv-triton, no build/), with this checkout's pinned uv
+    (build/tools) so that the bootstrap does not fetch uv again."""
+    import shutil
+
+    repo = tmp_path / "repo"
+    for name in ("code", "configs", "scripts", "requirements", "Makefile", "pyproject.toml"):
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, repo / name)
+    if (REPO / "build" / "tools").is_dir():
+        (repo / "build").mkdir()
+        (repo / "build" / "tools").symlink_to(REPO / "build" / "tools")
+    return repo
+
+
+def test_make_run_makes_the_triton_environment_of_a_fresh_clone(triton_venv, scratch, tmp_path):
+    repo, logs = _fresh_clone(tmp_path), tmp_path / "logs"
+    # a dry run installs nothing
+    dry = make_in(repo, "run", f"MLPERF_SCRATCH_PATH={scratch}", "RUN_ARGS=--harness_type=triton --dry_run")
+    assert dry.returncode == 0 and not (repo / ".venv-triton").exists(), dry.stderr
+    done = make_in(repo, "run", f"MLPERF_SCRATCH_PATH={scratch}", f"LOG_DIR={logs}",
+                   "RUN_ARGS=--harness_type=triton --offline_expected_qps=20")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr
+    assert f"{repo / '.venv-triton'} is ready" in done.stdout and "make build" not in done.stdout + done.stderr
+    find_installation(repo / ".venv-triton")       # the server, from the hash-checked requirements/triton.txt
+    assert (repo / ".venv-triton" / ".toolkit-deps.sha256").read_text().startswith("triton ")
+    found = records(logs)
+    assert set(found) == {("Offline", "PerformanceOnly"), ("Offline", "AccuracyOnly")}
+    for record in found.values():
+        assert record.completed and record.config.workload_setting == "triton_k_99_MaxP", record
+        assert [e.local for e in record.triton_endpoints] == [True]
+
+
+def test_make_run_stops_before_any_step_where_the_triton_environment_cannot_be_made(scratch, tmp_path):
+    repo, logs = _fresh_clone(tmp_path), tmp_path / "logs"
+    (repo / "requirements" / "triton.txt").unlink()       # a clone whose Triton lock is missing
+    done = make_in(repo, "run", f"MLPERF_SCRATCH_PATH={scratch}", f"LOG_DIR={logs}", "RUN_ARGS=--harness_type=triton")
+    assert done.returncode != 0 and "Error 1" in done.stderr, done.stderr
+    assert "requirements/triton.txt is missing" in done.stderr
+    assert f"The Triton environment could not be installed into {repo / '.venv-triton'}" in done.stderr
+    assert not (repo / "build" / "engines").exists() and not list(logs.rglob("metadata.json"))
+
+
+def test_only_a_local_triton_server_needs_the_triton_environment():
+    from code.actions.environment import needs_triton_environment
+
+    def args(*flags: str):
+        return parse_run_args(["--action=run", *flags], ["run"], ["resnet50"])
+
+    assert needs_triton_environment(args(TRITON))
+    assert not needs_triton_environment(args(TRITON, "--triton_endpoints=node1:8001"))
+    assert not needs_triton_environment(args()) and not needs_triton_environment(args("--harness_type=lwis"))

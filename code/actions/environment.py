@@ -36,6 +36,19 @@ def docker_engine() -> tuple[bool, str]:
     return True, f"docker engine {done.stdout.strip()}"
 
 
+def needs_triton_environment(args) -> bool:
+    """Whether the selected harness starts a local Triton server (the Triton harness without --triton_endpoints),
+    which runs from the Triton environment."""
+    return args.workload.harness_type is HarnessType.triton and not args.triton_endpoints
+
+
+def make_harness_environment(ctx) -> None:
+    """What the selected harness needs beyond .venv, made as make build makes it (make run calls this): the Triton
+    environment for a local Triton server, through the same hash-checked bootstrap; nothing when it is up to date."""
+    if needs_triton_environment(ctx.args):
+        make_triton_environment(ctx)
+
+
 def make_triton_environment(ctx) -> None:
     """The Triton harness's server environment (.venv-triton), hash-checked from requirements/triton.txt."""
     bootstrap = ctx.paths.repo / "scripts" / "bootstrap_venv.py"

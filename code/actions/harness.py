@@ -13,6 +13,7 @@ from ..common.harness.plan import PlannedTest, announce, free_space, plan_harnes
 from ..common.harness.resume import outcome_in, resume_paths
 from ..common.harness.runner import CHILD, plan_test, refuse_taken_run_dir, run_test, summary_line
 from .base import Context, Handler
+from .environment import make_harness_environment
 from .locks import measuring
 
 # What `make run` runs when RUN_ARGS leave it open: resnet50, Offline, a short test run, performance then accuracy,
@@ -197,6 +198,7 @@ class Run(RunHarness):
         return [TestMode.PerformanceOnly, TestMode.AccuracyOnly]
 
     def prepare(self) -> None:
+        make_harness_environment(self.ctx)   # as make build would (the Triton environment for a local server)
         build_native_core(self.ctx)
         for step in (DownloadModel, DownloadData, PreprocessData, GenerateEngines):
             step(self.ctx).run()

@@ -1,13 +1,17 @@
 """Strict parsing of the command line (`--action=...` plus the user's RUN_ARGS).
 
-Every config field of the catalogue is also a flag (`--batch_size=64`, `--gpu_batch_size=64`). An unknown
-flag, benchmark, scenario or a badly typed value raises UserError (exit status 2) naming the valid choices.
+Make passes RUN_ARGS as one argument, `--run_args=<text>`, which is split here into flags as a POSIX shell splits
+words (quotes group words, nothing is expanded or run). Every config field of the catalogue is also a flag
+(`--batch_size=64`, `--gpu_batch_size=64`). An unknown flag, benchmark, scenario, a badly typed value, or one
+setting given twice with different values (two spellings of a field, a flag repeated, a make variable and the same
+flag in RUN_ARGS) raises UserError (exit status 2) naming the valid choices or both values.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import difflib
+import shlex
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,8 +101,33 @@ class RunArgs:
         return typed_flags(self.argv)
 
 
-# Make passes these on every call, empty when the user set nothing: `--scratch_path= --log_dir= --submitter=`.
+# Older versions of the Makefile passed these on every call, empty when the user set nothing; records of that time
+# keep them among the typed flags.
 MAKE_PLUMBING = ("--scratch_path=", "--log_dir=", "--submitter=")
+RUN_ARGS_FLAG = "--run_args"   # the Makefile's one argument that holds RUN_ARGS as written
+# The flags the Makefile passes for its variables other than RUN_ARGS, when they are set.
+MAKE_VARIABLE_FLAGS = {"--scratch_path": "MLPERF_SCRATCH_PATH", "--log_dir": "LOG_DIR", "--submitter": "SUBMITTER",
+                       "--benchmarks": "BENCHMARKS", "--system_name": "SYSTEM_NAME"}
+
+
+def expand_run_args(argv: Sequence[str]) -> list[str]:
+    """`argv` with each `--run_args=<text>` replaced by the flags of <text>, split as a POSIX shell splits words:
+    quotes group words and are removed, a backslash escapes; `;`, `$(...)`, backquotes and the like stay text."""
+    expanded: list[str] = []
+    for argument in argv:
+        if argument.startswith(f"{RUN_ARGS_FLAG}="):
+            expanded += split_run_args(argument.split("=", 1)[1])
+        else:
+            expanded.append(argument)
+    return expanded
+
+
+def split_run_args(text: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError as error:   # No closing quotation, No escaped character
+        raise UserError(f"RUN_ARGS={text!r} cannot be split into flags: {str(error).lower()}. Close each quote, e.g. "
+                        f"RUN_ARGS=\"--benchmarks=resnet50 --scenarios=offline,server\".") from None
 
 
 def typed_flags(argv: Sequence[str]) -> tuple[str, ...]:
@@ -112,9 +141,29 @@ def typed_flags(argv: Sequence[str]) -> tuple[str, ...]:
     return tuple(typed)
 
 
+class _Given(argparse.Action):
+    """Stores a flag's value as argparse's `store` does, and keeps every spelling and value it was given under
+    (argparse would keep the last silently), so that two different values for one setting can be refused."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        namespace.__dict__.setdefault(GIVEN, {}).setdefault(self.dest, []).append((option_string, values))
+        setattr(namespace, self.dest, values)
+
+
+GIVEN = "_given"   # the namespace attribute _Given keeps: dest -> [(flag as typed, value), ...]
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.register("action", None, _Given)   # every plain flag below remembers how it was given
+
     def error(self, message: str):  # argparse would print usage and exit; we want one clear message
         raise UserError(f"{message}. {self.valid_flags_text()}")
+
+    def on_off_flags(self) -> frozenset[str]:
+        """The destinations of the flags that may stand alone (`--test_run` means `--test_run=true`)."""
+        return frozenset(a.dest for a in self._actions if a.nargs == "?" and a.const == "true")
 
     def valid_flags_text(self) -> str:
         flags = sorted(o for a in self._actions for o in a.option_strings if o.startswith("--"))
@@ -123,7 +172,8 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser(actions: Sequence[str], benchmarks: Sequence[str]) -> _Parser:
     parser = _Parser(prog="python3 -m code.main", allow_abbrev=False, add_help=True,
-                     description="MLPerf Inference toolkit. Usually run through make: make <target> RUN_ARGS=\"...\"")
+                     description="MLPerf Inference toolkit. Usually run through make: make <target> RUN_ARGS=\"...\", "
+                                 "which make passes as --run_args='...', split here as a shell splits words")
     run = parser.add_argument_group("run selection")
     run.add_argument("--action", required=True, help=f"what to do: {', '.join(actions)}")
     run.add_argument("--benchmarks", default=None,
@@ -255,18 +305,66 @@ def _refuse_nvidia_names_without_counterpart(argv: Sequence[str]) -> None:
             raise UserError(f"--{name} is {NVIDIA_NAMES_WITHOUT_COUNTERPART[name]}. Leave it out.")
 
 
+def _same_value(dest: str, flag: str, value: str, on_off: frozenset[str]) -> Any:
+    """A flag's value as it counts for the setting: a config field's parsed value (08 is 8), an on/off flag's
+    truth (`--test_run` is `--test_run=true`), any other flag's text as it is."""
+    if dest.startswith("field:"):
+        return FIELDS[dest.split(":", 1)[1]].parse(value)
+    if dest in on_off:
+        return _flag_bool(value, flag.lstrip("-"))
+    return value
+
+
+def refuse_conflicting_values(given: Mapping[str, Sequence[tuple[str, str]]], on_off: frozenset[str],
+                              from_make: frozenset[str] = frozenset()) -> None:
+    """UserError when one setting was given different values: two spellings of one config field
+    (`--batch_size=8 --gpu_batch_size=16`), a flag repeated, a make variable and its flag in RUN_ARGS.
+    `on_off`: the flags that may be given without a value (`--test_run`); `from_make`: the flags make passed for
+    its variables, ahead of RUN_ARGS."""
+    for dest, occurrences in given.items():
+        (first_flag, first), *others = occurrences
+        counts = _same_value(dest, first_flag, first, on_off)
+        other = next(((flag, value) for flag, value in others
+                      if _same_value(dest, flag, value, on_off) != counts), None)
+        if other is None:
+            continue
+        name = dest.split(":", 1)[1] if dest.startswith("field:") else dest
+        if first_flag in from_make:
+            raise UserError(f"{MAKE_VARIABLE_FLAGS[first_flag]}={first} and {_typed(*other)} in RUN_ARGS both set "
+                            f"{name}: give it once, with the value you mean.")
+        raise UserError(f"{_typed(first_flag, first)} and {_typed(*other)} both set {name}: give it once, with the "
+                        f"value you mean.")
+
+
+def _typed(flag: str, value: str | None) -> str:
+    return flag if value is None else f"{flag}={value}"
+
+
+def _make_variable_flags(argv: Sequence[str]) -> frozenset[str]:
+    """The flags of make variables in a command line make wrote (one with --run_args): those outside RUN_ARGS."""
+    if not any(argument.startswith(f"{RUN_ARGS_FLAG}=") for argument in argv):
+        return frozenset()
+    return frozenset(flag for flag in (a.split("=", 1)[0] for a in argv) if flag in MAKE_VARIABLE_FLAGS)
+
+
 def parse_run_args(argv: Sequence[str], actions: Sequence[str], benchmarks: Sequence[str],
                    rules_benchmarks: Sequence[str] = ()) -> RunArgs:
+    from_make = _make_variable_flags(argv)
+    argv = expand_run_args(argv)
     _refuse_nvidia_names_without_counterpart(argv)
     parser = build_parser(actions, benchmarks)
-    ns = parser.parse_args(list(argv))
+    # Unknown arguments are refused after the known ones are checked: a value cut at a space
+    # (`--benchmarks=resnet50;touch x`) is then reported as the bad value it is, before the word left over.
+    ns, unknown = parser.parse_known_args(list(argv))
+    refuse_conflicting_values(getattr(ns, GIVEN, {}), parser.on_off_flags(), from_make)
     if ns.action not in actions:
         hint = difflib.get_close_matches(ns.action, actions, n=1)
         did_you_mean = f" Did you mean '{hint[0]}'?" if hint else ""
         raise UserError(f"Unknown action '{ns.action}'.{did_you_mean} Valid actions: {', '.join(actions)}.")
     overrides = {key.split(":", 1)[1]: FIELDS[key.split(":", 1)[1]].parse(value)
                  for key, value in vars(ns).items() if key.startswith("field:") and value is not None}
-    explicit = frozenset(k for k, v in vars(ns).items() if v is not None and not k.startswith("field:"))
+    explicit = frozenset(k for k, v in vars(ns).items()
+                         if v is not None and not k.startswith("field:") and k != GIVEN)
     empty_to_none = lambda v: v or None  # noqa: E731  (make passes empty variables as "--x=")
     args = RunArgs(
         action=ns.action,
@@ -297,6 +395,8 @@ def parse_run_args(argv: Sequence[str], actions: Sequence[str], benchmarks: Sequ
         triton_port=_port(ns.triton_port),
     )
     check_run_args(args)
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     return args
 
 

@@ -10,11 +10,17 @@ the test gets (settings.user_conf_lines, which shortens test runs) over the roun
   reached, from a list pre-generated for max(min_query_count, 2 x min_duration x target_qps) queries;
 - Server issues max(min_query_count, min_duration x target_qps) queries at target_qps;
 - AccuracyOnly issues every sample of the data set once.
+A compliance test's audit.config overrides user.conf as it does in LoadGen (TEST06: 100 queries, no min_duration).
 The speed is the newest earlier run of the same system, benchmark, scenario and speed-defining fields when there
-is one ("measured"), else the config's expected QPS or latency ("from config"). Disk: each test's small logs
-(detail and summary logs, user.conf, run_spec.json, metadata.json) and its accuracy log, where LoadGen writes each
-logged response as hex (two characters a byte) in a JSON entry: every sample in AccuracyOnly, a sampled share of
-them in TEST01's performance run, none otherwise. The engine does not change any of it.
+is one ("measured"), else the config's expected QPS or latency ("from config"). An LLM's measured figure is
+tokens per second (Offline, Server); the plan counts samples, so it divides by the tokens a sample generates at
+most, the run's max_output_tokens (the reference: 128). The reference's summaries nearly fill it (its GEN_LEN,
+8,167,644 characters over 13,368 samples, is 611 characters a summary, what 128 tokens of English at 4 to 5
+characters a token make), it is known before any run, and where outputs end earlier the plan errs on the long
+side, never promising less time than a test takes. Disk: each test's small logs (detail and summary logs,
+user.conf, run_spec.json, metadata.json) and its accuracy log, where LoadGen writes each logged response as hex
+(two characters a byte) in a JSON entry: every sample in AccuracyOnly, a sampled share of them in TEST01's
+performance run, none otherwise. The engine does not change any of it.
 """
 from __future__ import annotations
 
@@ -29,6 +35,7 @@ from ..constants import Scenario, TestMode, test_label
 from ..errors import UserError
 from ..rules import BenchmarkRules, RulesRound
 from .metadata import COMPLETED, read_records
+from .settings import STREAM_LATENCY_FIELDS
 
 MEASURED, FROM_CONFIG = "measured", "from config"
 OFFLINE_SLACK = 1.1          # kSlack of test_settings_internal.cc: Offline's query covers 1.1 x min_duration
@@ -39,7 +46,12 @@ ACCURACY_ENTRY_BYTES = 44
 ACCURACY_LOG_FRAME_BYTES = 4     # "[", "]" and line breaks around the entries
 # Config fields that change the speed of a test: an earlier run is its measurement only when they all agree.
 SPEED_FIELDS = ("model", "backend", "harness_impl", "precision", "batch_size", "instances", "intra_op_threads",
-                "multi_stream_samples_per_query")
+                "multi_stream_samples_per_query", "max_input_tokens", "max_output_tokens", "prefill_batch",
+                "prefill_chunk_tokens")
+TOKENS_PER_S = "tokens/s"          # the unit of an LLM's Offline and Server figure
+OUTPUT_TOKENS_FIELD = "max_output_tokens"   # the tokens a sample generates at most
+# The keys of user.conf and audit.config that size a test (LoadGen's names, after `<model>.<Scenario>.`).
+SIZING_KEYS = ("target_qps", "target_latency", "min_duration", "min_query_count", "samples_per_query")
 
 
 # -- earlier runs ---------------------------------------------------------------------------------------------
@@ -60,6 +72,7 @@ class EarlierRun:
     fields: Mapping[str, Any]
     metric: float | None            # the headline figure: samples/s (Offline, Server), ms per query (SS, MS)
     finished: str
+    metric_unit: str = ""           # its unit: samples/s, ms, or an LLM's tokens/s (Offline, Server)
 
     @property
     def done(self) -> bool:
@@ -82,7 +95,7 @@ def earlier_runs(roots: Iterable[Path], skipped: Callable[[Path, str], None]) ->
             scenario=record.scenario.value, test_mode=record.test_mode.value, audit_test=record.audit_test,
             purpose=record.purpose, status=record.status, valid=record.valid is True, test_run=record.test_run,
             fields=record.config.fields, metric=record.metric.value if record.metric else None,
-            finished=record.finished or ""))
+            finished=record.finished or "", metric_unit=record.metric.unit if record.metric else ""))
     return runs
 
 
@@ -110,13 +123,14 @@ class LoadGenSettings:
 
 def loadgen_settings(scenario: Scenario, user_conf: Sequence[str], rules_round: RulesRound,
                      rules: BenchmarkRules) -> LoadGenSettings:
-    """From the lines of user.conf (`<model>.<Scenario>.<key> = <value>`) over the round's defaults."""
+    """From the lines of user.conf (`<model>.<Scenario>.<key> = <value>`), and of an audit.config after them (a
+    later line wins, as audit.config overrides user.conf in LoadGen), over the round's defaults."""
     values: dict[str, float] = {}
     for line in user_conf:
-        if line.lstrip().startswith("#"):
-            continue
         key, _, value = line.partition("=")
-        values[key.strip().rsplit(".", 1)[-1]] = float(value)
+        name = key.strip().rsplit(".", 1)[-1]
+        if not line.lstrip().startswith("#") and name in SIZING_KEYS:
+            values[name] = float(value)
     default_count = rules.offline_min_samples if scenario is Scenario.Offline and rules.offline_min_samples \
         else rules_round.min_query_count.get(scenario, 1)
     if scenario is Scenario.Offline or scenario.server_like:
@@ -145,16 +159,25 @@ def config_speed(scenario: Scenario, fields: Mapping[str, Any], settings: LoadGe
         return Speed(settings.target_qps, FROM_CONFIG, f"offline_expected_qps={settings.target_qps:g}")
     if scenario.server_like:
         return Speed(settings.target_qps, FROM_CONFIG, f"server target {settings.target_qps:g} QPS")
-    name = "single_stream_expected_latency_ns" if scenario is Scenario.SingleStream \
-        else "multi_stream_expected_latency_ns"
-    return Speed(settings.target_qps * settings.samples_per_query, FROM_CONFIG,
-                 f"{name}={fields.get(name)}, {1000 / settings.target_qps:.3g} ms per query")
+    # The config's latency, not user.conf's target_latency: a test run may lower that one (more queries generated)
+    name = STREAM_LATENCY_FIELDS[scenario]
+    per_query_s = fields[name] / 1e9
+    return Speed(settings.samples_per_query / per_query_s, FROM_CONFIG,
+                 f"{name}={fields[name]}, {per_query_s * 1000:.3g} ms per query")
 
 
-def measured_speed(scenario: Scenario, run: EarlierRun, settings: LoadGenSettings) -> Speed:
+def measured_speed(scenario: Scenario, run: EarlierRun, settings: LoadGenSettings) -> Speed | None:
+    """The speed an earlier run measured; None when its figure cannot be read as samples/s (tokens/s of a run
+    without max_output_tokens)."""
     where = f"in {run.folder}"
     if scenario is Scenario.Offline or scenario.server_like:
-        return Speed(float(run.metric), MEASURED, f"{run.metric:.4g} samples/s {where}")
+        if run.metric_unit != TOKENS_PER_S:
+            return Speed(float(run.metric), MEASURED, f"{run.metric:.4g} samples/s {where}")
+        tokens = run.fields.get(OUTPUT_TOKENS_FIELD)
+        if not tokens:
+            return None
+        return Speed(float(run.metric) / tokens, MEASURED, f"{run.metric:.4g} tokens/s {where}, at most {tokens} "
+                                                           f"output tokens a sample ({OUTPUT_TOKENS_FIELD})")
     per_query_s = float(run.metric) / 1000     # the scenario's latency percentile: a little pessimistic
     return Speed(settings.samples_per_query / per_query_s, MEASURED, f"{run.metric:.4g} ms per query {where}")
 
@@ -270,23 +293,23 @@ def plan_entry(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, run
     """The estimate of one test as `ctx` would run it. `copies`: how many times its logs are kept (a compliance
     test's verdict folder holds a second copy)."""
     from .runner import check_selection
-    from .settings import effective_dataset_size, performance_sample_count, user_conf_lines
+    from .settings import effective_dataset_size, performance_sample_count, samples_responses, user_conf_lines
 
     config = ctx.resolve(benchmark_name, scenario)
     fields = config.values
     benchmark, _, rules = check_selection(ctx, benchmark_name, fields)
     size = effective_dataset_size(fields, dataset_size(benchmark, fields["dataset"], rules))
     user_conf = user_conf_lines(rules.loadgen_model_for(scenario), scenario, fields, rules, size, ctx.args.test_run,
-                                qps_scale)
-    settings = loadgen_settings(scenario, user_conf, ctx.rules, rules)
+                                qps_scale, samples_responses(ctx.rules, rules, audit_test))
+    audit_lines = ctx.rules.compliance_tests[audit_test].audit_config if audit_test else ()
+    settings = loadgen_settings(scenario, [*user_conf, *audit_lines], ctx.rules, rules)
     measurement = find_measurement(runs, ctx.system.system_id, benchmark_name, scenario, fields)
-    speed = measured_speed(scenario, measurement, settings) if measurement else config_speed(scenario, fields,
-                                                                                              settings)
+    speed = (measured_speed(scenario, measurement, settings) if measurement else None) or \
+        config_speed(scenario, fields, settings)
     sampling = ctx.rules.compliance_tests[audit_test].sampling_target(rules) if audit_test else None
     response = response_bytes(benchmark, fields["model"])
     queries, samples, seconds, logged = estimate(scenario, mode, settings, speed, size, sampling_target=sampling,
                                                  response_bytes=response)
-    audit_lines = ctx.rules.compliance_tests[audit_test].audit_config if audit_test else ()
     if rules.equal_issue and mode is TestMode.PerformanceOnly and \
             not any("sample_concatenate_permutation = 0" in line for line in audit_lines):
         queries, samples, seconds = equal_issue_padded(scenario, queries, samples, seconds,

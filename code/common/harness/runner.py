@@ -26,7 +26,7 @@ from ..errors import UserError, choose
 from .claim import claim_run_dir, refuse_used_run_dir
 from .lifecycle import signal_name, stop_child, watch_pipe
 from .metadata import FAILED, FILE_NAME, INTERRUPTED, RunRecord, read_metadata, write_metadata
-from .settings import performance_sample_count, user_conf_lines
+from .settings import performance_sample_count, samples_responses, user_conf_lines
 from .spec import AUDIT_CONFIG, RunSpec
 
 CHILD = "code.common.harness.child"
@@ -62,7 +62,8 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
         scratch=str(ctx.paths.scratch), engine=str(engine), engine_manifest=manifest, config=config.as_dict(),
         system={"id": ctx.system.system_id, "known": ctx.system.is_known, "description": ctx.system.describe(),
                 "system_type": ctx.system.system_type.value, "hardware": ctx.system.info.as_dict()},
-        user_conf=user_conf_lines(loadgen_model, scenario, fields, rules, len(samples), ctx.args.test_run, qps_scale),
+        user_conf=user_conf_lines(loadgen_model, scenario, fields, rules, len(samples), ctx.args.test_run, qps_scale,
+                                  samples_responses(ctx.rules, rules, audit_test)),
         performance_sample_count=performance_sample_count(fields, rules, len(samples)),
         cpu_cores=ctx.system.info.cpu.cores, test_run=ctx.args.test_run, rules_version=ctx.rules.version,
         accuracy_threshold=rules.accuracy_threshold(target) if model_spec.division == "closed" else None,

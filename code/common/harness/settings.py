@@ -15,6 +15,19 @@ from ..rules import BenchmarkRules
 from .early_stopping import scenario_min_queries
 
 TEST_RUN_MIN_DURATION_MS = 10_000
+# A test run that keeps a time limit (--test_run with --min_duration or --min_query_count): LoadGen pre-generates
+# its SingleStream/MultiStream queries for 2 x min_duration at the expected latency, so a system more than twice as
+# fast as its config expects (another model, an idle machine) runs out of them before min_duration and the run is
+# INVALID ("Ran out of generated queries"). Such a test run has LoadGen generate at least this many queries instead
+# (about 35 MB of LoadGen's memory; a query never issued costs nothing else): it runs out only where queries take
+# less than min_duration / this count on average (60 us in a 6 s run). Not a compliance run whose accuracy log
+# LoadGen samples (TEST01): it logs a response with probability sampling target / the queries it expects, which
+# the lower latency would thin out to none.
+TEST_RUN_GENERATED_QUERIES = 100_000
+
+
+STREAM_LATENCY_FIELDS = {Scenario.SingleStream: "single_stream_expected_latency_ns",
+                         Scenario.MultiStream: "multi_stream_expected_latency_ns"}
 
 
 def test_run_min_query_count(scenario: Scenario) -> int:
@@ -42,26 +55,37 @@ def _test_run_count(scenario: Scenario, fields: Mapping[str, Any]) -> int | None
     if scenario is Scenario.Offline:
         return max(1, math.ceil(fields["offline_expected_qps"] * seconds))
     if scenario in (Scenario.SingleStream, Scenario.MultiStream):
-        latency_s = fields["single_stream_expected_latency_ns" if scenario is Scenario.SingleStream
-                           else "multi_stream_expected_latency_ns"] / 1e9
+        latency_s = fields[STREAM_LATENCY_FIELDS[scenario]] / 1e9
         return max(test_run_min_query_count(scenario), math.ceil(seconds / latency_s))
     return None
 
 
 def user_conf_lines(model: str, scenario: Scenario, fields: Mapping[str, Any], rules: BenchmarkRules,
-                    dataset_size: int, test_run: bool, qps_scale: float = 1.0) -> list[str]:
-    """The lines of user.conf for one test. `qps_scale` lowers the Server target (compliance runs)."""
+                    dataset_size: int, test_run: bool, qps_scale: float = 1.0, samples_responses: bool = False) \
+        -> list[str]:
+    """The lines of user.conf for one test. `qps_scale` lowers the Server target (compliance runs);
+    `samples_responses`: a compliance run whose accuracy log LoadGen samples (see TEST_RUN_GENERATED_QUERIES)."""
     key = f"{model}.{scenario.loadgen.value}"
     lines: list[str] = generation_caps(fields)
+    count = _test_run_count(scenario, fields) if test_run and not fields.get("min_duration") \
+        and not fields.get("min_query_count") else None
+    min_duration = fields.get("min_duration") or (TEST_RUN_MIN_DURATION_MS if test_run else None)
     if scenario is Scenario.Offline:
         lines.append(f"{key}.target_qps = {fields['offline_expected_qps']:g}")
     elif scenario.server_like:
         lines.append(f"{key}.target_qps = {fields['server_target_qps'] * qps_scale:g}")
-    elif scenario is Scenario.SingleStream:
-        lines.append(f"{key}.target_latency = {fields['single_stream_expected_latency_ns'] / 1e6:g}")
-    elif scenario is Scenario.MultiStream:
-        lines.append(f"{key}.target_latency = {fields['multi_stream_expected_latency_ns'] / 1e6:g}")
-        lines.append(f"{key}.samples_per_query = {fields['multi_stream_samples_per_query']}")
+    elif scenario in (Scenario.SingleStream, Scenario.MultiStream):
+        expected_ms = fields[STREAM_LATENCY_FIELDS[scenario]] / 1e6
+        generation_ms = expected_ms
+        if test_run and count is None and min_duration and not samples_responses:
+            generation_ms = min(expected_ms, 2 * min_duration / TEST_RUN_GENERATED_QUERIES)
+        if generation_ms < expected_ms:
+            lines.append(f"# test run: target_latency {generation_ms:g} ms instead of the expected {expected_ms:g} ms: "
+                         f"LoadGen generates {TEST_RUN_GENERATED_QUERIES} queries, enough for min_duration down to "
+                         f"{generation_ms / 2:g} ms a query")
+        lines.append(f"{key}.target_latency = {generation_ms:g}")
+        if scenario is Scenario.MultiStream:
+            lines.append(f"{key}.samples_per_query = {fields['multi_stream_samples_per_query']}")
     else:
         raise ValueError(f"unknown scenario {scenario}")
 
@@ -72,17 +96,19 @@ def user_conf_lines(model: str, scenario: Scenario, fields: Mapping[str, Any], r
     if sample_count != rules.performance_sample_count:
         lines.append(f"{key}.performance_sample_count_override = {sample_count}")
 
-    count = _test_run_count(scenario, fields) if test_run and not fields.get("min_duration") \
-        and not fields.get("min_query_count") else None
     if count is not None:
         return [*lines, f"{key}.min_duration = 0", f"{key}.min_query_count = {count}"]
-    min_duration = fields.get("min_duration") or (TEST_RUN_MIN_DURATION_MS if test_run else None)
     if min_duration:
         lines.append(f"{key}.min_duration = {min_duration}")
     min_queries = fields.get("min_query_count") or (test_run_min_query_count(scenario) if test_run else None)
     if min_queries:
         lines.append(f"{key}.min_query_count = {min_queries}")
     return lines
+
+
+def samples_responses(rules_round, rules: BenchmarkRules, audit_test: str | None) -> bool:
+    """Whether LoadGen samples the responses of this test into its accuracy log (a compliance test that does)."""
+    return audit_test is not None and rules_round.compliance_tests[audit_test].sampling_target(rules) is not None
 
 
 def performance_sample_count(fields: Mapping[str, Any], rules: BenchmarkRules, dataset_size: int) -> int:
