@@ -101,7 +101,10 @@ def _lock(path: Path, wheel: Path, digest: str | None = None) -> Path:
 
 
 def _probe(venv: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(venv / "bin" / "python"), "-c", "import toolkit_probe; print(toolkit_probe.VERSION)"],
+    # -B: the probe wheels' sources have one size and, made within a second, one time; a bytecode file cached from
+    # one version would be taken for the next one's.
+    return subprocess.run([str(venv / "bin" / "python"), "-B", "-c",
+                           "import toolkit_probe; print(toolkit_probe.VERSION)"],
                           capture_output=True, text=True, check=False)
 
 
