@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -66,6 +67,13 @@ def native_lib() -> Path:
         return build_native(Paths.create().build, WHEEL_CACHE, log=print).lib
     except NativeUnavailable as why:
         pytest.skip(f"the native core cannot be built here: {why}")
+
+
+def default_stop_signals() -> None:
+    """In a toolkit process a test starts (preexec_fn): the stop signals as a terminal would deliver them, even where this test runs
+    with some ignored (a background job of a non-interactive shell ignores SIGINT, nohup SIGHUP)."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def seed_downloads(paths: Paths, *packages: tuple[str, str]) -> None:

@@ -22,7 +22,7 @@ from code.common.harness.metadata import RunRecord, find_metadata, read_metadata
 from code.common.harness.spec import RunSpec
 from code.main import StopSignal, interrupted_status, main, raise_on_stop_signals
 
-from .conftest import EMBEDDED, REPO
+from .conftest import EMBEDDED, REPO, default_stop_signals
 
 LONG_RUN = ["--scenarios=offline", *EMBEDDED, "--min_duration=120000"]   # stopped long before it ends
 SHORT_RUN = ["--scenarios=offline", *EMBEDDED, "--test_run", "--min_duration=1000"]
@@ -81,13 +81,6 @@ def wait_for(condition, what: str) -> None:
         if time.monotonic() > deadline:
             pytest.fail(f"gave up waiting for {what}")
         time.sleep(0.2)
-
-
-def default_stop_signals() -> None:
-    """In the toolkit process: the stop signals as a terminal would deliver them, even where this test runs
-    with some ignored (a background job of a non-interactive shell ignores SIGINT, nohup SIGHUP)."""
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, signal.SIG_DFL)
 
 
 def start_long_run(scratch: Path, log_dir: Path, output: Path, leftovers: list[Path]):

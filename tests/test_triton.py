@@ -29,7 +29,7 @@ from code.common.triton.client import EndpointInfo, parse_endpoints
 from code.common.triton.repository import TritonModel, config_pbtxt, write_repository
 from code.common.triton.server import TritonServer, find_installation
 
-from .conftest import EMBEDDED, REPO, make_in
+from .conftest import EMBEDDED, REPO, default_stop_signals, make_in
 from .test_harness_e2e import records, toolkit
 
 TRITON = "--harness_type=triton"
@@ -294,7 +294,8 @@ def test_a_local_server_serves_the_test_and_is_gone_after_it(triton_engine, tmp_
 def test_ctrl_c_stops_the_local_server_with_the_test(triton_engine, tmp_path):
     command = [sys.executable, "-m", "code.main", "--action=run_harness", "--scenarios=offline", *EMBEDDED, TRITON,
                "--min_duration=600000", f"--scratch_path={triton_engine}", f"--log_dir={tmp_path}"]
-    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               preexec_fn=default_stop_signals)
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not any(
