@@ -19,7 +19,7 @@ import pytest
 
 from code.common.disk_full import is_disk_full_sentence
 from code.common.errors import UserError
-from code.common.harness.metadata import FILE_NAME, RESERVE, find_metadata, read_metadata
+from code.common.records.metadata import FILE_NAME, RESERVE, find_metadata, read_metadata
 from code.common.harness.runner import run_test
 from code.common.harness.spec import RunSpec
 from code.common.submission.runs import choose_runs, load_records

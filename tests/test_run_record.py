@@ -16,9 +16,9 @@ from code.actions.harness import EMBEDDED_DEFAULT_SOURCE, Run
 from code.common.arguments import parse_run_args
 from code.common.constants import Scenario, TestMode
 from code.common.harness.child import base_record
-from code.common.harness.metadata import (COMPLETED, SCHEMA_VERSION, ConfigRecord, Invocation, RunRecord,
+from code.common.records.metadata import (COMPLETED, SCHEMA_VERSION, ConfigRecord, Invocation, RunRecord,
                                           UnreadableRecord, read_metadata, write_metadata)
-from code.common.harness.reproduce import reproduce_command
+from code.common.records.reproduce import reproduce_command
 from code.common.harness.runner import invocation
 from code.common.harness.spec import RunSpec
 from code.common.paths import Paths

@@ -22,7 +22,7 @@ from google.protobuf import text_format
 from code.common.arguments import parse_run_args
 from code.common.benchmark_api import TensorSpec, get_benchmark
 from code.common.errors import UserError
-from code.common.harness.record import RunRecord, TritonEndpointRecord
+from code.common.records.record import RunRecord, TritonEndpointRecord
 from code.common.harness.triton_system import check_engines, check_servable, start_servers, triton_model
 from code.common.paths import Paths
 from code.common.triton.client import EndpointInfo, parse_endpoints

@@ -26,10 +26,10 @@ from ..common.config_registry import ResolvedConfig
 from ..common.constants import TestMode
 from ..common.errors import UserError
 from ..common.fileio import copy_atomically, sha256_file, write_atomically
-from ..common.harness.loadgen_log import ACCURACY, DETAIL, SUMMARY
-from ..common.harness.metadata import RunRecord
+from ..common.records.loadgen_log import ACCURACY, DETAIL, SUMMARY
+from ..common.records.metadata import RunRecord
 from ..common.harness.plan import Plan, announce, earlier_runs, free_space, plan_entry
-from ..common.harness.reproduce import config_command
+from ..common.records.reproduce import config_command
 from ..common.harness.runner import plan_test, run_test
 from ..common.paths import timestamp
 from .base import Context, Handler

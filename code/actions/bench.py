@@ -30,16 +30,16 @@ import numpy as np
 from ..common.benchmark_api import IMPLEMENTATIONS, get_benchmark
 from ..common.constants import Scenario
 from ..common.errors import UserError
-from ..common.harness.early_stopping import TARGET_LATENCY_PERCENTILE
+from ..common.records.early_stopping import TARGET_LATENCY_PERCENTILE
 from ..common.tuning.ratios import Figure, figure_table
 from ..common.tuning.search import Outcome, SearchResult, find_highest, round_sig
-from ..common.tuning.trials import run_once, with_fields
 from .base import Context, Handler
 from .locks import measuring
 from .bench_llm import generating, llm_figures
 from .bench_native import native_figures
 from .bench_triton import triton_figures, wants_triton
 from .harness import DownloadData, DownloadModel, GenerateEngines, PreprocessData, with_embedded_default
+from .trial_runs import run_once, with_fields
 
 GOALS = {"a": 0.8, "b": 0.97, "c": 0.97, "server": 0.5, "impl": 0.97}
 # A model of one image per call (yolo): within 5 % of raw ONNX Runtime in throughput and SingleStream latency.

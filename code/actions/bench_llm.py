@@ -12,8 +12,8 @@ from pathlib import Path
 from ..common.benchmark_api import get_benchmark
 from ..common.constants import Scenario
 from ..common.errors import UserError
-from ..common.harness.early_stopping import server_min_queries
-from ..common.harness.loadgen_log import read_detail
+from ..common.records.early_stopping import server_min_queries
+from ..common.records.loadgen_log import read_detail
 from ..common.tuning.ratios import Figure
 from ..common.tuning.search import round_sig
 

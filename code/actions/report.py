@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from ..common.errors import UserError
-from ..common.harness.metadata import skipped_line
+from ..common.records.metadata import skipped_line
 from ..common.paths import shown_path
 from ..common.report.collect import ReportRow, Scope, newest_log_dir, ordered, read_rows, report_name
 from ..common.report.text import plural

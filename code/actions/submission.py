@@ -12,7 +12,7 @@ from ..common.benchmark_api import get_benchmark
 from ..common.constants import TestMode
 from ..common.errors import UserError
 from ..common.fileio import write_atomically
-from ..common.harness.reproduce import record_selection
+from ..common.records.reproduce import record_selection
 from ..common.locking import exclusive_lock
 from ..common.submission import check_record
 from ..common.submission import measurements as conf

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..common.benchmark_api import AccuracyResult, Metric
 from ..common.errors import UserError
-from ..common.harness.loadgen_log import read_accuracy_entries
+from ..common.records.loadgen_log import read_accuracy_entries
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 # The checker's names (tools/submission/submission_checker/constants.py, ACC_PATTERN and accuracy-target).

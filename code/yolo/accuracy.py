@@ -24,7 +24,7 @@ import numpy as np
 
 from ..common.benchmark_api import AccuracyResult, Metric
 from ..common.errors import UserError
-from ..common.harness.loadgen_log import read_accuracy_entries
+from ..common.records.loadgen_log import read_accuracy_entries
 from .datasets import ANNOTATIONS, CocoImage, annotation_images
 
 RECORD = 7

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from ..arguments import AUDIT_ACTION
 from ..config_registry import ResolvedConfig
-from ..constants import TestMode
+from ..constants import AUDIT_ACTION, TestMode
 from ..errors import UserError
-from ..harness.metadata import RunRecord
-from ..harness.reproduce import record_selection
-from ..submission.runs import Choice, choose_runs, conflict_message, differing_fields, load_records
+from ..records.metadata import RunRecord
+from ..records.computation import differing_fields
+from ..records.reproduce import record_selection
+from ..submission.runs import Choice, choose_runs, conflict_message, load_records
 
 
 @dataclass(frozen=True)

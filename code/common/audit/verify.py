@@ -24,7 +24,7 @@ import numpy as np
 
 from ..benchmark_api import ResponseFormat
 from ..constants import Scenario
-from ..harness.loadgen_log import DETAIL, SUMMARY, LoadGenLog, read_detail
+from ..records.loadgen_log import DETAIL, SUMMARY, LoadGenLog, read_detail
 from ..rules import ComplianceTest
 
 PASS, FAIL = "TEST PASS", "TEST FAIL"

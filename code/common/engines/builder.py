@@ -28,7 +28,7 @@ from ..fields import FIELDS
 from ..paths import Paths
 from ..fileio import sha256_file
 from ..model_files import verified_model
-from ..harness.reproduce import config_command
+from ..records.reproduce import config_command
 from .manifest import BUILDER_VERSION, CalibrationInfo, EngineManifest, engine_problem
 from . import onnxruntime_builder as ort_builder
 

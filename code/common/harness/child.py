@@ -34,18 +34,18 @@ from ..errors import UserError
 from ..fileio import write_atomically
 from ..paths import Paths
 from ..rules import get_round
-from .loadgen_log import cut_logs, read_detail
+from ..records.loadgen_log import cut_logs, read_detail
 from .lifecycle import ChildGuard
-from .metadata import (COMPLETED, FAILED, INTERRUPTED, AccuracyRecord, ConfigRecord, DataRecord, Durations,
+from ..records.metadata import (COMPLETED, FAILED, INTERRUPTED, AccuracyRecord, ConfigRecord, DataRecord, Durations,
                        EngineRecord, Invocation, LoadGenRecord, RunRecord, SystemRecord, log_digests,
                        reserve_record_space, write_metadata)
-from .record import TritonEndpointRecord, load_part
+from ..records.record import TritonEndpointRecord, load_part
 from .progress import Progress
 from .qsl import SampleLibrary, first_samples
 from .settings import test_settings, write_user_conf
 from .spec import AUDIT_CONFIG, RunSpec
 from .sut import HarnessSUT
-from .verdict import explain
+from ..records.verdict import explain
 
 NO_AUDIT_CONFIG = ""   # LoadGen opens the path it is given; an empty one never opens, so no file is read
 

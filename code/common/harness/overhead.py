@@ -15,7 +15,7 @@ import numpy as np
 
 from ..benchmark_api import Responses
 from ..constants import Scenario, TestMode
-from .loadgen_log import read_detail
+from ..records.loadgen_log import read_detail
 from .qsl import SampleLibrary
 from .settings import test_settings, write_user_conf
 from .sut import HarnessSUT

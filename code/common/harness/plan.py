@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from ..constants import Scenario, TestMode, test_label
 from ..errors import UserError
 from ..rules import BenchmarkRules, RulesRound
-from .metadata import COMPLETED, read_records
+from ..records.metadata import COMPLETED, read_records
 from .settings import STREAM_LATENCY_FIELDS
 
 MEASURED, FROM_CONFIG = "measured", "from config"
@@ -322,7 +322,7 @@ def plan_entry(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, run
 def plan_harness(ctx, selection: Sequence[tuple[str, Scenario, TestMode]]) -> Plan:
     """The plan of run_harness and run: one test per (benchmark, scenario, test mode) in LOG_DIR. With --resume,
     what LOG_DIR holds of a test decides whether it is skipped, runs, or runs again into a retry folder."""
-    from .metadata import skipped_line
+    from ..records.metadata import skipped_line
     from .resume import find_attempts, resume_test
 
     paths, unreadable = ctx.paths, {}

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from ..paths import RETRY_SUFFIX, Paths
-from ..submission.runs import differing_fields
+from ..records.computation import differing_fields
 from .plan import EarlierRun, PlannedTest, earlier_runs
 
 

@@ -25,7 +25,7 @@ from ..disk_full import DiskFull, disk_full_cause, disk_full_sentence, is_disk_f
 from ..errors import UserError, choose
 from .claim import claim_run_dir, refuse_used_run_dir
 from .lifecycle import signal_name, stop_child, watch_pipe
-from .metadata import FAILED, FILE_NAME, INTERRUPTED, RunRecord, read_metadata, write_metadata
+from ..records.metadata import FAILED, FILE_NAME, INTERRUPTED, RunRecord, read_metadata, write_metadata
 from .settings import performance_sample_count, samples_responses, user_conf_lines
 from .spec import AUDIT_CONFIG, RunSpec
 

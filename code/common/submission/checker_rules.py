@@ -29,7 +29,7 @@ from typing import Any
 
 from ..audit.verdicts import IGNORED_FILES, TEST06_ACCURACY_LOG, listed, verdict_problems
 from ..constants import AccuracyTarget, Scenario, SystemType
-from ..harness.loadgen_log import ACCURACY, DETAIL, SUMMARY, TOKEN_RESULT_FIELDS, LoadGenLog, read_detail
+from ..records.loadgen_log import ACCURACY, DETAIL, SUMMARY, TOKEN_RESULT_FIELDS, LoadGenLog, read_detail
 from ..rules.schema import BenchmarkRules, RulesRound
 from .measurements import MEASUREMENTS_FIELDS, README, USER_CONF   # SYSTEM_IMP_REQUIRED_FILES of the checkers
 

@@ -27,8 +27,8 @@ from typing import Any
 from ..errors import UserError
 from ..fields import is_safe_name
 from ..fileio import sha256_file, write_atomically
-from ..harness.loadgen_log import ACCURACY, DETAIL, SUMMARY, LoadGenLog, number, read_detail
-from ..harness.metadata import RunRecord
+from ..records.loadgen_log import ACCURACY, DETAIL, SUMMARY, LoadGenLog, number, read_detail
+from ..records.metadata import RunRecord
 from ..paths import Paths
 from .checker_rules import ERROR, WARNING, ScenarioContext
 from .truncate import ACCURACY_TXT, HASH_LINE, has_truncated_shape, truncated_text

@@ -10,8 +10,8 @@ from ..benchmark_api import Benchmark
 from ..constants import TestMode, WorkloadSetting
 from ..errors import UserError
 from ..fileio import write_atomically
-from ..harness.metadata import RunRecord
-from ..harness.reproduce import record_selection, reproduce_command
+from ..records.metadata import RunRecord
+from ..records.reproduce import record_selection, reproduce_command
 from ..paths import Paths
 from ..rules import BenchmarkRules
 

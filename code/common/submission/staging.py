@@ -22,9 +22,9 @@ from ..benchmark_api import ResponseFormat
 from ..constants import AccuracyTarget, Scenario, SystemType
 from ..errors import UserError
 from ..fileio import atomic_dir, copy_atomically, replace_dir, sha256_file
-from ..harness.loadgen_log import ACCURACY, DETAIL, SUMMARY, read_detail
-from ..harness.metadata import LOADGEN_LOGS, RunRecord
-from ..harness.reproduce import reproduce_command
+from ..records.loadgen_log import ACCURACY, DETAIL, SUMMARY, read_detail
+from ..records.metadata import LOADGEN_LOGS, RunRecord
+from ..records.reproduce import reproduce_command
 from ..paths import Paths
 from ..rules import RulesRound
 from ..user_files import read_json_file

@@ -15,9 +15,8 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
-from ..arguments import typed_flags
 from ..config_registry import given_values
 from ..constants import Scenario, TestMode, test_label
 from .loadgen_log import Metric
@@ -126,6 +125,23 @@ class Filled:
 
     value: Any
     source: str
+
+
+# Older versions of the Makefile passed these on every call, empty when the user set nothing; records of that time
+# keep them among the typed flags.
+MAKE_PLUMBING = ("--scratch_path=", "--log_dir=", "--submitter=")
+
+
+def typed_flags(argv: Sequence[str]) -> tuple[str, ...]:
+    """The flags of a command line as the user gave them: without --action and make's empty location flags."""
+    typed: list[str] = []
+    arguments = iter(argv)
+    for argument in arguments:
+        if argument == "--action":
+            next(arguments, None)   # its value
+        elif not argument.startswith("--action=") and argument not in MAKE_PLUMBING:
+            typed.append(argument)
+    return tuple(typed)
 
 
 @dataclass(frozen=True)
