@@ -39,7 +39,7 @@ from .lifecycle import ChildGuard
 from ..records.metadata import (COMPLETED, FAILED, INTERRUPTED, AccuracyRecord, ConfigRecord, DataRecord, Durations,
                        EngineRecord, Invocation, LoadGenRecord, RunRecord, SystemRecord, log_digests,
                        reserve_record_space, write_metadata)
-from ..records.record import TritonEndpointRecord, load_part
+from ..records.record import EndpointRecord, load_part
 from .progress import Progress
 from .qsl import SampleLibrary, first_samples
 from .settings import test_settings, write_user_conf
@@ -267,10 +267,10 @@ def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecor
             raise LogsCut(cut)
         outcome = _results(spec, benchmark, paths, log_dir, seconds)
         return 0, base_record(spec, COMPLETED, started=started, log_sha256=log_digests(log_dir),
-                              triton_endpoints=_endpoints(sut), **outcome)
+                              endpoints=_endpoints(sut), **outcome)
     except Exception as error:  # noqa: BLE001  recorded in metadata.json; the logs are kept
         return 1, base_record(spec, FAILED, started=started, error=_failure(error, log_dir),
-                              triton_endpoints=_endpoints(sut))
+                              endpoints=_endpoints(sut))
 
 
 def _failure(error: Exception, log_dir: Path) -> str:
@@ -290,9 +290,10 @@ def _failure(error: Exception, log_dir: Path) -> str:
 
 
 def _endpoints(sut) -> tuple:
-    """The Triton servers of a Triton harness test, as its record keeps them (none for other harnesses)."""
+    """The servers of a test whose harness sends its queries to servers, as its record keeps them (none for one
+    that runs in process)."""
     records = getattr(sut, "endpoint_records", None)
-    return tuple(load_part(TritonEndpointRecord, r, "triton_endpoints") for r in records()) if records else ()
+    return tuple(load_part(EndpointRecord, r, "endpoints") for r in records()) if records else ()
 
 
 def _results(spec: RunSpec, benchmark, paths: Paths, log_dir: Path, seconds: float) -> dict[str, Any]:

@@ -122,7 +122,7 @@ def stage_system_files(paths: Paths, division: str, submitter: str, system_id: s
                        log: Log = print) -> None:
     """systems/<id>.json of this division: the generated description with `division` and `submitter` set to the
     folders it lies in (one system may have results in both divisions), and `number_of_nodes` at least `nodes`,
-    the machines its staged runs' inference ran on (Triton endpoints on several hosts)."""
+    the machines its staged runs' inference ran on (the distinct hosts of their endpoints)."""
     root = paths.submitter_root(paths.staging, division, submitter)
     system_json = paths.system_json(system_id)
     if not system_json.is_file():
@@ -134,7 +134,7 @@ def stage_system_files(paths: Paths, division: str, submitter: str, system_id: s
     data.update(division=division, submitter=submitter)
     described = str(data.get("number_of_nodes", "1"))
     if nodes > (int(described) if described.isdigit() else 1):
-        log(f"{system_id}: number_of_nodes {nodes} (the hosts of the Triton endpoints its staged runs used; "
+        log(f"{system_id}: number_of_nodes {nodes} (the hosts of the endpoints its staged runs used; "
             f"{system_json} says {described})")
         data["number_of_nodes"] = str(nodes)
     write_system_json(root / "systems" / system_json.name, data)
