@@ -15,7 +15,8 @@ from code.actions.harness import RunHarness
 from code.common.arguments import parse_run_args
 from code.common.constants import Scenario, TestMode
 from code.common.records.metadata import FILE_NAME, read_metadata, write_metadata
-from code.common.harness.plan import FROM_CONFIG, PlannedTest, Speed, earlier_runs
+from code.common.harness.plan import FROM_CONFIG
+from code.common.harness.planned import PlannedTest, Speed, earlier_runs
 from code.common.harness.resume import find_attempts, resume_paths, resume_test
 from code.common.paths import Paths
 from code.common.rules import get_round

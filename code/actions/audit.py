@@ -28,7 +28,8 @@ from ..common.errors import UserError
 from ..common.fileio import copy_atomically, sha256_file, write_atomically
 from ..common.records.loadgen_log import ACCURACY, DETAIL, SUMMARY
 from ..common.records.metadata import RunRecord
-from ..common.harness.plan import Plan, announce, earlier_runs, free_space, plan_entry
+from ..common.harness.plan import Plan, announce, free_space, plan_entry
+from ..common.harness.planned import earlier_runs
 from ..common.records.reproduce import config_command
 from ..common.harness.runner import plan_test, run_test
 from ..common.paths import timestamp

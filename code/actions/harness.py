@@ -9,7 +9,8 @@ from ..common.benchmark_api import get_benchmark
 from ..common.config_registry import resolve_value
 from ..common.constants import Scenario, TestMode
 from ..common.fields import FIELDS
-from ..common.harness.plan import PlannedTest, announce, free_space, plan_harness
+from ..common.harness.plan import announce, free_space, plan_harness
+from ..common.harness.planned import PlannedTest
 from ..common.harness.resume import outcome_in, resume_paths
 from ..common.harness.runner import CHILD, plan_test, refuse_taken_run_dir, run_test, summary_line
 from .base import Context, Handler

@@ -17,7 +17,7 @@ from typing import Callable, Mapping, Sequence
 
 from ..paths import RETRY_SUFFIX, Paths
 from ..records.computation import differing_fields
-from .plan import EarlierRun, PlannedTest, earlier_runs
+from .planned import EarlierRun, PlannedTest, earlier_runs
 
 
 def resume_paths(paths: Paths, log: Callable[[str], None]) -> Paths:
