@@ -24,7 +24,7 @@ from ..common.audit.verify import (Check, WholeResponses, compare_accuracy_logs,
 from ..common.benchmark_api import get_benchmark
 from ..common.config_registry import ResolvedConfig
 from ..common.constants import TestMode
-from ..common.errors import UserError
+from ..common.errors import EXIT_FAILURE, EXIT_OK, UserError
 from ..common.fileio import copy_atomically, sha256_file, write_atomically
 from ..common.records.loadgen_log import ACCURACY, DETAIL, SUMMARY
 from ..common.records.metadata import RunRecord
@@ -82,7 +82,7 @@ class RunAuditHarness(Handler):
         plans = self._plan()
         plan = self._estimate(plans)
         if not announce(plan, self.ctx.args.dry_run, self.ctx.log, self.free_space(plan.where)):
-            return 0
+            return EXIT_OK
         outcomes = [self._run_test(*p) for p, test in zip(plans, plan.tests) if not test.skip]
         self.ctx.log("\nCompliance summary:")
         for test in plan.tests:
@@ -109,7 +109,8 @@ class RunAuditHarness(Handler):
             plans += [(test, config, reference) for test in tests]
         if missing:
             raise UserError("The compliance tests are compared with the submission's own runs, and these are "
-                            "missing (no completed run in build/logs):\n  " + "\n  ".join(missing), exit_code=1)
+                            "missing (no completed run in build/logs):\n  " + "\n  ".join(missing),
+                            exit_code=EXIT_FAILURE)
         if not plans:
             raise UserError(f"No compliance test {wanted or ''} applies to the selected benchmarks in "
                             f"{ctx.rules.version}.")

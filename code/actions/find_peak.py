@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping
 
 from ..common.config_registry import ConfigKey, ConfigRegistry
 from ..common.constants import Scenario, TestMode, WorkloadSetting
-from ..common.errors import UserError
+from ..common.errors import EXIT_FAILURE, UserError
 from ..common.fields import FIELDS
 from ..common.paths import shown_path
 from ..common.fileio import write_atomically
@@ -292,7 +292,9 @@ def check_loads(path: Path, key: ConfigKey, field: str, value: float | int) -> N
     registry = ConfigRegistry()
     registry.add_module(module)
     if key not in registry.entries:
-        raise UserError(f"{path} does not register a config for {key} after writing; it was put back.", exit_code=1)
+        raise UserError(f"{path} does not register a config for {key} after writing; it was put back.",
+                        exit_code=EXIT_FAILURE)
     resolved = registry.resolve(key.benchmark, key.scenario, [key.system_id], key.workload).values.get(field)
     if resolved != value:
-        raise UserError(f"{path} gives {field} = {resolved!r} after writing {value!r}; it was put back.", exit_code=1)
+        raise UserError(f"{path} gives {field} = {resolved!r} after writing {value!r}; it was put back.",
+                        exit_code=EXIT_FAILURE)

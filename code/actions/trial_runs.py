@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..common.constants import Scenario, TestMode
-from ..common.errors import UserError
+from ..common.errors import EXIT_FAILURE, UserError
 from ..common.harness.runner import plan_test, run_test
 from ..common.tuning.search import Outcome
 from ..common.tuning.trials import FIND_PEAK_SOURCE, SHORT_RUNS, outcome_of
@@ -35,5 +35,5 @@ def run_once(ctx, benchmark: str, scenario: Scenario, run_dir: Path, fields: Map
     record = run_test(spec, ctx.paths.repo, log=lambda _: None)
     if not record.completed:
         raise UserError(f"The {benchmark} {scenario.value} run in {run_dir} did not complete ({record.status}: "
-                        f"{record.error}); see harness_error.txt there. The search stopped.", exit_code=1)
+                        f"{record.error}); see harness_error.txt there. The search stopped.", exit_code=EXIT_FAILURE)
     return outcome_of(Path(record.log_dir), bool(record.valid), record.reasons)

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Iterable
 
-from .errors import UserError
+from .errors import EXIT_FAILURE, UserError
 
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 # Less free space than this where a write failed, or where LoadGen's logs were cut: that disk counts as full.
@@ -26,7 +26,7 @@ class DiskFull(UserError):
     """A write failed because the disk holding `folder` is full: exit status 1, one sentence."""
 
     def __init__(self, folder: Path, why: str = "", context: str = "") -> None:
-        super().__init__(f"{context}{disk_full_sentence(folder, why)}", exit_code=1)
+        super().__init__(f"{context}{disk_full_sentence(folder, why)}", exit_code=EXIT_FAILURE)
         self.folder = Path(folder)
 
 

@@ -30,7 +30,7 @@ from typing import Any, Callable
 from ..benchmark_api import get_benchmark
 from ..constants import AccuracyTarget, HarnessType, Scenario, TestMode
 from ..disk_full import disk_full_cause, disk_full_sentence, folder_of, looks_full, why
-from ..errors import UserError
+from ..errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, UserError
 from ..fileio import write_atomically
 from ..paths import Paths
 from ..rules import get_round
@@ -189,17 +189,18 @@ def run(spec: RunSpec, parent_fd: int | None = None) -> int:
     except OSError as error:
         if disk_full_cause(error) is None:
             raise
-        status, record = 1, base_record(spec, FAILED, started=started, error=disk_full_sentence(log_dir, why(error)))
+        status, record = EXIT_FAILURE, base_record(spec, FAILED, started=started,
+                                                   error=disk_full_sentence(log_dir, why(error)))
     else:
         status, record = _run_test(spec, log_dir, started)
     record = record.replace(finished=_now())
     if record.completed and guard.parent_gone():
         record = record.replace(status=INTERRUPTED, error="the toolkit process that started the test went away "
                                                           "before its result was recorded")
-        status = 1
+        status = EXIT_FAILURE
     written: list[bool] = []
     guard.finish(lambda: written.append(_write_record(spec, log_dir, record)))
-    return status if not written or written[0] else 1
+    return status if not written or written[0] else EXIT_FAILURE
 
 
 def _write_record(spec: RunSpec, log_dir: Path, record: RunRecord) -> bool:
@@ -224,7 +225,8 @@ def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecor
         try:
             use_native_loadgen(spec.native_lib)
         except (RuntimeError, ImportError) as error:
-            return 1, base_record(spec, FAILED, started=started, error=f"the native harness cannot start: {error}")
+            return EXIT_FAILURE, base_record(spec, FAILED, started=started,
+                                             error=f"the native harness cannot start: {error}")
     import mlperf_loadgen as lg
 
     benchmark = get_benchmark(spec.benchmark)
@@ -266,11 +268,11 @@ def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecor
         if cut:
             raise LogsCut(cut)
         outcome = _results(spec, benchmark, paths, log_dir, seconds)
-        return 0, base_record(spec, COMPLETED, started=started, log_sha256=log_digests(log_dir),
-                              endpoints=_endpoints(sut), **outcome)
+        return EXIT_OK, base_record(spec, COMPLETED, started=started, log_sha256=log_digests(log_dir),
+                                    endpoints=_endpoints(sut), **outcome)
     except Exception as error:  # noqa: BLE001  recorded in metadata.json; the logs are kept
-        return 1, base_record(spec, FAILED, started=started, error=_failure(error, log_dir),
-                              endpoints=_endpoints(sut))
+        return EXIT_FAILURE, base_record(spec, FAILED, started=started, error=_failure(error, log_dir),
+                                         endpoints=_endpoints(sut))
 
 
 def _failure(error: Exception, log_dir: Path) -> str:
@@ -362,7 +364,7 @@ def _token_latencies(log) -> dict[str, float]:
 def main(argv: list[str]) -> int:
     if len(argv) not in (1, 2) or len(argv) == 2 and not argv[1].isdigit():
         print("usage: python3 -m code.common.harness.child <run_spec.json> [<watch pipe fd>]", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     return run(RunSpec.load(Path(argv[0])), int(argv[1]) if len(argv) == 2 else None)
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..constants import Scenario, TestMode
-from ..errors import UserError
+from ..errors import EXIT_FAILURE, UserError
 from ..rules import BenchmarkRules, RulesRound
 from ..records.metadata import COMPLETED
 from .planned import EarlierRun, PlannedTest, Speed, earlier_runs, format_bytes, format_duration
@@ -317,7 +317,7 @@ def check_free_space(plan: Plan, free_bytes: int | None = None) -> None:
     `free_bytes` is None)."""
     problem = space_problem(plan, free_space(plan.where) if free_bytes is None else free_bytes)
     if problem:
-        raise UserError(f"{problem}; nothing was run.", exit_code=1)
+        raise UserError(f"{problem}; nothing was run.", exit_code=EXIT_FAILURE)
 
 
 def announce(plan: Plan, dry_run: bool, log: Callable[[str], None], free_bytes: int) -> bool:

@@ -22,7 +22,7 @@ from ..arguments import RunArgs
 from ..benchmark_api import get_benchmark
 from ..constants import HarnessType, Scenario, TestMode
 from ..disk_full import DiskFull, disk_full_cause, disk_full_sentence, is_disk_full_sentence, looks_full, why
-from ..errors import UserError, choose
+from ..errors import EXIT_FAILURE, UserError, choose
 from .claim import claim_run_dir, refuse_used_run_dir
 from .lifecycle import signal_name, stop_child, watch_pipe
 from ..records.metadata import FAILED, FILE_NAME, INTERRUPTED, RunRecord, read_metadata, write_metadata
@@ -126,7 +126,7 @@ def refuse_stray_audit_config(run_dir: Path, log_root: Path) -> None:
         if stray.exists():
             raise UserError(f"{stray} is left from another run: only run_audit_harness hands LoadGen an "
                             f"audit.config, which it writes itself. Remove the file or use another LOG_DIR; "
-                            f"nothing was run.", exit_code=1)
+                            f"nothing was run.", exit_code=EXIT_FAILURE)
 
 
 def run_test(spec: RunSpec, repo: Path, log: Callable[[str], None] = print,
@@ -172,7 +172,7 @@ def run_test(spec: RunSpec, repo: Path, log: Callable[[str], None] = print,
         _record_if_missing(spec, run_dir, FAILED, error)
     record = read_metadata(metadata)
     if is_disk_full_sentence(record.error):
-        raise UserError(f"{spec.label} failed, as its record {metadata} says: {record.error}", exit_code=1)
+        raise UserError(f"{spec.label} failed, as its record {metadata} says: {record.error}", exit_code=EXIT_FAILURE)
     return record
 
 

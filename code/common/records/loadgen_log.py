@@ -182,14 +182,14 @@ def read_detail(log_dir: Path) -> LoadGenLog:
 def read_accuracy_entries(path: Path) -> list[dict[str, Any]]:
     """The entries of an mlperf_log_accuracy.json ({"seq_id", "qsl_idx", "data"} each, `data` in hex), for an accuracy
     script; UserError naming the file when it cannot be read or is not LoadGen's JSON array."""
-    from ..errors import UserError
+    from ..errors import EXIT_FAILURE, UserError
 
     try:
         entries = json.loads(Path(path).read_text())
     except (OSError, ValueError) as error:
-        raise UserError(f"cannot read the accuracy log {path}: {error}", exit_code=1) from None
+        raise UserError(f"cannot read the accuracy log {path}: {error}", exit_code=EXIT_FAILURE) from None
     if not isinstance(entries, list):
-        raise UserError(f"{path}: expected a JSON array of LoadGen accuracy entries", exit_code=1)
+        raise UserError(f"{path}: expected a JSON array of LoadGen accuracy entries", exit_code=EXIT_FAILURE)
     return entries
 
 

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from ..errors import UserError
+from ..errors import EXIT_FAILURE, UserError
 from ..fileio import sha256_file, write_atomically
 from .loadgen_log import ACCURACY, DETAIL, SUMMARY
 from .record import (COMPLETED, FAILED, INTERRUPTED, SCHEMA_VERSION, STATUSES, AccuracyRecord,  # noqa: F401
@@ -85,7 +85,7 @@ class UnreadableRecord(UserError):
     wrong type): a UserError naming the file and why, so a caller that does not skip it still stops cleanly."""
 
     def __init__(self, path: Path, reason: str) -> None:
-        super().__init__(f"{path} is not a usable run record: {reason}", exit_code=1)
+        super().__init__(f"{path} is not a usable run record: {reason}", exit_code=EXIT_FAILURE)
         self.path, self.reason = Path(path), reason
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..benchmark_api import Benchmark
 from ..constants import TestMode, WorkloadSetting
-from ..errors import UserError
+from ..errors import EXIT_FAILURE, UserError
 from ..fileio import write_atomically
 from ..records.metadata import RunRecord
 from ..records.reproduce import record_selection, reproduce_command
@@ -61,7 +61,7 @@ def measurements(record: RunRecord, benchmark: Benchmark) -> dict[str, str]:
         raise UserError(f"measurements.json of {record.benchmark} {record.scenario.value} (model "
                         f"{fields['model']}) would be rejected by the checkers: {'; '.join(problems)}; fill the "
                         f"model's facts in code/{record.benchmark}/ and run make generate_conf_files again.",
-                        exit_code=1)
+                        exit_code=EXIT_FAILURE)
     return values
 
 
@@ -110,7 +110,8 @@ def _run_user_conf(record: RunRecord) -> str:
     except (OSError, UnicodeDecodeError) as error:
         why = error.strerror if isinstance(error, OSError) and error.strerror else "not UTF-8 text"
         raise UserError(f"{path} cannot be read ({why}), so the run in {record.log_dir} cannot be described; "
-                        f"restore it or run the test again: {reproduce_command(record)}", exit_code=1) from None
+                        f"restore it or run the test again: {reproduce_command(record)}",
+                        exit_code=EXIT_FAILURE) from None
 
 
 def write_measurements(paths: Paths, record: RunRecord, rules: BenchmarkRules, benchmark: Benchmark) -> Path:

@@ -20,7 +20,7 @@ from ..audit.verify import (Check, compare_accuracy_logs, read_accuracy_log, ver
                             verify_test01_accuracy)
 from ..benchmark_api import ResponseFormat
 from ..constants import AccuracyTarget, Scenario, SystemType
-from ..errors import UserError
+from ..errors import EXIT_FAILURE, UserError
 from ..fileio import atomic_dir, copy_atomically, replace_dir, sha256_file
 from ..records.loadgen_log import ACCURACY, DETAIL, SUMMARY, read_detail
 from ..records.metadata import LOADGEN_LOGS, RunRecord
@@ -37,7 +37,6 @@ from .truncate import ACCURACY_TXT, HASH_LINE
 Log = Callable[[str], None]
 ACCURACY_FILES = (SUMMARY, DETAIL, ACCURACY, "accuracy.txt")
 PERFORMANCE_FILES = (SUMMARY, DETAIL)
-EXIT_PRECONDITION = 1
 
 
 def _replace_dir(source_files: dict[str, Path], dest: Path) -> None:
@@ -53,7 +52,7 @@ def stage_scenario(paths: Paths, rules: RulesRound, submitter: str, key: Key, ch
     label = f"{system_id} {name} {scenario.value}"
     measured = paths.measurements_dir(system_id, name, scenario)
     if not all((measured / f).is_file() for f in (MEASUREMENTS, USER_CONF, README)):
-        raise UserError(f"{measured} is incomplete: run `make generate_conf_files` first.", exit_code=1)
+        raise UserError(f"{measured} is incomplete: run `make generate_conf_files` first.", exit_code=EXIT_FAILURE)
     # Every log this scenario stages is checked before the first copy: a changed one stages nothing of it.
     verify_run_logs(performance, PERFORMANCE_FILES, label, log)
     if accuracy is not None:
@@ -62,7 +61,7 @@ def stage_scenario(paths: Paths, rules: RulesRound, submitter: str, key: Key, ch
     if (measured / README).read_text() != readme(performance):
         raise UserError(f"{measured / README} was written for another configuration than the run chosen for {label} "
                         f"({performance.log_dir}), so its commands would not reproduce it: run "
-                        f"`make generate_conf_files` again, then stage.", exit_code=1)
+                        f"`make generate_conf_files` again, then stage.", exit_code=EXIT_FAILURE)
 
     # The chosen run is staged, always: the same ranking chose the run the audit compares with and the README
     # reproduces, so a run staged earlier gives way to it (and the console says so).
@@ -99,7 +98,7 @@ def verify_run_logs(record: RunRecord, names: tuple[str, ...], label: str, log: 
     for name in names:
         if not (run_dir / name).is_file():
             raise UserError(f"{run_dir / name} is missing, so {label} cannot be staged from {run_dir}; {fix}.",
-                            exit_code=EXIT_PRECONDITION)
+                            exit_code=EXIT_FAILURE)
     digests = record.log_sha256
     unverified = [name for name in names if name in LOADGEN_LOGS and not isinstance(digests.get(name), str)]
     if unverified:
@@ -109,13 +108,13 @@ def verify_run_logs(record: RunRecord, names: tuple[str, ...], label: str, log: 
         expected = digests.get(name)
         if isinstance(expected, str) and sha256_file(run_dir / name) != expected:
             raise UserError(f"{run_dir / name} changed after the run (its sha256 is not the one metadata.json "
-                            f"recorded), so {label} is not staged from {run_dir}; {fix}.", exit_code=EXIT_PRECONDITION)
+                            f"recorded), so {label} is not staged from {run_dir}; {fix}.", exit_code=EXIT_FAILURE)
     recorded = record.accuracy.text if record.accuracy is not None else None
     if "accuracy.txt" in names and recorded is not None:
         if (run_dir / "accuracy.txt").read_text(errors="replace").strip() != recorded.strip():
             raise UserError(f"{run_dir / 'accuracy.txt'} changed after the run (metadata.json recorded "
                             f"\"{recorded}\"), so {label} is not staged from {run_dir}; {fix}.",
-                            exit_code=EXIT_PRECONDITION)
+                            exit_code=EXIT_FAILURE)
 
 
 def stage_system_files(paths: Paths, division: str, submitter: str, system_id: str, nodes: int = 1,
@@ -126,11 +125,11 @@ def stage_system_files(paths: Paths, division: str, submitter: str, system_id: s
     root = paths.submitter_root(paths.staging, division, submitter)
     system_json = paths.system_json(system_id)
     if not system_json.is_file():
-        raise UserError(f"{system_json} is missing: run `make generate_conf_files` first.", exit_code=1)
+        raise UserError(f"{system_json} is missing: run `make generate_conf_files` first.", exit_code=EXIT_FAILURE)
     data = read_json_file(system_json, "run `make generate_conf_files` again")
     if not isinstance(data, dict):
         raise UserError(f"{system_json} holds a JSON {type(data).__name__}, not the system description object: run "
-                        f"`make generate_conf_files` again.", exit_code=1)
+                        f"`make generate_conf_files` again.", exit_code=EXIT_FAILURE)
     data.update(division=division, submitter=submitter)
     described = str(data.get("number_of_nodes", "1"))
     if nodes > (int(described) if described.isdigit() else 1):

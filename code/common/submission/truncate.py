@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import UserError
+from ..errors import EXIT_FAILURE, UserError
 from ..fileio import atomic_path, sha256_file, write_atomically
 from ..rules import RulesRound
 
@@ -25,7 +25,6 @@ ACCURACY_TXT = "accuracy.txt"
 _PATTERNS = ("*/*/results/*/*/*/accuracy", "*/*/results/*/*/*/TEST01/accuracy")
 # The line truncate_results appends to accuracy.txt; it marks the folder as truncated.
 HASH_LINE = re.compile(r"^hash=([0-9a-fA-F]{64})\s*$", re.MULTILINE)
-EXIT_PRECONDITION = 1
 
 
 @dataclass
@@ -78,7 +77,7 @@ def _backup(src: Path, dest: Path, log: Log) -> None:
             raise UserError(
                 f"The backup {dest} already exists and differs from {src}: it holds the full log of an "
                 f"earlier run. Move it away (or delete it if that run is no longer wanted) and run again.",
-                exit_code=EXIT_PRECONDITION)
+                exit_code=EXIT_FAILURE)
         return
     with atomic_path(dest) as tmp:
         shutil.copyfile(src, tmp)
@@ -100,7 +99,7 @@ def _truncate_one(folder: Path, backup: Path, keep: int, log: Log) -> bool:
     for needed in (json_path, txt_path):
         if not needed.is_file():
             raise UserError(f"{needed} is missing: an accuracy folder needs both {ACCURACY_JSON} and "
-                            f"{ACCURACY_TXT}. Stage the accuracy run again.", exit_code=EXIT_PRECONDITION)
+                            f"{ACCURACY_TXT}. Stage the accuracy run again.", exit_code=EXIT_FAILURE)
     txt = _read_text(txt_path)
     marked = HASH_LINE.search(txt)
     if marked:
@@ -144,5 +143,5 @@ def truncate_tree(root: Path, backup_root: Path, rules: RulesRound, log: Log) ->
     if too_big:
         raise UserError(f"Accuracy logs larger than {limit} bytes after truncation (the checker rejects them): "
                         + "; ".join(too_big) + ". Restore the full log from the backup, remove the hash= "
-                        "line from accuracy.txt and truncate again.", exit_code=EXIT_PRECONDITION)
+                        "line from accuracy.txt and truncate again.", exit_code=EXIT_FAILURE)
     return report
