@@ -62,7 +62,7 @@ class GenerateConfFiles(_SubmissionStep):
             folder = conf.write_measurements(ctx.paths, choice.performance, ctx.rules.benchmark(benchmark),
                                              get_benchmark(benchmark))
             ctx.log(f"wrote {folder.relative_to(ctx.paths.repo)}/ (measurements.json, user.conf, README.md)")
-        calibration = ctx.paths.repo / "documentation" / "calibration.md"
+        calibration = ctx.paths.calibration_doc
         write_atomically(calibration, conf.calibration_markdown([c.performance for _, c in chosen]))
         ctx.log(f"wrote {calibration.relative_to(ctx.paths.repo)}")
 

@@ -32,7 +32,7 @@ from ..constants import AccuracyTarget, HarnessType, Scenario, TestMode
 from ..disk_full import disk_full_cause, disk_full_sentence, folder_of, looks_full, why
 from ..errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, UserError
 from ..fileio import write_atomically
-from ..paths import Paths
+from ..paths import ACCURACY_LOG, ACCURACY_TXT, AUDIT_CONFIG, HARNESS_ERROR, USER_CONF, Paths
 from ..rules import get_round
 from ..records.loadgen_log import cut_logs, read_detail
 from .lifecycle import ChildGuard
@@ -43,7 +43,7 @@ from ..records.record import EndpointRecord, load_part
 from .progress import Progress
 from .qsl import SampleLibrary, first_samples
 from .settings import test_settings, write_user_conf
-from .spec import AUDIT_CONFIG, RunSpec
+from .spec import RunSpec
 from .sut import HarnessSUT
 from ..records.verdict import explain
 
@@ -235,7 +235,7 @@ def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecor
     try:
         samples = benchmark.preprocessed(spec.model, spec.dataset, paths)
         sut, qsl = _system_under_test(spec, benchmark, samples, paths, log_dir)
-        user_conf = write_user_conf(log_dir / "user.conf", spec.user_conf)
+        user_conf = write_user_conf(log_dir / USER_CONF, spec.user_conf)
         settings = test_settings(user_conf, spec.loadgen_model, spec.scenario_enum, spec.mode_enum)
         audit_path = audit_config_path(spec)   # explicit: LoadGen never looks in the working directory
         if audit_path is not None:
@@ -285,7 +285,7 @@ def _failure(error: Exception, log_dir: Path) -> str:
         return disk_full_sentence(log_dir, f"{os.strerror(errno.ENOSPC)}: LoadGen's logs were cut, "
                                            f"{', '.join(error.problems)}")
     try:
-        write_atomically(log_dir / "harness_error.txt", traceback.format_exc())
+        write_atomically(log_dir / HARNESS_ERROR, traceback.format_exc())
     except OSError:
         pass     # the record says why; the traceback is a help, not the result
     return f"{type(error).__name__}: {error}"
@@ -317,8 +317,8 @@ def _results(spec: RunSpec, benchmark, paths: Paths, log_dir: Path, seconds: flo
                    "token_latencies": _token_latencies(log),
                    "valid": verdict.valid, "submittable": verdict.submittable, "reasons": tuple(verdict.reasons)}
     else:
-        accuracy = benchmark.score(spec.model, spec.dataset, log_dir / "mlperf_log_accuracy.json", paths)
-        write_atomically(log_dir / "accuracy.txt", accuracy.text.rstrip("\n") + "\n")
+        accuracy = benchmark.score(spec.model, spec.dataset, log_dir / ACCURACY_LOG, paths)
+        write_atomically(log_dir / ACCURACY_TXT, accuracy.text.rstrip("\n") + "\n")
         meets = _meets_target(spec, accuracy)
         result |= {"accuracy": AccuracyRecord(metric=accuracy.metric, value=accuracy.value, text=accuracy.text,
                                               unit=accuracy.metrics[0].unit, samples=accuracy.samples,

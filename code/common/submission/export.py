@@ -12,9 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import EXIT_FAILURE, UserError
+from ..paths import DOCUMENTATION_DIR, RESULTS_DIR, SRC_DIR, SYSTEMS_DIR
 
 Log = Callable[[str], None]
-EXPORTED_DIRS = ("systems", "documentation", "results")
+EXPORTED_DIRS = (SYSTEMS_DIR, DOCUMENTATION_DIR, RESULTS_DIR)
 # Not source code: caches, build outputs, data and environments.
 SRC_EXCLUDED_DIRS = frozenset({"__pycache__", "build", "scratch", ".venv", ".git"})
 SRC_EXCLUDED_SUFFIXES = (".pyc", ".pyo")
@@ -109,9 +110,9 @@ def export_tree(staging_root: Path, dest: Path, src_items: list[Path], repo: Pat
                     _copy(submitter / name, out / name, _skip_tree)
                 else:
                     log(f"note: {rel}/{name}/ is missing in the staging tree")
-            (out / "src").mkdir()
+            (out / SRC_DIR).mkdir()
             for item in items:
-                target = out / "src" / _src_name(item, repo)
+                target = out / SRC_DIR / _src_name(item, repo)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 _copy(item, target, _skip_src)
             log(f"exported {rel} ({len(items)} source items in src/)")

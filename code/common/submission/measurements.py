@@ -12,12 +12,9 @@ from ..errors import EXIT_FAILURE, UserError
 from ..fileio import write_atomically
 from ..records.metadata import RunRecord
 from ..records.reproduce import record_selection, reproduce_command
-from ..paths import Paths
+from ..paths import MEASUREMENTS_JSON, README, USER_CONF, Paths
 from ..rules import BenchmarkRules
 
-MEASUREMENTS = "measurements.json"
-USER_CONF = "user.conf"
-README = "README.md"
 _DTYPES = {"float32": "fp32", "float16": "fp16", "int8": "int8", "uint8": "uint8", "int64": "int64"}
 # The keys the round's checkers require in measurements.json (SYSTEM_IMP_REQUIRED_FILES). Each must be truthy:
 # `not value` is "missing meaningful value" in both checkers, so `"retraining": false` or "" is rejected.
@@ -116,7 +113,7 @@ def _run_user_conf(record: RunRecord) -> str:
 
 def write_measurements(paths: Paths, record: RunRecord, rules: BenchmarkRules, benchmark: Benchmark) -> Path:
     folder = paths.measurements_dir(record.system.id, submission_benchmark(rules, record), record.scenario)
-    write_atomically(folder / MEASUREMENTS, json.dumps(measurements(record, benchmark), indent=2) + "\n")
+    write_atomically(folder / MEASUREMENTS_JSON, json.dumps(measurements(record, benchmark), indent=2) + "\n")
     write_atomically(folder / USER_CONF, _run_user_conf(record))
     write_atomically(folder / README, readme(record))
     return folder
