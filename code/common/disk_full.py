@@ -62,10 +62,11 @@ def looks_full(path: Path) -> bool:
     return free is not None and free < FULL_BELOW_BYTES
 
 
-def _amount(count: float) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
+def format_bytes(count: float, byte_unit: str = "B") -> str:
+    """`count` bytes for people: "512 B" (`byte_unit` names the unit below a KiB), "1.5 KiB", ... "2.0 TiB"."""
+    for unit in (byte_unit, "KiB", "MiB", "GiB"):
         if count < 1024:
-            return f"{count:.0f} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
+            return f"{count:.0f} {unit}" if unit == byte_unit else f"{count:.1f} {unit}"
         count /= 1024
     return f"{count:.1f} TiB"
 
@@ -74,7 +75,7 @@ def disk_full_sentence(folder: Path, why: str = "") -> str:
     """`the disk holding <folder> is full (<why>; <free> free): free space and run again`."""
     free = free_bytes(folder)
     details = "; ".join(part for part in (why or os.strerror(errno.ENOSPC),
-                                          f"{_amount(free)} free" if free is not None else "") if part)
+                                          f"{format_bytes(free, 'bytes')} free" if free is not None else "") if part)
     return f"{_OPENING}{folder} is full ({details}): {FIX}"
 
 

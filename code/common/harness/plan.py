@@ -32,10 +32,11 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..constants import Scenario, TestMode
+from ..disk_full import format_bytes
 from ..errors import EXIT_FAILURE, UserError
 from ..rules import BenchmarkRules, RulesRound
 from ..records.metadata import COMPLETED
-from .planned import EarlierRun, PlannedTest, Speed, earlier_runs, format_bytes, format_duration
+from .planned import EarlierRun, PlannedTest, Speed, earlier_runs, format_duration
 from .resume import find_attempts, resume_test
 from .settings import STREAM_LATENCY_FIELDS
 
