@@ -1,9 +1,10 @@
 """Entry point: `python3 -m code.main --action=<action> [RUN_ARGS]`, usually through make.
 
 Parses arguments strictly, detects the system once (lazily), and runs one handler per action.
-Exit status: 0 success, 1 failure, 2 bad input, 3 action not implemented yet, 128 + N when signal N stopped
-it (130 SIGINT, 143 SIGTERM, 129 SIGHUP). SIGTERM and SIGHUP are raised as KeyboardInterrupt, like Ctrl-C, so
-every step's cleanup runs (a harness child is stopped and its test recorded as interrupted).
+Exit status (named in code/common/errors.py): 0 success, 1 failure, 2 bad input, 3 action not implemented yet,
+128 + N when signal N stopped it (130 SIGINT, 143 SIGTERM, 129 SIGHUP). SIGTERM and SIGHUP are raised as
+KeyboardInterrupt, like Ctrl-C, so every step's cleanup runs (a harness child is stopped and its test recorded as
+interrupted).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from .actions import ACTIONS
 from .actions.base import Context
 from .common.arguments import expand_run_args, parse_run_args
 from .common.disk_full import disk_full_message
-from .common.errors import NotImplementedYet, UserError
+from .common.errors import EXIT_FAILURE, EXIT_OK, NotImplementedYet, UserError, signal_exit_status
 from .common.paths import Paths
 from .common.rules import get_round
 from .common.systems import SystemDetector, SystemInfo
@@ -54,8 +55,8 @@ def raise_on_stop_signals() -> Callable[[], None]:
 
 
 def interrupted_status(stop: KeyboardInterrupt) -> int:
-    """128 + the signal number, as a shell reports a process that a signal ended."""
-    return 128 + int(getattr(stop, "signum", signal.SIGINT))
+    """The exit status of a stop: the signal's, as a shell reports a process that a signal ended."""
+    return signal_exit_status(getattr(stop, "signum", signal.SIGINT))
 
 
 def wants_tracebacks(argv: Sequence[str]) -> bool:
@@ -100,7 +101,7 @@ def main(argv: Sequence[str] | None = None, detect: Callable[[], SystemInfo] | N
         return error.exit_code
     except BrokenPipeError:  # output piped into `head` and the like: not an error of ours
         sys.stderr.close()
-        return 0
+        return EXIT_OK
     except KeyboardInterrupt as stop:   # Ctrl-C, or SIGTERM/SIGHUP as StopSignal
         print(f"Stopped by {stop}." if isinstance(stop, StopSignal) else "Interrupted.", file=sys.stderr)
         return interrupted_status(stop)
@@ -110,13 +111,13 @@ def main(argv: Sequence[str] | None = None, detect: Callable[[], SystemInfo] | N
             print(f"error: {full}", file=sys.stderr)
             if verbose:
                 traceback.print_exc()
-            return 1
+            return EXIT_FAILURE
         if verbose:
             traceback.print_exc()
         else:
             print(f"internal error: {type(error).__name__}: {error}\n"
                   f"Run again with RUN_ARGS=\"... --verbose\" for the traceback.", file=sys.stderr)
-        return 1
+        return EXIT_FAILURE
     finally:
         restore_signal_handlers()
 

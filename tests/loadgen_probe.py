@@ -15,7 +15,7 @@ import numpy as np
 
 from code.common.benchmark_api import Responses
 from code.common.constants import Scenario, TestMode
-from code.common.harness.loadgen_log import read_detail
+from code.common.records.loadgen_log import read_detail
 from code.common.harness.qsl import SampleLibrary
 from code.common.harness.settings import test_settings, write_user_conf
 from code.common.harness.sut import HarnessSUT

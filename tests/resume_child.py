@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from code.common.harness.child import base_record
-from code.common.harness.loadgen_log import Metric
-from code.common.harness.metadata import COMPLETED, write_metadata
+from code.common.records.loadgen_log import Metric
+from code.common.records.metadata import COMPLETED, write_metadata
 from code.common.harness.spec import RunSpec
 from code.common.paths import RETRY_SUFFIX
 

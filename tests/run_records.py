@@ -9,8 +9,8 @@ from typing import Any
 
 from code.common.config_registry import ConfigKey, ResolvedConfig
 from code.common.constants import Scenario, TestMode, WorkloadSetting
-from code.common.harness.loadgen_log import Metric
-from code.common.harness.metadata import (AccuracyRecord, ConfigRecord, DataRecord, EngineRecord, Invocation,
+from code.common.records.loadgen_log import Metric
+from code.common.records.metadata import (AccuracyRecord, ConfigRecord, DataRecord, EngineRecord, Invocation,
                                           LoadGenRecord, RunRecord, SystemRecord, log_digests, write_metadata)
 from tests.official_corpus import accuracy_values, detail_text, perf_values, summary_text, write, write_run
 from tests.synthetic_logs import accuracy_entries

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from code.common.constants import Scenario
-from code.common.harness.early_stopping import (TARGET_LATENCY_PERCENTILE, early_stopping_min_queries,
+from code.common.records.early_stopping import (TARGET_LATENCY_PERCENTILE, early_stopping_min_queries,
                                                 early_stopping_odds, scenario_min_queries)
 from code.common.paths import REPO_ROOT
 
@@ -79,7 +79,7 @@ def test_real_loadgen_agrees_at_another_percentile(tmp_path):
 def main(scenario_name: str, percentile: str, min_queries: int, outdir: str) -> None:
     import mlperf_loadgen as lg
 
-    from code.common.harness.loadgen_log import read_detail
+    from code.common.records.loadgen_log import read_detail
 
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from code.common.constants import Scenario, TestMode
-from code.common.harness.metadata import RunRecord, find_metadata, read_metadata
+from code.common.records.metadata import RunRecord, find_metadata, read_metadata
 from code.common.harness.runner import run_test
 from code.common.harness.spec import RunSpec
 from code.common.paths import Paths

@@ -14,8 +14,8 @@ import pytest
 from code.common.audit.references import find_references
 from code.common.constants import Scenario
 from code.common.errors import UserError
-from code.common.harness.metadata import read_metadata
-from code.common.harness.reproduce import reproduce_command
+from code.common.records.metadata import read_metadata
+from code.common.records.reproduce import reproduce_command
 from code.common.submission.runs import choose_runs, load_records, rank
 from code.common.systems import SystemDetector, match_system
 from tests.conftest import REPO

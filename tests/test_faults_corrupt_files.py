@@ -15,7 +15,7 @@ import pytest
 from code.common.audit.references import find_references
 from code.common.engines.builder import build_engine, locate_engine
 from code.common.errors import UserError
-from code.common.harness.metadata import UnreadableRecord, read_metadata
+from code.common.records.metadata import UnreadableRecord, read_metadata
 from code.common.paths import Paths
 from code.common.submission.runs import load_records
 from code.main import main

@@ -19,7 +19,8 @@ import pytest
 
 from code.common.disk_full import is_disk_full_sentence
 from code.common.errors import UserError
-from code.common.harness.metadata import FILE_NAME, RESERVE, find_metadata, read_metadata
+from code.common.paths import RUN_RECORD
+from code.common.records.metadata import RESERVE, find_metadata, read_metadata
 from code.common.harness.runner import run_test
 from code.common.harness.spec import RunSpec
 from code.common.submission.runs import choose_runs, load_records
@@ -112,10 +113,10 @@ def test_a_disk_with_no_room_for_the_record_is_said_by_the_toolkit(template, tmp
             run_test(spec, REPO, log=lambda _: None)
         message = str(refused.value)
         assert refused.value.exit_code == 1
-        assert message.startswith(f"{spec.label} has no record ({FILE_NAME} could not be written), so the run counts "
+        assert message.startswith(f"{spec.label} has no record ({RUN_RECORD} could not be written), so the run counts "
                                   f"for nothing and is never staged: the disk holding {run_dir} is full (")
         assert message.endswith(FIX)
-        assert not (run_dir / FILE_NAME).exists() and (run_dir / "run_spec.json").is_file()
+        assert not (run_dir / RUN_RECORD).exists() and (run_dir / "run_spec.json").is_file()
 
 
 def test_a_disk_full_before_the_test_starts_starts_nothing(template, tmp_path):
@@ -134,9 +135,9 @@ def test_a_full_disk_injected_into_the_child_is_recorded_as_failed(template, tmp
     with pytest.raises(UserError) as refused:
         run_test(spec, REPO, log=lambda _: None, child_module="tests.disk_full_child")
     assert refused.value.exit_code == 1
-    assert str(refused.value).startswith(f"{spec.label} failed, as its record {run_dir / FILE_NAME} says: the disk "
+    assert str(refused.value).startswith(f"{spec.label} failed, as its record {run_dir / RUN_RECORD} says: the disk "
                                          f"holding {run_dir} is full (No space left on device; ")
-    record = read_metadata(run_dir / FILE_NAME)
+    record = read_metadata(run_dir / RUN_RECORD)
     assert record.status == "failed" and is_disk_full_sentence(record.error)
     assert not (run_dir / RESERVE).exists() and not (run_dir / "harness_error.txt").exists()
 

@@ -17,7 +17,7 @@ import pytest
 from code.common.benchmark_api import get_benchmark
 from code.common.constants import Scenario
 from code.common.errors import UserError
-from code.common.harness.metadata import RunRecord, log_digests
+from code.common.records.metadata import RunRecord, log_digests
 from code.common.paths import Paths
 from code.common.rules import get_round
 from code.common.submission.checker import check_submission

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from code.common.fileio import model_sha256
-from code.common.harness.loadgen_log import read_detail
-from code.common.harness.metadata import RunRecord, find_metadata, read_metadata
+from code.common.records.loadgen_log import read_detail
+from code.common.records.metadata import RunRecord, find_metadata, read_metadata
 from code.common.harness.runner import run_test
 from code.common.harness.spec import RunSpec
 from code.common.preprocessed_store import set_identity

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from code.common.constants import Scenario
-from code.common.harness.loadgen_log import read_detail
+from code.common.records.loadgen_log import read_detail
 from code.common.harness.settings import performance_sample_count, user_conf_lines
-from code.common.harness.verdict import explain
+from code.common.records.verdict import explain
 from code.common.paths import REPO_ROOT
 from code.common.rules import get_round
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from code.common.harness.metadata import find_metadata, read_metadata
+from code.common.records.metadata import find_metadata, read_metadata
 from code.common.paths import Paths
 from code.common.rules import get_round
 from code.llama3_1_8b.models import gguf_path

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from code.common.constants import AccuracyTarget, Scenario, SystemType
-from code.common.harness.loadgen_log import read_detail
-from code.common.harness.verdict import explain
+from code.common.records.loadgen_log import read_detail
+from code.common.records.verdict import explain
 from code.common.rules import get_round
 from tests.official_tools import inference_dir, load_official_module
 from tests.synthetic_logs import llm_server_detail, write_detail

@@ -29,7 +29,7 @@ from code.common.generation import GenerationSettings
 from code.common.harness.llm_baseline import greedy_static
 from code.common.harness.llm_sut import LLMSut, PromptLibrary
 from code.common.audit.test06 import verify_test06
-from code.common.harness.loadgen_log import read_detail
+from code.common.records.loadgen_log import read_detail
 from tests.official_tools import inference_dir, run_test06_verification
 
 REPO = Path(__file__).resolve().parents[1]

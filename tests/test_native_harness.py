@@ -15,7 +15,7 @@ from code.common.config_registry import ConfigRegistry
 from code.common.constants import HarnessType, Scenario, WorkloadSetting
 from code.common.errors import UserError
 from code.common.harness import impl
-from code.common.harness.metadata import find_metadata, read_metadata
+from code.common.records.metadata import find_metadata, read_metadata
 from code.common.native.build import LOADGEN_SDIST_SHA256, not_ready
 from code.common.paths import Paths
 from code.common.systems.known import GENERIC_CPU

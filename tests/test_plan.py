@@ -16,10 +16,11 @@ from code.actions.harness import RunHarness
 from code.common.arguments import parse_run_args
 from code.common.constants import Scenario, TestMode
 from code.common.errors import UserError
-from code.common.harness.metadata import write_metadata
-from code.common.harness.plan import (ACCURACY_LOG_FRAME_BYTES, FROM_CONFIG, MEASURED, SMALL_LOGS_BYTES, EarlierRun,
-                                      Plan, PlannedTest, Speed, accuracy_log_bytes, check_free_space, config_speed,
-                                      earlier_runs, estimate, find_measurement, loadgen_settings, plan_entry)
+from code.common.records.metadata import write_metadata
+from code.common.harness.plan import (ACCURACY_LOG_FRAME_BYTES, FROM_CONFIG, MEASURED, SMALL_LOGS_BYTES, Plan,
+                                      accuracy_log_bytes, check_free_space, config_speed, estimate, find_measurement,
+                                      loadgen_settings, plan_entry)
+from code.common.harness.planned import EarlierRun, PlannedTest, Speed, earlier_runs
 from code.common.harness.plan import STREAM_GENERATED
 from code.common.harness.settings import TEST_RUN_GENERATED_QUERIES, user_conf_lines
 from code.common import paths as paths_module

@@ -16,7 +16,7 @@ from code.actions.base import Context
 from code.actions.report import Report
 from code.common.arguments import parse_run_args
 from code.common.errors import UserError
-from code.common.harness.metadata import RunRecord, write_metadata
+from code.common.records.metadata import RunRecord, write_metadata
 from code.common.paths import Paths
 from code.common.report.collect import read_rows, target
 from code.common.rules import get_round

@@ -14,8 +14,10 @@ from code.actions.base import Context
 from code.actions.harness import RunHarness
 from code.common.arguments import parse_run_args
 from code.common.constants import Scenario, TestMode
-from code.common.harness.metadata import FILE_NAME, read_metadata, write_metadata
-from code.common.harness.plan import FROM_CONFIG, PlannedTest, Speed, earlier_runs
+from code.common.paths import RUN_RECORD
+from code.common.records.metadata import read_metadata, write_metadata
+from code.common.harness.plan import FROM_CONFIG
+from code.common.harness.planned import PlannedTest, Speed, earlier_runs
 from code.common.harness.resume import find_attempts, resume_paths, resume_test
 from code.common.paths import Paths
 from code.common.rules import get_round
@@ -105,7 +107,7 @@ def test_a_folder_without_a_usable_record_is_an_attempt_that_did_not_count(tmp_p
     first.mkdir()
     retry = _record(tmp_path / "PerformanceOnly-retry1", valid=False)
     (tmp_path / "PerformanceOnly-retry2").mkdir()
-    (tmp_path / "PerformanceOnly-retry2" / FILE_NAME).write_text("{ truncated")
+    (tmp_path / "PerformanceOnly-retry2" / RUN_RECORD).write_text("{ truncated")
     test = _attempts(first, retries=3)
     assert test.folder == tmp_path / "PerformanceOnly-retry3" and (test.retry, test.retries_left) == (3, 2)
     assert "no metadata.json (stopped without a record, or still running)" in test.note
@@ -172,7 +174,7 @@ def test_resume_skips_done_tests_and_reruns_the_others_into_retry_folders(scratc
     done = _record(base / "Offline/PerformanceOnly", valid=True, system_id=system_id)
     stopped = _record(base / "SingleStream/PerformanceOnly", status="interrupted", scenario="SingleStream",
                       system_id=system_id)
-    kept = {folder: (folder / FILE_NAME).read_bytes() for folder in (done, stopped)}
+    kept = {folder: (folder / RUN_RECORD).read_bytes() for folder in (done, stopped)}
 
     lines: list[str] = []
     assert _run_harness(scratch, tmp_path / "logs", lines, "--resume") == 0
@@ -182,14 +184,14 @@ def test_resume_skips_done_tests_and_reruns_the_others_into_retry_folders(scratc
     assert f"runs again after: {stopped}: interrupted" in out
     assert f"resnet50 Offline PerformanceOnly: skipped, VALID already in {done}" in out     # in the summary too
     # nothing overwritten; the interrupted test ran again beside its first attempt
-    assert {folder: (folder / FILE_NAME).read_bytes() for folder in kept} == kept
+    assert {folder: (folder / RUN_RECORD).read_bytes() for folder in kept} == kept
     assert sorted(p.name for p in (base / "Offline").iterdir()) == ["PerformanceOnly"]
-    assert read_metadata(base / "SingleStream/PerformanceOnly-retry1" / FILE_NAME).valid is True
+    assert read_metadata(base / "SingleStream/PerformanceOnly-retry1" / RUN_RECORD).valid is True
     # never started: its first attempt (INVALID, says the fake child) and, --retries=1, one retry that is VALID
     multistream = base / "MultiStream"
     assert sorted(p.name for p in multistream.iterdir()) == ["PerformanceOnly", "PerformanceOnly-retry1"]
-    assert read_metadata(multistream / "PerformanceOnly" / FILE_NAME).reasons == (FIRST_ATTEMPT_REASON,)
-    assert read_metadata(multistream / "PerformanceOnly-retry1" / FILE_NAME).valid is True
+    assert read_metadata(multistream / "PerformanceOnly" / RUN_RECORD).reasons == (FIRST_ATTEMPT_REASON,)
+    assert read_metadata(multistream / "PerformanceOnly-retry1" / RUN_RECORD).valid is True
     assert f"running it again into {multistream / 'PerformanceOnly-retry1'}" in out
 
     # staging takes the VALID retry; every record names its own folder; the interrupted run is never chosen
@@ -220,7 +222,7 @@ def test_without_resume_a_failed_test_is_not_run_again(scratch, tmp_path):
     assert main(["--action=generate_engines", *HARNESS_FLAGS, f"--scratch_path={scratch}"], log=lambda _: None) == 0
     lines: list[str] = []
     assert _run_harness(scratch, tmp_path / "logs", lines, "--scenarios=offline") == 0
-    [record] = [read_metadata(p) for p in (tmp_path / "logs").rglob(FILE_NAME)]
+    [record] = [read_metadata(p) for p in (tmp_path / "logs").rglob(RUN_RECORD)]
     assert record.valid is False and not list((tmp_path / "logs").rglob("*-retry*"))
 
 

@@ -1,5 +1,6 @@
-"""The run record (metadata.json): typed reading and writing, schema 1 records of the previous release, what the
-user typed kept apart from what the toolkit filled in, and the command that reproduces a record."""
+"""The run record (metadata.json): typed reading and writing, schema 1 and 2 records of earlier releases, the
+endpoints of any harness and the nodes they count, what the user typed kept apart from what the toolkit filled in,
+and the command that reproduces a record."""
 from __future__ import annotations
 
 import dataclasses
@@ -16,9 +17,10 @@ from code.actions.harness import EMBEDDED_DEFAULT_SOURCE, Run
 from code.common.arguments import parse_run_args
 from code.common.constants import Scenario, TestMode
 from code.common.harness.child import base_record
-from code.common.harness.metadata import (COMPLETED, SCHEMA_VERSION, ConfigRecord, Invocation, RunRecord,
+from code.common.records.metadata import (COMPLETED, SCHEMA_VERSION, ConfigRecord, Invocation, RunRecord,
                                           UnreadableRecord, read_metadata, write_metadata)
-from code.common.harness.reproduce import reproduce_command
+from code.common.records.record import EndpointRecord
+from code.common.records.reproduce import reproduce_command
 from code.common.harness.runner import invocation
 from code.common.harness.spec import RunSpec
 from code.common.paths import Paths
@@ -69,11 +71,45 @@ def test_a_schema_1_record_is_read_converted(tmp_path: Path) -> None:
     # It takes part in choosing runs as a record of today does.
     [chosen] = choose_runs(load_records([tmp_path / "logs"]), allow_test_runs=True).values()
     assert chosen.performance == record
-    # Written again, it is a schema-2 record that reads back the same.
+    # Written again, it is a record of this schema that reads back the same.
     write_metadata(tmp_path / "again", record)
     data = json.loads((tmp_path / "again" / "metadata.json").read_text())
-    assert data["schema_version"] == SCHEMA_VERSION == 2 and "command_line" not in data
+    assert data["schema_version"] == SCHEMA_VERSION == 3 and "command_line" not in data
     assert read_metadata(tmp_path / "again" / "metadata.json") == record
+
+
+# The servers of a schema-2 record, as its Triton harness wrote them.
+SCHEMA_2_SERVERS = [
+    {"url": "node1:8001", "model": "resnet50", "engine": "/e.onnx", "engine_sha256": "ab", "max_batch_size": 32,
+     "server_version": "2.51.0", "local": False, "requests": 3, "samples": 90, "transport": "grpc"},
+    {"url": "[fd00::2]:8001", "engine_sha256": "ab", "requests": 2, "samples": 60}]
+
+
+def test_a_schema_2_record_keeps_its_servers_as_endpoints(tmp_path: Path) -> None:
+    data = {**{k: v for k, v in SCHEMA_1.items() if k != "command_line"}, "schema_version": 2,
+            "invocation": {"action": "run_harness", "typed": []}, "triton_endpoints": SCHEMA_2_SERVERS}
+    (tmp_path / "metadata.json").write_text(json.dumps(data))
+    record = read_metadata(tmp_path / "metadata.json")
+    assert record.endpoints == (
+        EndpointRecord(host="node1", port=8001, protocol="grpc", model="resnet50", engine_sha256="ab", requests=3,
+                       samples=90, transport="grpc",
+                       extras={"engine": "/e.onnx", "max_batch_size": 32, "server_version": "2.51.0"}),
+        EndpointRecord(host="fd00::2", port=8001, protocol="grpc", engine_sha256="ab", requests=2, samples=60))
+    assert [e.address for e in record.endpoints] == ["node1:8001", "[fd00::2]:8001"]
+    assert record.nodes == 2
+    write_metadata(tmp_path / "again", record)
+    written = json.loads((tmp_path / "again" / "metadata.json").read_text())
+    assert "triton_endpoints" not in written and written["endpoints"][0]["extras"]["max_batch_size"] == 32
+    assert read_metadata(tmp_path / "again" / "metadata.json") == record
+
+
+def test_the_nodes_are_the_distinct_hosts_of_any_harness_endpoints() -> None:
+    served = [{"host": host, "port": port, "protocol": "http", "model": "llama", "samples": 4}
+              for host, port in (("node1", 8000), ("node1", 8001), ("node2", 8000))]
+    record = RunRecord.from_dict({**make_record().as_dict(), "endpoints": served})
+    assert record.nodes == 2 and {e.protocol for e in record.endpoints} == {"http"}
+    assert RunRecord.from_dict(record.as_dict()) == record
+    assert make_record().nodes == 1 and make_record().endpoints == ()     # in process: this machine alone
 
 
 @pytest.mark.parametrize("change, reason", [
@@ -84,7 +120,9 @@ def test_a_schema_1_record_is_read_converted(tmp_path: Path) -> None:
     ({"metric": {**SCHEMA_1["metric"], "value": "fast"}}, '"metric.value" is not a number'),
     ({"loadgen": {**SCHEMA_1["loadgen"], "errors": "none"}}, '"loadgen.errors" is not a list'),
     ({"system": {"known": True}}, '"system.id" is missing'),
-    ({"schema_version": 3}, "metadata schema 3, this toolkit reads schemas 1, 2"),
+    ({"schema_version": 4}, "metadata schema 4, this toolkit reads schemas 1, 2, 3"),
+    ({"schema_version": 2, "triton_endpoints": [{"url": "node1"}]}, '"triton_endpoints[0].url" is not host:port'),
+    ({"schema_version": 3, "endpoints": [{"host": "node1", "protocol": "http"}]}, '"endpoints[0].port" is missing'),
 ])
 def test_a_field_of_the_wrong_type_makes_the_record_unreadable(tmp_path: Path, change: dict, reason: str) -> None:
     path = tmp_path / "metadata.json"

@@ -12,8 +12,8 @@ from code.common.constants import AccuracyTarget, Scenario, SystemType
 from code.common.errors import UserError
 from code.common.paths import Paths
 from code.common.rules import get_round
-from code.common.harness.metadata import EngineRecord, RunRecord
-from code.common.harness.reproduce import record_selection, reproduce_command
+from code.common.records.metadata import EngineRecord, RunRecord
+from code.common.records.reproduce import record_selection, reproduce_command
 from code.common.submission.measurements import calibration_markdown
 from code.common.submission.runs import choose_runs
 from code.common.submission.staging import stage_scenario

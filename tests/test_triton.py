@@ -22,7 +22,6 @@ from google.protobuf import text_format
 from code.common.arguments import parse_run_args
 from code.common.benchmark_api import TensorSpec, get_benchmark
 from code.common.errors import UserError
-from code.common.harness.record import RunRecord, TritonEndpointRecord
 from code.common.harness.triton_system import check_engines, check_servable, start_servers, triton_model
 from code.common.paths import Paths
 from code.common.triton.client import EndpointInfo, parse_endpoints
@@ -120,20 +119,6 @@ def test_a_missing_triton_environment_names_the_make_target(tmp_path):
         check_servable({"backend": "tensorrt"}, ("node1:8001",), tmp_path / "no-venv")
 
 
-def test_records_keep_the_endpoints_and_count_nodes(tmp_path):
-    from .run_records import make_record
-
-    data = make_record().as_dict()
-    data["triton_endpoints"] = [{"url": "node1:8001", "engine_sha256": "ab", "requests": 3, "samples": 90},
-                                {"url": "node2:8001", "engine_sha256": "ab", "requests": 2, "samples": 60},
-                                {"url": "node2:8002", "engine_sha256": "ab"}]
-    record = RunRecord.from_dict(json.loads(json.dumps(data)))
-    assert record.triton_endpoints[0] == TritonEndpointRecord("node1:8001", engine_sha256="ab", requests=3, samples=90)
-    assert record.nodes == 2
-    assert RunRecord.from_dict(record.as_dict()) == record
-    assert make_record().nodes == 1
-
-
 # -- real servers ------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def triton_venv() -> Path:
@@ -212,11 +197,13 @@ def test_two_servers_serve_one_run_with_the_in_process_harness_results(triton_en
     local = records(tmp_path / "lwis")[("Offline", "AccuracyOnly")]
     assert remote.config.workload_setting == "triton_k_99_MaxP" and remote.accuracy.value == local.accuracy.value
     assert _entries(Path(remote.log_dir)) == _entries(Path(local.log_dir))
-    served = {e.url: e for e in remote.triton_endpoints}
+    served = {e.address: e for e in remote.endpoints}
     assert set(served) == set(urls) and all(e.samples > 0 and not e.local for e in served.values())
     assert [served[url].transport for url in urls] == ["system shared memory", "grpc"]
     assert sum(e.samples for e in served.values()) == 20
     assert {e.engine_sha256 for e in served.values()} == {remote.engine.manifest["engine_sha256"]}
+    assert all(e.protocol == "grpc" and e.model == "resnet50" and e.extras["server_version"] for e in served.values())
+    assert remote.nodes == 2       # two hosts by their names, though one machine
 
 
 def _kill_once_serving(server: TritonServer, stop: threading.Event) -> None:
@@ -255,7 +242,7 @@ def test_killing_an_endpoint_mid_run_fails_the_run_and_names_it(triton_engine, t
     [record] = records(tmp_path / "logs").values()
     assert record.status == "failed" and record.valid is None and record.metric is None
     assert f"Triton endpoint {victim.url} failed" in record.error
-    assert {e.url for e in record.triton_endpoints} == {servers[0].url, victim.url}
+    assert {e.address for e in record.endpoints} == {servers[0].url, victim.url}
     assert _left_behind(before) == set()     # the killed server's regions too, once it is stopped
 
 
@@ -281,7 +268,7 @@ def test_a_local_server_serves_the_test_and_is_gone_after_it(triton_engine, tmp_
     assert toolkit(triton_engine, tmp_path, *args) == 0
     [record] = records(tmp_path).values()
     assert record.completed and record.valid is not None
-    [endpoint] = record.triton_endpoints
+    [endpoint] = record.endpoints
     assert endpoint.local and endpoint.samples == endpoint.requests > 0      # Server: a request per query
     assert endpoint.transport == "system shared memory"
     run_dir = Path(record.log_dir)
@@ -363,7 +350,7 @@ def test_make_run_makes_the_triton_environment_of_a_fresh_clone(triton_venv, scr
     assert set(found) == {("Offline", "PerformanceOnly"), ("Offline", "AccuracyOnly")}
     for record in found.values():
         assert record.completed and record.config.workload_setting == "triton_k_99_MaxP", record
-        assert [e.local for e in record.triton_endpoints] == [True]
+        assert [e.local for e in record.endpoints] == [True]
 
 
 def test_make_run_stops_before_any_step_where_the_triton_environment_cannot_be_made(scratch, tmp_path):

@@ -24,14 +24,15 @@ from ..common.audit.verify import (Check, WholeResponses, compare_accuracy_logs,
 from ..common.benchmark_api import get_benchmark
 from ..common.config_registry import ResolvedConfig
 from ..common.constants import TestMode
-from ..common.errors import UserError
+from ..common.errors import EXIT_FAILURE, EXIT_OK, UserError
 from ..common.fileio import copy_atomically, sha256_file, write_atomically
-from ..common.harness.loadgen_log import ACCURACY, DETAIL, SUMMARY
-from ..common.harness.metadata import RunRecord
-from ..common.harness.plan import Plan, announce, earlier_runs, free_space, plan_entry
-from ..common.harness.reproduce import config_command
+from ..common.records.metadata import RunRecord
+from ..common.harness.plan import Plan, announce, free_space, plan_entry
+from ..common.harness.planned import earlier_runs
+from ..common.records.reproduce import config_command
 from ..common.harness.runner import plan_test, run_test
-from ..common.paths import timestamp
+from ..common.paths import (ACCURACY_DIR, ACCURACY_LOG, ACCURACY_TXT, DETAIL_LOG, PERFORMANCE_DIR, SUMMARY_LOG,
+                            VERIFY_ACCURACY, VERIFY_PERFORMANCE, accuracy_dir, performance_run_dir, timestamp)
 from .base import Context, Handler
 from .locks import measuring
 from .harness import EMBEDDED_FIELDS, with_embedded_default
@@ -81,7 +82,7 @@ class RunAuditHarness(Handler):
         plans = self._plan()
         plan = self._estimate(plans)
         if not announce(plan, self.ctx.args.dry_run, self.ctx.log, self.free_space(plan.where)):
-            return 0
+            return EXIT_OK
         outcomes = [self._run_test(*p) for p, test in zip(plans, plan.tests) if not test.skip]
         self.ctx.log("\nCompliance summary:")
         for test in plan.tests:
@@ -108,7 +109,8 @@ class RunAuditHarness(Handler):
             plans += [(test, config, reference) for test in tests]
         if missing:
             raise UserError("The compliance tests are compared with the submission's own runs, and these are "
-                            "missing (no completed run in build/logs):\n  " + "\n  ".join(missing), exit_code=1)
+                            "missing (no completed run in build/logs):\n  " + "\n  ".join(missing),
+                            exit_code=EXIT_FAILURE)
         if not plans:
             raise UserError(f"No compliance test {wanted or ''} applies to the selected benchmarks in "
                             f"{ctx.rules.version}.")
@@ -139,12 +141,12 @@ class RunAuditHarness(Handler):
         except (OSError, UnicodeDecodeError, ValueError):
             return None
         performance, accuracy, test = reference.performance, reference.accuracy, self.ctx.rules.compliance_tests[name]
-        detail = Path(performance.log_dir) / DETAIL
+        detail = Path(performance.log_dir) / DETAIL_LOG
         if against.get("performance_log_dir") != performance.log_dir or \
                 not detail.is_file() or against.get("performance_detail_sha256") != sha256_file(detail):
             return None
         if test.samples_accuracy:
-            log = Path(accuracy.log_dir) / ACCURACY if accuracy is not None else None
+            log = Path(accuracy.log_dir) / ACCURACY_LOG if accuracy is not None else None
             if log is None or against.get("accuracy_log_dir") != accuracy.log_dir or not log.is_file() \
                     or against.get("accuracy_log_sha256") != sha256_file(log):
                 return None
@@ -230,23 +232,24 @@ class RunAuditHarness(Handler):
             return Outcome(label, False, f"{record.benchmark} generates no tokens, so TEST06 does not apply to it",
                            folder)
         try:
-            entries = read_accuracy_log(run_dir / ACCURACY)
+            entries = read_accuracy_log(run_dir / ACCURACY_LOG)
         except (OSError, ValueError) as error:
-            return Outcome(label, False, f"the compliance run's {ACCURACY} cannot be read ({error})", folder)
+            return Outcome(label, False, f"the compliance run's {ACCURACY_LOG} cannot be read ({error})", folder)
         check = verify_test06(entries, record.scenario, generation.eos_token_ids, benchmark.response.np_dtype)
         self._replace_verdict(folder)
-        write_atomically(folder / "verify_accuracy.txt", check.text)
-        for name, where in ((SUMMARY, "performance/run_1"), (DETAIL, "performance/run_1"), (ACCURACY, "accuracy")):
-            (folder / where).mkdir(parents=True, exist_ok=True)
-            copy_atomically(run_dir / name, folder / where / name)
-        write_verified_against(folder, reference.performance.log_dir, Path(reference.performance.log_dir) / DETAIL,
+        write_atomically(folder / VERIFY_ACCURACY, check.text)
+        for name, where in ((SUMMARY_LOG, performance_run_dir(folder)), (DETAIL_LOG, performance_run_dir(folder)),
+                            (ACCURACY_LOG, accuracy_dir(folder))):
+            where.mkdir(parents=True, exist_ok=True)
+            copy_atomically(run_dir / name, where / name)
+        write_verified_against(folder, reference.performance.log_dir, Path(reference.performance.log_dir) / DETAIL_LOG,
                                eos_token_ids=generation.eos_token_ids)
         return Outcome(label, check.passed, f"tokens {'PASS' if check.passed else 'FAIL'}: {check.summary}", folder)
 
     def _replace_verdict(self, folder: Path) -> None:
         """Remove the verdict an earlier attempt laid out in `folder` (its runs stay in folder/runs)."""
-        replaced = [p for p in ("verify_accuracy.txt", "verify_performance.txt", "performance", "accuracy",
-                                WHOLE_RESPONSES) if (folder / p).exists()]
+        replaced = [p for p in (VERIFY_ACCURACY, VERIFY_PERFORMANCE, PERFORMANCE_DIR, ACCURACY_DIR, WHOLE_RESPONSES)
+                    if (folder / p).exists()]
         if replaced:
             self.ctx.log(f"Replacing the previous verdict in {folder} (every run stays in {folder / 'runs'}).")
         for name in replaced:
@@ -260,8 +263,8 @@ class RunAuditHarness(Handler):
         run_dir/part3/{baseline,compliance}_accuracy.txt, and the checker's delta test on them. Beside them, the
         sampled responses compared whole, in the benchmark's response format (a warning, never the verdict)."""
         benchmark = get_benchmark(record.benchmark)
-        full = read_accuracy_log(Path(reference.accuracy.log_dir) / ACCURACY)
-        sampled = read_accuracy_log(run_dir / ACCURACY)
+        full = read_accuracy_log(Path(reference.accuracy.log_dir) / ACCURACY_LOG)
+        sampled = read_accuracy_log(run_dir / ACCURACY_LOG)
         check = verify_test01_accuracy(compare_accuracy_logs(full, sampled, benchmark.response.np_dtype))
         whole = compare_whole_responses(full, sampled, benchmark.response)
         if check.passed or not sampled:
@@ -271,7 +274,7 @@ class RunAuditHarness(Handler):
         baseline_log = part3 / "mlperf_log_accuracy_baseline.json"
         write_atomically(baseline_log, json.dumps(part3_baseline(full, sampled)))
         texts = {}
-        for name, log in zip(PART3_SCORES, (baseline_log, run_dir / ACCURACY)):
+        for name, log in zip(PART3_SCORES, (baseline_log, run_dir / ACCURACY_LOG), strict=True):
             texts[name] = benchmark.score(record.model, record.dataset, log, self.ctx.paths).text + "\n"
             write_atomically(part3 / name, texts[name])
         rules = self.ctx.rules
@@ -285,24 +288,24 @@ class RunAuditHarness(Handler):
         """verify_*.txt, performance/run_1/ and (TEST01) accuracy/ in the folder staging copies from: the files
         and names compliance/TEST0x/run_verification.py writes, plus the Part III files the checker reads."""
         self._replace_verdict(folder)
-        write_atomically(folder / "verify_performance.txt", performance.text)
-        run_1 = folder / "performance" / "run_1"
+        write_atomically(folder / VERIFY_PERFORMANCE, performance.text)
+        run_1 = performance_run_dir(folder)
         run_1.mkdir(parents=True)
-        for log in (SUMMARY, DETAIL):
+        for log in (SUMMARY_LOG, DETAIL_LOG):
             copy_atomically(run_dir / log, run_1 / log)
         if whole is not None:
             write_atomically(folder / WHOLE_RESPONSES, whole.text())
         if accuracy is not None:
-            write_atomically(folder / "verify_accuracy.txt", accuracy.text)
-            accuracy_dir = folder / "accuracy"
-            accuracy_dir.mkdir()
-            copy_atomically(run_dir / ACCURACY, accuracy_dir / ACCURACY)
-            result = get_benchmark(record.benchmark).score(record.model, record.dataset, accuracy_dir / ACCURACY,
+            write_atomically(folder / VERIFY_ACCURACY, accuracy.text)
+            accuracy_logs = accuracy_dir(folder)
+            accuracy_logs.mkdir()
+            copy_atomically(run_dir / ACCURACY_LOG, accuracy_logs / ACCURACY_LOG)
+            result = get_benchmark(record.benchmark).score(record.model, record.dataset, accuracy_logs / ACCURACY_LOG,
                                                            self.ctx.paths)
-            write_atomically(accuracy_dir / "accuracy.txt", result.text + "\n")
+            write_atomically(accuracy_logs / ACCURACY_TXT, result.text + "\n")
             for name in PART3_SCORES if part3 else ():
-                copy_atomically(run_dir / "part3" / name, accuracy_dir / name)
+                copy_atomically(run_dir / "part3" / name, accuracy_logs / name)
         compared = reference.accuracy if accuracy is not None else None
-        write_verified_against(folder, reference.performance.log_dir, Path(reference.performance.log_dir) / DETAIL,
+        write_verified_against(folder, reference.performance.log_dir, Path(reference.performance.log_dir) / DETAIL_LOG,
                                compared.log_dir if compared else None,
-                               Path(compared.log_dir) / ACCURACY if compared else None)
+                               Path(compared.log_dir) / ACCURACY_LOG if compared else None)

@@ -29,17 +29,17 @@ import numpy as np
 
 from ..common.benchmark_api import IMPLEMENTATIONS, get_benchmark
 from ..common.constants import Scenario
-from ..common.errors import UserError
-from ..common.harness.early_stopping import TARGET_LATENCY_PERCENTILE
+from ..common.errors import EXIT_FAILURE, EXIT_OK, UserError
+from ..common.records.early_stopping import TARGET_LATENCY_PERCENTILE
 from ..common.tuning.ratios import Figure, figure_table
 from ..common.tuning.search import Outcome, SearchResult, find_highest, round_sig
-from ..common.tuning.trials import run_once, with_fields
 from .base import Context, Handler
 from .locks import measuring
 from .bench_llm import generating, llm_figures
 from .bench_native import native_figures
 from .bench_triton import triton_figures, wants_triton
 from .harness import DownloadData, DownloadModel, GenerateEngines, PreprocessData, with_embedded_default
+from .trial_runs import run_once, with_fields
 
 GOALS = {"a": 0.8, "b": 0.97, "c": 0.97, "server": 0.5, "impl": 0.97}
 # A model of one image per call (yolo): within 5 % of raw ONNX Runtime in throughput and SingleStream latency.
@@ -102,7 +102,7 @@ class Bench(Handler):
             rejected = [s.outcome for s in search.steps if not s.accepted]
             if search.value is None and rejected:
                 self.ctx.log(f"    no rate was VALID; the last INVALID one: {rejected[-1].reason}")
-        return 0
+        return EXIT_OK
 
     def _figures(self, benchmark_name: str, searches: dict[str, SearchResult], overhead: bool) -> list[Figure]:
         """(a) when `overhead`; (b) and (c) for the benchmark; (d) and (e) where it has a Server scenario."""
@@ -279,7 +279,8 @@ class Bench(Handler):
             outcome = self._short(ctx, benchmark_name, Scenario.Offline, folder / f"{name}-resized",
                                   offline_expected_qps=round_sig(outcome.throughput * 1.1))
         if not outcome.throughput:
-            raise UserError(f"The Offline run in {outcome.run_dir} gave no throughput: {outcome.reason}", exit_code=1)
+            raise UserError(f"The Offline run in {outcome.run_dir} gave no throughput: {outcome.reason}",
+                            exit_code=EXIT_FAILURE)
         return outcome.throughput
 
     def _harness_singlestream(self, ctx: Context, benchmark_name: str, expected_ms: float) -> float:
@@ -290,7 +291,7 @@ class Bench(Handler):
                               single_stream_expected_latency_ns=max(1, int(expected_ms * 1e6)))
         if outcome.latency_ns is None:
             raise UserError(f"The SingleStream run in {outcome.run_dir} gave no latency: {outcome.reason}",
-                            exit_code=1)
+                            exit_code=EXIT_FAILURE)
         return outcome.latency_ns / 1e6
 
     def _server_peak(self, ctx: Context, benchmark_name: str, precision: str, offline: float) -> SearchResult:

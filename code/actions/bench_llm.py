@@ -11,9 +11,9 @@ from pathlib import Path
 
 from ..common.benchmark_api import get_benchmark
 from ..common.constants import Scenario
-from ..common.errors import UserError
-from ..common.harness.early_stopping import server_min_queries
-from ..common.harness.loadgen_log import read_detail
+from ..common.errors import EXIT_FAILURE, UserError
+from ..common.records.early_stopping import server_min_queries
+from ..common.records.loadgen_log import read_detail
 from ..common.tuning.ratios import Figure
 from ..common.tuning.search import round_sig
 
@@ -75,7 +75,7 @@ def llm_figures(bench, ctx, benchmark_name: str) -> list[Figure]:
     tokens = float(values.get("result_tokens_per_second") or 0)
     if not tokens:
         raise UserError(f"The Offline run in {outcome.run_dir} reported no tokens per second: {outcome.reason}",
-                        exit_code=1)
+                        exit_code=EXIT_FAILURE)
     figures = [Figure(f"(f) {model} Offline: harness vs bare greedy loop (batch {offline['batch_size']})",
                       tokens, bare_tokens, "tokens/s", GOALS["f"])]
     if not ctx.registry.systems_for(benchmark_name, Scenario.Server):
@@ -89,7 +89,7 @@ def llm_figures(bench, ctx, benchmark_name: str) -> list[Figure]:
     samples_per_s = float(read_detail(Path(short.run_dir)).values.get("result_samples_per_second") or 0)
     if not samples_per_s:
         raise UserError(f"The Offline run in {short.run_dir} reported no samples per second: {short.reason}",
-                        exit_code=1)
+                        exit_code=EXIT_FAILURE)
     rate = round_sig(samples_per_s * SERVER_LOAD)
     server = bench._short(ctx, benchmark_name, Scenario.Server, ctx.paths.bench_dir / f"{benchmark_name}-server",
                           server_target_qps=rate, min_duration=1000, min_query_count=SERVER_QUERIES, **SERVER_FIELDS)
@@ -100,7 +100,8 @@ def llm_figures(bench, ctx, benchmark_name: str) -> list[Figure]:
             f"{caps}, {SERVER_QUERIES} queries): {state}")
     for name, measured, bound in (("TTFT", *_pair(figures_of, "ttft")), ("TPOT", *_pair(figures_of, "tpot"))):
         if measured is None or not bound:
-            raise UserError(f"The Server run in {server.run_dir} logged no {name} p99 or bound.", exit_code=1)
+            raise UserError(f"The Server run in {server.run_dir} logged no {name} p99 or bound.",
+                            exit_code=EXIT_FAILURE)
         figures.append(Figure(f"(g) {model} Server {rate:g} QPS, {state.split(' ')[0]}: {name} p99 vs the round's "
                               f"bound", measured / 1e6, bound / 1e6, "ms", GOALS["latency"], higher_is_better=False))
     return figures

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..common.config_registry import PerCore, class_values
 from ..common.constants import Scenario, SystemType
-from ..common.errors import UserError
+from ..common.errors import EXIT_FAILURE, EXIT_OK, UserError
 from ..common.fields import FIELDS
 from ..common.fileio import write_atomically
 from ..common.systems import KnownSystem, SystemInfo, all_known_systems, read_custom_systems
@@ -111,7 +111,7 @@ class AddCustomSystem(Handler):
             ctx.log(f"  {path.relative_to(ctx.paths.repo)} (prefilled from {parent.__name__})")
         if interactive and _ask("Write these files? [y/N]", "n").lower() not in ("y", "yes"):
             ctx.log("Nothing was written.")
-            return 1
+            return EXIT_FAILURE
 
         with editing_configs(ctx.paths, files=[ctx.paths.custom_systems_file, *(path for path, _, _ in plan)]):
             registered = read_custom_systems(ctx.paths.custom_systems_file)   # as it is now: another process may
@@ -123,7 +123,7 @@ class AddCustomSystem(Handler):
                 ctx.log(f"wrote {path.relative_to(ctx.paths.repo)}")
         ctx.log(f"Done. Tune the values in the files above, then check them with: "
                 f"make show_config RUN_ARGS=\"--system_name={system_id}\"")
-        return 0
+        return EXIT_OK
 
     def _check_id(self, system_id: str, registered: tuple[KnownSystem, ...] = ()) -> None:
         if not _ID_PATTERN.match(system_id):

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from ..common.constants import HarnessType
-from ..common.errors import UserError
+from ..common.errors import EXIT_FAILURE, EXIT_OK, UserError
 from ..common.paths import SCRATCH_SUBDIRS
 from .base import Handler
 
@@ -55,7 +55,7 @@ def make_triton_environment(ctx) -> None:
     venv = ctx.paths.triton_venv
     if subprocess.call([sys.executable, str(bootstrap), "--environment", "triton", "--venv", str(venv)]) != 0:
         raise UserError(f"The Triton environment could not be installed into {venv} (the installer's messages are "
-                        f"above; the package registry must be reachable).", exit_code=1)
+                        f"above; the package registry must be reachable).", exit_code=EXIT_FAILURE)
 
 
 class Prebuild(Handler):
@@ -66,14 +66,14 @@ class Prebuild(Handler):
         if not ok:
             self.ctx.log(f"No docker engine ({why}): using the local virtual environment "
                          f"{self.ctx.paths.venv}, which is set up. Next: make build")
-            return 0
+            return EXIT_OK
         gpu = self.ctx.system.info.has_gpu
         flavour = "gpu" if gpu else "cpu"
         image = f"mlperf-inference-toolkit:{flavour}"
         dockerfile = self.ctx.paths.repo / "docker" / f"Dockerfile.{flavour}"
         self.ctx.log(f"{why}: building {image} from {dockerfile.relative_to(self.ctx.paths.repo)} ...")
         if subprocess.call(["docker", "build", "-t", image, "-f", str(dockerfile), str(self.ctx.paths.repo)]) != 0:
-            raise UserError(f"docker build of {dockerfile} failed (see above).", exit_code=1)
+            raise UserError(f"docker build of {dockerfile} failed (see above).", exit_code=EXIT_FAILURE)
         # The scratch path is mounted at the same absolute path, so MLPERF_SCRATCH_PATH means the same inside.
         scratch = self.ctx.paths.scratch
         scratch.mkdir(parents=True, exist_ok=True)
@@ -123,7 +123,7 @@ class Build(Handler):
                          f"{sys.prefix} then any make target installs exactly the lock again")
         if not self.ctx.system.is_known:
             self.ctx.log(self.ctx.system.registration_hint())
-        return 0
+        return EXIT_OK
 
     def _native(self) -> tuple[str, str]:
         """Compile the native harness core (LoadGen from its pinned sdist, native/src) where a compiler is found."""
@@ -237,7 +237,7 @@ class LinkDirs(Handler):
                                 f"and remove it, then run make link_dirs again. Nothing was changed.")
             link.symlink_to(target, target_is_directory=True)
             self.ctx.log(f"{link} -> {target}")
-        return 0
+        return EXIT_OK
 
 
 class Clean(Handler):
@@ -260,7 +260,7 @@ class Clean(Handler):
             self.ctx.log(f"removed {path.relative_to(self.ctx.paths.repo)}")
         if not doomed:
             self.ctx.log("Nothing to remove.")
-        return 0
+        return EXIT_OK
 
 
 def _importable(module: str) -> bool:

@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping
 
 from ..common.config_registry import ConfigKey, ConfigRegistry
 from ..common.constants import Scenario, TestMode, WorkloadSetting
-from ..common.errors import UserError
+from ..common.errors import EXIT_FAILURE, UserError
 from ..common.fields import FIELDS
 from ..common.paths import shown_path
 from ..common.fileio import write_atomically
@@ -37,10 +37,11 @@ from ..common.systems import KnownSystem, all_known_systems, read_custom_systems
 from ..common.tuning.config_edit import literal, set_class_field
 from ..common.tuning.search import (ConfirmResult, Outcome, SearchResult, confirm, find_highest, round_sig,
                                     settle)
-from ..common.tuning.trials import RUN_LENGTH_FIELDS, SEARCHED_FIELD, SHORT_RUNS, run_once, with_fields
+from ..common.tuning.trials import RUN_LENGTH_FIELDS, SEARCHED_FIELD, SHORT_RUNS
 from .base import Handler
 from .custom_system import append_config, class_name, hardware_description, render_custom_list, system_entry
 from .locks import editing_configs, measuring
+from .trial_runs import run_once, with_fields
 
 SERVER_TOLERANCE = 0.05          # the bracket is narrowed until its width is at most 5 % of its low end
 SERVER_LATENCY_MARGIN = 0.10     # a short run counts only with its p99 at most 90 % of the bound
@@ -291,7 +292,9 @@ def check_loads(path: Path, key: ConfigKey, field: str, value: float | int) -> N
     registry = ConfigRegistry()
     registry.add_module(module)
     if key not in registry.entries:
-        raise UserError(f"{path} does not register a config for {key} after writing; it was put back.", exit_code=1)
+        raise UserError(f"{path} does not register a config for {key} after writing; it was put back.",
+                        exit_code=EXIT_FAILURE)
     resolved = registry.resolve(key.benchmark, key.scenario, [key.system_id], key.workload).values.get(field)
     if resolved != value:
-        raise UserError(f"{path} gives {field} = {resolved!r} after writing {value!r}; it was put back.", exit_code=1)
+        raise UserError(f"{path} gives {field} = {resolved!r} after writing {value!r}; it was put back.",
+                        exit_code=EXIT_FAILURE)

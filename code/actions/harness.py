@@ -8,8 +8,10 @@ from pathlib import Path
 from ..common.benchmark_api import get_benchmark
 from ..common.config_registry import resolve_value
 from ..common.constants import Scenario, TestMode
+from ..common.errors import EXIT_FAILURE, EXIT_OK
 from ..common.fields import FIELDS
-from ..common.harness.plan import PlannedTest, announce, free_space, plan_harness
+from ..common.harness.plan import announce, free_space, plan_harness
+from ..common.harness.planned import PlannedTest
 from ..common.harness.resume import outcome_in, resume_paths
 from ..common.harness.runner import CHILD, plan_test, refuse_taken_run_dir, run_test, summary_line
 from .base import Context, Handler
@@ -48,7 +50,7 @@ class DownloadModel(_PerConfig):
         for (benchmark, model), _ in self.unique("model"):
             path = ensure_model(get_benchmark(benchmark), model, self.ctx.paths, self.ctx.log)
             self.ctx.log(f"{benchmark}: model {model} ready at {path}")
-        return 0
+        return EXIT_OK
 
 
 class DownloadData(_PerConfig):
@@ -56,7 +58,7 @@ class DownloadData(_PerConfig):
         for (benchmark, dataset), _ in self.unique("dataset"):
             path = get_benchmark(benchmark).download_data(dataset, self.ctx.paths, self.ctx.log)
             self.ctx.log(f"{benchmark}: data set {dataset} ready at {path}")
-        return 0
+        return EXIT_OK
 
 
 class PreprocessData(_PerConfig):
@@ -64,7 +66,7 @@ class PreprocessData(_PerConfig):
         for (benchmark, model, dataset), _ in self.unique("model", "dataset"):
             samples = get_benchmark(benchmark).preprocess(model, dataset, self.ctx.paths, self.ctx.log)
             self.ctx.log(f"{benchmark}: {len(samples)} preprocessed samples for {model} in {samples.directory}")
-        return 0
+        return EXIT_OK
 
 
 class GenerateEngines(_PerConfig):
@@ -76,7 +78,7 @@ class GenerateEngines(_PerConfig):
                                   get_benchmark(config.benchmark), self.ctx.log)
             state = "built" if result.rebuilt else "up to date"
             self.ctx.log(f"{config.benchmark} {config.scenario.value}: engine {state}: {result.path}")
-        return 0
+        return EXIT_OK
 
 
 class Calibrate(_PerConfig):
@@ -86,7 +88,7 @@ class Calibrate(_PerConfig):
         for _, config in self.unique("model", "dataset", "calibration_images"):
             path = calibrate(config, self.ctx.paths, get_benchmark(config.benchmark), self.ctx.log)
             self.ctx.log(f"{config.benchmark}: calibration cache written: {path}")
-        return 0
+        return EXIT_OK
 
 
 class RunHarness(Handler):
@@ -107,7 +109,7 @@ class RunHarness(Handler):
         selection = [(b, s, m) for b, s in self.ctx.selected() for m in self.test_modes()]
         if not selection:
             self.ctx.log(self.ctx.nothing_selected())
-            return 1
+            return EXIT_FAILURE
         if self.ctx.args.resume:
             self.ctx = dataclasses.replace(self.ctx, paths=resume_paths(self.ctx.paths, self.ctx.log))
         # The plan needs only configs, rules, the data sets' declared sizes and earlier records, all known before
@@ -115,7 +117,7 @@ class RunHarness(Handler):
         # command before any long step (prepare).
         plan = plan_harness(self.ctx, selection)
         if not announce(plan, self.ctx.args.dry_run, self.ctx.log, self.free_space(plan.where)):
-            return 0
+            return EXIT_OK
         for test in plan.to_run:   # a LOG_DIR given: its folders are known, so a taken one stops us before prepare
             if test.folder is not None:
                 refuse_taken_run_dir(test.folder, self.ctx.paths.log_dir)

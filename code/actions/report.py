@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..common.errors import UserError
-from ..common.harness.metadata import skipped_line
+from ..common.errors import EXIT_FAILURE, EXIT_OK, UserError
+from ..common.records.metadata import skipped_line
 from ..common.paths import shown_path
 from ..common.report.collect import ReportRow, Scope, newest_log_dir, ordered, read_rows, report_name
 from ..common.report.text import plural
@@ -34,12 +34,12 @@ class Report(Handler):
             ctx.log(skipped_line(path, reason))
         rows = ordered(r for r in every if scope.holds(r) and self._selected(r))
         if not rows:
-            raise UserError(self._no_runs(scope), exit_code=1)
+            raise UserError(self._no_runs(scope), exit_code=EXIT_FAILURE)
         shown = " and ".join(shown_path(root, paths.repo) for root in roots)
         try:
             written = write_report(paths, scope, rows, every, skipped, self._latency_bound, shown)
         except OSError as error:
-            raise UserError(self._cannot_write(error, paths.report_dir(scope.name)), exit_code=1) from None
+            raise UserError(self._cannot_write(error, paths.report_dir(scope.name)), exit_code=EXIT_FAILURE) from None
         ctx.log(summary_table(rows, paths.repo, f"{plural(len(rows), 'test')}. {scope.description}",
                               terminal=ctx.log is print and sys.stdout.isatty()))
         for row in (r for r in rows if r.changed_logs):
@@ -47,7 +47,7 @@ class Report(Handler):
                     f"its metadata.json recorded; stage_results refuses the run)")
         ctx.log(f"Report: {shown_path(written.html, paths.repo)}")
         ctx.log(f"Plots:  {len(written.plots)} PNG files in {shown_path(paths.report_dir(scope.name), paths.repo)}/")
-        return 0
+        return EXIT_OK
 
     @staticmethod
     def _cannot_write(error: OSError, report_dir: Path) -> str:

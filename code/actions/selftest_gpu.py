@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..common.errors import UserError
+from ..common.errors import EXIT_FAILURE, EXIT_OK, UserError
 from ..common.fileio import write_atomically
 from .base import Handler
 
@@ -47,10 +47,10 @@ class SelftestGpu(Handler):
         failed = [p for p, result in report["precisions"].items() if not result["ok"]]
         if failed:
             self.ctx.log(f"selftest_gpu FAILED for {', '.join(failed)}: see {out / 'report.json'}")
-            return 1
+            return EXIT_FAILURE
         self.ctx.log(f"selftest_gpu passed: TensorRT plans at {', '.join(TOLERANCE)} match ONNX Runtime. "
                      f"Report: {out / 'report.json'}. Next: make run")
-        return 0
+        return EXIT_OK
 
     def _environment(self, report: dict[str, Any]) -> None:
         from ..common.backends.cuda_runtime import CudaError, CudaRuntime, describe_cuda_failure
@@ -64,14 +64,14 @@ class SelftestGpu(Handler):
             driver, runtime = cuda.versions()
             devices = [cuda.device_info(i) for i in range(cuda.device_count())]
         except CudaError as error:
-            raise UserError(describe_cuda_failure(error), exit_code=1) from None
+            raise UserError(describe_cuda_failure(error), exit_code=EXIT_FAILURE) from None
         report["cuda"] = {"driver": driver, "runtime": runtime}
         report["gpus"] = [{"index": d.index, "name": d.name, "compute_capability": d.compute_capability,
                            "memory_gib": round(d.memory_bytes / 2**30, 1)} for d in devices]
         self.ctx.log(f"CUDA driver {driver}, runtime {runtime}; GPUs: "
                      + ("; ".join(f"{d.index}: {d.name} (sm {d.compute_capability})" for d in devices) or "none"))
         if not devices:
-            raise UserError("CUDA sees no GPU (check nvidia-smi and CUDA_VISIBLE_DEVICES).", exit_code=1)
+            raise UserError("CUDA sees no GPU (check nvidia-smi and CUDA_VISIBLE_DEVICES).", exit_code=EXIT_FAILURE)
 
     def _precision(self, precision: str, work: Path, out: Path) -> dict[str, Any]:
         from ..common.backends.tensorrt_backend import TensorRTBackend
@@ -102,7 +102,7 @@ class SelftestGpu(Handler):
                     got = backend.infer(data)[0]
                     if got.shape != expected.shape:
                         raise UserError(f"{precision}: TensorRT gave shape {got.shape} for batch {batch_size}, "
-                                        f"ONNX Runtime {expected.shape}", exit_code=1)
+                                        f"ONNX Runtime {expected.shape}", exit_code=EXIT_FAILURE)
                     errors[f"batch {batch_size}, instance {index}"] = float(np.abs(got - expected).max()) / scale
             latencies = _latencies(backends[0], probe_model.inputs(PLAN_BATCH))
         finally:

@@ -1,6 +1,7 @@
 """show_config: the resolved config of each selected (benchmark, scenario), and where each value came from."""
 from __future__ import annotations
 
+from ..common.errors import EXIT_FAILURE, EXIT_OK
 from .base import Handler
 
 
@@ -13,7 +14,7 @@ class ShowConfig(Handler):
         selected = self.ctx.selected()
         if not selected:
             self.ctx.log("No config matches the selected benchmarks and scenarios.")
-            return 1
+            return EXIT_FAILURE
         for benchmark, scenario in selected:
             config = self.ctx.resolve(benchmark, scenario)
             self.ctx.log(f"\n{benchmark} {scenario.value} [{config.workload.name}] from {config.source_class}"
@@ -21,4 +22,4 @@ class ShowConfig(Handler):
             width = max(len(name) for name in config.values)
             for name, value in config.values.items():
                 self.ctx.log(f"  {name:<{width}} = {value!s:<14} ({config.sources[name]})")
-        return 0
+        return EXIT_OK

@@ -10,9 +10,9 @@ from pathlib import Path
 from ..common.arguments import read_passphrase_file
 from ..common.benchmark_api import get_benchmark
 from ..common.constants import TestMode
-from ..common.errors import UserError
+from ..common.errors import EXIT_FAILURE, EXIT_OK, UserError
 from ..common.fileio import write_atomically
-from ..common.harness.reproduce import record_selection
+from ..common.records.reproduce import record_selection
 from ..common.locking import exclusive_lock
 from ..common.submission import check_record
 from ..common.submission import measurements as conf
@@ -57,12 +57,12 @@ class GenerateConfFiles(_SubmissionStep):
         if not chosen:
             raise UserError("No performance run to describe in build/logs: run make run_harness first"
                             + ("" if ctx.args.allow_test_runs else " (test runs count only with --allow_test_runs)"),
-                            exit_code=1)
+                            exit_code=EXIT_FAILURE)
         for (system_id, benchmark, scenario), choice in chosen:
             folder = conf.write_measurements(ctx.paths, choice.performance, ctx.rules.benchmark(benchmark),
                                              get_benchmark(benchmark))
             ctx.log(f"wrote {folder.relative_to(ctx.paths.repo)}/ (measurements.json, user.conf, README.md)")
-        calibration = ctx.paths.repo / "documentation" / "calibration.md"
+        calibration = ctx.paths.calibration_doc
         write_atomically(calibration, conf.calibration_markdown([c.performance for _, c in chosen]))
         ctx.log(f"wrote {calibration.relative_to(ctx.paths.repo)}")
 
@@ -82,7 +82,7 @@ class GenerateConfFiles(_SubmissionStep):
             ctx.log(f"note: {len(optional)} optional field(s) of the system description are empty, which the "
                     f"checkers accept: {', '.join(optional)}; fill them in {shown} where they apply.")
         system_json.require_complete(data, ctx.rules, shown)
-        return 0
+        return EXIT_OK
 
 
 class StageResults(_SubmissionStep):
@@ -115,10 +115,11 @@ class StageResults(_SubmissionStep):
             divisions[(key[0], key[1])] = dest.parent
         if not staged and refused:
             raise UserError(f"Nothing staged: the {'result was' if len(refused) == 1 else 'results were'} refused "
-                            f"(the \"not staged:\" lines above say why and what to do).", exit_code=1)
+                            f"(the \"not staged:\" lines above say why and what to do).", exit_code=EXIT_FAILURE)
         if not staged:
             raise UserError("Nothing to stage: no completed, VALID performance run in build/logs"
-                            + ("" if ctx.args.allow_test_runs else " (test runs need --allow_test_runs)"), exit_code=1)
+                            + ("" if ctx.args.allow_test_runs else " (test runs need --allow_test_runs)"),
+                            exit_code=EXIT_FAILURE)
         missing = self._fill_missing(system_type, staged, divisions)
         for line in missing:
             ctx.log(f"missing: {line}")
@@ -194,7 +195,7 @@ class StageCompliance(_SubmissionStep):
         ctx = self.ctx
         found = staging.staged_scenarios(ctx.paths, ctx.rules, self.submitter())
         if not found:
-            raise UserError("Nothing staged yet: run make stage_results first.", exit_code=1)
+            raise UserError("Nothing staged yet: run make stage_results first.", exit_code=EXIT_FAILURE)
         problems = []
         for folder, system_id, benchmark, scenario in found:
             target = staging.accuracy_target_of(ctx.rules, benchmark, folder.parent.name)
@@ -202,7 +203,7 @@ class StageCompliance(_SubmissionStep):
                                                      target, get_benchmark(benchmark).response, ctx.log)
         for line in problems:
             ctx.log(f"not staged: {line}")
-        return 0
+        return EXIT_OK
 
 
 class TruncateResults(_SubmissionStep):
@@ -215,7 +216,7 @@ class TruncateResults(_SubmissionStep):
                          f"{self.ctx.paths.full_results}")
         if report.already and not report.truncated:
             self.ctx.log(f"Nothing to do: all {len(report.already)} accuracy log(s) were already truncated.")
-        return 0
+        return EXIT_OK
 
 
 class ExportSubmission(_SubmissionStep):
@@ -223,12 +224,12 @@ class ExportSubmission(_SubmissionStep):
         from ..common.submission.export import export_tree
 
         if not self.ctx.paths.staging.is_dir():
-            raise UserError("Nothing staged yet: run make stage_results first.", exit_code=1)
+            raise UserError("Nothing staged yet: run make stage_results first.", exit_code=EXIT_FAILURE)
         items = [self.ctx.paths.repo / item for item in SRC_ITEMS if (self.ctx.paths.repo / item).exists()]
         dest = export_tree(self.ctx.paths.staging, self.ctx.paths.submission, items, self.ctx.paths.repo,
                            self.ctx.log)
         self.ctx.log(f"Exported to {dest}")
-        return 0
+        return EXIT_OK
 
 
 class CheckSubmission(_SubmissionStep):
@@ -241,7 +242,7 @@ class CheckSubmission(_SubmissionStep):
             check_record.require_submitter(root, ctx.args.submitter, "check_submission", ctx.paths.staging)
         check_record.forget_record(ctx.paths.submission_check_record)   # only a pass of this check may let pack go
         if not root.is_dir():
-            raise UserError("No exported tree: run make export_submission first.", exit_code=1)
+            raise UserError("No exported tree: run make export_submission first.", exit_code=EXIT_FAILURE)
         report = check_submission(root, ctx.rules, ctx.args.allow_test_runs, paths=ctx.paths)
         text = report.text()
         ctx.log(text.rstrip())
@@ -260,9 +261,9 @@ class CheckSubmission(_SubmissionStep):
                         "whether anything else is wrong; a real submission must pass it.")
                 official_failed, official_waived = False, True
         if report.errors or official_failed:
-            return 1
+            return EXIT_FAILURE
         self._record_pass(relaxed=ctx.args.allow_test_runs and (bool(report.warnings) or official_waived))
-        return 0
+        return EXIT_OK
 
     def _record_pass(self, relaxed: bool) -> None:
         """The digest of the tree as it passed (its checker logs included): pack_submission packs only that."""
@@ -279,7 +280,7 @@ class PackSubmission(_SubmissionStep):
 
         ctx, submitter = self.ctx, self.submitter()
         if not ctx.paths.submission.is_dir():
-            raise UserError("No exported tree: run make export_submission first.", exit_code=1)
+            raise UserError("No exported tree: run make export_submission first.", exit_code=EXIT_FAILURE)
         # Checked when the arguments were parsed; read again here, as the file may have changed since.
         passphrase = read_passphrase_file(ctx.args.passphrase_file) if ctx.args.passphrase_file else None
         check_record.require_passed_check(ctx.paths.submission_check_record, ctx.paths.submission, submitter,
@@ -291,7 +292,7 @@ class PackSubmission(_SubmissionStep):
             ctx.log(f"for MLCommons: {result.encrypted} and {result.encrypted_sha1} (what "
                     f"tools/submission/pack_submission.sh --unpack opens, with SUBMITTER={submitter} set in it); "
                     f"by hand, in a folder holding both: {result.decrypt_command}")
-        return 0
+        return EXIT_OK
 
 
 def _version(package: str) -> str:

@@ -12,7 +12,7 @@ import signal
 import threading
 
 from ..common.constants import HarnessType
-from ..common.errors import UserError
+from ..common.errors import EXIT_FAILURE, EXIT_OK, UserError
 from .base import Handler
 
 DEFAULT_PORT = 8001
@@ -54,10 +54,11 @@ class ServeTriton(Handler):
             while not stop.wait(1.0):
                 if not server.running():
                     raise UserError(f"The Triton server on port {port} exited (status {server.process.returncode}). "
-                                    f"The end of its log ({server.log_path}):\n{server.log_tail()}", exit_code=1)
+                                    f"The end of its log ({server.log_path}):\n{server.log_tail()}",
+                                    exit_code=EXIT_FAILURE)
             ctx.log(f"Stopping the Triton server on port {port} ...")
         finally:
             server.stop()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
-        return 0
+        return EXIT_OK

@@ -18,17 +18,17 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence
 
-from .constants import (AccuracyTarget, HarnessType, PowerSetting, Scenario, TestMode, WorkloadSetting,
-                        parse_config_ver)
+from .constants import (AUDIT_ACTION, AccuracyTarget, HarnessType, PowerSetting, Scenario, TestMode,
+                        WorkloadSetting, parse_config_ver)
 from .errors import UserError
 from .triton.client import parse_endpoints
 from .fields import (FIELDS, NVIDIA_NAMES_WITHOUT_COUNTERPART, SAFE_NAME_MAX_CHARS, SAFE_NAME_TEXT, alias_table,
                      is_safe_name)
+from .records.record import typed_flags
 
 # Benchmark spellings users type -> toolkit benchmark name.
 BENCHMARK_ALIASES = {"resnet": "resnet50", "resnet50": "resnet50", "bert": "bert", "bert-99": "bert",
                      "3d-unet": "3d-unet", "3dunet": "3d-unet", "yolo": "yolo"}
-AUDIT_ACTION = "run_audit_harness"
 REPORT_ACTION = "report"
 # Commands that run several LoadGen tests: they print their plan first, and take --dry_run and --resume.
 MULTI_TEST_ACTIONS = ("run_harness", "run", AUDIT_ACTION)
@@ -101,9 +101,6 @@ class RunArgs:
         return typed_flags(self.argv)
 
 
-# Older versions of the Makefile passed these on every call, empty when the user set nothing; records of that time
-# keep them among the typed flags.
-MAKE_PLUMBING = ("--scratch_path=", "--log_dir=", "--submitter=")
 RUN_ARGS_FLAG = "--run_args"   # the Makefile's one argument that holds RUN_ARGS as written
 # The flags the Makefile passes for its variables other than RUN_ARGS, when they are set.
 MAKE_VARIABLE_FLAGS = {"--scratch_path": "MLPERF_SCRATCH_PATH", "--log_dir": "LOG_DIR", "--submitter": "SUBMITTER",
@@ -128,17 +125,6 @@ def split_run_args(text: str) -> list[str]:
     except ValueError as error:   # No closing quotation, No escaped character
         raise UserError(f"RUN_ARGS={text!r} cannot be split into flags: {str(error).lower()}. Close each quote, e.g. "
                         f"RUN_ARGS=\"--benchmarks=resnet50 --scenarios=offline,server\".") from None
-
-
-def typed_flags(argv: Sequence[str]) -> tuple[str, ...]:
-    typed: list[str] = []
-    arguments = iter(argv)
-    for argument in arguments:
-        if argument == "--action":
-            next(arguments, None)   # its value
-        elif not argument.startswith("--action=") and argument not in MAKE_PLUMBING:
-            typed.append(argument)
-    return tuple(typed)
 
 
 class _Given(argparse.Action):

@@ -10,6 +10,10 @@ from dataclasses import dataclass
 
 from .errors import UserError
 
+# The actions that run LoadGen tests for a submission, as make and --action name them: what a record's command repeats.
+RUN_HARNESS_ACTION = "run_harness"
+AUDIT_ACTION = "run_audit_harness"
+
 
 def _squash(text: str) -> str:
     return "".join(ch for ch in text.lower() if ch.isalnum())

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Iterable
 
-from .errors import UserError
+from .errors import EXIT_FAILURE, UserError
 
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 # Less free space than this where a write failed, or where LoadGen's logs were cut: that disk counts as full.
@@ -26,7 +26,7 @@ class DiskFull(UserError):
     """A write failed because the disk holding `folder` is full: exit status 1, one sentence."""
 
     def __init__(self, folder: Path, why: str = "", context: str = "") -> None:
-        super().__init__(f"{context}{disk_full_sentence(folder, why)}", exit_code=1)
+        super().__init__(f"{context}{disk_full_sentence(folder, why)}", exit_code=EXIT_FAILURE)
         self.folder = Path(folder)
 
 
@@ -62,10 +62,11 @@ def looks_full(path: Path) -> bool:
     return free is not None and free < FULL_BELOW_BYTES
 
 
-def _amount(count: float) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
+def format_bytes(count: float, byte_unit: str = "B") -> str:
+    """`count` bytes for people: "512 B" (`byte_unit` names the unit below a KiB), "1.5 KiB", ... "2.0 TiB"."""
+    for unit in (byte_unit, "KiB", "MiB", "GiB"):
         if count < 1024:
-            return f"{count:.0f} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
+            return f"{count:.0f} {unit}" if unit == byte_unit else f"{count:.1f} {unit}"
         count /= 1024
     return f"{count:.1f} TiB"
 
@@ -74,7 +75,7 @@ def disk_full_sentence(folder: Path, why: str = "") -> str:
     """`the disk holding <folder> is full (<why>; <free> free): free space and run again`."""
     free = free_bytes(folder)
     details = "; ".join(part for part in (why or os.strerror(errno.ENOSPC),
-                                          f"{_amount(free)} free" if free is not None else "") if part)
+                                          f"{format_bytes(free, 'bytes')} free" if free is not None else "") if part)
     return f"{_OPENING}{folder} is full ({details}): {FIX}"
 
 

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import UserError
+from .errors import EXIT_FAILURE, UserError
 from .fileio import sha256_file, write_atomically
 
 # Files up to this size are always hashed: a few milliseconds, and no reliance on modification times.
@@ -118,4 +118,4 @@ class DamagedInput(UserError):
     """An input a run depends on is not the file the toolkit made: the message names it and what makes it again."""
 
     def __init__(self, what: str, remedy: str) -> None:
-        super().__init__(f"{what}. {remedy}", exit_code=1)
+        super().__init__(f"{what}. {remedy}", exit_code=EXIT_FAILURE)

@@ -20,9 +20,8 @@ import sys
 from pathlib import Path
 from typing import Iterator
 
-from .errors import UserError
+from .errors import EXIT_FAILURE, UserError
 
-EXIT_LOCKED = 1
 MAX_COMMAND_CHARS = 300
 
 
@@ -77,7 +76,7 @@ def _shared_holders(lock_file: Path) -> list[str]:
 
 def _refusal(what: str, holder: str, lock_file: Path) -> UserError:
     return UserError(f"Another process holds the lock on {what}: {holder}; wait for it to end, then run this step "
-                     f"again (the lock is {lock_file}).", exit_code=EXIT_LOCKED)
+                     f"again (the lock is {lock_file}).", exit_code=EXIT_FAILURE)
 
 
 def _open(lock_file: Path) -> int:
@@ -86,7 +85,7 @@ def _open(lock_file: Path) -> int:
         return os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as error:
         raise UserError(f"Cannot open the lock file {lock_file}: {error.strerror or error}. Make its folder "
-                        f"writable.", exit_code=EXIT_LOCKED) from None
+                        f"writable.", exit_code=EXIT_FAILURE) from None
 
 
 def _write_holder(fd: int) -> None:

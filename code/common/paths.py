@@ -22,6 +22,40 @@ _STAMPED_LOG_DIR = re.compile(r"^(\d{4}\.\d\d\.\d\d-\d\d\.\d\d\.\d\d)(?:-(\d+))?
 RETRY_SUFFIX = "-retry"   # <test mode>-retry<k>: the run folder of a test's k-th retry (--resume)
 SCRATCH_SUBDIRS = ("data", "models", "preprocessed_data")
 
+# -- names inside a run folder and a submission tree: the official layout, spelled here alone ---------------------
+# A run folder: LoadGen's logs (their names in a submission tree too) and what the toolkit writes beside them.
+SUMMARY_LOG = "mlperf_log_summary.txt"
+DETAIL_LOG = "mlperf_log_detail.txt"
+ACCURACY_LOG = "mlperf_log_accuracy.json"
+LOADGEN_LOGS = (SUMMARY_LOG, DETAIL_LOG, ACCURACY_LOG)
+ACCURACY_TXT = "accuracy.txt"          # the accuracy script's output beside the logs of an AccuracyOnly test
+RUN_RECORD = "metadata.json"           # the test's record (records/metadata.py)
+USER_CONF = "user.conf"
+AUDIT_CONFIG = "audit.config"          # a compliance test's LoadGen overrides, in its run folder and nowhere else
+HARNESS_ERROR = "harness_error.txt"    # the traceback of a test that failed
+# A submission tree: <division>/<submitter>/ holds these folders; results/<system>/<benchmark>/<Scenario>/ holds
+# performance/run_1/, accuracy/, one folder per compliance test (TEST01, ...) and the files below.
+SYSTEMS_DIR, DOCUMENTATION_DIR, RESULTS_DIR, SRC_DIR = "systems", "documentation", "results", "src"
+CALIBRATION_DOC = "calibration.md"     # documentation/calibration.md, which the closed division requires
+PERFORMANCE_DIR, PERFORMANCE_RUN = "performance", "run_1"
+ACCURACY_DIR = "accuracy"
+COMPLIANCE_DIRS = "TEST*"              # the compliance tests' folders beside them, as a glob pattern
+MEASUREMENTS_JSON = "measurements.json"
+README = "README.md"
+# A compliance test's folder: its verdicts, and TEST01's Part III scores of the accuracy logs (in accuracy/).
+VERIFY_PERFORMANCE, VERIFY_ACCURACY = "verify_performance.txt", "verify_accuracy.txt"
+BASELINE_ACCURACY_TXT, COMPLIANCE_ACCURACY_TXT = "baseline_accuracy.txt", "compliance_accuracy.txt"
+
+
+def performance_run_dir(folder: Path) -> Path:
+    """`<folder>/performance/run_1`: the performance run of a submission's scenario folder or compliance test."""
+    return Path(folder) / PERFORMANCE_DIR / PERFORMANCE_RUN
+
+
+def accuracy_dir(folder: Path) -> Path:
+    """`<folder>/accuracy`: the accuracy run of a submission's scenario folder, or a compliance test's logs."""
+    return Path(folder) / ACCURACY_DIR
+
 
 def config_package(benchmark: str) -> str:
     """The Python package of a benchmark's configs under configs/: its name with every character a module name
@@ -252,17 +286,22 @@ class Paths:
     def results_dir(self, root: Path, division: str, submitter: str, system_id: str,
                     submission_benchmark: str, scenario: Scenario) -> Path:
         """`<root>/<division>/<submitter>/results/<system>/<benchmark>/<Scenario>/` of a submission tree."""
-        return self.submitter_root(root, division, submitter) / "results" / system_id / submission_benchmark / \
+        return self.submitter_root(root, division, submitter) / RESULTS_DIR / system_id / submission_benchmark / \
             scenario.value
 
     def measurements_dir(self, system_id: str, submission_benchmark: str, scenario: Scenario) -> Path:
         return self.repo / "measurements" / system_id / submission_benchmark / scenario.value
 
+    @property
+    def calibration_doc(self) -> Path:
+        """documentation/calibration.md of this checkout: generate_conf_files writes it, staging copies it."""
+        return self.repo / DOCUMENTATION_DIR / CALIBRATION_DOC
+
     def system_json(self, system_id: str) -> Path:
-        return self.repo / "systems" / f"{system_id}.json"
+        return self.repo / SYSTEMS_DIR / f"{system_id}.json"
 
     def system_overrides_json(self, system_id: str) -> Path:
-        return self.repo / "systems" / f"{system_id}.overrides.json"
+        return self.repo / SYSTEMS_DIR / f"{system_id}.overrides.json"
 
     def tarball(self, submitter: str) -> Path:
         return self.build / f"mlperf-inference-{submitter}-submission.tar.gz"

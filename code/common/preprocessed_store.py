@@ -34,7 +34,7 @@ import numpy as np
 
 from .benchmark_api import Log
 from .disk_full import disk_full_message
-from .errors import UserError
+from .errors import EXIT_FAILURE, UserError
 from .fileio import write_atomically
 from .integrity import FileDigest, problem
 
@@ -130,7 +130,7 @@ class PreprocessedSamples:
 
     def _damaged(self, path: Path, why: str) -> UserError:
         return UserError(f"{path} {why}. Run `{self.hint}` again: it preprocesses the damaged files again.",
-                         exit_code=1)
+                         exit_code=EXIT_FAILURE)
 
 
 Samples = TypeVar("Samples", bound=PreprocessedSamples)
@@ -147,7 +147,7 @@ def parse_map(path: Path, columns: Sequence[str]) -> list[tuple[str, tuple[int, 
             continue
         parts = line.split()
         if len(parts) != len(columns) + 1 or not all(p.lstrip("-").isdigit() for p in parts[1:]):
-            raise UserError(f"{path}:{number}: expected `{expected}`, found {line!r}", exit_code=1)
+            raise UserError(f"{path}:{number}: expected `{expected}`, found {line!r}", exit_code=EXIT_FAILURE)
         entries.append((parts[0], tuple(int(p) for p in parts[1:])))
     return entries
 
@@ -232,7 +232,7 @@ def _require_intact(store: Store, files: dict[str, Any], names: list[str], check
         name, why = next(iter(damaged.items()))
         more = f" ({len(damaged) - 1} more file(s) too)" if len(damaged) > 1 else ""
         raise UserError(f"{store.directory / name} {why}{more}. Run `{store.hint}` again: it "
-                        f"preprocesses the damaged files again.", exit_code=1)
+                        f"preprocesses the damaged files again.", exit_code=EXIT_FAILURE)
 
 
 # -- opening --------------------------------------------------------------------------------------
@@ -243,7 +243,7 @@ def open_store(store: Store, cls: type[Samples] = PreprocessedSamples) -> Sample
     manifest = read_manifest(directory)
     if manifest is None or not (directory / store.map_name).is_file():
         raise UserError(f"{store.model} on {store.dataset} is not preprocessed ({directory} has no complete "
-                        f"{MANIFEST}). Run `{store.hint}` first.", exit_code=1)
+                        f"{MANIFEST}). Run `{store.hint}` first.", exit_code=EXIT_FAILURE)
     inputs = _inputs(manifest)
     expected = store.expected
     if expected is None:  # raw data gone (or copied elsewhere): trust the folder for what it says it is
@@ -251,13 +251,13 @@ def open_store(store: Store, cls: type[Samples] = PreprocessedSamples) -> Sample
     changed = _changed(expected, inputs)
     if changed:
         raise UserError(f"The preprocessed data in {directory} is stale ({', '.join(changed)} changed). "
-                        f"Run `{store.hint}` again.", exit_code=1)
+                        f"Run `{store.hint}` again.", exit_code=EXIT_FAILURE)
     _require_intact(store, manifest[FILES], [store.map_name], check_sha256=True)
     entries = parse_map(directory / store.map_name, store.columns)
     _require_intact(store, manifest[FILES], [name for name, _ in entries], check_sha256=False)
     if len(entries) != manifest.get("count"):
         raise UserError(f"{directory / store.map_name} lists {len(entries)} samples, the manifest "
-                        f"{manifest.get('count')}. Run `{store.hint}` again.", exit_code=1)
+                        f"{manifest.get('count')}. Run `{store.hint}` again.", exit_code=EXIT_FAILURE)
     values = np.array([v for _, v in entries], dtype=np.int64).reshape(len(entries), len(store.columns))
     return cls(directory, [name for name, _ in entries], values, tuple(store.columns), manifest, store.hint)
 
@@ -328,7 +328,7 @@ def write_store(store: Store, samples: Sequence[SourceSample], convert: Callable
     names = [s.name for s in samples]
     if len(set(names)) != len(names):
         raise UserError(f"{store.dataset}: two samples would be written to the same file in {directory}",
-                        exit_code=1)
+                        exit_code=EXIT_FAILURE)
     kept = _reusable_files(store, expected, names, log)
     if kept is None:
         _record_times(directory)
@@ -339,7 +339,7 @@ def write_store(store: Store, samples: Sequence[SourceSample], convert: Callable
     missing = [s.source for s in todo if not s.source.is_file()]
     if missing:
         raise UserError(f"{store.dataset}: {len(missing)} of the source files to preprocess are missing "
-                        f"(first: {missing[0]}). Run `{download_hint}`.", exit_code=1)
+                        f"(first: {missing[0]}). Run `{download_hint}`.", exit_code=EXIT_FAILURE)
 
     directory.mkdir(parents=True, exist_ok=True)
     (directory / MANIFEST).unlink(missing_ok=True)  # from here until the end the folder reads as stale
@@ -374,9 +374,9 @@ def _wait_with_progress(futures: dict[Future, str], label: str, log: Log) -> Non
     def check(future: Future) -> None:
         error = future.exception()
         if disk_full_message(error) is not None:
-            raise UserError(disk_full_message(error), exit_code=1) from error
+            raise UserError(disk_full_message(error), exit_code=EXIT_FAILURE) from error
         if error is not None:
-            raise UserError(f"could not preprocess {futures[future]}: {error}", exit_code=1) from error
+            raise UserError(f"could not preprocess {futures[future]}: {error}", exit_code=EXIT_FAILURE) from error
 
     if sys.stdout.isatty():
         from rich.progress import Progress

@@ -10,9 +10,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .errors import UserError
+from .errors import EXIT_FAILURE, UserError
 
-EXIT_DAMAGED = 1     # a file to repair, not a value typed on the command line
 
 
 def read_json_file(path: Path, fix: str, shown: Path | str | None = None) -> Any:
@@ -21,18 +20,18 @@ def read_json_file(path: Path, fix: str, shown: Path | str | None = None) -> Any
     try:
         text = Path(path).read_bytes().decode("utf-8")
     except OSError as error:
-        raise UserError(f"{shown} cannot be read ({error.strerror or error}); {fix}.", exit_code=EXIT_DAMAGED) \
+        raise UserError(f"{shown} cannot be read ({error.strerror or error}); {fix}.", exit_code=EXIT_FAILURE) \
             from None
     except UnicodeDecodeError as error:
         raise UserError(f"{shown} is not UTF-8 text (byte {error.start} is 0x{error.object[error.start]:02x}); "
-                        f"{fix}.", exit_code=EXIT_DAMAGED) from None
+                        f"{fix}.", exit_code=EXIT_FAILURE) from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
         raise UserError(f"{shown} is not valid JSON (line {error.lineno}, column {error.colno}: {error.msg}); "
-                        f"{fix}.", exit_code=EXIT_DAMAGED) from None
+                        f"{fix}.", exit_code=EXIT_FAILURE) from None
     except RecursionError:
-        raise UserError(f"{shown} nests too deeply to be read; {fix}.", exit_code=EXIT_DAMAGED) from None
+        raise UserError(f"{shown} nests too deeply to be read; {fix}.", exit_code=EXIT_FAILURE) from None
 
 
 def source_problem(error: BaseException) -> str:
@@ -55,7 +54,7 @@ def import_user_module(name: str, path: Path | None, fix: str) -> ModuleType:
         raise
     except Exception as error:  # noqa: BLE001  whatever the file does wrong, it is named
         raise UserError(f"{path or name} cannot be loaded: {source_problem(error)}; {fix}.",
-                        exit_code=EXIT_DAMAGED) from None
+                        exit_code=EXIT_FAILURE) from None
 
 
 def load_user_file(name: str, path: Path, fix: str) -> ModuleType:
@@ -63,11 +62,11 @@ def load_user_file(name: str, path: Path, fix: str) -> ModuleType:
     process changed the file); a UserError naming it and `fix` when it cannot be loaded."""
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
-        raise UserError(f"{path} cannot be loaded as Python; {fix}.", exit_code=EXIT_DAMAGED)
+        raise UserError(f"{path} cannot be loaded as Python; {fix}.", exit_code=EXIT_FAILURE)
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
     except Exception as error:  # noqa: BLE001  whatever the file does wrong, it is named
-        raise UserError(f"{path} cannot be loaded: {source_problem(error)}; {fix}.", exit_code=EXIT_DAMAGED) \
+        raise UserError(f"{path} cannot be loaded: {source_problem(error)}; {fix}.", exit_code=EXIT_FAILURE) \
             from None
     return module

@@ -33,8 +33,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..common.benchmark_api import AccuracyResult, Metric
-from ..common.errors import UserError
-from ..common.harness.loadgen_log import read_accuracy_entries
+from ..common.errors import EXIT_FAILURE, UserError
+from ..common.records.loadgen_log import read_accuracy_entries
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 # The checker's names (tools/submission/submission_checker/constants.py, ACC_PATTERN and accuracy-target).
@@ -92,7 +92,7 @@ def score_outputs(predictions: Sequence[str], references: Sequence[str]) -> dict
     if len(predictions) != len(references):
         raise ValueError(f"{len(predictions)} predictions but {len(references)} references")
     if not predictions:
-        raise UserError("There is nothing to score: no predictions.", exit_code=1)
+        raise UserError("There is nothing to score: no predictions.", exit_code=EXIT_FAILURE)
     preds = [postprocess(p) for p in predictions]
     refs = [postprocess(r) for r in references]
     scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=True)
@@ -148,20 +148,20 @@ def score_accuracy_log(accuracy_log: Path, references: Sequence[str], decode: Ca
             index, data = int(entry["qsl_idx"]), bytes.fromhex(entry["data"])
         except (KeyError, TypeError, ValueError) as error:
             raise UserError(f"{accuracy_log}: an entry is not LoadGen's {{qsl_idx, data}} ({error!r})",
-                            exit_code=1) from None
+                            exit_code=EXIT_FAILURE) from None
         if index in seen:   # LoadGen may issue a sample more than once; evaluation.py counts it once
             continue
         if not 0 <= index < len(references):
             raise UserError(f"{accuracy_log}: qsl_idx {index} is outside the data set's {len(references)} samples",
-                            exit_code=1)
+                            exit_code=EXIT_FAILURE)
         if len(data) % item:
             raise UserError(f"{accuracy_log}: the response of qsl_idx {index} is {len(data)} bytes, not a whole "
-                            f"number of {dtype} token ids", exit_code=1)
+                            f"number of {dtype} token ids", exit_code=EXIT_FAILURE)
         seen.add(index)
         indices.append(index)
         predictions.append(decode(np.frombuffer(data, DTYPES[dtype])))
     if not indices:
-        raise UserError(f"{accuracy_log} holds no responses to score.", exit_code=1)
+        raise UserError(f"{accuracy_log} holds no responses to score.", exit_code=EXIT_FAILURE)
     scores = score_outputs(predictions, [references[i] for i in indices])
     duplicates = len(entries) - len(indices)
     return LlmAccuracy(accuracy_result(scores, len(entries), duplicates), scores, tuple(indices),

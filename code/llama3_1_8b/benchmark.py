@@ -19,7 +19,7 @@ import numpy as np
 from ..common.benchmark_api import (AccuracyResult, DatasetSpec, Log, ModelSpec, PackagedBenchmark, Postprocess,
                                     ResponseFormat, Responses)
 from ..common.config_registry import PerCore
-from ..common.errors import UserError
+from ..common.errors import EXIT_FAILURE, UserError
 from ..common.generation import GenerationSettings
 from ..common.paths import Paths
 from . import datasets as _datasets
@@ -93,7 +93,7 @@ class LlamaBenchmark(PackagedBenchmark):
         articles = _datasets.load_articles(dataset, paths)
         tokenizer = self.tokenizer(model, paths)
         if not accuracy_log.is_file():
-            raise UserError(f"Cannot score: {accuracy_log} is missing.", exit_code=1)
+            raise UserError(f"Cannot score: {accuracy_log} is missing.", exit_code=EXIT_FAILURE)
         result = score_accuracy_log(accuracy_log, [a.reference for a in articles],
                                     lambda ids: tokenizer.decode(ids, skip_special_tokens=True),
                                     dtype=RESPONSE_DTYPE)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..common.benchmark_api import DatasetSpec, Log
-from ..common.errors import UserError, choose
+from ..common.errors import EXIT_FAILURE, UserError, choose
 from ..common.paths import Paths
 
 BENCHMARK = "llama3.1-8b"
@@ -144,9 +144,9 @@ def _read_articles(path: str, size: int, mtime_ns: int, sample: bool) -> tuple[A
     try:
         rows = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
-        raise UserError(f"cannot read the data set file {path}: {error}", exit_code=1) from None
+        raise UserError(f"cannot read the data set file {path}: {error}", exit_code=EXIT_FAILURE) from None
     if not isinstance(rows, list):
-        raise UserError(f"{path} is not a JSON list of samples", exit_code=1)
+        raise UserError(f"{path} is not a JSON list of samples", exit_code=EXIT_FAILURE)
     try:
         if sample:
             return tuple(Article(str(r["id"]), str(r["article"]), detokenize_ptb(str(r["highlights"])))
@@ -154,7 +154,8 @@ def _read_articles(path: str, size: int, mtime_ns: int, sample: bool) -> tuple[A
         return tuple(Article(str(i), str(r["input"]), str(r["output"])) for i, r in enumerate(rows))
     except (KeyError, TypeError) as error:
         fields = "id, article, highlights" if sample else "input, output"
-        raise UserError(f"{path}: a sample lacks one of the fields {fields} ({error!r})", exit_code=1) from None
+        raise UserError(f"{path}: a sample lacks one of the fields {fields} ({error!r})",
+                        exit_code=EXIT_FAILURE) from None
 
 
 def read_articles(path: Path, sample_format: bool = False) -> list[Article]:
@@ -162,7 +163,7 @@ def read_articles(path: Path, sample_format: bool = False) -> list[Article]:
     try:
         stat = Path(path).stat()
     except OSError as error:
-        raise UserError(f"cannot read the data set file {path}: {error}", exit_code=1) from None
+        raise UserError(f"cannot read the data set file {path}: {error}", exit_code=EXIT_FAILURE) from None
     return list(_read_articles(str(path), stat.st_size, stat.st_mtime_ns, sample_format))
 
 
@@ -172,7 +173,7 @@ def load_articles(dataset: str, paths: Paths) -> list[Article]:
     source = dataset_file(dataset, paths)
     if not source.is_file():
         raise UserError(f"Data set {dataset} is not at {source}. Run `{download_hint(dataset)}` first.",
-                        exit_code=1)
+                        exit_code=EXIT_FAILURE)
     return read_articles(source, sample_format=dataset == "cnndm_sample")
 
 
@@ -196,7 +197,7 @@ def _link_cnndm_sample(paths: Paths, log: Log) -> Path:
     if not source.is_file():
         raise UserError(f"cnndm_sample: {source} is absent; it is development data kept beside the repository, not "
                         f"part of a fresh clone. Put it there, or bring the MLCommons data set: "
-                        f"`{download_hint('cnn_eval')}` says how.", exit_code=1)
+                        f"`{download_hint('cnn_eval')}` says how.", exit_code=EXIT_FAILURE)
     if target.is_symlink():
         if target.resolve() == source.resolve():
             log(f"cnndm_sample: {target} already links to {source}")
@@ -215,7 +216,7 @@ def _check_mlcommons_file(dataset: str, paths: Paths, log: Log) -> Path:
     spec, target = DATASETS[dataset], dataset_file(dataset, paths)
     where = f"Put {DATASET_FILES[dataset]} at {target}.\n{spec.how_to_get}"
     if not target.is_file():
-        raise UserError(f"{dataset}: not found ({target} is missing).\n{where}", exit_code=1)
+        raise UserError(f"{dataset}: not found ({target} is missing).\n{where}", exit_code=EXIT_FAILURE)
     rows = _rows(target)
     problem = None
     if len(rows) != spec.sample_count:
@@ -226,7 +227,7 @@ def _check_mlcommons_file(dataset: str, paths: Paths, log: Log) -> Path:
         if lacking is not None:
             problem = f"sample {lacking} lacks one of the fields {', '.join(MLCOMMONS_FIELDS)}"
     if problem:
-        raise UserError(f"{dataset}: {target} is not the MLCommons file: {problem}.\n{where}", exit_code=1)
+        raise UserError(f"{dataset}: {target} is not the MLCommons file: {problem}.\n{where}", exit_code=EXIT_FAILURE)
     log(f"{dataset}: {len(rows)} samples present in {target}")
     return target
 
@@ -235,9 +236,9 @@ def _rows(path: Path) -> list[Any]:
     try:
         rows = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
-        raise UserError(f"cannot read the data set file {path}: {error}", exit_code=1) from None
+        raise UserError(f"cannot read the data set file {path}: {error}", exit_code=EXIT_FAILURE) from None
     if not isinstance(rows, list):
-        raise UserError(f"{path} is not a JSON list of samples", exit_code=1)
+        raise UserError(f"{path} is not a JSON list of samples", exit_code=EXIT_FAILURE)
     return rows
 
 

@@ -13,7 +13,7 @@ from typing import Any, Container, Mapping
 
 import numpy as np
 
-from ..common.errors import UserError
+from ..common.errors import EXIT_FAILURE, UserError
 from .decoder_config import DecoderConfig, DecoderWeights, RopeScaling
 
 # GGUF tensor name (within a block "blk.{i}.") -> Hugging Face name (within "model.layers.{i}.").
@@ -40,12 +40,13 @@ def _reader(path: Path):
 
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"No GGUF file at {path}; fetch the model again with `make download_model`.", exit_code=1)
+        raise UserError(f"No GGUF file at {path}; fetch the model again with `make download_model`.",
+                        exit_code=EXIT_FAILURE)
     try:
         return gguf.GGUFReader(str(path))
     except (ValueError, OSError) as error:
         raise UserError(f"{path} is not a readable GGUF file ({error}); delete it and run `make download_model` "
-                        "again.", exit_code=1) from error
+                        "again.", exit_code=EXIT_FAILURE) from error
 
 
 def gguf_metadata(path: Path) -> dict[str, Any]:
@@ -68,18 +69,19 @@ def _config_from_gguf(fields: Mapping[str, Any], tensor_names: set[str], path: P
     arch = fields.get("general.architecture")
     if arch != "llama":
         raise UserError(f"{path} holds a '{arch}' model; the decoder graph is built for the Llama architecture "
-                        "(Llama, SmolLM2, ...).", exit_code=1)
+                        "(Llama, SmolLM2, ...).", exit_code=EXIT_FAILURE)
 
     def need(key: str) -> Any:
         value = fields.get(f"llama.{key}")
         if value is None:
-            raise UserError(f"{path} lacks the metadata llama.{key}; the file is incomplete or damaged.", exit_code=1)
+            raise UserError(f"{path} lacks the metadata llama.{key}; the file is incomplete or damaged.",
+                            exit_code=EXIT_FAILURE)
         return value
 
     if "rope_freqs.weight" in tensor_names:
         raise UserError(f"{path} carries precomputed RoPE frequency factors (Llama 3.1's scaling), which this "
                         "converter does not read from GGUF; convert the model from its Hugging Face checkpoint.",
-                        exit_code=1)
+                        exit_code=EXIT_FAILURE)
     hidden, heads = int(need("embedding_length")), int(need("attention.head_count"))
     head_dim = int(fields.get("llama.attention.key_length") or fields.get("llama.rope.dimension_count")
                    or hidden // heads)
@@ -135,7 +137,7 @@ def read_gguf(path: Path) -> DecoderWeights:
     try:
         return DecoderWeights(config, tensors)
     except ValueError as error:
-        raise UserError(f"{path}: {error}", exit_code=1) from error
+        raise UserError(f"{path}: {error}", exit_code=EXIT_FAILURE) from error
 
 
 # --- Hugging Face safetensors checkpoints --------------------------------------------------------------------------
@@ -146,7 +148,7 @@ _SAFETENSORS_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "
 def _numpy_dtype(code: str, file: Path, name: str) -> np.dtype:
     if code not in _SAFETENSORS_DTYPES:
         raise UserError(f"{file}: tensor {name} has dtype {code}; the converter reads {', '.join(_SAFETENSORS_DTYPES)} "
-                        "weights (an unquantized checkpoint).", exit_code=1)
+                        "weights (an unquantized checkpoint).", exit_code=EXIT_FAILURE)
     if code == "BF16":
         import ml_dtypes
 
@@ -181,7 +183,7 @@ def read_safetensors(file: Path, names: Container[str] | None = None) -> dict[st
         shape = tuple(int(x) for x in entry["shape"])
         if end - begin != int(np.prod(shape)) * dtype.itemsize or start + end > raw.size:
             raise UserError(f"{file}: tensor {name}'s byte range does not match its shape {list(shape)}; the file is "
-                            "truncated or damaged: download it again.", exit_code=1)
+                            "truncated or damaged: download it again.", exit_code=EXIT_FAILURE)
         tensors[name] = np.array(raw[start + begin:start + end].view(dtype).reshape(shape), dtype=np.float32)
     return tensors
 
@@ -190,22 +192,23 @@ def _header(file: Path) -> dict[str, Any]:
     with file.open("rb") as f:
         size_bytes = f.read(8)
         if len(size_bytes) != 8:
-            raise UserError(f"{file} is too short to be a safetensors file; download it again.", exit_code=1)
+            raise UserError(f"{file} is too short to be a safetensors file; download it again.", exit_code=EXIT_FAILURE)
         size = int.from_bytes(size_bytes, "little")
         if size > 100_000_000 or size > file.stat().st_size - 8:
-            raise UserError(f"{file} is not a safetensors file (header size {size}); download it again.", exit_code=1)
+            raise UserError(f"{file} is not a safetensors file (header size {size}); download it again.",
+                            exit_code=EXIT_FAILURE)
         try:
             return json.loads(f.read(size))
         except ValueError as error:
             raise UserError(f"{file}: its safetensors header is not JSON ({error}); download it again.",
-                            exit_code=1) from error
+                            exit_code=EXIT_FAILURE) from error
 
 
 def config_from_hf(config: Mapping[str, Any], where: str = "config.json") -> DecoderConfig:
     """A DecoderConfig from a Hugging Face LlamaConfig (config.json)."""
     if config.get("model_type", "llama") != "llama":
         raise UserError(f"{where} describes a '{config.get('model_type')}' model; the decoder graph is built for "
-                        "Llama-architecture checkpoints.", exit_code=1)
+                        "Llama-architecture checkpoints.", exit_code=EXIT_FAILURE)
     try:
         heads = int(config["num_attention_heads"])
         hidden = int(config["hidden_size"])
@@ -220,7 +223,7 @@ def config_from_hf(config: Mapping[str, Any], where: str = "config.json") -> Dec
                     original_max_positions=int(scaling["original_max_position_embeddings"]))
             elif kind != "default":
                 raise UserError(f"{where}: rope_scaling type '{kind}' is not supported (only Llama 3.1's "
-                                "'llama3').", exit_code=1)
+                                "'llama3').", exit_code=EXIT_FAILURE)
         return DecoderConfig(
             vocab_size=int(config["vocab_size"]), hidden_size=hidden, num_layers=int(config["num_hidden_layers"]),
             num_heads=heads, num_kv_heads=int(config.get("num_key_value_heads") or heads),
@@ -231,7 +234,7 @@ def config_from_hf(config: Mapping[str, Any], where: str = "config.json") -> Dec
             tie_embeddings=bool(config.get("tie_word_embeddings", False)), rope_scaling=rope_scaling)
     except KeyError as error:
         raise UserError(f"{where} lacks {error}; it is not a complete Hugging Face Llama config.",
-                        exit_code=1) from None
+                        exit_code=EXIT_FAILURE) from None
 
 
 def read_safetensors_checkpoint(folder: Path) -> DecoderWeights:
@@ -241,7 +244,7 @@ def read_safetensors_checkpoint(folder: Path) -> DecoderWeights:
     files = sorted(folder.glob("*.safetensors"))
     if not config_file.is_file() or not files:
         raise UserError(f"{folder} is not a Hugging Face checkpoint: it needs config.json and *.safetensors files.",
-                        exit_code=1)
+                        exit_code=EXIT_FAILURE)
     config = config_from_hf(json.loads(config_file.read_text()), str(config_file))
     wanted = config.expected_shapes()
     tensors: dict[str, np.ndarray] = {}
@@ -252,4 +255,4 @@ def read_safetensors_checkpoint(folder: Path) -> DecoderWeights:
     try:
         return DecoderWeights(config, tensors)
     except ValueError as error:
-        raise UserError(f"{folder}: {error}", exit_code=1) from error
+        raise UserError(f"{folder}: {error}", exit_code=EXIT_FAILURE) from error

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..common.benchmark_api import Log, ModelSpec, TensorSpec
-from ..common.errors import UserError, choose
+from ..common.errors import EXIT_FAILURE, UserError, choose
 from ..common.fileio import external_data, sha256_file, write_atomically
 from ..common.paths import Paths
 
@@ -117,7 +117,7 @@ def _require_checkpoint(paths: Paths, benchmark: str) -> Path:
     if not folder.is_dir() or missing or not any(folder.glob("*.safetensors")):
         what = "is missing" if not folder.is_dir() else f"lacks {', '.join(missing) or '*.safetensors'}"
         raise UserError(f"The {LLAMA} checkpoint folder {folder} {what}. " + LLAMA_HOW_TO.format(where=folder),
-                        exit_code=1)
+                        exit_code=EXIT_FAILURE)
     return folder
 
 
@@ -166,7 +166,8 @@ def tokenizer(model: str, paths: Paths, benchmark: str = BENCHMARK) -> "TextToke
         source = gguf_path(paths, benchmark)
         if not source.is_file():
             raise UserError(f"The {model} tokenizer lives in {source}, which is missing. Get it with: make "
-                            f'download_model RUN_ARGS="--benchmarks={benchmark} --model={model}"', exit_code=1)
+                            f'download_model RUN_ARGS="--benchmarks={benchmark} --model={model}"',
+                            exit_code=EXIT_FAILURE)
         return TextTokenizer.from_gguf(source)
     return TextTokenizer.from_tokenizer_json(_require_checkpoint(paths, benchmark) / "tokenizer.json")
 

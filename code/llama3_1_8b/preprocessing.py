@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..common.benchmark_api import Log
-from ..common.errors import UserError
+from ..common.errors import EXIT_FAILURE, UserError
 from ..common.fileio import atomic_path, sha256_file
 from ..common.integrity import FileDigest, problem
 from ..common.paths import Paths
@@ -61,7 +61,7 @@ class PromptSet:
         if start < 0 or end - start <= excess:
             raise UserError(f"Prompt {index} has {len(prompt)} tokens, more than max_input_tokens={cap}, and its "
                             f"article cannot be cut to fit (its span in the prompt is unknown or too short). Raise "
-                            f"max_input_tokens or set it to 0.", exit_code=1)
+                            f"max_input_tokens or set it to 0.", exit_code=EXIT_FAILURE)
         return np.concatenate([prompt[:end - excess], prompt[end:]])
 
     def capped(self, max_input_tokens: int) -> "PromptSet":
@@ -97,7 +97,7 @@ def preprocess(model: str, dataset: str, paths: Paths, log: Log, benchmark: str 
     source = _datasets.dataset_file(dataset, paths)
     if not source.is_file():
         raise UserError(f"The data set file {source} is missing. Run `{_datasets.download_hint(dataset)}` first.",
-                        exit_code=1)
+                        exit_code=EXIT_FAILURE)
     expected = _manifest(model, dataset, paths, benchmark)
     try:
         current = json.loads((directory / MANIFEST_FILE).read_text())
@@ -172,19 +172,19 @@ def preprocessed(model: str, dataset: str, paths: Paths, benchmark: str = _model
         manifest = json.loads((directory / MANIFEST_FILE).read_text())
     except (OSError, ValueError):
         raise UserError(f"No preprocessed prompts of {dataset} for {model} in {directory} (no readable "
-                        f"{MANIFEST_FILE}). Run `{hint}`.", exit_code=1) from None
+                        f"{MANIFEST_FILE}). Run `{hint}`.", exit_code=EXIT_FAILURE) from None
     damage = _prompts_problem(directory, manifest)
     if damage is not None:
         raise UserError(f"{directory / PROMPTS_FILE} {damage}. Run `{hint}`: it makes the prompts again.",
-                        exit_code=1)
+                        exit_code=EXIT_FAILURE)
     try:
         with np.load(directory / PROMPTS_FILE) as data:
             prompts = PromptSet(directory, data["tokens"], data["offsets"], data["article_spans"])
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as error:
         raise UserError(f"{directory / PROMPTS_FILE} cannot be read as preprocessed prompts ({error}). Run "
-                        f"`{hint}`: it makes them again.", exit_code=1) from None
+                        f"`{hint}`: it makes them again.", exit_code=EXIT_FAILURE) from None
     if manifest.get("format") != FORMAT_VERSION or manifest.get("model") != model or \
             manifest.get("samples") != len(prompts) or manifest.get("template") != _datasets.PROMPT_TEMPLATE:
         raise UserError(f"The preprocessed prompts in {directory} were made by another version or from other "
-                        f"inputs. Run `{hint}` again.", exit_code=1)
+                        f"inputs. Run `{hint}` again.", exit_code=EXIT_FAILURE)
     return prompts

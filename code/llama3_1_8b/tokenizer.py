@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..common.errors import UserError
+from ..common.errors import EXIT_FAILURE, UserError
 
 if TYPE_CHECKING:
     import tokenizers
@@ -56,7 +56,7 @@ def _pre_tokenizer(name: str, where: Path):
         return pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(_LLAMA3_SPLIT), behavior="isolated"),
                                         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     raise UserError(f"{where} uses the llama.cpp pre-tokenizer '{name}', which this toolkit does not rebuild "
-                    "(known: smollm, gpt-2, llama-bpe).", exit_code=1)
+                    "(known: smollm, gpt-2, llama-bpe).", exit_code=EXIT_FAILURE)
 
 
 class TextTokenizer:
@@ -66,7 +66,7 @@ class TextTokenizer:
                  adds_bos: bool, chat_template: str | None, source: str, clean_up_spaces: bool = False) -> None:
         if not eos_token_ids:
             raise UserError(f"The tokenizer from {source} names no end-of-sequence token; generation could not stop.",
-                            exit_code=1)
+                            exit_code=EXIT_FAILURE)
         self._tokenizer = tokenizer
         self.bos_token_id = bos_token_id
         self.eos_token_ids: tuple[int, ...] = tuple(dict.fromkeys(int(i) for i in eos_token_ids))
@@ -90,7 +90,7 @@ class TextTokenizer:
         kind = meta.get("tokenizer.ggml.model")
         if kind != "gpt2":
             raise UserError(f"{path} holds a '{kind}' tokenizer; only byte-level BPE ('gpt2', as SmolLM2 and Llama 3 "
-                            "use) is rebuilt here.", exit_code=1)
+                            "use) is rebuilt here.", exit_code=EXIT_FAILURE)
         tokens: list[str] = list(meta["tokenizer.ggml.tokens"])
         types: list[int] = list(meta.get("tokenizer.ggml.token_type") or [1] * len(tokens))
         merges = [tuple(m.split(" ", 1)) for m in meta.get("tokenizer.ggml.merges") or []]
@@ -121,7 +121,8 @@ class TextTokenizer:
 
         path = Path(path)
         if not path.is_file():
-            raise UserError(f"No tokenizer.json at {path}; the checkpoint folder is incomplete.", exit_code=1)
+            raise UserError(f"No tokenizer.json at {path}; the checkpoint folder is incomplete.",
+                            exit_code=EXIT_FAILURE)
         tokenizer = Tokenizer.from_file(str(path))
         config = _read_json(path.with_name("tokenizer_config.json"))
         generation = _read_json(path.with_name("generation_config.json"))
@@ -176,7 +177,7 @@ class TextTokenizer:
         default system message included), as text: encode it with add_bos=True."""
         if not self.chat_template:
             raise UserError(f"The tokenizer from {self.source} has no chat template; use the plain prompt.",
-                            exit_code=1)
+                            exit_code=EXIT_FAILURE)
         return render_chat(self.chat_template, user_message, bos_token=self._token_text(self.bos_token_id),
                            eos_token=self._token_text(self.eos_token_ids[0]))
 
@@ -206,7 +207,8 @@ def _read_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except ValueError as error:
-        raise UserError(f"{path} is not valid JSON ({error}); restore it from the checkpoint.", exit_code=1) from None
+        raise UserError(f"{path} is not valid JSON ({error}); restore it from the checkpoint.",
+                        exit_code=EXIT_FAILURE) from None
     return data if isinstance(data, dict) else {}
 
 
@@ -245,10 +247,10 @@ def render_chat_jinja(template: str, user_message: str, *, bos_token: str = "", 
     except ImportError:
         raise UserError("This model's chat template is not ChatML or Llama 3, and rendering it needs the jinja2 "
                         "package, which is not installed: install jinja2, or use a model of a known family.",
-                        exit_code=1) from None
+                        exit_code=EXIT_FAILURE) from None
 
     def raise_exception(message: str) -> None:
-        raise UserError(f"The chat template refused the prompt: {message}", exit_code=1)
+        raise UserError(f"The chat template refused the prompt: {message}", exit_code=EXIT_FAILURE)
 
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     env.globals["raise_exception"] = raise_exception

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from ..common.benchmark_api import AccuracyResult, Metric
-from ..common.errors import UserError
-from ..common.harness.loadgen_log import read_accuracy_entries
+from ..common.errors import EXIT_FAILURE, EXIT_OK, UserError
+from ..common.records.loadgen_log import read_accuracy_entries
 
 METRIC = "top-1 accuracy"
 
@@ -33,11 +33,11 @@ def score_accuracy_log(accuracy_log: Path, labels: np.ndarray, label_offset: int
             continue
         if not 0 <= index < len(labels):
             raise UserError(f"{accuracy_log}: qsl_idx {index} is outside the data set's {len(labels)} samples",
-                            exit_code=1)
+                            exit_code=EXIT_FAILURE)
         seen.add(index)
         response = np.frombuffer(bytes.fromhex(entry["data"]), dtype)
         if response.size == 0:
-            raise UserError(f"{accuracy_log}: empty response for qsl_idx {index}", exit_code=1)
+            raise UserError(f"{accuracy_log}: empty response for qsl_idx {index}", exit_code=EXIT_FAILURE)
         if int(response[0]) - label_offset == int(labels[index]):
             good += 1
     total = len(seen)
@@ -61,9 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         result = score_accuracy_log(args.mlperf_accuracy_file, labels, args.label_offset, np.dtype(args.dtype))
     except (UserError, OSError, TypeError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return getattr(error, "exit_code", 1)
+        return getattr(error, "exit_code", EXIT_FAILURE)
     print(result.text)
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

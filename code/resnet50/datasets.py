@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..common.benchmark_api import DatasetSpec, Log
-from ..common.errors import UserError, choose
+from ..common.errors import EXIT_FAILURE, UserError, choose
 from ..common.fileio import write_atomically
 from ..common.paths import Paths
 from ..common.preprocessed_store import parse_map
@@ -73,7 +73,7 @@ def read_val_map(dataset: str, paths: Paths) -> list[tuple[str, int]]:
     val_map = paths.dataset_dir(dataset) / VAL_MAP
     if not val_map.is_file():
         raise UserError(f"Data set {dataset} is not at {paths.dataset_dir(dataset)} ({VAL_MAP} missing). "
-                        f"Run `{download_hint(dataset)}` first.", exit_code=1)
+                        f"Run `{download_hint(dataset)}` first.", exit_code=EXIT_FAILURE)
     return parse_val_map(val_map)
 
 
@@ -95,11 +95,11 @@ def _download_foolbox(paths: Paths, log: Log) -> Path:
     try:
         wheel = fetch_wheel(FOOLBOX_PACKAGE, FOOLBOX_VERSION, paths.download_cache)
     except RuntimeError as error:
-        raise UserError(f"foolbox20: {error}", exit_code=1) from None
+        raise UserError(f"foolbox20: {error}", exit_code=EXIT_FAILURE) from None
     with zipfile.ZipFile(wheel) as archive:
         members = sorted(m for m in archive.namelist() if _FOOLBOX_IMAGE.fullmatch(m))
     if len(members) != 20:
-        raise UserError(f"{wheel.name} holds {len(members)} ImageNet images, expected 20", exit_code=1)
+        raise UserError(f"{wheel.name} holds {len(members)} ImageNet images, expected 20", exit_code=EXIT_FAILURE)
     lines = []
     for member in members:
         name, label = _FOOLBOX_IMAGE.fullmatch(member).groups()
@@ -119,7 +119,7 @@ def _link_imagenet_sample(paths: Paths, log: Log) -> Path:
     if not (source / VAL_MAP).is_file():
         raise UserError(f"imagenet_sample: {source} (1000 JPEGs + {VAL_MAP}) is absent; it is development data "
                         f"kept beside the repository, not part of a fresh clone. Use --dataset=foolbox20, or "
-                        f"put the folder there.", exit_code=1)
+                        f"put the folder there.", exit_code=EXIT_FAILURE)
     if target.is_symlink() and target.resolve() == source.resolve():
         log(f"imagenet_sample: {target} already links to {source}")
         return target
@@ -131,7 +131,8 @@ def _link_imagenet_sample(paths: Paths, log: Log) -> Path:
         if (target / VAL_MAP).is_file():  # a copy the user made: fine as it is
             log(f"imagenet_sample: using the existing copy in {target}")
             return target
-        raise UserError(f"imagenet_sample: {target} exists but has no {VAL_MAP}; remove it and rerun.", exit_code=1)
+        raise UserError(f"imagenet_sample: {target} exists but has no {VAL_MAP}; remove it and rerun.",
+                        exit_code=EXIT_FAILURE)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.symlink_to(source, target_is_directory=True)
     log(f"imagenet_sample: linked {target} -> {source}")
@@ -145,14 +146,15 @@ def _check_imagenet(paths: Paths, log: Log) -> Path:
               f"ILSVRC2012_val_00050000.JPEG\n    {CALIBRATION_LIST}   (for INT8 calibration)\n")
     if not (target / VAL_MAP).is_file():
         raise UserError(f"imagenet: not found ({target / VAL_MAP} is missing).\n{layout}{_IMAGENET_HOW_TO}",
-                        exit_code=1)
+                        exit_code=EXIT_FAILURE)
     entries = parse_val_map(target / VAL_MAP)
     missing = [name for name, _ in entries if not (target / name).is_file()]
     if missing or len(entries) != IMAGENET_VAL_COUNT:
         problem = (f"{len(missing)} of the {len(entries)} images {VAL_MAP} lists are missing "
                    f"(first: {missing[0]})" if missing else
                    f"{VAL_MAP} lists {len(entries)} images, the validation set has {IMAGENET_VAL_COUNT}")
-        raise UserError(f"imagenet: incomplete in {target}: {problem}.\n{layout}{_IMAGENET_HOW_TO}", exit_code=1)
+        raise UserError(f"imagenet: incomplete in {target}: {problem}.\n{layout}{_IMAGENET_HOW_TO}",
+                        exit_code=EXIT_FAILURE)
     cal = "present" if (target / CALIBRATION_LIST).is_file() else "absent (needed only for INT8 calibration)"
     log(f"imagenet: {len(entries)} images and {VAL_MAP} present in {target}; {CALIBRATION_LIST} {cal}")
     return target
@@ -178,10 +180,12 @@ def calibration_indices(dataset: str, count: int, paths: Paths) -> Sequence[int]
     cal_list = paths.dataset_dir(dataset) / CALIBRATION_LIST
     if not cal_list.is_file():
         raise UserError(f"imagenet: the MLPerf calibration list {cal_list} is missing. Get {CALIBRATION_LIST} from "
-                        f"the MLPerf inference repository (calibration/ImageNet/) and place it there.", exit_code=1)
+                        f"the MLPerf inference repository (calibration/ImageNet/) and place it there.",
+                        exit_code=EXIT_FAILURE)
     index = {name: i for i, (name, _) in enumerate(entries)}
     names = [line.split()[0] for line in cal_list.read_text().splitlines() if line.strip()]
     unknown = [n for n in names if n not in index]
     if unknown:
-        raise UserError(f"{cal_list}: {len(unknown)} images are not in {VAL_MAP} (first: {unknown[0]})", exit_code=1)
+        raise UserError(f"{cal_list}: {len(unknown)} images are not in {VAL_MAP} (first: {unknown[0]})",
+                        exit_code=EXIT_FAILURE)
     return [index[name] for name in names[:count]]

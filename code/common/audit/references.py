@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from ..arguments import AUDIT_ACTION
 from ..config_registry import ResolvedConfig
-from ..constants import TestMode
-from ..errors import UserError
-from ..harness.metadata import RunRecord
-from ..harness.reproduce import record_selection
-from ..submission.runs import Choice, choose_runs, conflict_message, differing_fields, load_records
+from ..constants import AUDIT_ACTION, TestMode
+from ..errors import EXIT_FAILURE, UserError
+from ..records.metadata import RunRecord
+from ..records.computation import differing_fields
+from ..records.reproduce import record_selection
+from ..submission.runs import Choice, choose_runs, conflict_message, load_records
 
 
 @dataclass(frozen=True)
@@ -46,14 +46,14 @@ def find_references(roots: Iterable[Path], system_id: str, config: ResolvedConfi
     choice = choose_runs(load_records(roots, log), allow_test_runs=True, system_id=system_id).get(key, Choice())
     if choice.conflict:
         raise UserError(conflict_message(f"{config.benchmark} {config.scenario.value}", choice.conflict,
-                                         then="make run_audit_harness"), exit_code=1)
+                                         then="make run_audit_harness"), exit_code=EXIT_FAILURE)
     performance = choice.performance
     if performance is not None and _differences(performance, config):
         raise UserError(
             f"The compliance tests of {config.benchmark} {config.scenario.value} are compared with the run "
             f"stage_results stages, {performance.log_dir}, which computes something else than the selected "
             f"config ({'; '.join(_differences(performance, config))}). Select that run: "
-            f"{record_selection(performance).without_test().command(AUDIT_ACTION)}", exit_code=1)
+            f"{record_selection(performance).without_test().command(AUDIT_ACTION)}", exit_code=EXIT_FAILURE)
     accuracy = choice.accuracy
     if accuracy is not None and _differences(accuracy, config):
         accuracy = None

@@ -20,15 +20,16 @@ from typing import Any, Sequence
 
 from ..constants import AccuracyTarget
 from ..fileio import sha256_file, write_atomically
+from ..paths import (ACCURACY_DIR, ACCURACY_LOG, ACCURACY_TXT, BASELINE_ACCURACY_TXT, COMPLIANCE_ACCURACY_TXT,
+                     VERIFY_ACCURACY, VERIFY_PERFORMANCE, accuracy_dir)
 from ..rules import BenchmarkRules, ComplianceTest, RulesRound
 from .test06 import EOS, FIRST_TOKEN, LENGTH, SKIPPED
 from .verify import PASS, part3_verdict
 
-VERIFY_PERFORMANCE, VERIFY_ACCURACY = "verify_performance.txt", "verify_accuracy.txt"
 # Beside the verdicts of a compliance folder, never staged: which submission runs they were reached against.
 VERIFIED_AGAINST = "verified_against.json"
-ACCURACY_FILES = frozenset({"mlperf_log_accuracy.json", "accuracy.txt"})
-PART3_SCORES = ("baseline_accuracy.txt", "compliance_accuracy.txt")   # in that order: baseline, compliance
+ACCURACY_FILES = frozenset({ACCURACY_LOG, ACCURACY_TXT})
+PART3_SCORES = (BASELINE_ACCURACY_TXT, COMPLIANCE_ACCURACY_TXT)   # in that order: baseline, compliance
 PART3_FILES = ACCURACY_FILES | set(PART3_SCORES)
 # Names the checkers leave out when they compare a folder's files with the set they require.
 IGNORED_FILES = frozenset({"mlperf_log_trace.json", "results.json", ".gitkeep"})
@@ -108,26 +109,26 @@ def performance_verdict_problems(folder: Path) -> list[Problem]:
 def accuracy_verdict_problems(folder: Path, bench: BenchmarkRules, target: AccuracyTarget | None,
                               rules: RulesRound) -> list[Problem]:
     """TEST01's accuracy part: the verify_accuracy.txt verdict, or Part III with its files and delta."""
-    path, accuracy = folder / VERIFY_ACCURACY, folder / "accuracy"
+    path, accuracy = folder / VERIFY_ACCURACY, accuracy_dir(folder)
     lines = _lines(path) if path.is_file() else None
     if lines is None:
         return [(path, f"{VERIFY_ACCURACY} is missing or unreadable")]
     if PASS in lines:
-        return _file_set(accuracy, ACCURACY_FILES, "with verify_accuracy.txt saying TEST PASS")
+        return _file_set(accuracy, ACCURACY_FILES, f"with {VERIFY_ACCURACY} saying TEST PASS")
     if any(PASS in line for line in lines):
         return [(path, f"{VERIFY_ACCURACY} has a line holding TEST PASS that is not exactly 'TEST PASS': the two "
                        f"official checkers read it differently")]
-    problems = _file_set(accuracy, PART3_FILES, "for the Part III fallback (verify_accuracy.txt says TEST FAIL)")
+    problems = _file_set(accuracy, PART3_FILES, f"for the Part III fallback ({VERIFY_ACCURACY} says TEST FAIL)")
     if problems:
         return problems
     delta = rules.part3_delta_percent.get(target or AccuracyTarget.k_99, 1.0)
     check = part3_verdict(*((accuracy / name).read_text(errors="replace") for name in PART3_SCORES),
                           bench.accuracy_pattern, delta)
-    return [] if check.passed else [(accuracy / "compliance_accuracy.txt", check.summary)]
+    return [] if check.passed else [(accuracy / COMPLIANCE_ACCURACY_TXT, check.summary)]
 
 
 TEST06_PASS_LINES = ((f"{FIRST_TOKEN}: True", f"{FIRST_TOKEN}: {SKIPPED}"), (f"{EOS}: True",), (f"{LENGTH}: True",))
-TEST06_ACCURACY_LOG = Path("accuracy") / "mlperf_log_accuracy.json"
+TEST06_ACCURACY_LOG = Path(ACCURACY_DIR) / ACCURACY_LOG
 
 
 def token_verdict_problems(folder: Path) -> list[Problem]:

@@ -24,7 +24,8 @@ import numpy as np
 
 from ..benchmark_api import ResponseFormat
 from ..constants import Scenario
-from ..harness.loadgen_log import DETAIL, SUMMARY, LoadGenLog, read_detail
+from ..paths import BASELINE_ACCURACY_TXT, COMPLIANCE_ACCURACY_TXT, DETAIL_LOG, SUMMARY_LOG
+from ..records.loadgen_log import LoadGenLog, read_detail
 from ..rules import ComplianceTest
 
 PASS, FAIL = "TEST PASS", "TEST FAIL"
@@ -196,7 +197,7 @@ def part3_verdict(baseline_text: str, compliance_text: str, pattern: str, delta_
     """The submission checker's Part III test of TEST01/accuracy/{baseline,compliance}_accuracy.txt."""
     baseline, compliance = accuracy_value(baseline_text, pattern), accuracy_value(compliance_text, pattern)
     if not baseline or not compliance:
-        which = "baseline_accuracy.txt" if not baseline else "compliance_accuracy.txt"
+        which = BASELINE_ACCURACY_TXT if not baseline else COMPLIANCE_ACCURACY_TXT
         return Check(False, "", f"{which} holds no accuracy value the round's pattern reads (or it is 0)")
     delta = abs(1 - baseline / compliance) * 100
     passed = delta <= delta_percent
@@ -233,9 +234,9 @@ def _finish(lines: list[str], passed: bool, why: str, summary: str) -> Check:
 def verify_raw(test: ComplianceTest, reference_dir: Path, compliance_dir: Path) -> Check:
     lines = ["Verifying performance."]
     ref_log, test_log = read_detail(reference_dir), read_detail(compliance_dir)
-    ref, problem = _raw_score(ref_log, reference_dir / DETAIL)
+    ref, problem = _raw_score(ref_log, reference_dir / DETAIL_LOG)
     if problem is None:
-        score, problem = _raw_score(test_log, compliance_dir / DETAIL)
+        score, problem = _raw_score(test_log, compliance_dir / DETAIL_LOG)
     if problem is not None:
         return _finish(lines, False, problem, problem)
     if ref_log.scenario is not test_log.scenario:
@@ -281,7 +282,7 @@ def read_summary_score(path: Path) -> SummaryScore:
 def verify_rate(test: ComplianceTest, reference_dir: Path, compliance_dir: Path) -> Check:
     lines = ["Verifying performance."]
     try:
-        ref, score = read_summary_score(reference_dir / SUMMARY), read_summary_score(compliance_dir / SUMMARY)
+        ref, score = read_summary_score(reference_dir / SUMMARY_LOG), read_summary_score(compliance_dir / SUMMARY_LOG)
     except (OSError, IndexError, ValueError, ZeroDivisionError) as exc:
         return _finish(lines, False, f"a summary log cannot be read ({exc})", f"a summary log cannot be read ({exc})")
     if ref.invalid or score.invalid:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from ..errors import UserError
+from ..errors import EXIT_FAILURE, UserError
 
 if TYPE_CHECKING:   # type-checked against stubs/cuda (generated from cuda-python 12.9)
     from cuda.bindings import runtime as cudart
@@ -69,7 +69,7 @@ def require_cuda_python() -> None:
         from cuda.bindings import runtime
     except ImportError:
         raise UserError("cuda-python is not installed here; `make build` installs it (with TensorRT) on a machine "
-                        "with an NVIDIA GPU and driver.", exit_code=1) from None
+                        "with an NVIDIA GPU and driver.", exit_code=EXIT_FAILURE) from None
     globals()["cudart"] = runtime
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import UserError
+from ..errors import EXIT_FAILURE, UserError
 from .base import Backend
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def providers_for(device: str) -> list[str]:
     if not cuda_available():
         raise UserError("This engine was built for the GPU, but this ONNX Runtime has no CUDA execution provider "
                         f"(available: {', '.join(available_providers())}). Rebuild the engine here with "
-                        "`make generate_engines`, or install onnxruntime-gpu.", exit_code=1)
+                        "`make generate_engines`, or install onnxruntime-gpu.", exit_code=EXIT_FAILURE)
     return [CUDA, CPU]
 
 
@@ -73,14 +73,16 @@ class OnnxRuntimeBackend(Backend):
 
         engine_path = Path(engine_path)
         if not engine_path.is_file():
-            raise UserError(f"No engine at {engine_path}; build it with `make generate_engines`.", exit_code=1)
+            raise UserError(f"No engine at {engine_path}; build it with `make generate_engines`.",
+                            exit_code=EXIT_FAILURE)
         self.device = device
         self._session: ort.InferenceSession | None = ort.InferenceSession(
             str(engine_path), session_options(threads), providers=providers_for(device))
         inputs = [i.name for i in self._session.get_inputs()]
         if input_name not in inputs:
             raise UserError(f"{engine_path} has input(s) {', '.join(inputs)}, not '{input_name}': the engine was "
-                            "built from another model. Rebuild it with `make generate_engines`.", exit_code=1)
+                            "built from another model. Rebuild it with `make generate_engines`.",
+                            exit_code=EXIT_FAILURE)
         self.input_name = input_name
         self.output_names = [o.name for o in self._session.get_outputs()]
 

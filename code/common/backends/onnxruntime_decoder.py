@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from ..errors import UserError
+from ..errors import EXIT_FAILURE, UserError
 from .onnxruntime_backend import CPU, session_options
 
 if TYPE_CHECKING:
@@ -52,11 +52,11 @@ class OnnxRuntimeDecoder:
         engine = Path(engine)
         if not engine.is_file():
             raise UserError(f"No decoder graph at {engine}; build it with `make download_model` and "
-                            "`make generate_engines`.", exit_code=1)
+                            "`make generate_engines`.", exit_code=EXIT_FAILURE)
         try:
             facts = decoder_facts(engine)
         except ValueError as error:
-            raise UserError(str(error), exit_code=1) from None
+            raise UserError(str(error), exit_code=EXIT_FAILURE) from None
         self.num_layers = facts["num_layers"]
         self.num_kv_heads = facts["num_kv_heads"]
         self.head_dim = facts["head_dim"]
@@ -87,7 +87,8 @@ class OnnxRuntimeDecoder:
         """One graph call: each row's next token and the presents (the new cache), all of ORT's own buffers."""
         if positions.size and int(positions.max()) >= self.max_positions:
             raise UserError(f"A sequence reached position {int(positions.max())}, past the decoder's "
-                            f"{self.max_positions} positions: shorten the prompts or max_new_tokens.", exit_code=1)
+                            f"{self.max_positions} positions: shorten the prompts or max_new_tokens.",
+                            exit_code=EXIT_FAILURE)
         feed = dict(zip(self.input_names, (ids, positions, mask, *cache)))
         outputs = self.session.run(self.output_names, feed)
         return outputs[0], outputs[2:]

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol, Sequence
 
 import numpy as np
 
-from ..errors import UserError
+from ..errors import EXIT_FAILURE, UserError
 from .base import Backend
 from .cuda_runtime import CudaCalls, CudaError, CudaRuntime, describe_cuda_failure, host_array
 
@@ -44,10 +44,10 @@ def require_tensorrt() -> str:
     try:
         import tensorrt
     except ImportError:
-        raise UserError(MISSING, exit_code=1) from None
+        raise UserError(MISSING, exit_code=EXIT_FAILURE) from None
     except OSError as error:   # the bindings load but a TensorRT library is missing
         raise UserError(f"TensorRT is installed but does not load ({error}); run make build again on the GPU "
-                        "machine, it reinstalls the tensorrt environment", exit_code=1) from None
+                        "machine, it reinstalls the tensorrt environment", exit_code=EXIT_FAILURE) from None
     globals()["trt"] = tensorrt
     return str(tensorrt.__version__)
 
@@ -107,11 +107,11 @@ class StreamRunner:
         if [t.name for t in inputs] != [input_name]:
             raise UserError(f"The engine has input(s) {', '.join(t.name for t in inputs) or 'none'}, the runner "
                             f"feeds one named '{input_name}': the engine was built from another model. Rebuild it "
-                            "with `make generate_engines`.", exit_code=1)
+                            "with `make generate_engines`.", exit_code=EXIT_FAILURE)
         for tensor in tensors:
             if any(d < 0 for d in tensor.sample_shape):
                 raise UserError(f"Engine tensor {tensor.name} has shape {tensor.shape}: only the batch dimension may "
-                                "be dynamic for this runner.", exit_code=1)
+                                "be dynamic for this runner.", exit_code=EXIT_FAILURE)
         self.cuda, self.context, self.gpu, self.max_batch = cuda, context, gpu, int(max_batch)
         self._lock = threading.Lock()   # one batch at a time on this context and its buffers
         self._batch: int | None = None  # the batch size the context's input shape is set to
@@ -188,7 +188,7 @@ def numpy_dtype(data_type: "trt.DataType | str") -> np.dtype:
     name = str(data_type).rsplit(".", 1)[-1]
     if name not in _NUMPY_TYPES:
         raise UserError(f"Engine I/O tensors of type {name} are not supported by this runner (supported: "
-                        f"{', '.join(_NUMPY_TYPES)}).", exit_code=1)
+                        f"{', '.join(_NUMPY_TYPES)}).", exit_code=EXIT_FAILURE)
     return np.dtype(_NUMPY_TYPES[name])
 
 
@@ -234,7 +234,7 @@ class _SharedEngines:
                 if engine is None:
                     raise UserError(f"TensorRT {trt.__version__} could not load {plan} (see its messages above): a "
                                     "plan only loads with the TensorRT version and GPU it was built for. Rebuild it "
-                                    "with `make generate_engines`.", exit_code=1)
+                                    "with `make generate_engines`.", exit_code=EXIT_FAILURE)
                 loaded = self._engines[key] = _Loaded(runtime, engine)
             loaded.users += 1
             return loaded.engine
@@ -264,12 +264,13 @@ class TensorRTBackend(Backend):
         require_tensorrt()
         engine_path = Path(engine_path)
         if not engine_path.is_file():
-            raise UserError(f"No engine at {engine_path}; build it with `make generate_engines`.", exit_code=1)
+            raise UserError(f"No engine at {engine_path}; build it with `make generate_engines`.",
+                            exit_code=EXIT_FAILURE)
         cuda = CudaRuntime()
         try:
             gpus = cuda.device_count()
         except CudaError as error:
-            raise UserError(describe_cuda_failure(error), exit_code=1) from None
+            raise UserError(describe_cuda_failure(error), exit_code=EXIT_FAILURE) from None
         self.input_name, self._plan, self._gpu = input_name, engine_path, instance % max(1, gpus)
         engine = _ENGINES.acquire(engine_path, self._gpu, cuda)
         try:
@@ -277,7 +278,7 @@ class TensorRTBackend(Backend):
             if input_name not in [t.name for t in tensors if t.is_input]:
                 raise UserError(f"{engine_path} has input(s) {', '.join(t.name for t in tensors if t.is_input)}, "
                                 f"not '{input_name}': the engine was built from another model. Rebuild it with "
-                                "`make generate_engines`.", exit_code=1)
+                                "`make generate_engines`.", exit_code=EXIT_FAILURE)
             context = engine.create_execution_context()
             self._runner: StreamRunner | None = StreamRunner(tensors, context, cuda,
                                                              profile_max_batch(engine, input_name), input_name,

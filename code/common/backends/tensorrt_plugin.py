@@ -5,7 +5,7 @@ import tempfile
 from pathlib import Path
 
 from ..engines.tensorrt_onnx import PRECISIONS
-from ..errors import UserError
+from ..errors import EXIT_FAILURE, UserError
 from typing import TYPE_CHECKING
 
 from .base import Backend
@@ -61,15 +61,15 @@ class TensorRTPlugin:
             cuda = CudaRuntime()
             devices = [cuda.device_info(i) for i in range(cuda.device_count())]
         except CudaError as error:
-            raise UserError(describe_cuda_failure(error), exit_code=1) from None
+            raise UserError(describe_cuda_failure(error), exit_code=EXIT_FAILURE) from None
         if not devices:
             raise UserError("CUDA sees no GPU here: TensorRT engines need one (check nvidia-smi and "
-                            "CUDA_VISIBLE_DEVICES).", exit_code=1)
+                            "CUDA_VISIBLE_DEVICES).", exit_code=EXIT_FAILURE)
         kinds = sorted({(d.name, d.compute_capability) for d in devices})
         if len(kinds) > 1:
             raise UserError("The visible GPUs differ (" + "; ".join(f"{n}, compute capability {c}" for n, c in kinds)
                             + "): a plan is built for one GPU model. Choose GPUs of one kind with "
-                              "CUDA_VISIBLE_DEVICES.", exit_code=1)
+                              "CUDA_VISIBLE_DEVICES.", exit_code=EXIT_FAILURE)
         return Hardware("gpu", *kinds[0])
 
     def quantization(self, precision: str) -> str | None:

@@ -23,12 +23,12 @@ from ..backends.registry import BackendPlugin, BuildRequest, Hardware, get_plugi
 from ..benchmark_api import Benchmark, Log
 from ..config_registry import ResolvedConfig
 from ..disk_full import disk_full_message, disk_full_sentence, looks_full
-from ..errors import UserError, choose
+from ..errors import EXIT_FAILURE, UserError, choose
 from ..fields import FIELDS
 from ..paths import Paths
 from ..fileio import sha256_file
 from ..model_files import verified_model
-from ..harness.reproduce import config_command
+from ..records.reproduce import config_command
 from .manifest import BUILDER_VERSION, CalibrationInfo, EngineManifest, engine_problem
 from . import onnxruntime_builder as ort_builder
 
@@ -64,7 +64,7 @@ def require_model(config: ResolvedConfig, paths: Paths) -> tuple[Path, str]:
 def _unreadable_model(config: ResolvedConfig, model: Path, error: Exception) -> UserError:
     return UserError(f"{model} is not a readable ONNX model ({error}): remove it and fetch it again with make "
                      f'download_model RUN_ARGS="--benchmarks={config.benchmark} --model={config["model"]}"',
-                     exit_code=1)
+                     exit_code=EXIT_FAILURE)
 
 
 def _check_decoder_precision(config: ResolvedConfig, benchmark: Benchmark) -> bool:
@@ -72,7 +72,8 @@ def _check_decoder_precision(config: ResolvedConfig, benchmark: Benchmark) -> bo
     decoder = choose(benchmark.models, config["model"], "model", config.benchmark).decoder
     if decoder and config["precision"] != "fp32":
         raise UserError(f"{config['model']} engines are fp32 here (--precision=fp32): its decoder graph is the fp32 "
-                        f"reference, and int8/int4 weights measured slower or less accurate on CPUs.", exit_code=1)
+                        f"reference, and int8/int4 weights measured slower or less accurate on CPUs.",
+                        exit_code=EXIT_FAILURE)
     return decoder
 
 
@@ -117,7 +118,7 @@ def _calibration_samples(config: ResolvedConfig, paths: Paths, benchmark: Benchm
         array = np.asarray(tensor)
         samples.extend(array if array.ndim == rank + 1 else [array])   # a batch or one sample
     if not samples:
-        raise UserError(f"The calibration list of {dataset} for {model} is empty.", exit_code=1)
+        raise UserError(f"The calibration list of {dataset} for {model} is empty.", exit_code=EXIT_FAILURE)
     return samples
 
 
@@ -220,7 +221,7 @@ def _disk_full_while_building(error: Exception, engine: Path) -> None:
         message = disk_full_sentence(full, f"{os.strerror(errno.ENOSPC)}: building the engine failed with "
                                            f"{type(error).__name__}")
     if message is not None:
-        raise UserError(message, exit_code=1) from error
+        raise UserError(message, exit_code=EXIT_FAILURE) from error
 
 
 def locate_engine(config: ResolvedConfig, system_id: str, paths: Paths, benchmark: Benchmark) -> Path:
@@ -236,4 +237,4 @@ def locate_engine(config: ResolvedConfig, system_id: str, paths: Paths, benchmar
     if reason is None:
         return engine
     raise UserError(f"No current engine for {config.benchmark} {config.scenario.value}: {reason}. "
-                    f"Build it with: {command}", exit_code=1)
+                    f"Build it with: {command}", exit_code=EXIT_FAILURE)

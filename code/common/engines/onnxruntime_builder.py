@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 
-from ..errors import UserError
+from ..errors import EXIT_FAILURE, UserError
 from ..fileio import atomic_path
 
 if TYPE_CHECKING:
@@ -203,7 +203,7 @@ def build(source: Path, engine: Path, precision: str, providers: list[str],
         if precision == "int8":
             if calibration_cache is None or not calibration_cache.is_file():
                 raise UserError(f"INT8 needs a calibration cache; {calibration_cache} is missing. "
-                                "Run `make calibrate`.", exit_code=1)
+                                "Run `make calibrate`.", exit_code=EXIT_FAILURE)
             quantized = Path(work) / "quantized.onnx"
             quantize(prepared, calibration_cache, quantized)
             prepared = quantized

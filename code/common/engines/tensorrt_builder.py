@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from ..backends.tensorrt_backend import dims_tuple, logger, require_tensorrt
-from ..errors import UserError
+from ..errors import EXIT_FAILURE, UserError
 from ..fileio import atomic_path, write_atomically
 
 if TYPE_CHECKING:   # type-checked against stubs/tensorrt (generated from the TensorRT 11.4 bindings)
@@ -36,7 +36,7 @@ def _parse(network: "trt.INetworkDefinition", onnx_path: Path) -> "trt.OnnxParse
         return parser
     errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]
     raise UserError(f"TensorRT's ONNX parser refused {onnx_path}:\n  " + "\n  ".join(errors or ["(no message)"]),
-                    exit_code=1)
+                    exit_code=EXIT_FAILURE)
 
 
 def _profile(builder: "trt.Builder", network: "trt.INetworkDefinition",
@@ -50,7 +50,7 @@ def _profile(builder: "trt.Builder", network: "trt.INetworkDefinition",
         shape = dims_tuple(tensor.shape)
         if any(d < 0 for d in shape[1:]):
             raise UserError(f"Input {tensor.name} has shape {shape}: only the batch dimension may be dynamic in the "
-                            "models this builder takes.", exit_code=1)
+                            "models this builder takes.", exit_code=EXIT_FAILURE)
         smallest, largest = trt.Dims((1, *shape[1:])), trt.Dims((batch_size, *shape[1:]))
         profile.set_shape(tensor.name, smallest, largest, largest)
     return profile
@@ -83,7 +83,7 @@ def build_plan(onnx_path: Path, plan: Path, *, batch_size: int, workspace_bytes:
     del parser
     if serialized is None:
         raise UserError(f"TensorRT could not build an engine from {onnx_path} (its messages are above).",
-                        exit_code=1)
+                        exit_code=EXIT_FAILURE)
     with atomic_path(plan) as tmp:
         tmp.write_bytes(memoryview(serialized))
     if timing_cache is not None:

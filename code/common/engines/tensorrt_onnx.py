@@ -40,7 +40,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import UserError
+from ..errors import EXIT_FAILURE, UserError
 from ..fileio import atomic_path
 from . import onnxruntime_builder as ort_builder
 
@@ -69,7 +69,7 @@ def check_precision(precision: str) -> None:
 def _require_cache(calibration_cache: Path | None) -> Path:
     if calibration_cache is None or not Path(calibration_cache).is_file():
         raise UserError(f"INT8 needs a calibration cache; {calibration_cache} is missing. Run `make calibrate`.",
-                        exit_code=1)
+                        exit_code=EXIT_FAILURE)
     return Path(calibration_cache)
 
 
@@ -93,7 +93,8 @@ def _check_source(source: Path) -> None:
         raise ort_builder.UnreadableModel(str(error)) from None
     if _uses_external_data(model):
         raise UserError(f"{source} keeps its weights in external data files, which TensorRT engine builds do not "
-                        "support yet. Use the model saved as one .onnx file (possible under 2 GB).", exit_code=1)
+                        "support yet. Use the model saved as one .onnx file (possible under 2 GB).",
+                        exit_code=EXIT_FAILURE)
 
 
 def sanitize(model_path: Path) -> "onnx.ModelProto":

@@ -30,22 +30,22 @@ from typing import Any, Callable
 from ..benchmark_api import get_benchmark
 from ..constants import AccuracyTarget, HarnessType, Scenario, TestMode
 from ..disk_full import disk_full_cause, disk_full_sentence, folder_of, looks_full, why
-from ..errors import UserError
+from ..errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, UserError
 from ..fileio import write_atomically
-from ..paths import Paths
+from ..paths import ACCURACY_LOG, ACCURACY_TXT, AUDIT_CONFIG, HARNESS_ERROR, USER_CONF, Paths
 from ..rules import get_round
-from .loadgen_log import cut_logs, read_detail
+from ..records.loadgen_log import cut_logs, read_detail
 from .lifecycle import ChildGuard
-from .metadata import (COMPLETED, FAILED, INTERRUPTED, AccuracyRecord, ConfigRecord, DataRecord, Durations,
+from ..records.metadata import (COMPLETED, FAILED, INTERRUPTED, AccuracyRecord, ConfigRecord, DataRecord, Durations,
                        EngineRecord, Invocation, LoadGenRecord, RunRecord, SystemRecord, log_digests,
                        reserve_record_space, write_metadata)
-from .record import TritonEndpointRecord, load_part
+from ..records.record import EndpointRecord, load_part
 from .progress import Progress
 from .qsl import SampleLibrary, first_samples
 from .settings import test_settings, write_user_conf
-from .spec import AUDIT_CONFIG, RunSpec
+from .spec import RunSpec
 from .sut import HarnessSUT
-from .verdict import explain
+from ..records.verdict import explain
 
 NO_AUDIT_CONFIG = ""   # LoadGen opens the path it is given; an empty one never opens, so no file is read
 
@@ -189,17 +189,18 @@ def run(spec: RunSpec, parent_fd: int | None = None) -> int:
     except OSError as error:
         if disk_full_cause(error) is None:
             raise
-        status, record = 1, base_record(spec, FAILED, started=started, error=disk_full_sentence(log_dir, why(error)))
+        status, record = EXIT_FAILURE, base_record(spec, FAILED, started=started,
+                                                   error=disk_full_sentence(log_dir, why(error)))
     else:
         status, record = _run_test(spec, log_dir, started)
     record = record.replace(finished=_now())
     if record.completed and guard.parent_gone():
         record = record.replace(status=INTERRUPTED, error="the toolkit process that started the test went away "
                                                           "before its result was recorded")
-        status = 1
+        status = EXIT_FAILURE
     written: list[bool] = []
     guard.finish(lambda: written.append(_write_record(spec, log_dir, record)))
-    return status if not written or written[0] else 1
+    return status if not written or written[0] else EXIT_FAILURE
 
 
 def _write_record(spec: RunSpec, log_dir: Path, record: RunRecord) -> bool:
@@ -224,7 +225,8 @@ def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecor
         try:
             use_native_loadgen(spec.native_lib)
         except (RuntimeError, ImportError) as error:
-            return 1, base_record(spec, FAILED, started=started, error=f"the native harness cannot start: {error}")
+            return EXIT_FAILURE, base_record(spec, FAILED, started=started,
+                                             error=f"the native harness cannot start: {error}")
     import mlperf_loadgen as lg
 
     benchmark = get_benchmark(spec.benchmark)
@@ -233,7 +235,7 @@ def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecor
     try:
         samples = benchmark.preprocessed(spec.model, spec.dataset, paths)
         sut, qsl = _system_under_test(spec, benchmark, samples, paths, log_dir)
-        user_conf = write_user_conf(log_dir / "user.conf", spec.user_conf)
+        user_conf = write_user_conf(log_dir / USER_CONF, spec.user_conf)
         settings = test_settings(user_conf, spec.loadgen_model, spec.scenario_enum, spec.mode_enum)
         audit_path = audit_config_path(spec)   # explicit: LoadGen never looks in the working directory
         if audit_path is not None:
@@ -266,11 +268,11 @@ def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecor
         if cut:
             raise LogsCut(cut)
         outcome = _results(spec, benchmark, paths, log_dir, seconds)
-        return 0, base_record(spec, COMPLETED, started=started, log_sha256=log_digests(log_dir),
-                              triton_endpoints=_endpoints(sut), **outcome)
+        return EXIT_OK, base_record(spec, COMPLETED, started=started, log_sha256=log_digests(log_dir),
+                                    endpoints=_endpoints(sut), **outcome)
     except Exception as error:  # noqa: BLE001  recorded in metadata.json; the logs are kept
-        return 1, base_record(spec, FAILED, started=started, error=_failure(error, log_dir),
-                              triton_endpoints=_endpoints(sut))
+        return EXIT_FAILURE, base_record(spec, FAILED, started=started, error=_failure(error, log_dir),
+                                         endpoints=_endpoints(sut))
 
 
 def _failure(error: Exception, log_dir: Path) -> str:
@@ -283,16 +285,17 @@ def _failure(error: Exception, log_dir: Path) -> str:
         return disk_full_sentence(log_dir, f"{os.strerror(errno.ENOSPC)}: LoadGen's logs were cut, "
                                            f"{', '.join(error.problems)}")
     try:
-        write_atomically(log_dir / "harness_error.txt", traceback.format_exc())
+        write_atomically(log_dir / HARNESS_ERROR, traceback.format_exc())
     except OSError:
         pass     # the record says why; the traceback is a help, not the result
     return f"{type(error).__name__}: {error}"
 
 
 def _endpoints(sut) -> tuple:
-    """The Triton servers of a Triton harness test, as its record keeps them (none for other harnesses)."""
+    """The servers of a test whose harness sends its queries to servers, as its record keeps them (none for one
+    that runs in process)."""
     records = getattr(sut, "endpoint_records", None)
-    return tuple(load_part(TritonEndpointRecord, r, "triton_endpoints") for r in records()) if records else ()
+    return tuple(load_part(EndpointRecord, r, "endpoints") for r in records()) if records else ()
 
 
 def _results(spec: RunSpec, benchmark, paths: Paths, log_dir: Path, seconds: float) -> dict[str, Any]:
@@ -314,8 +317,8 @@ def _results(spec: RunSpec, benchmark, paths: Paths, log_dir: Path, seconds: flo
                    "token_latencies": _token_latencies(log),
                    "valid": verdict.valid, "submittable": verdict.submittable, "reasons": tuple(verdict.reasons)}
     else:
-        accuracy = benchmark.score(spec.model, spec.dataset, log_dir / "mlperf_log_accuracy.json", paths)
-        write_atomically(log_dir / "accuracy.txt", accuracy.text.rstrip("\n") + "\n")
+        accuracy = benchmark.score(spec.model, spec.dataset, log_dir / ACCURACY_LOG, paths)
+        write_atomically(log_dir / ACCURACY_TXT, accuracy.text.rstrip("\n") + "\n")
         meets = _meets_target(spec, accuracy)
         result |= {"accuracy": AccuracyRecord(metric=accuracy.metric, value=accuracy.value, text=accuracy.text,
                                               unit=accuracy.metrics[0].unit, samples=accuracy.samples,
@@ -361,7 +364,7 @@ def _token_latencies(log) -> dict[str, float]:
 def main(argv: list[str]) -> int:
     if len(argv) not in (1, 2) or len(argv) == 2 and not argv[1].isdigit():
         print("usage: python3 -m code.common.harness.child <run_spec.json> [<watch pipe fd>]", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     return run(RunSpec.load(Path(argv[0])), int(argv[1]) if len(argv) == 2 else None)
 
 

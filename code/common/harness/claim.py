@@ -11,16 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..disk_full import DiskFull, disk_full_cause, existing_folder, why
-from ..errors import EXIT_BAD_INPUT, UserError
+from ..errors import EXIT_BAD_INPUT, EXIT_FAILURE, UserError
 
-EXIT_IN_USE = 1
 
 
 def _in_use(run_dir: Path) -> UserError:
     return UserError(f"The run folder {run_dir} is already in use by another run (running now, or one that "
                      f"stopped without a record); results are never overwritten. Use another LOG_DIR (by default "
                      f"every invocation gets a folder of its own) or, for run_audit_harness, start it again.",
-                     exit_code=EXIT_IN_USE)
+                     exit_code=EXIT_FAILURE)
 
 
 def refuse_used_run_dir(run_dir: Path) -> None:

@@ -18,20 +18,17 @@ import sys
 import threading
 from typing import Callable
 
+from ..errors import signal_exit_status
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 PARENT_DEATH_SIGNAL = signal.SIGUSR1   # what the kernel sends the child when its parent dies
 PR_SET_PDEATHSIG = 1          # <linux/prctl.h>
-PARENT_GONE_STATUS = 128 + signal.SIGHUP   # the child's exit status when its parent went away
+PARENT_GONE_STATUS = signal_exit_status(signal.SIGHUP)   # the child's exit status when its parent went away
 STOP_GRACE_S = 10             # how long a stopped child may take to write its record before SIGKILL
 
 
 def signal_name(signum: int) -> str:
     return signal.Signals(signum).name
-
-
-def exit_status(signum: int) -> int:
-    """The shell's convention: 128 + the signal number (130 for SIGINT, 143 for SIGTERM)."""
-    return 128 + int(signum)
 
 
 # -- parent side -------------------------------------------------------------------------------------------
@@ -124,7 +121,7 @@ class ChildGuard:
                            PARENT_GONE_STATUS)
             stops = [n for n in signals if n in STOP_SIGNALS]
             if stops:
-                self._stop(f"the test was stopped by {signal_name(stops[0])}", exit_status(stops[0]))
+                self._stop(f"the test was stopped by {signal_name(stops[0])}", signal_exit_status(stops[0]))
 
     def _stop(self, reason: str, status: int) -> None:
         with self._lock:

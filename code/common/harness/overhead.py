@@ -15,7 +15,8 @@ import numpy as np
 
 from ..benchmark_api import Responses
 from ..constants import Scenario, TestMode
-from .loadgen_log import read_detail
+from ..paths import AUDIT_CONFIG, USER_CONF
+from ..records.loadgen_log import read_detail
 from .qsl import SampleLibrary
 from .settings import test_settings, write_user_conf
 from .sut import HarnessSUT
@@ -63,7 +64,7 @@ def measure(kind: str, outdir: Path, seconds: float, batch_size: int, instances:
     else:
         raise ValueError(f"unknown probe kind {kind!r}: bare or harness")
     key = "resnet50.Offline"
-    conf = write_user_conf(outdir / "user.conf", [f"{key}.target_qps = {TARGET_QPS}",
+    conf = write_user_conf(outdir / USER_CONF, [f"{key}.target_qps = {TARGET_QPS}",
                                                   f"{key}.min_duration = {int(seconds * 1000)}",
                                                   f"{key}.performance_sample_count_override = {SAMPLES}"])
     settings = test_settings(conf, "resnet50", Scenario.Offline, TestMode.PerformanceOnly)
@@ -71,7 +72,7 @@ def measure(kind: str, outdir: Path, seconds: float, batch_size: int, instances:
     log_settings.log_output.outdir = str(outdir)
     log_settings.enable_trace = False
     lg_qsl = qsl.construct()
-    lg.StartTestWithLogSettings(lg_sut, lg_qsl, settings, log_settings, str(outdir / "audit.config"))
+    lg.StartTestWithLogSettings(lg_sut, lg_qsl, settings, log_settings, str(outdir / AUDIT_CONFIG))
     if sut is not None:
         sut.stop()
         if sut.error is not None:   # a failing backend completes empty at once: no figure of the harness

@@ -29,12 +29,15 @@ import math
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-from ..constants import Scenario, TestMode, test_label
-from ..errors import UserError
+from ..constants import Scenario, TestMode
+from ..disk_full import format_bytes
+from ..errors import EXIT_FAILURE, UserError
 from ..rules import BenchmarkRules, RulesRound
-from .metadata import COMPLETED, read_records
+from ..records.metadata import COMPLETED
+from .planned import EarlierRun, PlannedTest, Speed, earlier_runs, format_duration
+from .resume import find_attempts, resume_test
 from .settings import STREAM_LATENCY_FIELDS
 
 MEASURED, FROM_CONFIG = "measured", "from config"
@@ -52,51 +55,6 @@ TOKENS_PER_S = "tokens/s"          # the unit of an LLM's Offline and Server fig
 OUTPUT_TOKENS_FIELD = "max_output_tokens"   # the tokens a sample generates at most
 # The keys of user.conf and audit.config that size a test (LoadGen's names, after `<model>.<Scenario>.`).
 SIZING_KEYS = ("target_qps", "target_latency", "min_duration", "min_query_count", "samples_per_query")
-
-
-# -- earlier runs ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class EarlierRun:
-    """What the plan and --resume need of an earlier run's metadata.json."""
-
-    folder: Path
-    system_id: str
-    benchmark: str
-    scenario: str
-    test_mode: str
-    audit_test: str | None
-    purpose: str
-    status: str
-    valid: bool
-    test_run: bool
-    fields: Mapping[str, Any]
-    metric: float | None            # the headline figure: samples/s (Offline, Server), ms per query (SS, MS)
-    finished: str
-    metric_unit: str = ""           # its unit: samples/s, ms, or an LLM's tokens/s (Offline, Server)
-
-    @property
-    def done(self) -> bool:
-        """Completed and VALID: nothing gained by running it again."""
-        return self.status == COMPLETED and self.valid
-
-    def outcome(self) -> str:
-        if self.status != COMPLETED:
-            return self.status
-        return "VALID" if self.valid else "INVALID"
-
-
-def earlier_runs(roots: Iterable[Path], skipped: Callable[[Path, str], None]) -> list[EarlierRun]:
-    """Every readable run record under `roots`: the one place here that reads metadata.json, so that a change of
-    the record's shape is adapted here alone. An unreadable record goes to `skipped(path, reason)`."""
-    runs = []
-    for record in read_records(roots, skipped):
-        runs.append(EarlierRun(
-            folder=Path(record.path).parent, system_id=record.system.id, benchmark=record.benchmark,
-            scenario=record.scenario.value, test_mode=record.test_mode.value, audit_test=record.audit_test,
-            purpose=record.purpose, status=record.status, valid=record.valid is True, test_run=record.test_run,
-            fields=record.config.fields, metric=record.metric.value if record.metric else None,
-            finished=record.finished or "", metric_unit=record.metric.unit if record.metric else ""))
-    return runs
 
 
 def find_measurement(runs: Sequence[EarlierRun], system_id: str, benchmark: str, scenario: Scenario,
@@ -144,16 +102,6 @@ def loadgen_settings(scenario: Scenario, user_conf: Sequence[str], rules_round: 
         samples_per_query=int(values.get("samples_per_query", 1)) if scenario is Scenario.MultiStream else 1)
 
 
-@dataclass(frozen=True)
-class Speed:
-    samples_per_s: float
-    source: str        # MEASURED or FROM_CONFIG
-    basis: str         # the figure and where it comes from
-
-    def __str__(self) -> str:
-        return f"{self.source}: {self.basis}"
-
-
 def config_speed(scenario: Scenario, fields: Mapping[str, Any], settings: LoadGenSettings) -> Speed:
     if scenario is Scenario.Offline:
         return Speed(settings.target_qps, FROM_CONFIG, f"offline_expected_qps={settings.target_qps:g}")
@@ -180,43 +128,6 @@ def measured_speed(scenario: Scenario, run: EarlierRun, settings: LoadGenSetting
                                                            f"output tokens a sample ({OUTPUT_TOKENS_FIELD})")
     per_query_s = float(run.metric) / 1000     # the scenario's latency percentile: a little pessimistic
     return Speed(settings.samples_per_query / per_query_s, MEASURED, f"{run.metric:.4g} ms per query {where}")
-
-
-# -- one test ---------------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class PlannedTest:
-    benchmark: str
-    scenario: Scenario
-    test_mode: TestMode
-    audit_test: str | None
-    queries: int
-    samples: int                # samples LoadGen issues
-    duration_s: float           # the LoadGen test, not counting the start-up of its process
-    logged_responses: int       # entries of the accuracy log
-    disk_bytes: int
-    speed: Speed
-    folder: Path | None = None  # where it writes; None: a folder of a LOG_DIR not created yet
-    skip: str | None = None     # why it does not run (--resume: done already)
-    note: str | None = None     # e.g. the earlier attempts a rerun follows
-    retry: int = 0              # which retry of the test this run is (0: its first attempt)
-    retries_left: int = 0       # --resume: how many times it may run again after this run if it is not VALID
-
-    @property
-    def label(self) -> str:
-        return test_label(self.benchmark, self.scenario.value, self.test_mode.value, self.audit_test)
-
-    def lines(self) -> list[str]:
-        if self.skip:
-            return [f"  {self.label}: SKIPPED, {self.skip}"]
-        queries = f"{self.queries} {'query' if self.queries == 1 else 'queries'}"
-        logged = f", {self.logged_responses} responses logged" if self.logged_responses else ""
-        lines = [f"  {self.label}: {self.samples} samples in {queries}, about {format_duration(self.duration_s)} "
-                 f"({self.speed}), {format_bytes(self.disk_bytes)}{logged}"]
-        if self.folder is not None:
-            lines.append(f"    -> {self.folder}")
-        if self.note:
-            lines.append(f"    {self.note}")
-        return lines
 
 
 def estimate(scenario: Scenario, mode: TestMode, settings: LoadGenSettings, speed: Speed, dataset_size: int,
@@ -322,8 +233,7 @@ def plan_entry(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, run
 def plan_harness(ctx, selection: Sequence[tuple[str, Scenario, TestMode]]) -> Plan:
     """The plan of run_harness and run: one test per (benchmark, scenario, test mode) in LOG_DIR. With --resume,
     what LOG_DIR holds of a test decides whether it is skipped, runs, or runs again into a retry folder."""
-    from .metadata import skipped_line
-    from .resume import find_attempts, resume_test
+    from ..records.metadata import skipped_line
 
     paths, unreadable = ctx.paths, {}
 
@@ -408,7 +318,7 @@ def check_free_space(plan: Plan, free_bytes: int | None = None) -> None:
     `free_bytes` is None)."""
     problem = space_problem(plan, free_space(plan.where) if free_bytes is None else free_bytes)
     if problem:
-        raise UserError(f"{problem}; nothing was run.", exit_code=1)
+        raise UserError(f"{problem}; nothing was run.", exit_code=EXIT_FAILURE)
 
 
 def announce(plan: Plan, dry_run: bool, log: Callable[[str], None], free_bytes: int) -> bool:
@@ -422,23 +332,3 @@ def announce(plan: Plan, dry_run: bool, log: Callable[[str], None], free_bytes: 
         return False
     check_free_space(plan, free_bytes)
     return True
-
-
-def format_duration(seconds: float) -> str:
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    if seconds < 60:
-        return f"{seconds:.0f} s"
-    minutes, rest = divmod(round(seconds), 60)
-    if minutes < 60:
-        return f"{minutes} min {rest:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
-
-
-def format_bytes(count: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if count < 1024:
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1024
-    return f"{count:.1f} TiB"

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from ..paths import RETRY_SUFFIX, Paths
-from ..submission.runs import differing_fields
-from .plan import EarlierRun, PlannedTest, earlier_runs
+from ..records.computation import differing_fields
+from .planned import EarlierRun, PlannedTest, earlier_runs
 
 
 def resume_paths(paths: Paths, log: Callable[[str], None]) -> Paths:

@@ -22,12 +22,13 @@ from ..arguments import RunArgs
 from ..benchmark_api import get_benchmark
 from ..constants import HarnessType, Scenario, TestMode
 from ..disk_full import DiskFull, disk_full_cause, disk_full_sentence, is_disk_full_sentence, looks_full, why
-from ..errors import UserError, choose
+from ..errors import EXIT_FAILURE, UserError, choose
+from ..paths import AUDIT_CONFIG, RUN_RECORD
 from .claim import claim_run_dir, refuse_used_run_dir
 from .lifecycle import signal_name, stop_child, watch_pipe
-from .metadata import FAILED, FILE_NAME, INTERRUPTED, RunRecord, read_metadata, write_metadata
+from ..records.metadata import FAILED, INTERRUPTED, RunRecord, read_metadata, write_metadata
 from .settings import performance_sample_count, samples_responses, user_conf_lines
-from .spec import AUDIT_CONFIG, RunSpec
+from .spec import RunSpec
 
 CHILD = "code.common.harness.child"
 
@@ -109,7 +110,7 @@ def invocation(args: RunArgs, mode: TestMode, benchmark: str) -> dict[str, Any]:
 def refuse_taken_run_dir(run_dir: Path, log_root: Path, audit: bool = False) -> None:
     """Stop before anything starts when `run_dir` cannot take this test: it holds a result, an audit.config lies
     on its way (except for a compliance test, which writes its own), or another run has it."""
-    if (run_dir / FILE_NAME).exists():
+    if (run_dir / RUN_RECORD).exists():
         raise UserError(f"{run_dir} already holds a result; results are never overwritten. Use another LOG_DIR "
                         f"(the default is a new timestamped folder), or add --resume to continue in this one.")
     if not audit:
@@ -126,7 +127,7 @@ def refuse_stray_audit_config(run_dir: Path, log_root: Path) -> None:
         if stray.exists():
             raise UserError(f"{stray} is left from another run: only run_audit_harness hands LoadGen an "
                             f"audit.config, which it writes itself. Remove the file or use another LOG_DIR; "
-                            f"nothing was run.", exit_code=1)
+                            f"nothing was run.", exit_code=EXIT_FAILURE)
 
 
 def run_test(spec: RunSpec, repo: Path, log: Callable[[str], None] = print,
@@ -164,22 +165,22 @@ def run_test(spec: RunSpec, repo: Path, log: Callable[[str], None] = print,
         raise
     finally:
         os.close(parent_end)
-    metadata = run_dir / FILE_NAME
+    metadata = run_dir / RUN_RECORD
     if not metadata.exists():
-        error = f"the harness process ended with status {returncode} without writing {FILE_NAME}"
+        error = f"the harness process ended with status {returncode} without writing {RUN_RECORD}"
         if looks_full(run_dir):
             error = disk_full_sentence(run_dir, f"{os.strerror(errno.ENOSPC)}: {error}")
         _record_if_missing(spec, run_dir, FAILED, error)
     record = read_metadata(metadata)
     if is_disk_full_sentence(record.error):
-        raise UserError(f"{spec.label} failed, as its record {metadata} says: {record.error}", exit_code=1)
+        raise UserError(f"{spec.label} failed, as its record {metadata} says: {record.error}", exit_code=EXIT_FAILURE)
     return record
 
 
 def _record_if_missing(spec: RunSpec, run_dir: Path, status: str, error: str) -> None:
     from .child import base_record
 
-    path = run_dir / FILE_NAME
+    path = run_dir / RUN_RECORD
     if path.exists() and (status == FAILED or read_metadata(path).completed):
         return  # the child's own record says more
     try:
@@ -187,7 +188,7 @@ def _record_if_missing(spec: RunSpec, run_dir: Path, status: str, error: str) ->
     except OSError as problem:
         if disk_full_cause(problem) is None:
             raise
-        raise DiskFull(run_dir, why(problem), context=f"{spec.label} has no record ({FILE_NAME} could not be "
+        raise DiskFull(run_dir, why(problem), context=f"{spec.label} has no record ({RUN_RECORD} could not be "
                                                       f"written), so the run counts for nothing and is never staged: "
                                                       ) from None
 

@@ -12,7 +12,8 @@ from typing import Any, Mapping
 from ..constants import Scenario, TestMode
 from ..fileio import write_atomically
 from ..rules import BenchmarkRules
-from .early_stopping import scenario_min_queries
+from ..records.computation import GENERATION_CAPS
+from ..records.early_stopping import scenario_min_queries
 
 TEST_RUN_MIN_DURATION_MS = 10_000
 # A test run that keeps a time limit (--test_run with --min_duration or --min_query_count): LoadGen pre-generates
@@ -122,13 +123,9 @@ def effective_dataset_size(fields: Mapping[str, Any], dataset_size: int) -> int:
     return min(dataset_size, int(cap)) if cap else dataset_size
 
 
-# The generation knobs whose non-reference values make a run a development run; user.conf records them as comments
-# (LoadGen skips lines that start with '#'), so the caps travel with the logs that were made under them.
-GENERATION_CAPS = ("max_input_tokens", "max_output_tokens", "total_sample_count")
-
-
 def generation_caps(fields: Mapping[str, Any]) -> list[str]:
-    """Comment lines naming the generation caps of an LLM test (none for other benchmarks)."""
+    """Comment lines naming the generation caps of an LLM test (none for other benchmarks): LoadGen skips lines
+    that start with '#', so the caps travel with the logs that were made under them."""
     if "max_output_tokens" not in fields:
         return []
     caps = ", ".join(f"{name} = {fields.get(name) or 'none'}" for name in GENERATION_CAPS)

@@ -9,8 +9,6 @@ from typing import Any
 from ..constants import Scenario, TestMode, WorkloadSetting, test_label
 from ..fileio import write_atomically
 
-AUDIT_CONFIG = "audit.config"   # a compliance test's LoadGen overrides, in its run folder and nowhere else
-
 
 @dataclass(frozen=True)
 class RunSpec:

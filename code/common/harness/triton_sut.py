@@ -26,6 +26,7 @@ import numpy as np
 
 from ..benchmark_api import Responses
 from ..constants import Scenario
+from ..records.record import split_address
 from ..triton.inputs import InputLayout, endpoint_inputs
 from .qsl import SampleLibrary
 from .sut import Counters, complete_empty, complete_responses
@@ -136,12 +137,21 @@ class TritonSUT:
         return self._lg.ConstructFastSUT(self.issue, self.flush)
 
     def endpoint_records(self) -> list[dict[str, object]]:
-        """Per endpoint: what it serves (read before the run), whether this test started it, what it answered."""
+        """Per endpoint, as the record keeps it (records.record.EndpointRecord): what it serves (read before the
+        run), whether this test started it, what it answered."""
         local = {server.url for server in self.servers}
         with self._lock:
             counts = [e.record() for e in self.endpoints]
-        return [{**(self.infos[c["url"]].as_dict() if c["url"] in self.infos else {}), **c,
-                 "local": c["url"] in local} for c in counts]
+        records = []
+        for count in counts:
+            url = count.pop("url")
+            host, port = split_address(url)
+            extras = self.infos[url].as_dict() if url in self.infos else {}   # engine path, max batch, version
+            extras.pop("url", None)
+            records.append({"host": host, "port": port, "protocol": "grpc", "model": extras.pop("model", ""),
+                            "engine_sha256": extras.pop("engine_sha256", ""), "local": url in local, **count,
+                            "extras": extras})
+        return records
 
     # -- LoadGen callbacks -----------------------------------------------------------------------
     def issue(self, ids: list[int], indices: list[int]) -> None:

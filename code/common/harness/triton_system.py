@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..backends import threads_per_instance
-from ..errors import UserError
+from ..errors import EXIT_FAILURE, UserError
 from ..triton.inputs import InputLayout
 from ..triton.repository import TritonModel, engine_outputs, triton_dtype
 from .qsl import SampleLibrary
@@ -28,7 +28,7 @@ def check_servable(fields, endpoints: tuple[str, ...], triton_venv: Path) -> Non
     if backend != "onnxruntime":
         raise UserError(f"Triton serves {backend} engines with its own backend in NVIDIA's Triton container "
                         f"(documentation/triton.md); this environment's server has the python backend only, which "
-                        f"runs onnxruntime engines. Use --backend=onnxruntime here.", exit_code=1)
+                        f"runs onnxruntime engines. Use --backend=onnxruntime here.", exit_code=EXIT_FAILURE)
     if not endpoints:
         find_installation(triton_venv)
 
@@ -62,7 +62,7 @@ def check_engines(infos, model: TritonModel) -> None:
     if wrong:
         raise UserError(f"Not every Triton endpoint serves this test's engine ({model.engine}, sha256 "
                         f"{model.engine_sha256[:12]}): {'; '.join(wrong)}. Start them with the same engine "
-                        f"(make serve_triton with the same benchmark, scenario and config).", exit_code=1)
+                        f"(make serve_triton with the same benchmark, scenario and config).", exit_code=EXIT_FAILURE)
 
 
 def start_servers(model: TritonModel, folders: list[Path], ports: list[int] | None = None) -> list:

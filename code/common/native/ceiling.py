@@ -117,7 +117,7 @@ def run(lib: str, kind: str, scenario: str, outdir: Path, target: float, seconds
         counters = {"issued": sut.counters.issued, "completed": sut.counters.completed,
                     "error": "" if sut.error is None else repr(sut.error)}
 
-    from ..harness.loadgen_log import read_detail
+    from ..records.loadgen_log import read_detail
 
     log = read_detail(outdir)
     measured = log.get("result_completed_samples_per_sec" if scenario == "Server" else "result_samples_per_second")

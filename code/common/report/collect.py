@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from ..harness.loadgen_log import read_detail
-from ..harness.metadata import COMPLETED, RunRecord, changed_logs, read_records
-from ..harness.reproduce import reproduce_command
+from ..paths import RUN_RECORD
+from ..records.loadgen_log import read_detail
+from ..records.metadata import COMPLETED, RunRecord, changed_logs, read_records
+from ..records.reproduce import reproduce_command
 
 PERCENTILES = (50.0, 90.0, 95.0, 97.0, 99.0, 99.9)
 THROUGHPUT_UNIT = "samples/s"
@@ -141,8 +142,8 @@ def _number(value: Any) -> float | None:
 
 
 def _view(record: RunRecord) -> ReportRow:
-    """The one place that reads a run record (metadata.json as harness.record reads it)."""
-    path = Path(record.path) if record.path is not None else Path(record.log_dir) / "metadata.json"
+    """The one place that reads a run record (metadata.json as records.record reads it)."""
+    path = Path(record.path) if record.path is not None else Path(record.log_dir) / RUN_RECORD
     metric, accuracy, engine = record.metric, record.accuracy, record.engine
     effective = record.loadgen.effective if record.loadgen is not None else {}
     return ReportRow(

@@ -16,10 +16,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator
 
-from ..errors import UserError
+from ..errors import EXIT_FAILURE, UserError
 from ..fileio import write_atomically
 
-EXIT_PRECONDITION = 1
 CHUNK = 1 << 20
 
 
@@ -63,7 +62,7 @@ def _entries(root: Path) -> Iterator[tuple[str, Path]]:
 
 def _unreadable(error: OSError) -> None:
     raise UserError(f"Cannot read {error.filename} of the exported tree ({error.strerror}); fix its permissions "
-                    f"or run make export_submission again.", exit_code=EXIT_PRECONDITION)
+                    f"or run make export_submission again.", exit_code=EXIT_FAILURE)
 
 
 def _add_content(digest, path: Path) -> None:
@@ -97,7 +96,7 @@ def read_record(record_file: Path) -> CheckRecord | None:
         return None
     except (OSError, UnicodeDecodeError, ValueError, TypeError) as error:
         raise UserError(f"The record of the last check, {record_file}, cannot be read ({error}); run make "
-                        f"check_submission again.", exit_code=EXIT_PRECONDITION) from None
+                        f"check_submission again.", exit_code=EXIT_FAILURE) from None
 
 
 def require_passed_check(record_file: Path, root: Path, submitter: str, allow_test_runs: bool,
@@ -109,15 +108,15 @@ def require_passed_check(record_file: Path, root: Path, submitter: str, allow_te
     if record is None:
         raise UserError(f"{root} has no passing check on record ({record_file} is absent: the last check failed, "
                         f"or none ran); run make check_submission SUBMITTER={submitter}, then pack.",
-                        exit_code=EXIT_PRECONDITION)
+                        exit_code=EXIT_FAILURE)
     if record.digest != tree_digest(root):
         raise UserError(f"{root} changed since it passed make check_submission at {record.checked_at}; run make "
-                        f"check_submission SUBMITTER={submitter} again, then pack.", exit_code=EXIT_PRECONDITION)
+                        f"check_submission SUBMITTER={submitter} again, then pack.", exit_code=EXIT_FAILURE)
     if record.relaxed and not allow_test_runs:
         raise UserError(f"{root} passed make check_submission only as a dry run (--allow_test_runs, with warnings "
                         f"or official checker failures a real submission may not have); pass the check without "
                         f"--allow_test_runs, or pack the dry run with make pack_submission "
-                        f"RUN_ARGS=\"--allow_test_runs\".", exit_code=EXIT_PRECONDITION)
+                        f"RUN_ARGS=\"--allow_test_runs\".", exit_code=EXIT_FAILURE)
     return record
 
 
@@ -127,7 +126,7 @@ def require_submitter(root: Path, submitter: str, action: str, staging: Path | N
     folders = submitter_folders(root)
     if not folders:
         raise UserError(f"{root} holds no <division>/<submitter> folder; run make export_submission "
-                        f"SUBMITTER={submitter}.", exit_code=EXIT_PRECONDITION)
+                        f"SUBMITTER={submitter}.", exit_code=EXIT_FAILURE)
     owners = sorted({f.split("/", 1)[1] for f in folders})
     if owners == [submitter]:
         return
@@ -139,4 +138,4 @@ def require_submitter(root: Path, submitter: str, action: str, staging: Path | N
                     f"SUBMITTER={submitter}: {what}. "
                     + (f"Use the SUBMITTER the tree was made for ({same}), or stage, " if same else "Stage, ")
                     + f"export and check it as {submitter}: remove {others}, then make stage_results "
-                    f"export_submission check_submission SUBMITTER={submitter}.", exit_code=EXIT_PRECONDITION)
+                    f"export_submission check_submission SUBMITTER={submitter}.", exit_code=EXIT_FAILURE)

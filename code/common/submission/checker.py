@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..constants import AccuracyTarget, Scenario, SystemType
-from ..paths import Paths
+from ..paths import CALIBRATION_DOC, DOCUMENTATION_DIR, RESULTS_DIR, SRC_DIR, SYSTEMS_DIR, Paths
 from ..rules.schema import BenchmarkRules, RulesRound
 from .checker_rules import (ERROR, WARNING, ScenarioContext, as_int, check_scenario, harness_command, is_falsy,
                             read_json_object)
@@ -168,28 +168,28 @@ def _check_hygiene(sink: _Sink, root: Path) -> None:
 def _check_submitter(sink: _Sink, rules: RulesRound, folder: Path, allow_test_runs: bool,
                      sources: TreeSources) -> int:
     division = folder.parent.name
-    if not (folder / "systems").is_dir():
-        sink(ERROR, folder / "systems", "systems/ is missing; write one systems/<system>.json per results "
+    if not (folder / SYSTEMS_DIR).is_dir():
+        sink(ERROR, folder / SYSTEMS_DIR, f"{SYSTEMS_DIR}/ is missing; write one systems/<system>.json per results "
                                         "system (make export_submission).")
-    src = folder / "src"
+    src = folder / SRC_DIR
     try:
         has_src = src.is_dir() and any(src.iterdir())
     except OSError:
         has_src = False
     if not has_src:
         sink(ERROR, src, "src/ is missing or empty; copy the implementation code into it (make export_submission).")
-    if division == "closed" and not (folder / "documentation" / "calibration.md").is_file() \
-            and not (folder / "calibration.md").is_file():
-        sink(ERROR, folder / "documentation" / "calibration.md",
+    if division == "closed" and not (folder / DOCUMENTATION_DIR / CALIBRATION_DOC).is_file() \
+            and not (folder / CALIBRATION_DOC).is_file():
+        sink(ERROR, folder / DOCUMENTATION_DIR / CALIBRATION_DOC,
              "calibration.md is missing, which the closed division requires; write it (how weights were quantized "
              "and calibrated) and re-run make export_submission.")
-    results = folder / "results"
+    results = folder / RESULTS_DIR
     if not results.is_dir():
         sink(ERROR, results, "results/ is missing; run make stage_results then make export_submission.")
         return 0
     checked = 0
     systems = sink.subdirs(results)
-    for described in sorted((folder / "systems").glob("*.json")):
+    for described in sorted((folder / SYSTEMS_DIR).glob("*.json")):
         if described.stem not in {s.name for s in systems}:
             sink(ERROR, described, f"{described.name} describes a system with no results/{described.stem}/ folder; "
                                    f"remove it or stage that system's results (make stage_results).")
@@ -202,8 +202,8 @@ def _check_submitter(sink: _Sink, rules: RulesRound, folder: Path, allow_test_ru
 
 def _check_system_json(sink: _Sink, rules: RulesRound, folder: Path, system: str) -> SystemType | None:
     """SystemCheck of main.py and the old checker's system description checks; the system type when usable."""
-    path = folder / "systems" / f"{system}.json"
-    where = f"systems/{system}.json"
+    path = folder / SYSTEMS_DIR / f"{system}.json"
+    where = f"{SYSTEMS_DIR}/{system}.json"
     overrides = f"{where.removesuffix('.json')}.overrides.json of the toolkit and run make generate_conf_files " \
                 f"stage_results export_submission"
     data = read_json_object(sink, path, f"write {where} describing the system of results/{system}")

@@ -29,19 +29,20 @@ from typing import Any
 
 from ..audit.verdicts import IGNORED_FILES, TEST06_ACCURACY_LOG, listed, verdict_problems
 from ..constants import AccuracyTarget, Scenario, SystemType
-from ..harness.loadgen_log import ACCURACY, DETAIL, SUMMARY, TOKEN_RESULT_FIELDS, LoadGenLog, read_detail
+from ..paths import (ACCURACY_LOG, ACCURACY_TXT, DETAIL_LOG, MEASUREMENTS_JSON, README, SUMMARY_LOG, USER_CONF,
+                     accuracy_dir, performance_run_dir)
+from ..records.loadgen_log import TOKEN_RESULT_FIELDS, LoadGenLog, read_detail
 from ..rules.schema import BenchmarkRules, RulesRound
-from .measurements import MEASUREMENTS_FIELDS, README, USER_CONF   # SYSTEM_IMP_REQUIRED_FILES of the checkers
+from .measurements import MEASUREMENTS_FIELDS
 
 ERROR, WARNING = "error", "warning"
 Report = Callable[[str, Path, str], None]   # (level, path, message)
 
-ACCURACY_TXT = "accuracy.txt"
 HASH_LINE = re.compile(r"^hash=([\w\d]+)$")
 # Files the old checker allows in performance/run_1 and accuracy/ (it refuses anything else).
-PERFORMANCE_FILES = frozenset({SUMMARY, DETAIL})
-PERFORMANCE_OPTIONAL = frozenset({ACCURACY}) | IGNORED_FILES
-ACCURACY_FILES = frozenset({SUMMARY, DETAIL, ACCURACY, ACCURACY_TXT})
+PERFORMANCE_FILES = frozenset({SUMMARY_LOG, DETAIL_LOG})
+PERFORMANCE_OPTIONAL = frozenset({ACCURACY_LOG}) | IGNORED_FILES
+ACCURACY_FILES = frozenset({SUMMARY_LOG, DETAIL_LOG, ACCURACY_LOG, ACCURACY_TXT})
 # Validity flags a run fails merely by being shortened. The latency bound (result_perf_constraints_met) is not one.
 SHORT_RUN_FLAGS = ("result_min_duration_met", "result_min_queries_met", "early_stopping_met")
 CONSTRAINT_FLAG = "result_perf_constraints_met"
@@ -134,7 +135,7 @@ class ScenarioContext:
 
 def check_scenario(ctx: ScenarioContext) -> None:
     perf_fix = f"run {ctx.harness()} then make stage_results"
-    check_performance_run(ctx, ctx.folder / "performance" / "run_1", perf_fix)
+    check_performance_run(ctx, performance_run_dir(ctx.folder), perf_fix)
     check_accuracy_run(ctx)
     check_measurements(ctx)
     check_compliance(ctx)
@@ -154,16 +155,16 @@ def _require(ctx: ScenarioContext, directory: Path, names: frozenset[str], fix: 
 
 
 def _read_log(ctx: ScenarioContext, directory: Path, fix: str) -> LoadGenLog | None:
-    path = directory / DETAIL
+    path = directory / DETAIL_LOG
     if not path.is_file():
         return None   # reported by _require
     try:
         log = read_detail(directory)
     except (OSError, ValueError) as exc:
-        ctx.report(ERROR, path, f"{DETAIL} cannot be read ({exc}); {fix}.")
+        ctx.report(ERROR, path, f"{DETAIL_LOG} cannot be read ({exc}); {fix}.")
         return None
     if not log.values:
-        ctx.report(ERROR, path, f"{DETAIL} holds no :::MLLOG records, so it is not a LoadGen log; {fix}.")
+        ctx.report(ERROR, path, f"{DETAIL_LOG} holds no :::MLLOG records, so it is not a LoadGen log; {fix}.")
         return None
     return log
 
@@ -201,7 +202,7 @@ def check_performance_run(ctx: ScenarioContext, run_dir: Path, fix: str) -> None
     log = _read_log(ctx, run_dir, fix)
     if log is None:
         return
-    path, rules, bench = run_dir / DETAIL, ctx.rules, ctx.benchmark
+    path, rules, bench = run_dir / DETAIL_LOG, ctx.rules, ctx.benchmark
     _check_errors(ctx, log, path, fix)
     logged = _logged_scenario(ctx, log, path, fix, ERROR)
     expected = dataclasses.asdict(rules.seeds)
@@ -319,13 +320,13 @@ def _check_token_run(ctx: ScenarioContext, log: LoadGenLog, logged: Scenario, pa
 def check_accuracy_run(ctx: ScenarioContext) -> None:
     """main.py AccuracyCheck (pattern, hash, data set coverage, json size, errors) and the old checker's
     check_accuracy_dir (exact file set, a pattern match even in open)."""
-    acc, bench = ctx.folder / "accuracy", ctx.benchmark
+    acc, bench = accuracy_dir(ctx.folder), ctx.benchmark
     fix = f"run {ctx.harness(' --test_mode=AccuracyOnly')} then make stage_results"
     _require(ctx, acc, ACCURACY_FILES, fix)
     log = _read_log(ctx, acc, fix)
     whole = True   # whether the run scored the whole data set (unknown counts as yes: missing log is reported)
     if log is not None:
-        path = acc / DETAIL
+        path = acc / DETAIL_LOG
         _check_errors(ctx, log, path, fix)
         _logged_scenario(ctx, log, path, fix, WARNING)   # neither checker compares it; a mix-up is still worth a word
         if log.test_mode != "AccuracyOnly":
@@ -345,7 +346,7 @@ def check_accuracy_run(ctx: ScenarioContext) -> None:
         if text is not None:
             _check_accuracy_value(ctx, acc / ACCURACY_TXT, text, whole, fix)
             _check_hash(ctx, acc / ACCURACY_TXT, text, ERROR if ctx.closed else WARNING)
-    _check_size(ctx, acc / ACCURACY, ERROR)
+    _check_size(ctx, acc / ACCURACY_LOG, ERROR)
 
 
 def _read_text(ctx: ScenarioContext, path: Path, fix: str) -> str | None:
@@ -415,7 +416,7 @@ def _check_size(ctx: ScenarioContext, path: Path, level: str) -> None:
         return   # missing: reported by _require
     limit = ctx.rules.accuracy_log_max_bytes
     if size > limit:
-        ctx.report(level, path, f"{ACCURACY} is {size} bytes, over the {limit} bytes allowed; "
+        ctx.report(level, path, f"{ACCURACY_LOG} is {size} bytes, over the {limit} bytes allowed; "
                                 f"run make truncate_results.")
 
 
@@ -423,15 +424,15 @@ def check_measurements(ctx: ScenarioContext) -> None:
     """MeasurementsCheck / check_measurement_dir: measurements.json with truthy fields, user.conf and README.md
     not empty."""
     fix = "run make generate_conf_files then make stage_results"
-    data = read_json_object(ctx.report, ctx.folder / "measurements.json", fix)
+    data = read_json_object(ctx.report, ctx.folder / MEASUREMENTS_JSON, fix)
     for name in MEASUREMENTS_FIELDS if data is not None else ():
         if data is not None and is_falsy(data.get(name)):
             state = "has no" if data.get(name) in (None, "") else f"has {data.get(name)!r}, which the checkers read " \
                                                                   f"as no value, for"
-            ctx.report(ERROR, ctx.folder / "measurements.json",
-                       f"measurements.json {state} {name}; fill it in (make generate_conf_files) and re-run "
+            ctx.report(ERROR, ctx.folder / MEASUREMENTS_JSON,
+                       f"{MEASUREMENTS_JSON} {state} {name}; fill it in (make generate_conf_files) and re-run "
                        f"make stage_results.")
-    for name in (USER_CONF, README):
+    for name in (USER_CONF, README):   # SYSTEM_IMP_REQUIRED_FILES of the checkers
         path = ctx.folder / name
         text = _read_text(ctx, path, fix) if path.is_file() else None
         if text is None or not text.strip():
@@ -462,15 +463,15 @@ def check_compliance(ctx: ScenarioContext) -> None:
         for path, problem in verdict_problems(folder, spec, ctx.benchmark, ctx.target, ctx.rules):
             ctx.report(level, path, f"{problem}{note}; fix the cause of the failure and {fix}.")
         if spec.compares_performance and required:
-            check_performance_run(ctx, folder / "performance" / "run_1", fix)
+            check_performance_run(ctx, performance_run_dir(folder), fix)
         if spec.checks_output_tokens and not (folder / TEST06_ACCURACY_LOG).is_file():
             ctx.report(WARNING, folder / TEST06_ACCURACY_LOG,
                        f"{test}/{TEST06_ACCURACY_LOG.as_posix()} is missing: the checkers do not read it, but "
                        f"run_verification.py lays out the sampled responses there for reviewers; {fix}.")
-        if spec.samples_accuracy and (folder / "accuracy").is_dir():
-            acc = folder / "accuracy"
+        if spec.samples_accuracy and accuracy_dir(folder).is_dir():
+            acc = accuracy_dir(folder)
             if (acc / ACCURACY_TXT).is_file():
                 text = _read_text(ctx, acc / ACCURACY_TXT, fix)
                 if text is not None:
                     _check_hash(ctx, acc / ACCURACY_TXT, text, WARNING)
-            _check_size(ctx, acc / ACCURACY, WARNING)
+            _check_size(ctx, acc / ACCURACY_LOG, WARNING)

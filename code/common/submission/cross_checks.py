@@ -27,11 +27,12 @@ from typing import Any
 from ..errors import UserError
 from ..fields import is_safe_name
 from ..fileio import sha256_file, write_atomically
-from ..harness.loadgen_log import ACCURACY, DETAIL, SUMMARY, LoadGenLog, number, read_detail
-from ..harness.metadata import RunRecord
-from ..paths import Paths
+from ..records.loadgen_log import LoadGenLog, number, read_detail
+from ..records.metadata import RunRecord
+from ..paths import (ACCURACY_DIR, ACCURACY_LOG, ACCURACY_TXT, COMPLIANCE_DIRS, DETAIL_LOG, PERFORMANCE_DIR,
+                     PERFORMANCE_RUN, SUMMARY_LOG, Paths, accuracy_dir, performance_run_dir)
 from .checker_rules import ERROR, WARNING, ScenarioContext
-from .truncate import ACCURACY_TXT, HASH_LINE, has_truncated_shape, truncated_text
+from .truncate import HASH_LINE, has_truncated_shape, truncated_text
 
 PROVENANCE = ".provenance.json"   # in a staged scenario folder: what its accuracy run was run with
 EDITED = "the logs disagree: the tree was edited after the run"
@@ -80,28 +81,28 @@ def check_integrity(ctx: ScenarioContext, sources: TreeSources) -> None:
     """Every integrity check of one results/<system>/<benchmark>/<Scenario> folder."""
     for run_dir in run_dirs(ctx.folder):
         for problem in summary_problems(run_dir):
-            ctx.report(ERROR, run_dir / SUMMARY, f"{EDITED}: {problem} ({OWN_CHECK}); {RESTAGE}.")
+            ctx.report(ERROR, run_dir / SUMMARY_LOG, f"{EDITED}: {problem} ({OWN_CHECK}); {RESTAGE}.")
     for accuracy_dir in accuracy_dirs(ctx.folder):
         AccuracyCheck(ctx, sources, accuracy_dir).run()
 
 
 def run_dirs(scenario_dir: Path) -> list[Path]:
     """The folders of a scenario that hold a summary and a detail log written by one LoadGen test."""
-    candidates = [scenario_dir / "performance" / "run_1", scenario_dir / "accuracy",
-                  *sorted(scenario_dir.glob("TEST*/performance/run_1"))]
-    return [d for d in candidates if (d / SUMMARY).is_file() and (d / DETAIL).is_file()]
+    candidates = [performance_run_dir(scenario_dir), accuracy_dir(scenario_dir),
+                  *sorted(scenario_dir.glob(f"{COMPLIANCE_DIRS}/{PERFORMANCE_DIR}/{PERFORMANCE_RUN}"))]
+    return [d for d in candidates if (d / SUMMARY_LOG).is_file() and (d / DETAIL_LOG).is_file()]
 
 
 def accuracy_dirs(scenario_dir: Path) -> list[Path]:
-    candidates = [scenario_dir / "accuracy", *sorted(scenario_dir.glob("TEST*/accuracy"))]
-    return [d for d in candidates if (d / ACCURACY).is_file()]
+    candidates = [accuracy_dir(scenario_dir), *sorted(scenario_dir.glob(f"{COMPLIANCE_DIRS}/{ACCURACY_DIR}"))]
+    return [d for d in candidates if (d / ACCURACY_LOG).is_file()]
 
 
 # -- summary against detail ------------------------------------------------------------------------------
 def summary_problems(run_dir: Path) -> list[str]:
     """Where mlperf_log_summary.txt says something else than mlperf_log_detail.txt beside it."""
     try:
-        summary = (run_dir / SUMMARY).read_text(errors="replace").splitlines()
+        summary = (run_dir / SUMMARY_LOG).read_text(errors="replace").splitlines()
         detail = read_detail(run_dir)
     except OSError:
         return []   # an unreadable file is the official checks' finding
@@ -109,9 +110,9 @@ def summary_problems(run_dir: Path) -> list[str]:
     validity = detail.get("result_validity")
     stated = _first(_RESULT_LINE, summary)
     if validity is not None and stated is None and any(line.strip() for line in summary):
-        problems.append(f"{SUMMARY} has no `Result is` line, while {DETAIL} logs the run as {validity}")
+        problems.append(f"{SUMMARY_LOG} has no `Result is` line, while {DETAIL_LOG} logs the run as {validity}")
     elif validity is not None and stated is not None and stated != str(validity):
-        problems.append(f"{SUMMARY} says `Result is : {stated}` but {DETAIL} logs the run as {validity}")
+        problems.append(f"{SUMMARY_LOG} says `Result is : {stated}` but {DETAIL_LOG} logs the run as {validity}")
     for pattern, key in SUMMARY_FIGURES:
         problem = _figure_problem(_first(pattern, summary), detail, key)
         if problem:
@@ -129,7 +130,7 @@ def _figure_problem(stated: str | None, detail: LoadGenLog, key: str) -> str | N
         return None
     printed = _decimal(stated)
     if printed is None or not same_number(printed, logged):
-        return f"{SUMMARY} gives {stated} where {DETAIL} has {key} {detail.get(key)}"
+        return f"{SUMMARY_LOG} gives {stated} where {DETAIL_LOG} has {key} {detail.get(key)}"
     return None
 
 
@@ -155,7 +156,7 @@ class AccuracyCheck:
 
     def __init__(self, ctx: ScenarioContext, sources: TreeSources, folder: Path) -> None:
         self.ctx, self.sources, self.folder = ctx, sources, folder
-        self.log = folder / ACCURACY
+        self.log = folder / ACCURACY_LOG
         self.txt = folder / ACCURACY_TXT
         self.main = folder.parent == ctx.folder    # the scenario's own accuracy run, not a compliance test's
 
@@ -169,7 +170,7 @@ class AccuracyCheck:
         parse_error = json_problem(self.log)
         if recorded_hash is None and (parse_error or self._looks_cut()):
             state = f"does not parse ({parse_error})" if parse_error else "is cut short"
-            self.report(ERROR, self.log, f"{ACCURACY} {state}, and {ACCURACY_TXT} holds no hash= line of a log "
+            self.report(ERROR, self.log, f"{ACCURACY_LOG} {state}, and {ACCURACY_TXT} holds no hash= line of a log "
                                          f"that truncate_results cut: the log is damaged or was cut by hand "
                                          f"({OWN_CHECK}); {RESTAGE}.")
             return
@@ -190,13 +191,13 @@ class AccuracyCheck:
             return self._check_backup(backup, recorded_hash)
         if parse_error is None and not self._looks_cut():
             if sha256_file(self.log) != recorded_hash:
-                self.report(ERROR, self.log, f"{EDITED}: the sha256 of {ACCURACY} is not the hash= line of "
+                self.report(ERROR, self.log, f"{EDITED}: the sha256 of {ACCURACY_LOG} is not the hash= line of "
                                              f"{ACCURACY_TXT} ({OWN_CHECK}); {RESTAGE}.")
                 return None
             return self.log
-        self.report(WARNING, self.log, f"{ACCURACY} was cut by truncate_results and its full log is not at {backup}, "
-                                       f"so it was neither verified nor re-scored; check the submission in the "
-                                       f"checkout that truncated it, or restore the backup there.")
+        self.report(WARNING, self.log, f"{ACCURACY_LOG} was cut by truncate_results and its full log is not at "
+                                       f"{backup}, so it was neither verified nor re-scored; check the submission in "
+                                       f"the checkout that truncated it, or restore the backup there.")
         return None
 
     def _looks_cut(self) -> bool:
@@ -214,7 +215,7 @@ class AccuracyCheck:
         full_text = backup.read_bytes().decode("utf-8", errors="surrogateescape")
         cut = truncated_text(full_text, keep).encode("utf-8", errors="surrogateescape")
         if self.log.read_bytes() != cut:
-            self.report(ERROR, self.log, f"{EDITED}: {ACCURACY} is not what truncate_results makes of the full log "
+            self.report(ERROR, self.log, f"{EDITED}: {ACCURACY_LOG} is not what truncate_results makes of the full log "
                                          f"backed up at {backup} ({OWN_CHECK}); {RESTAGE}.")
             return None
         return backup

@@ -11,14 +11,14 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import UserError
+from ..errors import EXIT_FAILURE, UserError
+from ..paths import DOCUMENTATION_DIR, RESULTS_DIR, SRC_DIR, SYSTEMS_DIR
 
 Log = Callable[[str], None]
-EXPORTED_DIRS = ("systems", "documentation", "results")
+EXPORTED_DIRS = (SYSTEMS_DIR, DOCUMENTATION_DIR, RESULTS_DIR)
 # Not source code: caches, build outputs, data and environments.
 SRC_EXCLUDED_DIRS = frozenset({"__pycache__", "build", "scratch", ".venv", ".git"})
 SRC_EXCLUDED_SUFFIXES = (".pyc", ".pyo")
-EXIT_PRECONDITION = 1
 
 
 def _is_hidden(name: str) -> bool:
@@ -37,7 +37,7 @@ def _resolve(path: Path) -> Path:
     """The real file behind `path`; a dangling link is an error (the export would silently lose it)."""
     if path.is_symlink() and not path.exists():
         raise UserError(f"{path} is a symbolic link to {os.readlink(path)}, which does not exist. "
-                        "Fix or remove the link and export again.", exit_code=EXIT_PRECONDITION)
+                        "Fix or remove the link and export again.", exit_code=EXIT_FAILURE)
     return path.resolve()
 
 
@@ -49,10 +49,10 @@ def _copy(src: Path, dst: Path, skip: Callable[[Path, bool], bool], ancestors: t
         return
     if not real.is_dir():
         raise UserError(f"{src} is neither a file nor a folder; it cannot go into a submission.",
-                        exit_code=EXIT_PRECONDITION)
+                        exit_code=EXIT_FAILURE)
     if real in ancestors:  # a link back to a folder being copied would recurse forever
         raise UserError(f"{src} links back to {real}, a folder that contains it. Remove the link.",
-                        exit_code=EXIT_PRECONDITION)
+                        exit_code=EXIT_FAILURE)
     dst.mkdir(parents=True, exist_ok=True)
     for entry in sorted(real.iterdir()):
         if _is_hidden(entry.name):
@@ -84,19 +84,19 @@ def export_tree(staging_root: Path, dest: Path, src_items: list[Path], repo: Pat
     staging_root, dest, repo = Path(staging_root), Path(dest), Path(repo)
     if not staging_root.is_dir():
         raise UserError(f"No staging tree at {staging_root}: stage the results first.",
-                        exit_code=EXIT_PRECONDITION)
+                        exit_code=EXIT_FAILURE)
     _check_dest(dest, staging_root, repo)
     items = [item if item.is_absolute() else repo / item for item in map(Path, src_items)]
     for item in items:
         if not item.exists() and not item.is_symlink():
-            raise UserError(f"{item} does not exist; it was to be copied into src/.", exit_code=EXIT_PRECONDITION)
+            raise UserError(f"{item} does not exist; it was to be copied into src/.", exit_code=EXIT_FAILURE)
         if _is_hidden(item.name):
             raise UserError(f"{item} is hidden; a submission may not contain hidden files or folders.")
     submitters = [s for d in sorted(staging_root.iterdir()) if d.is_dir() and not _is_hidden(d.name)
                   for s in sorted(d.iterdir()) if s.is_dir() and not _is_hidden(s.name)]
     if not submitters:
         raise UserError(f"{staging_root} holds no <division>/<submitter>/ folder: stage the results first.",
-                        exit_code=EXIT_PRECONDITION)
+                        exit_code=EXIT_FAILURE)
     # Built beside dest and swapped in at the end: a failure leaves the previous export untouched.
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -110,9 +110,9 @@ def export_tree(staging_root: Path, dest: Path, src_items: list[Path], repo: Pat
                     _copy(submitter / name, out / name, _skip_tree)
                 else:
                     log(f"note: {rel}/{name}/ is missing in the staging tree")
-            (out / "src").mkdir()
+            (out / SRC_DIR).mkdir()
             for item in items:
-                target = out / "src" / _src_name(item, repo)
+                target = out / SRC_DIR / _src_name(item, repo)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 _copy(item, target, _skip_src)
             log(f"exported {rel} ({len(items)} source items in src/)")

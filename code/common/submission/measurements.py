@@ -8,16 +8,13 @@ from typing import Any
 
 from ..benchmark_api import Benchmark
 from ..constants import TestMode, WorkloadSetting
-from ..errors import UserError
+from ..errors import EXIT_FAILURE, UserError
 from ..fileio import write_atomically
-from ..harness.metadata import RunRecord
-from ..harness.reproduce import record_selection, reproduce_command
-from ..paths import Paths
+from ..records.metadata import RunRecord
+from ..records.reproduce import record_selection, reproduce_command
+from ..paths import MEASUREMENTS_JSON, README, USER_CONF, Paths
 from ..rules import BenchmarkRules
 
-MEASUREMENTS = "measurements.json"
-USER_CONF = "user.conf"
-README = "README.md"
 _DTYPES = {"float32": "fp32", "float16": "fp16", "int8": "int8", "uint8": "uint8", "int64": "int64"}
 # The keys the round's checkers require in measurements.json (SYSTEM_IMP_REQUIRED_FILES). Each must be truthy:
 # `not value` is "missing meaningful value" in both checkers, so `"retraining": false` or "" is rejected.
@@ -61,7 +58,7 @@ def measurements(record: RunRecord, benchmark: Benchmark) -> dict[str, str]:
         raise UserError(f"measurements.json of {record.benchmark} {record.scenario.value} (model "
                         f"{fields['model']}) would be rejected by the checkers: {'; '.join(problems)}; fill the "
                         f"model's facts in code/{record.benchmark}/ and run make generate_conf_files again.",
-                        exit_code=1)
+                        exit_code=EXIT_FAILURE)
     return values
 
 
@@ -110,12 +107,13 @@ def _run_user_conf(record: RunRecord) -> str:
     except (OSError, UnicodeDecodeError) as error:
         why = error.strerror if isinstance(error, OSError) and error.strerror else "not UTF-8 text"
         raise UserError(f"{path} cannot be read ({why}), so the run in {record.log_dir} cannot be described; "
-                        f"restore it or run the test again: {reproduce_command(record)}", exit_code=1) from None
+                        f"restore it or run the test again: {reproduce_command(record)}",
+                        exit_code=EXIT_FAILURE) from None
 
 
 def write_measurements(paths: Paths, record: RunRecord, rules: BenchmarkRules, benchmark: Benchmark) -> Path:
     folder = paths.measurements_dir(record.system.id, submission_benchmark(rules, record), record.scenario)
-    write_atomically(folder / MEASUREMENTS, json.dumps(measurements(record, benchmark), indent=2) + "\n")
+    write_atomically(folder / MEASUREMENTS_JSON, json.dumps(measurements(record, benchmark), indent=2) + "\n")
     write_atomically(folder / USER_CONF, _run_user_conf(record))
     write_atomically(folder / README, readme(record))
     return folder

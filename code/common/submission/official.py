@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..errors import UserError
+from ..errors import EXIT_FAILURE, UserError
 from ..fileio import write_atomically
 
 # The checker became a package (tools/submission/submission_checker/main.py) in the v5.x rounds and the single
@@ -53,7 +53,7 @@ def checker_commands(inference_dir: Path, root: Path, version: str, submitter: s
             break
     if not found:
         raise UserError(f"MLPERF_INFERENCE_DIR={inference_dir} is not a checkout of the MLCommons inference "
-                        f"repository: it has none of {PACKAGE}, {OLD_SCRIPT}, {SCRIPT}.", exit_code=1)
+                        f"repository: it has none of {PACKAGE}, {OLD_SCRIPT}, {SCRIPT}.", exit_code=EXIT_FAILURE)
     return found
 
 

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UserError
+from ..errors import EXIT_FAILURE, UserError
 from ..fileio import atomic_path, file_digest, write_atomically
 from ..paths import timestamp
 
@@ -44,7 +44,6 @@ CIPHER = ("-aes256", "-md", "sha256", "-salt")
 MAX_PASSPHRASE_BYTES = 512
 # The script uses SUBMITTER unquoted in file names and shell words: keep to characters that survive that.
 _SAFE_SUBMITTER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
-EXIT_PRECONDITION = 1
 
 
 @dataclass(frozen=True)
@@ -78,7 +77,7 @@ def _entries(root: Path) -> Iterator[Path]:
     for entry in sorted(root.iterdir()):
         if entry.is_symlink():
             raise UserError(f"{entry} is a symbolic link; export the submission again (the export resolves "
-                            "links) before packing.", exit_code=EXIT_PRECONDITION)
+                            "links) before packing.", exit_code=EXIT_FAILURE)
         yield entry
         if entry.is_dir():
             yield from _entries(entry)
@@ -109,7 +108,7 @@ def _openssl() -> str:
     if not found:
         raise UserError("Encrypting the submission needs the `openssl` command, which is not installed. "
                         "Install it (Debian/Ubuntu: apt-get install openssl) or pack without a passphrase.",
-                        exit_code=EXIT_PRECONDITION)
+                        exit_code=EXIT_FAILURE)
     return found
 
 
@@ -131,7 +130,7 @@ def _submitter(root: Path, submitter: str | None) -> str:
                  for p in division.iterdir() if p.is_dir()}
         if len(names) != 1:
             raise UserError(f"Cannot tell the submitter from {root} (found {sorted(names) or 'none'}): "
-                            "give the submitter name.", exit_code=EXIT_PRECONDITION)
+                            "give the submitter name.", exit_code=EXIT_FAILURE)
         submitter = names.pop()
     if not _SAFE_SUBMITTER.fullmatch(submitter):
         raise UserError(f"The submitter name {submitter!r} names the encrypted tarball "
@@ -152,7 +151,7 @@ def _encrypt(openssl: str, tarball: Path, encrypted: Path, passphrase: str) -> N
                               check=False)
         if proc.returncode != 0:
             raise UserError(f"openssl could not encrypt {tarball}: {proc.stderr.decode(errors='replace').strip()}",
-                            exit_code=EXIT_PRECONDITION)
+                            exit_code=EXIT_FAILURE)
 
 
 def pack_tree(submission_root: Path, tarball: Path, passphrase: str | None, log: Log,
@@ -164,7 +163,7 @@ def pack_tree(submission_root: Path, tarball: Path, passphrase: str | None, log:
     submission_root, tarball = Path(submission_root), Path(tarball)
     if not submission_root.is_dir() or not any(p.is_dir() for p in submission_root.iterdir()):
         raise UserError(f"No submission tree at {submission_root}: export the submission first.",
-                        exit_code=EXIT_PRECONDITION)
+                        exit_code=EXIT_FAILURE)
     if submission_root.resolve() in tarball.absolute().parents:
         raise UserError(f"The tarball {tarball} may not be written inside the tree it packs ({submission_root}).")
     if passphrase is not None:  # everything is checked before anything is written

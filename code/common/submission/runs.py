@@ -1,11 +1,11 @@
 """Which runs make up the submission: read from metadata.json files only.
 
 Per (system, benchmark, scenario): the performance run that ranks first among those that may be submitted, and the
-accuracy run that belongs to it: one of the same computation (the same engine file, the same preprocessed data and
-the same COMPUTATION_FIELDS) that ranks first. One order, `rank`, decides both: a VALID run before an INVALID one,
-a full run before a --test_run, then the better figure, then the newer. stage_results, generate_conf_files (whose
-README repeats the chosen run's command line) and the compliance references (audit/references.py) all take the runs
-chosen here, so they never refer to different runs.
+accuracy run that belongs to it: one of the same computation (records/computation.py: the same engine file, the same
+preprocessed data and the same config fields that decide the outputs) that ranks first. One order, `rank`, decides
+both: a VALID run before an INVALID one, a full run before a --test_run, then the better figure, then the newer.
+stage_results, generate_conf_files (whose README repeats the chosen run's command line) and the compliance
+references (audit/references.py) all take the runs chosen here, so they never refer to different runs.
 
 Accuracy runs of one computation should score the same. Where those that qualify disagree (one was made from a
 damaged input, say), none is chosen: the choice names them all (`conflict`), and stage_results and
@@ -19,24 +19,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Callable, Iterable
 
-from ..constants import Scenario, TestMode
-from ..harness.metadata import RunRecord, read_records, skipped_line
-from ..harness.reproduce import record_selection
-from ..harness.settings import GENERATION_CAPS
+from ..constants import RUN_HARNESS_ACTION, Scenario, TestMode
+from ..records.computation import computation_differences
+from ..records.metadata import RunRecord, read_records, skipped_line
+from ..records.reproduce import record_selection
 
 Key = tuple[str, str, Scenario]   # system id, toolkit benchmark, scenario
 Rank = tuple[bool, bool, float, str]
 
-# Config fields that decide what a run computes: a performance run and its accuracy run (and a compliance test and
-# the runs it is compared with) must agree on all of them. The model, the data set, the backend and precision choose
-# the engine and the samples; an LLM's generation caps cut prompts or outputs, and total_sample_count the samples
-# scored. Speed knobs (batch size, instances, threads, harness implementation, expected or target QPS, batch
-# timeout, prefill batching) are left out: they change how fast the same outputs come, not what they are. Where a
-# knob does go into the engine (a TensorRT plan's batch size, the calibration set of INT8), the engine's sha256
-# tells the runs apart.
-COMPUTATION_FIELDS = ("model", "dataset", "backend", "precision", *GENERATION_CAPS)
 # Accuracy runs of one computation agree when their figures are within this fraction of the higher one: batch
 # composition may move an output's last bits, a damaged input moves the figure far more.
 ACCURACY_AGREEMENT = 0.005
@@ -93,40 +85,6 @@ def _why_not(record: RunRecord, allow_test_runs: bool) -> str | None:
     return None
 
 
-def differing_fields(have: Mapping[str, Any], want: Mapping[str, Any]) -> list[str]:
-    """The COMPUTATION_FIELDS whose values differ: empty when the two configs compute the same."""
-    return [name for name in COMPUTATION_FIELDS if have.get(name) != want.get(name)]
-
-
-def engine_identity(record: RunRecord) -> str:
-    """The engine file's sha256 as its manifest recorded it at the build; for an engine whose manifest records
-    none, the manifest's own sha256 ("" without an engine part)."""
-    engine = record.engine
-    if engine is None:
-        return ""
-    return str(engine.manifest.get("engine_sha256") or f"manifest {engine.manifest_sha256}")
-
-
-def computation_differences(record: RunRecord, other: RunRecord) -> list[str]:
-    """How `record` computes something else than `other`, one phrase each (empty: the same computation). The data
-    is compared only where both records name it (records written before it was kept do not)."""
-    mine, theirs = record.config.fields, other.config.fields
-    differences = [f"{name}={mine.get(name)}, not {theirs.get(name)}" for name in differing_fields(mine, theirs)]
-    if engine_identity(record) != engine_identity(other):
-        differences.append(f"another engine (sha256 {engine_identity(record)[:12] or 'unknown'}, not "
-                           f"{engine_identity(other)[:12] or 'unknown'})")
-    if record.data is not None and other.data is not None and \
-            record.data.manifest_sha256 != other.data.manifest_sha256:
-        differences.append(f"other preprocessed data (manifest.json of {record.data.directory} with sha256 "
-                           f"{record.data.manifest_sha256[:12] or 'unknown'}, not "
-                           f"{other.data.manifest_sha256[:12] or 'unknown'})")
-    return differences
-
-
-def same_computation(a: RunRecord, b: RunRecord) -> bool:
-    return not computation_differences(a, b)
-
-
 def accuracy_figure(record: RunRecord) -> str:
     accuracy = record.accuracy
     return "no accuracy" if accuracy is None else f"{accuracy.metric} {accuracy.value:.3f}{accuracy.unit}"
@@ -143,7 +101,7 @@ def conflict_message(label: str, conflict: Iterable[RunRecord], then: str = "mak
     runs = sorted(conflict, key=lambda r: r.finished or "")
     listed = "; ".join(f"{r.log_dir} ({accuracy_figure(r)}, finished {r.finished or 'at an unknown time'})"
                        for r in runs)
-    again = record_selection(runs[-1]).command("run_harness")
+    again = record_selection(runs[-1]).command(RUN_HARNESS_ACTION)
     return (f"{label}: {len(runs)} accuracy runs of the same engine, preprocessed data and config disagree: "
             f"{listed}. One of them ran on a damaged or changed input, so none is staged for this scenario: delete "
             f"or move the folder of the run that is wrong, then run {then} again. Unsure which? Run make "

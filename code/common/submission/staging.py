@@ -14,30 +14,31 @@ from typing import Any, Callable
 
 from ..audit.verdicts import ACCURACY_FILES as TEST01_ACCURACY_FILES
 from ..audit.test06 import verify_test06
-from ..audit.verdicts import (PART3_FILES, TEST06_ACCURACY_LOG, VERIFIED_AGAINST, VERIFY_ACCURACY,
-                              read_verified_against, verdict_problems)
+from ..audit.verdicts import (PART3_FILES, TEST06_ACCURACY_LOG, VERIFIED_AGAINST, read_verified_against,
+                              verdict_problems)
 from ..audit.verify import (Check, compare_accuracy_logs, read_accuracy_log, verify_performance,
                             verify_test01_accuracy)
 from ..benchmark_api import ResponseFormat
 from ..constants import AccuracyTarget, Scenario, SystemType
-from ..errors import UserError
+from ..errors import EXIT_FAILURE, UserError
 from ..fileio import atomic_dir, copy_atomically, replace_dir, sha256_file
-from ..harness.loadgen_log import ACCURACY, DETAIL, SUMMARY, read_detail
-from ..harness.metadata import LOADGEN_LOGS, RunRecord
-from ..harness.reproduce import reproduce_command
-from ..paths import Paths
+from ..records.loadgen_log import read_detail
+from ..records.metadata import RunRecord
+from ..records.reproduce import reproduce_command
+from ..paths import (ACCURACY_LOG, ACCURACY_TXT, CALIBRATION_DOC, COMPLIANCE_DIRS, DETAIL_LOG, DOCUMENTATION_DIR,
+                     LOADGEN_LOGS, MEASUREMENTS_JSON, README, RESULTS_DIR, RUN_RECORD, SUMMARY_LOG, SYSTEMS_DIR,
+                     USER_CONF, VERIFY_ACCURACY, VERIFY_PERFORMANCE, Paths, accuracy_dir, performance_run_dir)
 from ..rules import RulesRound
 from ..user_files import read_json_file
 from .cross_checks import write_provenance
-from .measurements import MEASUREMENTS, README, USER_CONF, readme, submission_benchmark
+from .measurements import readme, submission_benchmark
 from .runs import Choice, Key
 from .system_json import write_system_json
-from .truncate import ACCURACY_TXT, HASH_LINE
+from .truncate import HASH_LINE
 
 Log = Callable[[str], None]
-ACCURACY_FILES = (SUMMARY, DETAIL, ACCURACY, "accuracy.txt")
-PERFORMANCE_FILES = (SUMMARY, DETAIL)
-EXIT_PRECONDITION = 1
+ACCURACY_FILES = (*LOADGEN_LOGS, ACCURACY_TXT)
+PERFORMANCE_FILES = (SUMMARY_LOG, DETAIL_LOG)
 
 
 def _replace_dir(source_files: dict[str, Path], dest: Path) -> None:
@@ -52,8 +53,8 @@ def stage_scenario(paths: Paths, rules: RulesRound, submitter: str, key: Key, ch
     dest = paths.results_dir(paths.staging, choice.division, submitter, system_id, name, scenario)
     label = f"{system_id} {name} {scenario.value}"
     measured = paths.measurements_dir(system_id, name, scenario)
-    if not all((measured / f).is_file() for f in (MEASUREMENTS, USER_CONF, README)):
-        raise UserError(f"{measured} is incomplete: run `make generate_conf_files` first.", exit_code=1)
+    if not all((measured / f).is_file() for f in (MEASUREMENTS_JSON, USER_CONF, README)):
+        raise UserError(f"{measured} is incomplete: run `make generate_conf_files` first.", exit_code=EXIT_FAILURE)
     # Every log this scenario stages is checked before the first copy: a changed one stages nothing of it.
     verify_run_logs(performance, PERFORMANCE_FILES, label, log)
     if accuracy is not None:
@@ -62,30 +63,30 @@ def stage_scenario(paths: Paths, rules: RulesRound, submitter: str, key: Key, ch
     if (measured / README).read_text() != readme(performance):
         raise UserError(f"{measured / README} was written for another configuration than the run chosen for {label} "
                         f"({performance.log_dir}), so its commands would not reproduce it: run "
-                        f"`make generate_conf_files` again, then stage.", exit_code=1)
+                        f"`make generate_conf_files` again, then stage.", exit_code=EXIT_FAILURE)
 
     # The chosen run is staged, always: the same ranking chose the run the audit compares with and the README
     # reproduces, so a run staged earlier gives way to it (and the console says so).
     run_dir = Path(performance.log_dir)
-    staged_detail = dest / "performance" / "run_1" / DETAIL
-    if staged_detail.is_file() and staged_detail.read_bytes() == (run_dir / DETAIL).read_bytes():
+    staged_detail = performance_run_dir(dest) / DETAIL_LOG
+    if staged_detail.is_file() and staged_detail.read_bytes() == (run_dir / DETAIL_LOG).read_bytes():
         log(f"{label}: performance run already staged ({run_dir})")
     else:
         if staged_detail.is_file():
             log(f"{label}: replacing the staged performance run with the chosen {run_dir}")
-        _replace_dir({f: run_dir / f for f in PERFORMANCE_FILES}, dest / "performance" / "run_1")
+        _replace_dir({f: run_dir / f for f in PERFORMANCE_FILES}, performance_run_dir(dest))
         log(f"{label}: staged performance run {run_dir}")
 
     if accuracy is not None:
         acc_dir = Path(accuracy.log_dir)
-        staged_acc = dest / "accuracy" / DETAIL
-        if staged_acc.exists() and staged_acc.read_bytes() == (acc_dir / DETAIL).read_bytes():
+        staged_acc = accuracy_dir(dest) / DETAIL_LOG
+        if staged_acc.exists() and staged_acc.read_bytes() == (acc_dir / DETAIL_LOG).read_bytes():
             log(f"{label}: accuracy run already staged ({acc_dir})")   # maybe truncated since: left as it is
         else:
-            _replace_dir({f: acc_dir / f for f in ACCURACY_FILES}, dest / "accuracy")
+            _replace_dir({f: acc_dir / f for f in ACCURACY_FILES}, accuracy_dir(dest))
             log(f"{label}: staged accuracy run {acc_dir}")
-        write_provenance(dest, accuracy, acc_dir / ACCURACY)
-    for file_name in (MEASUREMENTS, USER_CONF, README):
+        write_provenance(dest, accuracy, acc_dir / ACCURACY_LOG)
+    for file_name in (MEASUREMENTS_JSON, USER_CONF, README):
         copy_atomically(measured / file_name, dest / file_name)
     return dest
 
@@ -99,49 +100,49 @@ def verify_run_logs(record: RunRecord, names: tuple[str, ...], label: str, log: 
     for name in names:
         if not (run_dir / name).is_file():
             raise UserError(f"{run_dir / name} is missing, so {label} cannot be staged from {run_dir}; {fix}.",
-                            exit_code=EXIT_PRECONDITION)
+                            exit_code=EXIT_FAILURE)
     digests = record.log_sha256
     unverified = [name for name in names if name in LOADGEN_LOGS and not isinstance(digests.get(name), str)]
     if unverified:
-        log(f"note: {label}: {run_dir}/metadata.json records no sha256 of {', '.join(unverified)} (a run recorded "
+        log(f"note: {label}: {run_dir / RUN_RECORD} records no sha256 of {', '.join(unverified)} (a run recorded "
             f"before log digests were kept), so these are staged unverified")
     for name in names:
         expected = digests.get(name)
         if isinstance(expected, str) and sha256_file(run_dir / name) != expected:
-            raise UserError(f"{run_dir / name} changed after the run (its sha256 is not the one metadata.json "
-                            f"recorded), so {label} is not staged from {run_dir}; {fix}.", exit_code=EXIT_PRECONDITION)
+            raise UserError(f"{run_dir / name} changed after the run (its sha256 is not the one {RUN_RECORD} "
+                            f"recorded), so {label} is not staged from {run_dir}; {fix}.", exit_code=EXIT_FAILURE)
     recorded = record.accuracy.text if record.accuracy is not None else None
-    if "accuracy.txt" in names and recorded is not None:
-        if (run_dir / "accuracy.txt").read_text(errors="replace").strip() != recorded.strip():
-            raise UserError(f"{run_dir / 'accuracy.txt'} changed after the run (metadata.json recorded "
+    if ACCURACY_TXT in names and recorded is not None:
+        if (run_dir / ACCURACY_TXT).read_text(errors="replace").strip() != recorded.strip():
+            raise UserError(f"{run_dir / ACCURACY_TXT} changed after the run ({RUN_RECORD} recorded "
                             f"\"{recorded}\"), so {label} is not staged from {run_dir}; {fix}.",
-                            exit_code=EXIT_PRECONDITION)
+                            exit_code=EXIT_FAILURE)
 
 
 def stage_system_files(paths: Paths, division: str, submitter: str, system_id: str, nodes: int = 1,
                        log: Log = print) -> None:
     """systems/<id>.json of this division: the generated description with `division` and `submitter` set to the
     folders it lies in (one system may have results in both divisions), and `number_of_nodes` at least `nodes`,
-    the machines its staged runs' inference ran on (Triton endpoints on several hosts)."""
+    the machines its staged runs' inference ran on (the distinct hosts of their endpoints)."""
     root = paths.submitter_root(paths.staging, division, submitter)
     system_json = paths.system_json(system_id)
     if not system_json.is_file():
-        raise UserError(f"{system_json} is missing: run `make generate_conf_files` first.", exit_code=1)
+        raise UserError(f"{system_json} is missing: run `make generate_conf_files` first.", exit_code=EXIT_FAILURE)
     data = read_json_file(system_json, "run `make generate_conf_files` again")
     if not isinstance(data, dict):
         raise UserError(f"{system_json} holds a JSON {type(data).__name__}, not the system description object: run "
-                        f"`make generate_conf_files` again.", exit_code=1)
+                        f"`make generate_conf_files` again.", exit_code=EXIT_FAILURE)
     data.update(division=division, submitter=submitter)
     described = str(data.get("number_of_nodes", "1"))
     if nodes > (int(described) if described.isdigit() else 1):
-        log(f"{system_id}: number_of_nodes {nodes} (the hosts of the Triton endpoints its staged runs used; "
+        log(f"{system_id}: number_of_nodes {nodes} (the hosts of the endpoints its staged runs used; "
             f"{system_json} says {described})")
         data["number_of_nodes"] = str(nodes)
-    write_system_json(root / "systems" / system_json.name, data)
-    calibration = paths.repo / "documentation" / "calibration.md"
+    write_system_json(root / SYSTEMS_DIR / system_json.name, data)
+    calibration = paths.calibration_doc
     if calibration.is_file():
-        (root / "documentation").mkdir(parents=True, exist_ok=True)
-        copy_atomically(calibration, root / "documentation" / "calibration.md")
+        (root / DOCUMENTATION_DIR).mkdir(parents=True, exist_ok=True)
+        copy_atomically(calibration, root / DOCUMENTATION_DIR / CALIBRATION_DOC)
 
 
 def accuracy_target_of(rules: RulesRound, benchmark: str, folder_name: str) -> AccuracyTarget:
@@ -164,24 +165,24 @@ def infer_scenario(results_dir: Path, source: Scenario, missing: Scenario) -> Pa
     src = results_dir / source.value
     dest = results_dir / missing.value
     with atomic_dir(dest) as tmp:
-        shutil.copytree(src, tmp, ignore=shutil.ignore_patterns("TEST0*"), dirs_exist_ok=True)
+        shutil.copytree(src, tmp, ignore=shutil.ignore_patterns(COMPLIANCE_DIRS), dirs_exist_ok=True)
     return dest
 
 
 # -- compliance ------------------------------------------------------------------------------------------
 def full_accuracy_log(paths: Paths, scenario_dir: Path) -> Path:
     """The whole accuracy log of a staged scenario: the staged one, or its backup once truncate_results ran."""
-    staged = scenario_dir / "accuracy" / ACCURACY
-    marker = scenario_dir / "accuracy" / ACCURACY_TXT
+    staged = accuracy_dir(scenario_dir) / ACCURACY_LOG
+    marker = accuracy_dir(scenario_dir) / ACCURACY_TXT
     if marker.is_file() and HASH_LINE.search(marker.read_text()):
-        return paths.full_results / scenario_dir.relative_to(paths.staging) / "accuracy" / ACCURACY
+        return accuracy_dir(paths.full_results / scenario_dir.relative_to(paths.staging)) / ACCURACY_LOG
     return staged
 
 
 def _logged_scenario(scenario_dir: Path, folder: Scenario) -> Scenario:
     """The scenario the staged logs were run in: the folder's (LoadGen logs an Interactive run as Server), or
     another one when the result is inferred."""
-    logged = read_detail(scenario_dir / "performance" / "run_1").scenario
+    logged = read_detail(performance_run_dir(scenario_dir)).scenario
     return folder if logged is folder.loadgen else logged
 
 
@@ -192,11 +193,11 @@ def _verify_accuracy(paths: Paths, source: Path, results_dir: Path, response: Re
     if not staged_log.is_file():
         return Check(False, "", ""), False, f"no full accuracy log of the staged run at {staged_log}"
     check = verify_test01_accuracy(compare_accuracy_logs(read_accuracy_log(staged_log),
-                                                         read_accuracy_log(source / "accuracy" / ACCURACY),
+                                                         read_accuracy_log(accuracy_dir(source) / ACCURACY_LOG),
                                                          response.np_dtype))
     if check.passed:
         return check, False, None
-    if not all((source / "accuracy" / name).is_file() for name in PART3_FILES):
+    if not all((accuracy_dir(source) / name).is_file() for name in PART3_FILES):
         return check, False, f"{check.summary}, and no Part III result was computed"
     if against.get("accuracy_log_sha256") != sha256_file(staged_log):
         return check, False, (f"{check.summary}; its Part III result was computed against another accuracy run "
@@ -263,11 +264,11 @@ def _stage_test(paths: Paths, rules: RulesRound, test: str, source: Path, result
                 target: AccuracyTarget, response: ResponseFormat, log: Log, label: str) -> str | None:
     """Stage one test; the reason it cannot be staged, or None."""
     spec = rules.compliance_tests[test]
-    run_1 = source / "performance" / "run_1"
-    if not (run_1 / DETAIL).is_file() or not (run_1 / SUMMARY).is_file():
+    run_1 = performance_run_dir(source)
+    if not (run_1 / DETAIL_LOG).is_file() or not (run_1 / SUMMARY_LOG).is_file():
         return "no compliance run"
     against = _verified_against(source, log)
-    performance = verify_performance(spec, results_dir / "performance" / "run_1", run_1)
+    performance = verify_performance(spec, performance_run_dir(results_dir), run_1)
     if not performance.passed:
         return f"against the staged performance run the test fails ({performance.summary})"
     accuracy, part3 = None, False
@@ -278,20 +279,20 @@ def _stage_test(paths: Paths, rules: RulesRound, test: str, source: Path, result
     dest = results_dir / test
     tmp = results_dir / f".{test}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
-    (tmp / "performance" / "run_1").mkdir(parents=True)
-    for name in (SUMMARY, DETAIL):
-        shutil.copy2(run_1 / name, tmp / "performance" / "run_1" / name)
-    (tmp / "verify_performance.txt").write_text(performance.text)
+    performance_run_dir(tmp).mkdir(parents=True)
+    for name in PERFORMANCE_FILES:
+        shutil.copy2(run_1 / name, performance_run_dir(tmp) / name)
+    (tmp / VERIFY_PERFORMANCE).write_text(performance.text)
     if accuracy is not None:
-        (tmp / "verify_accuracy.txt").write_text(accuracy.text)
-        (tmp / "accuracy").mkdir()
+        (tmp / VERIFY_ACCURACY).write_text(accuracy.text)
+        accuracy_dir(tmp).mkdir()
         for name in sorted(PART3_FILES if part3 else TEST01_ACCURACY_FILES):
-            shutil.copy2(source / "accuracy" / name, tmp / "accuracy" / name)
+            shutil.copy2(accuracy_dir(source) / name, accuracy_dir(tmp) / name)
     problem = _replace_if_judged_right(tmp, dest, spec, bench, target, rules)
     if problem is not None:
         return problem
-    reverified = against.get("performance_detail_sha256") not in (None, sha256_file(results_dir / "performance" /
-                                                                                    "run_1" / DETAIL))
+    reverified = against.get("performance_detail_sha256") not in (None, sha256_file(performance_run_dir(results_dir)
+                                                                                    / DETAIL_LOG))
     note = " (verified again against the staged run, which differs from the audited one)" if reverified else ""
     log(f"{label}: staged from {source}{note}: {performance.summary}"
         + (f"; {accuracy.summary}" if accuracy is not None else ""))
@@ -320,7 +321,7 @@ def _stage_tokens(rules: RulesRound, test: str, source: Path, results_dir: Path,
         text = (source / VERIFY_ACCURACY).read_text(errors="replace")
         how = "its verdict as run_audit_harness wrote it (no EOS token ids recorded to verify it again)"
     else:
-        return "no verdict (verify_accuracy.txt) in the compliance folder"
+        return f"no verdict ({VERIFY_ACCURACY}) in the compliance folder"
     dest = results_dir / test
     tmp = results_dir / f".{test}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -339,7 +340,7 @@ def staged_scenarios(paths: Paths, rules: RulesRound, submitter: str) -> list[tu
     names = {name: bench for bench, r in rules.benchmarks.items() for name in r.submission_names.values()}
     found = []
     for division_dir in sorted(p for p in paths.staging.glob("*") if p.is_dir() and not p.name.startswith(".")):
-        for folder in sorted((division_dir / submitter / "results").glob("*/*/*")):
+        for folder in sorted((division_dir / submitter / RESULTS_DIR).glob("*/*/*")):
             system_id, name, scenario = folder.parts[-3:]
             if name in names and scenario in Scenario.__members__:
                 found.append((folder, system_id, names[name], Scenario(scenario)))

@@ -21,14 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from ..constants import SystemType
-from ..errors import UserError
+from ..errors import EXIT_FAILURE, UserError
 from ..fileio import write_atomically
 from ..paths import REPO_ROOT
 from ..rules import RulesRound, get_round
 from ..systems.info import SystemInfo
 from ..user_files import read_json_file
 
-EXIT_PRECONDITION = 1
 STATUSES = ("available", "preview", "rdi")     # the checkers compare status.lower(); the toolkit writes lowercase
 DIVISIONS = ("closed", "open", "network")      # submission_checker_old.py compares the division exactly
 NOT_APPLICABLE = "N/A"
@@ -202,7 +201,7 @@ def describe_system(info: SystemInfo, system_id: str, division: str, submitter: 
     where = overrides_path if overrides_path is not None else f"systems/{system_id}.overrides.json"
     problems = override_problems(overrides, where, rules, division=division, submitter=submitter)
     if problems:
-        raise UserError(" ".join(problems), exit_code=EXIT_PRECONDITION)
+        raise UserError(" ".join(problems), exit_code=EXIT_FAILURE)
     software = software_versions() if software is None else software
     storage_capacity, storage_type = detect_storage(REPO_ROOT) if storage is None else storage
     gpus = info.gpus
@@ -275,10 +274,10 @@ def load_overrides(path: Path, rules: RulesRound | None = None, shown: Path | st
                                 "again", shown)
     if not isinstance(data, dict):
         raise UserError(f"{shown} must hold one JSON object (field -> value), not {type(data).__name__}.",
-                        exit_code=EXIT_PRECONDITION)
+                        exit_code=EXIT_FAILURE)
     problems = override_problems(data, shown, rules or get_round())
     if problems:
-        raise UserError(" ".join(problems), exit_code=EXIT_PRECONDITION)
+        raise UserError(" ".join(problems), exit_code=EXIT_FAILURE)
     return data
 
 
@@ -321,7 +320,7 @@ def require_complete(data: Mapping[str, Any], rules: RulesRound, overrides_path:
         return
     raise UserError(f"The system description is incomplete ({len(problems)} fields): " + "; ".join(problems)
                     + f". Set them in {overrides_path} (a JSON object, field -> value; write \"N/A\" where a "
-                    "field does not apply) and run again.", exit_code=EXIT_PRECONDITION)
+                    "field does not apply) and run again.", exit_code=EXIT_FAILURE)
 
 
 def declared_system_type(path: Path, overrides_path: Path | str) -> SystemType | None:
@@ -334,7 +333,7 @@ def declared_system_type(path: Path, overrides_path: Path | str) -> SystemType |
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise UserError(f"{path} cannot be read as JSON ({error}); run make generate_conf_files again.",
-                        exit_code=EXIT_PRECONDITION) from None
+                        exit_code=EXIT_FAILURE) from None
     declared = data.get("system_type") if isinstance(data, dict) else None
     if _is_empty(declared):
         return None
@@ -342,7 +341,7 @@ def declared_system_type(path: Path, overrides_path: Path | str) -> SystemType |
     if found is None:
         raise UserError(f"system_type is {_shown(declared)} in {path}; the checkers accept exactly "
                         f"{_choices(SystemType.json_spellings())} (lowercase, no spaces), so set it in "
-                        f"{overrides_path} and run make generate_conf_files again.", exit_code=EXIT_PRECONDITION)
+                        f"{overrides_path} and run make generate_conf_files again.", exit_code=EXIT_FAILURE)
     return found
 
 

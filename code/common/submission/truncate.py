@@ -14,18 +14,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import UserError
+from ..errors import EXIT_FAILURE, UserError
 from ..fileio import atomic_path, sha256_file, write_atomically
+from ..paths import ACCURACY_DIR, ACCURACY_LOG, ACCURACY_TXT, RESULTS_DIR
 from ..rules import RulesRound
 
 Log = Callable[[str], None]
-ACCURACY_JSON = "mlperf_log_accuracy.json"
-ACCURACY_TXT = "accuracy.txt"
 # <division>/<submitter>/results/<system>/<benchmark>/<Scenario>/[TEST01/]accuracy
-_PATTERNS = ("*/*/results/*/*/*/accuracy", "*/*/results/*/*/*/TEST01/accuracy")
+_PATTERNS = (f"*/*/{RESULTS_DIR}/*/*/*/{ACCURACY_DIR}", f"*/*/{RESULTS_DIR}/*/*/*/TEST01/{ACCURACY_DIR}")
 # The line truncate_results appends to accuracy.txt; it marks the folder as truncated.
 HASH_LINE = re.compile(r"^hash=([0-9a-fA-F]{64})\s*$", re.MULTILINE)
-EXIT_PRECONDITION = 1
 
 
 @dataclass
@@ -78,7 +76,7 @@ def _backup(src: Path, dest: Path, log: Log) -> None:
             raise UserError(
                 f"The backup {dest} already exists and differs from {src}: it holds the full log of an "
                 f"earlier run. Move it away (or delete it if that run is no longer wanted) and run again.",
-                exit_code=EXIT_PRECONDITION)
+                exit_code=EXIT_FAILURE)
         return
     with atomic_path(dest) as tmp:
         shutil.copyfile(src, tmp)
@@ -96,11 +94,11 @@ def _truncate_json(json_path: Path, keep: int) -> bool:
 
 def _truncate_one(folder: Path, backup: Path, keep: int, log: Log) -> bool:
     """Truncate one accuracy folder; False when it already was."""
-    json_path, txt_path = folder / ACCURACY_JSON, folder / ACCURACY_TXT
+    json_path, txt_path = folder / ACCURACY_LOG, folder / ACCURACY_TXT
     for needed in (json_path, txt_path):
         if not needed.is_file():
-            raise UserError(f"{needed} is missing: an accuracy folder needs both {ACCURACY_JSON} and "
-                            f"{ACCURACY_TXT}. Stage the accuracy run again.", exit_code=EXIT_PRECONDITION)
+            raise UserError(f"{needed} is missing: an accuracy folder needs both {ACCURACY_LOG} and "
+                            f"{ACCURACY_TXT}. Stage the accuracy run again.", exit_code=EXIT_FAILURE)
     txt = _read_text(txt_path)
     marked = HASH_LINE.search(txt)
     if marked:
@@ -111,7 +109,7 @@ def _truncate_one(folder: Path, backup: Path, keep: int, log: Log) -> bool:
             return True
         return False
     # Backups first: nothing is changed in the staging tree before the full logs are safe.
-    _backup(json_path, backup / ACCURACY_JSON, log)
+    _backup(json_path, backup / ACCURACY_LOG, log)
     _backup(txt_path, backup / ACCURACY_TXT, log)
     digest = sha256_file(json_path)
     # Hash line before the cut: a crash in between leaves a state the next call can finish (above).
@@ -139,10 +137,10 @@ def truncate_tree(root: Path, backup_root: Path, rules: RulesRound, log: Log) ->
             report.already.append(folder)
     if folders and not report.truncated:
         log(f"all {len(folders)} accuracy logs were already truncated: nothing changed")
-    too_big = [f"{f / ACCURACY_JSON} ({(f / ACCURACY_JSON).stat().st_size} bytes)"
-               for f in folders if (f / ACCURACY_JSON).stat().st_size > limit]
+    too_big = [f"{f / ACCURACY_LOG} ({(f / ACCURACY_LOG).stat().st_size} bytes)"
+               for f in folders if (f / ACCURACY_LOG).stat().st_size > limit]
     if too_big:
         raise UserError(f"Accuracy logs larger than {limit} bytes after truncation (the checker rejects them): "
                         + "; ".join(too_big) + ". Restore the full log from the backup, remove the hash= "
-                        "line from accuracy.txt and truncate again.", exit_code=EXIT_PRECONDITION)
+                        "line from accuracy.txt and truncate again.", exit_code=EXIT_FAILURE)
     return report

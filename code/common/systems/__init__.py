@@ -5,8 +5,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..constants import SystemType
-from ..errors import UserError
-from ..user_files import EXIT_DAMAGED, import_user_module, load_user_file
+from ..errors import EXIT_FAILURE, UserError
+from ..user_files import import_user_module, load_user_file
 from .detect import SystemDetector
 from .info import CPUInfo, GPUInfo, SystemInfo, derived_system_id
 from .known import GENERIC_CPU, KNOWN_SYSTEMS, KnownSystem
@@ -42,7 +42,7 @@ def _checked_entries(module, path: Path) -> tuple[KnownSystem, ...]:
     entries = getattr(module, "CUSTOM_SYSTEMS", None)
     if not isinstance(entries, tuple) or not all(isinstance(entry, KnownSystem) for entry in entries):
         raise UserError(f"{path}: CUSTOM_SYSTEMS must be a tuple of KnownSystem(...) entries, as make "
-                        f"add_custom_system writes it; {CUSTOM_LIST_FIX}.", exit_code=EXIT_DAMAGED)
+                        f"add_custom_system writes it; {CUSTOM_LIST_FIX}.", exit_code=EXIT_FAILURE)
     return entries
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..errors import UserError
+from ..errors import EXIT_FAILURE, UserError
 
 DEFAULT_GRPC_PORT = 8001
 _HOST_PORT = re.compile(r"^(?P<host>[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]):(?P<port>\d{1,5})$")
@@ -85,13 +85,13 @@ def describe(url: str, model: str, timeout_s: float = 10.0) -> EndpointInfo:
     problem = probe(url, [model], timeout_s)
     if problem is not None:
         raise UserError(f"Triton endpoint {url}: {problem}. Start a server there with `make serve_triton` "
-                        f"(documentation/triton.md) and check the address.", exit_code=1)
+                        f"(documentation/triton.md) and check the address.", exit_code=EXIT_FAILURE)
     client = connect(url)
     try:
         config = client.get_model_config(model, as_json=True, client_timeout=timeout_s)["config"]
         metadata = client.get_server_metadata(as_json=True, client_timeout=timeout_s)
     except InferenceServerException as error:
-        raise UserError(f"Triton endpoint {url}: {_reason(error)}", exit_code=1) from None
+        raise UserError(f"Triton endpoint {url}: {_reason(error)}", exit_code=EXIT_FAILURE) from None
     finally:
         client.close()
     params = {key: value.get("string_value", "") for key, value in config.get("parameters", {}).items()}

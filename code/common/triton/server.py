@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UserError
+from ..errors import EXIT_FAILURE, UserError
 from ..paths import Paths
 
 ENVIRONMENT = "triton"
@@ -73,13 +73,13 @@ def find_installation(venv: Path | None = None) -> Installation:
     if not found or not (found[-1] / "bin" / "tritonserver").is_file():
         raise UserError(f"The Triton harness needs Triton Inference Server's environment in {venv}, which is not "
                         f"there: make it with `{BUILD_HINT}` (it installs the locked requirements/triton.txt, "
-                        f"PyPI's nvidia-pytriton with its tritonserver binary).", exit_code=1)
+                        f"PyPI's nvidia-pytriton with its tritonserver binary).", exit_code=EXIT_FAILURE)
     dist = found[-1]
     version = dist.parents[2].name.removeprefix("python")
     installation = Installation(venv, dist, dist.parents[1] / "nvidia_pytriton.libs", version)
     if not installation.stub.is_file():
         raise UserError(f"nvidia-pytriton in {venv} has no python backend stub for Python {version} "
-                        f"({installation.stub}); rebuild the environment with `{BUILD_HINT}`.", exit_code=1)
+                        f"({installation.stub}); rebuild the environment with `{BUILD_HINT}`.", exit_code=EXIT_FAILURE)
     return installation
 
 
@@ -164,14 +164,16 @@ class TritonServer:
                 code = None if self.process is None else self.process.returncode
                 self.stop()
                 raise UserError(f"Triton Inference Server on port {self.grpc_port} exited (status {code}) before it "
-                                f"was ready. The end of its log ({self.log_path}):\n{self.log_tail()}", exit_code=1)
+                                f"was ready. The end of its log ({self.log_path}):\n{self.log_tail()}",
+                                exit_code=EXIT_FAILURE)
             problem = probe(self.url, models, timeout_s=2.0)
             if problem is None:
                 return self
             time.sleep(0.2)
         self.stop()
         raise UserError(f"Triton Inference Server on port {self.grpc_port} was not ready after {timeout_s:.0f} s "
-                        f"({problem}). The end of its log ({self.log_path}):\n{self.log_tail()}", exit_code=1)
+                        f"({problem}). The end of its log ({self.log_path}):\n{self.log_tail()}",
+                        exit_code=EXIT_FAILURE)
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None

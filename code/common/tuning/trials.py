@@ -1,21 +1,18 @@
-"""The LoadGen runs a search is made of: one performance test with some config fields set, read back as an Outcome.
+"""The LoadGen runs a search is made of: what a short run sets, and a completed run read back as an Outcome.
 
-Every run here is planned with purpose "bench", so staging never takes it for a result, and goes into the run
-folder it is given. A short run sets its own min_duration and min_query_count (SHORT_RUNS) and is marked a test
-run; a full-length run sets neither, so LoadGen applies the round's mlperf.conf (600 s, its query counts).
+A short run sets its own min_duration and min_query_count (SHORT_RUNS) and is marked a test run; a full-length run
+sets neither, so LoadGen applies the round's mlperf.conf (600 s, its query counts). The runs themselves are made by
+the actions (code/actions/trial_runs.py).
 """
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Mapping
 
-from ..constants import Scenario, TestMode
-from ..errors import UserError
-from ..harness.early_stopping import scenario_min_queries
-from ..harness.loadgen_log import read_detail
-from ..harness.runner import plan_test, run_test
+from ..constants import Scenario
+from ..records.early_stopping import scenario_min_queries
+from ..records.loadgen_log import read_detail
 from .search import Outcome
 
 # LoadGen's Server early stopping needs 459 queries within the bound (0.99^459 < 1 - 0.99) to rate a p99
@@ -42,29 +39,6 @@ SEARCHED_FIELD = MappingProxyType({
 FIND_PEAK_SOURCE = "make find_peak"   # the source its records give the settings a search chooses
 # Fields a search sets itself: the user may not set them for it.
 RUN_LENGTH_FIELDS = ("min_duration", "min_query_count")
-
-
-def with_fields(ctx, scenarios: tuple[Scenario, ...], test_run: bool, fields: Mapping[str, Any],
-                source: str = FIND_PEAK_SOURCE):
-    """A copy of the action context that selects `scenarios` and sets `fields` over the command line's, recorded
-    as filled in by `source`."""
-    args = ctx.args.fill_in(source, fields, scenarios=scenarios, test_run=test_run)
-    return dataclasses.replace(ctx, args=args, _registry=None)
-
-
-def run_once(ctx, benchmark: str, scenario: Scenario, run_dir: Path, fields: Mapping[str, Any],
-             short: bool = True, source: str = FIND_PEAK_SOURCE) -> Outcome:
-    """One PerformanceOnly test with `fields` set, short (SHORT_RUNS, unless `fields` set the length) or at full
-    length, into `run_dir`. A run that did not complete (the harness failed) stops the search: a UserError naming
-    the folder."""
-    run_fields = {**(SHORT_RUNS[scenario] if short else {}), **fields}
-    run_ctx = with_fields(ctx, (scenario,), short, run_fields, source)
-    spec = plan_test(run_ctx, benchmark, scenario, TestMode.PerformanceOnly, log_dir=run_dir, purpose="bench")
-    record = run_test(spec, ctx.paths.repo, log=lambda _: None)
-    if not record.completed:
-        raise UserError(f"The {benchmark} {scenario.value} run in {run_dir} did not complete ({record.status}: "
-                        f"{record.error}); see harness_error.txt there. The search stopped.", exit_code=1)
-    return outcome_of(Path(record.log_dir), bool(record.valid), record.reasons)
 
 
 def outcome_of(run_dir: Path, valid: bool, reasons: tuple[str, ...] | list[str] = ()) -> Outcome:

@@ -9,12 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from ..arguments import AUDIT_ACTION
 from ..config_registry import ResolvedConfig
-from ..constants import TestMode, WorkloadSetting
+from ..constants import AUDIT_ACTION, RUN_HARNESS_ACTION, TestMode, WorkloadSetting
 from .record import RunRecord
 
-RUN_HARNESS = "run_harness"
 FIRST_FIELDS = ("model", "dataset")   # what runs on what; the other fields follow by name
 
 
@@ -79,7 +77,7 @@ def config_selection(config: ResolvedConfig, test_mode: TestMode | None = None, 
 def reproduce_command(record: RunRecord, action: str | None = None) -> str:
     """The `make` line that runs this record's test again with the same resolved config: run_harness, or
     run_audit_harness for a compliance test, unless `action` names another."""
-    return record_selection(record).command(action or (AUDIT_ACTION if record.audit_test else RUN_HARNESS))
+    return record_selection(record).command(action or (AUDIT_ACTION if record.audit_test else RUN_HARNESS_ACTION))
 
 
 def config_command(action: str, config: ResolvedConfig, test_mode: TestMode | None = None,

@@ -1,4 +1,4 @@
-"""RunRecord: what metadata.json holds, typed (schema 2), and how a record of schema 1 is read.
+"""RunRecord: what metadata.json holds, typed (schema 3), and how records of schemas 1 and 2 are read.
 
 One frozen dataclass per part of the record; `RunRecord.from_dict` checks every value against its type, so a
 reader never meets a field of the wrong type, and `as_dict` gives the JSON object. documentation/metadata.md
@@ -15,15 +15,14 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
-from ..arguments import typed_flags
 from ..config_registry import given_values
 from ..constants import Scenario, TestMode, test_label
 from .loadgen_log import Metric
 
-SCHEMA_VERSION = 2
-READABLE_SCHEMAS = (1, 2)     # 1: the previous release's records, converted on reading
+SCHEMA_VERSION = 3
+READABLE_SCHEMAS = (1, 2, 3)  # 1 and 2: earlier releases' records, converted on reading
 COMPLETED, FAILED, INTERRUPTED = "completed", "failed", "interrupted"
 STATUSES = (COMPLETED, FAILED, INTERRUPTED)
 _STORED = "stored"            # dataclass field metadata: False for what is never written (where it was read)
@@ -101,23 +100,33 @@ class Durations:
 
 
 @dataclass(frozen=True)
-class TritonEndpointRecord:
-    """One Triton server of a Triton harness test: what it served and what it answered."""
+class EndpointRecord:
+    """One server a test sent its queries to (a Triton server, an LLM serving engine, ...): where it is, what it
+    served and what it answered. A harness that runs in process has none."""
 
-    url: str
-    model: str = ""
-    engine: str = ""
-    engine_sha256: str = ""
-    max_batch_size: int = 0
-    server_version: str = ""
-    local: bool = False       # started by the test itself (no --triton_endpoints)
+    host: str
+    port: int
+    protocol: str             # how the harness spoke to it: "grpc", "http"
+    model: str = ""           # what it served, as requests name it
+    engine_sha256: str = ""   # the sha256 of the engine it served, where the server tells it
+    local: bool = False       # started by the test itself
     requests: int = 0         # requests it answered
     samples: int = 0          # samples in them
-    transport: str = ""       # how requests carried their batch: "grpc" or "system shared memory"
+    transport: str = ""       # how requests carried their data (e.g. "grpc", "system shared memory")
+    extras: Mapping[str, Any] = field(default_factory=dict)   # what only its kind of harness reports
 
     @property
-    def host(self) -> str:
-        return self.url.rsplit(":", 1)[0]
+    def address(self) -> str:
+        """host:port, as people type it (an IPv6 host in brackets)."""
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """`host:port` (an IPv6 host in brackets) -> (host, port); ValueError when it is not one."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"{address!r} is not host:port")
+    return host.removeprefix("[").removesuffix("]"), int(port)
 
 
 @dataclass(frozen=True)
@@ -126,6 +135,23 @@ class Filled:
 
     value: Any
     source: str
+
+
+# Older versions of the Makefile passed these on every call, empty when the user set nothing; records of that time
+# keep them among the typed flags.
+MAKE_PLUMBING = ("--scratch_path=", "--log_dir=", "--submitter=")
+
+
+def typed_flags(argv: Sequence[str]) -> tuple[str, ...]:
+    """The flags of a command line as the user gave them: without --action and make's empty location flags."""
+    typed: list[str] = []
+    arguments = iter(argv)
+    for argument in arguments:
+        if argument == "--action":
+            next(arguments, None)   # its value
+        elif not argument.startswith("--action=") and argument not in MAKE_PLUMBING:
+            typed.append(argument)
+    return tuple(typed)
 
 
 @dataclass(frozen=True)
@@ -170,8 +196,8 @@ class RunRecord:
     log_sha256: Mapping[str, str] = field(default_factory=dict)   # LoadGen log name -> sha256 as the test wrote it
     # PerformanceOnly LLM runs (not Offline): p99 time to first token and per output token, and their bounds, in ms.
     token_latencies: Mapping[str, float] = field(default_factory=dict)
-    # Triton harness: the servers that ran the inference (several: one per node).
-    triton_endpoints: tuple[TritonEndpointRecord, ...] = ()
+    # A harness that sends queries to servers: each server (several: one or more per node).
+    endpoints: tuple[EndpointRecord, ...] = ()
     path: Path | None = field(default=None, compare=False, metadata={_STORED: False})   # where it was read
 
     @property
@@ -184,8 +210,8 @@ class RunRecord:
 
     @property
     def nodes(self) -> int:
-        """Machines that ran the inference: the distinct hosts of its Triton endpoints, else this one."""
-        return max(1, len({endpoint.host for endpoint in self.triton_endpoints}))
+        """Machines that ran the inference: the distinct hosts of its endpoints, else this one."""
+        return max(1, len({endpoint.host for endpoint in self.endpoints}))
 
     def given_fields(self) -> dict[str, Any]:
         """The config fields this test's invocation set, typed or filled in: with the selection, they give the
@@ -208,7 +234,11 @@ class RunRecord:
         if version not in READABLE_SCHEMAS or isinstance(version, bool):
             raise RecordProblem(f"metadata schema {version!r}, this toolkit reads schemas "
                                 f"{', '.join(map(str, READABLE_SCHEMAS))}")
-        record = _load(cls, _from_schema_1(data) if version == 1 else data, "")
+        if version == 1:
+            data = _from_schema_1(data)
+        if version in (1, 2):
+            data = _from_schema_2(data)
+        record = _load(cls, data, "")
         if record.status not in STATUSES:
             raise RecordProblem(f"\"status\" is not one of {', '.join(STATUSES)}")
         return dataclasses.replace(record, path=Path(path)) if path is not None else record
@@ -230,6 +260,37 @@ def _from_schema_1(data: dict[str, Any]) -> dict[str, Any]:
         action = next((a.split("=", 1)[1] for a in argv if a.startswith("--action=")), "")
         converted["invocation"] = {"action": action, "typed": list(typed_flags(argv))}
     return converted
+
+
+# -- schema 2 -------------------------------------------------------------------------------------------------
+SCHEMA_2_ENDPOINTS = "triton_endpoints"   # schema 2 kept servers only for its one harness that had them
+SCHEMA_2_EXTRAS = ("engine", "max_batch_size", "server_version")   # what that harness alone reported of a server
+
+
+def _from_schema_2(data: dict[str, Any]) -> dict[str, Any]:
+    """A schema-2 record in schema 3's shape: its servers (each a gRPC server named by `url`, with the engine path,
+    max batch size and version it reported) become `endpoints`, those three in `extras`."""
+    converted = {name: value for name, value in data.items() if name != SCHEMA_2_ENDPOINTS}
+    servers = data.get(SCHEMA_2_ENDPOINTS)
+    if servers is None:
+        return converted
+    if not isinstance(servers, list):
+        raise RecordProblem(f"\"{SCHEMA_2_ENDPOINTS}\" is not a list")
+    converted["endpoints"] = [_schema_2_endpoint(server, f"{SCHEMA_2_ENDPOINTS}[{number}]")
+                              for number, server in enumerate(servers)]
+    return converted
+
+
+def _schema_2_endpoint(server: Any, where: str) -> dict[str, Any]:
+    if not isinstance(server, dict):
+        raise RecordProblem(f"\"{where}\" is not an object")
+    try:
+        host, port = split_address(server["url"] if isinstance(server.get("url"), str) else "")
+    except ValueError:
+        raise RecordProblem(f"\"{where}.url\" is not host:port") from None
+    general = {name: value for name, value in server.items() if name != "url" and name not in SCHEMA_2_EXTRAS}
+    extras = {name: server[name] for name in SCHEMA_2_EXTRAS if name in server}
+    return {"host": host, "port": port, "protocol": "grpc", **general, "extras": extras}
 
 
 # -- typed loading and plain output ---------------------------------------------------------------------------

@@ -12,10 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ..constants import Scenario
+from ..paths import ACCURACY_LOG, DETAIL_LOG, SUMMARY_LOG
 
-DETAIL = "mlperf_log_detail.txt"
-SUMMARY = "mlperf_log_summary.txt"
-ACCURACY = "mlperf_log_accuracy.json"
 PREFIX = ":::MLLOG "
 # The last line LoadGen writes into the summary, when the test ends (logging.cc, AsyncLog::SetLogFiles).
 SUMMARY_END = re.compile(r"(No errors encountered during test\.|\d+ ERRORS? encountered\. See detailed log\.)\n\Z")
@@ -158,7 +156,7 @@ def number(value: Any) -> float | None:
 
 
 def read_detail(log_dir: Path) -> LoadGenLog:
-    path = log_dir / DETAIL
+    path = log_dir / DETAIL_LOG
     values: dict[str, Any] = {}
     errors: list[str] = []
     warnings: list[str] = []
@@ -182,14 +180,14 @@ def read_detail(log_dir: Path) -> LoadGenLog:
 def read_accuracy_entries(path: Path) -> list[dict[str, Any]]:
     """The entries of an mlperf_log_accuracy.json ({"seq_id", "qsl_idx", "data"} each, `data` in hex), for an accuracy
     script; UserError naming the file when it cannot be read or is not LoadGen's JSON array."""
-    from ..errors import UserError
+    from ..errors import EXIT_FAILURE, UserError
 
     try:
         entries = json.loads(Path(path).read_text())
     except (OSError, ValueError) as error:
-        raise UserError(f"cannot read the accuracy log {path}: {error}", exit_code=1) from None
+        raise UserError(f"cannot read the accuracy log {path}: {error}", exit_code=EXIT_FAILURE) from None
     if not isinstance(entries, list):
-        raise UserError(f"{path}: expected a JSON array of LoadGen accuracy entries", exit_code=1)
+        raise UserError(f"{path}: expected a JSON array of LoadGen accuracy entries", exit_code=EXIT_FAILURE)
     return entries
 
 
@@ -199,25 +197,25 @@ def cut_logs(log_dir: Path, performance: bool) -> list[str]:
     summary empty or cut and its detail log short. Each of the three logs ends in a known way when the test ends;
     a PerformanceOnly detail log also holds LoadGen's verdict (result_validity)."""
     problems = []
-    for name in (SUMMARY, DETAIL, ACCURACY):
+    for name in (SUMMARY_LOG, DETAIL_LOG, ACCURACY_LOG):
         if not (log_dir / name).is_file():
             problems.append(f"{name} is missing")
     if problems:
         return problems
-    summary = (log_dir / SUMMARY).read_bytes()
+    summary = (log_dir / SUMMARY_LOG).read_bytes()
     if not SUMMARY_END.search(summary.decode(errors="replace")):
-        problems.append(f"{SUMMARY} is {'empty' if not summary else 'cut before its last line'}")
-    detail = (log_dir / DETAIL).read_bytes()
+        problems.append(f"{SUMMARY_LOG} is {'empty' if not summary else 'cut before its last line'}")
+    detail = (log_dir / DETAIL_LOG).read_bytes()
     last = detail.rstrip(b"\n").rsplit(b"\n", 1)[-1].decode(errors="replace")
     if not detail.endswith(b"\n") or not _parses(last):
-        problems.append(f"{DETAIL} is {'empty' if not detail else 'cut in the middle of a line'}")
+        problems.append(f"{DETAIL_LOG} is {'empty' if not detail else 'cut in the middle of a line'}")
     elif performance and b'"key": "result_validity"' not in detail:
-        problems.append(f"{DETAIL} ends before LoadGen's verdict (result_validity)")
-    with open(log_dir / ACCURACY, "rb") as accuracy:
+        problems.append(f"{DETAIL_LOG} ends before LoadGen's verdict (result_validity)")
+    with open(log_dir / ACCURACY_LOG, "rb") as accuracy:
         size = accuracy.seek(0, 2)
         accuracy.seek(max(0, size - len(ACCURACY_END)))
         if accuracy.read() != ACCURACY_END:
-            problems.append(f"{ACCURACY} is {'empty' if not size else 'cut before its closing bracket'}")
+            problems.append(f"{ACCURACY_LOG} is {'empty' if not size else 'cut before its closing bracket'}")
     return problems
 
 

@@ -14,17 +14,14 @@ import os
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from ..errors import UserError
+from ..errors import EXIT_FAILURE, UserError
 from ..fileio import sha256_file, write_atomically
-from .loadgen_log import ACCURACY, DETAIL, SUMMARY
+from ..paths import ACCURACY_TXT, LOADGEN_LOGS, RUN_RECORD
 from .record import (COMPLETED, FAILED, INTERRUPTED, SCHEMA_VERSION, STATUSES, AccuracyRecord,  # noqa: F401
                      ConfigRecord, DataRecord, Durations, EngineRecord, Filled, Invocation, LoadGenRecord,
                      RecordProblem, RunRecord, SystemRecord)
 
-FILE_NAME = "metadata.json"
 LOG_DIGESTS = "log_sha256"            # {LoadGen log name: sha256} of a completed test, as LoadGen wrote them
-LOADGEN_LOGS = (SUMMARY, DETAIL, ACCURACY)
-ACCURACY_TXT = "accuracy.txt"          # the accuracy script's output beside the logs of an AccuracyOnly test
 RESERVE = ".metadata.reserve"
 RESERVE_BYTES = 256 * 1024            # a record is a few KiB; a Triton or LLM one some more
 
@@ -56,7 +53,7 @@ def changed_logs(record: RunRecord, run_dir: Path) -> tuple[str, ...]:
 
 def write_metadata(log_dir: Path, record: RunRecord) -> Path:
     (Path(log_dir) / RESERVE).unlink(missing_ok=True)     # its space is the record's
-    return write_atomically(log_dir / FILE_NAME, json.dumps(record.as_dict(), indent=2, default=str) + "\n")
+    return write_atomically(log_dir / RUN_RECORD, json.dumps(record.as_dict(), indent=2, default=str) + "\n")
 
 
 def reserve_record_space(log_dir: Path) -> None:
@@ -85,7 +82,7 @@ class UnreadableRecord(UserError):
     wrong type): a UserError naming the file and why, so a caller that does not skip it still stops cleanly."""
 
     def __init__(self, path: Path, reason: str) -> None:
-        super().__init__(f"{path} is not a usable run record: {reason}", exit_code=1)
+        super().__init__(f"{path} is not a usable run record: {reason}", exit_code=EXIT_FAILURE)
         self.path, self.reason = Path(path), reason
 
 
@@ -109,7 +106,7 @@ def read_metadata(path: Path) -> RunRecord:
 
 
 def find_metadata(root: Path) -> list[Path]:
-    return sorted(root.rglob(FILE_NAME)) if root.exists() else []
+    return sorted(root.rglob(RUN_RECORD)) if root.exists() else []
 
 
 def read_records(roots: Iterable[Path], skipped: Callable[[Path, str], None]) -> Iterator[RunRecord]:

@@ -1,0 +1,55 @@
+"""What a run computes: two runs of the same computation give the same outputs, however fast.
+
+A performance run and its accuracy run (and a compliance test and the runs it is compared with) must be of the same
+computation: the same config fields of COMPUTATION_FIELDS, the same engine file and the same preprocessed data.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from .record import RunRecord
+
+# The generation knobs of an LLM, whose non-reference values make a run a development run.
+GENERATION_CAPS = ("max_input_tokens", "max_output_tokens", "total_sample_count")
+# Config fields that decide what a run computes: a performance run and its accuracy run (and a compliance test and
+# the runs it is compared with) must agree on all of them. The model, the data set, the backend and precision choose
+# the engine and the samples; an LLM's generation caps cut prompts or outputs, and total_sample_count the samples
+# scored. Speed knobs (batch size, instances, threads, harness implementation, expected or target QPS, batch
+# timeout, prefill batching) are left out: they change how fast the same outputs come, not what they are. Where a
+# knob does go into the engine (a TensorRT plan's batch size, the calibration set of INT8), the engine's sha256
+# tells the runs apart.
+COMPUTATION_FIELDS = ("model", "dataset", "backend", "precision", *GENERATION_CAPS)
+
+
+def differing_fields(have: Mapping[str, Any], want: Mapping[str, Any]) -> list[str]:
+    """The COMPUTATION_FIELDS whose values differ: empty when the two configs compute the same."""
+    return [name for name in COMPUTATION_FIELDS if have.get(name) != want.get(name)]
+
+
+def engine_identity(record: RunRecord) -> str:
+    """The engine file's sha256 as its manifest recorded it at the build; for an engine whose manifest records
+    none, the manifest's own sha256 ("" without an engine part)."""
+    engine = record.engine
+    if engine is None:
+        return ""
+    return str(engine.manifest.get("engine_sha256") or f"manifest {engine.manifest_sha256}")
+
+
+def computation_differences(record: RunRecord, other: RunRecord) -> list[str]:
+    """How `record` computes something else than `other`, one phrase each (empty: the same computation). The data
+    is compared only where both records name it (records written before it was kept do not)."""
+    mine, theirs = record.config.fields, other.config.fields
+    differences = [f"{name}={mine.get(name)}, not {theirs.get(name)}" for name in differing_fields(mine, theirs)]
+    if engine_identity(record) != engine_identity(other):
+        differences.append(f"another engine (sha256 {engine_identity(record)[:12] or 'unknown'}, not "
+                           f"{engine_identity(other)[:12] or 'unknown'})")
+    if record.data is not None and other.data is not None and \
+            record.data.manifest_sha256 != other.data.manifest_sha256:
+        differences.append(f"other preprocessed data (manifest.json of {record.data.directory} with sha256 "
+                           f"{record.data.manifest_sha256[:12] or 'unknown'}, not "
+                           f"{other.data.manifest_sha256[:12] or 'unknown'})")
+    return differences
+
+
+def same_computation(a: RunRecord, b: RunRecord) -> bool:
+    return not computation_differences(a, b)

@@ -1,0 +1,313 @@
+"""The layers of the toolkit, read from the source with `ast`: no module imports a layer above its own, no two
+modules import each other (directly or round a longer cycle), a benchmark package is imported by nothing but
+itself (benchmarks are found through their registry), and the core names no benchmark, backend or harness.
+
+Every import counts: at module level, inside a function, under `if TYPE_CHECKING:`. The tables below are data:
+a new module goes into the layer its folder or name gives it, and a new exception must name why it exists.
+"""
+from __future__ import annotations
+
+import ast
+import fnmatch
+from collections import defaultdict
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Bottom to top: a module imports only modules of its own layer and of the layers below. A module's layer is the
+# one of the most specific pattern that matches its path (a file name before a folder pattern, a longer one first).
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("foundation", ("code/__init__.py", "code/common/__init__.py", "code/common/errors.py",
+                    "code/common/constants.py", "code/common/paths.py", "code/common/disk_full.py",
+                    "code/common/fileio.py", "code/common/integrity.py", "code/common/locking.py",
+                    "code/common/user_files.py", "code/common/environment_lock.py", "code/common/registry_fetch.py",
+                    "code/common/torch_checkpoint.py")),
+    ("fields, rules, systems", ("code/common/fields.py", "code/common/config_registry.py", "code/common/rules/*",
+                                "code/common/systems/*")),
+    ("records", ("code/common/records/*",)),
+    # The registries and what a plug-in implements or is handed: benchmark, backend and harness interfaces, the
+    # token generation protocols, the harness base (sample library, system under test, progress, run spec).
+    ("registries and plug-in interfaces", (
+        "code/common/benchmark_api.py", "code/common/generation.py", "code/common/model_files.py",
+        "code/common/preprocessed_store.py", "code/common/backends/__init__.py", "code/common/backends/base.py",
+        "code/common/backends/registry.py", "code/common/engines/__init__.py", "code/common/engines/manifest.py",
+        "code/common/engines/external_data.py", "code/common/harness/registry.py", "code/common/harness/base.py",
+        "code/common/harness/sut.py", "code/common/harness/qsl.py", "code/common/harness/progress.py",
+        "code/common/harness/spec.py")),
+    ("plug-ins", ("code/*/benchmark.py", "code/resnet50/*", "code/yolo/*", "code/llama3_1_8b/*",
+                  "code/common/backends/*", "code/common/engines/*", "code/common/native/*", "code/common/triton/*",
+                  "code/common/harness/native_sut.py", "code/common/harness/triton_sut.py",
+                  "code/common/harness/triton_system.py", "code/common/harness/llm_sut.py",
+                  "code/common/harness/llm_baseline.py")),
+    ("run orchestration", ("code/common/harness/*", "code/common/arguments.py", "code/common/engines/builder.py")),
+    ("submission, audit, report, tuning", ("code/common/submission/*", "code/common/audit/*",
+                                           "code/common/report/*", "code/common/tuning/*")),
+    ("actions", ("code/actions/*",)),
+    ("main", ("code/main.py",)),
+)
+
+# Imports of a higher layer that the code still has, each with why and what removes it: (importer, imported).
+UPWARD_EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("code/common/fields.py", "code/common/backends/registry.py"):
+        "the backend field's choices are the registry's names; the backends' own fields move onto their plug-ins "
+        "with the generic registry",
+}
+
+# The benchmark packages: each is reached through the benchmark registry (benchmark_api.get_benchmark), never
+# imported by another module.
+BENCHMARK_PACKAGES = ("code/resnet50", "code/yolo", "code/llama3_1_8b")
+BENCHMARK_IMPORT_EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("code/common/backends/onnxruntime_decoder.py", "code/llama3_1_8b/decoder_onnx.py"):
+        "the decoder-graph contract lives in the LLM benchmark until it moves into shared code",
+}
+
+# Cycles the code still has, each a frozenset of the modules in it, with why.
+CYCLE_EXCEPTIONS: dict[frozenset[str], str] = {}
+
+# The core: what every benchmark, backend and harness goes through, which names none of them in its code (string
+# literals and identifiers, imports included; comments and docstrings may).
+CORE = ("code/common/records/*", "code/common/submission/*", "code/common/audit/*",
+        "code/common/harness/registry.py", "code/common/harness/base.py", "code/common/harness/sut.py",
+        "code/common/harness/qsl.py", "code/common/harness/progress.py", "code/common/harness/spec.py",
+        "code/common/harness/plan.py", "code/common/harness/planned.py", "code/common/harness/resume.py",
+        "code/common/harness/child.py", "code/common/harness/runner.py", "code/common/harness/lifecycle.py",
+        "code/common/harness/claim.py", "code/common/harness/settings.py")
+PLUG_IN_NAMES = {
+    "benchmark": ("resnet", "yolo", "llama", "mobilenet", "nanodet", "smollm", "retinanet", "bert", "dlrm",
+                  "gptj", "mixtral", "deepseek", "whisper", "stable_diffusion", "stable-diffusion"),
+    "backend": ("onnxruntime", "tensorrt"),
+    # Harness types, and the modules of today's harness implementations.
+    "harness": ("triton", "lwis", "native_sut", "llm_sut", "llm_baseline"),
+}
+# Names the core still has, each with why and what removes it: (module, name) -> why.
+NAMING_EXCEPTIONS: dict[tuple[str, str], str] = {
+    # The run record reads schema 2, whose one harness with servers had a field of its own.
+    ("code/common/records/record.py", "triton"): "schema 2's field triton_endpoints, read to convert old records",
+    # The child process picks the system under test by harness type and names the benchmarks each one serves in
+    # its refusal; the harness registry replaces both.
+    ("code/common/harness/child.py", "triton"): "builds the Triton system under test and stops its servers",
+    ("code/common/harness/child.py", "native_sut"): "builds the native core's system under test",
+    ("code/common/harness/child.py", "llm_sut"): "builds the in-process LLM system under test",
+    ("code/common/harness/child.py", "lwis"): "a refusal naming the harness types",
+    ("code/common/harness/child.py", "resnet"): "a refusal naming the benchmarks the Triton harness serves",
+    ("code/common/harness/child.py", "yolo"): "a refusal naming the benchmarks the Triton harness serves",
+    ("code/common/harness/runner.py", "triton"): "checks the Triton harness's servers and passes their endpoints; "
+                                                 "a harness plug-in's pre-flight check and fields replace it",
+    ("code/common/harness/spec.py", "triton"): "the Triton harness's endpoints as a run spec field; a harness "
+                                               "plug-in's fields replace it",
+    # The software stack of a system description lists the backends' packages; a backend plug-in declares them.
+    ("code/common/submission/system_json.py", "onnxruntime"): "SOFTWARE_PACKAGES: ONNX Runtime's packages",
+    ("code/common/submission/system_json.py", "tensorrt"): "SOFTWARE_PACKAGES: TensorRT's package",
+}
+
+
+@dataclass(frozen=True)
+class Module:
+    path: str                     # relative to the repository, e.g. code/common/paths.py
+    tree: ast.Module
+
+    @property
+    def package(self) -> tuple[str, ...]:
+        """The package a relative import starts from: the folder of the file (a package's own for __init__.py)."""
+        return tuple(self.path.split("/")[:-1])
+
+
+@cache
+def modules() -> dict[str, Module]:
+    found = {}
+    for path in sorted((REPO / "code").rglob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        found[rel] = Module(rel, ast.parse(path.read_text(encoding="utf-8"), rel))
+    return found
+
+
+def _module_file(dotted: str) -> str | None:
+    """The file of a module or package named `code.x.y`; None when it is not one of the toolkit's."""
+    base = dotted.replace(".", "/")
+    for candidate in (f"{base}.py", f"{base}/__init__.py"):
+        if candidate in modules():
+            return candidate
+    return None
+
+
+def imports(module: Module) -> set[str]:
+    """The toolkit modules `module` imports anywhere in its code (resolved to files)."""
+    found = set()
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.package[:len(module.package) - node.level + 1]
+                parent = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                parent = node.module or ""
+            targets = [f"{parent}.{alias.name}" for alias in node.names if _module_file(f"{parent}.{alias.name}")]
+            targets = targets if targets and len(targets) == len(node.names) else [parent, *targets]
+        else:
+            continue
+        for target in targets:
+            while target and _module_file(target) is None and "." in target:
+                target = target.rsplit(".", 1)[0]     # an attribute imported from a module: the module
+            file = _module_file(target) if target.startswith("code") else None
+            if file is not None and file != module.path:
+                found.add(file)
+    return found
+
+
+def _specificity(pattern: str) -> tuple[bool, int]:
+    return "*" not in pattern, len(pattern)
+
+
+def layer_of(path: str) -> int:
+    matches = [(_specificity(pattern), number) for number, (_, patterns) in enumerate(LAYERS)
+               for pattern in patterns if fnmatch.fnmatchcase(path, pattern)]
+    assert matches, f"{path} is in no layer: add it to LAYERS in {Path(__file__).name}"
+    return max(matches)[1]
+
+
+def in_core(path: str) -> bool:
+    return any(fnmatch.fnmatchcase(path, pattern) for pattern in CORE)
+
+
+def test_every_module_has_a_layer():
+    for path in modules():
+        layer_of(path)
+
+
+def test_no_module_imports_a_higher_layer():
+    found = {}
+    for path, module in modules().items():
+        for imported in imports(module):
+            if layer_of(imported) > layer_of(path):
+                found[(path, imported)] = f"{path} ({LAYERS[layer_of(path)][0]}) imports {imported} " \
+                                          f"({LAYERS[layer_of(imported)][0]})"
+    unexpected = [why for key, why in found.items() if key not in UPWARD_EXCEPTIONS]
+    assert not unexpected, "\n".join(unexpected)
+    stale = [key for key in UPWARD_EXCEPTIONS if key not in found]
+    assert not stale, f"exceptions no longer needed, remove them from UPWARD_EXCEPTIONS: {stale}"
+
+
+def test_a_benchmark_package_is_imported_by_itself_alone():
+    found = set()
+    for path, module in modules().items():
+        for imported in imports(module):
+            owner = next((p for p in BENCHMARK_PACKAGES if imported.startswith(p + "/")), None)
+            if owner is not None and not path.startswith(owner + "/"):
+                found.add((path, imported))
+    unexpected = sorted(found - set(BENCHMARK_IMPORT_EXCEPTIONS))
+    assert not unexpected, f"modules importing a benchmark package (use its registry): {unexpected}"
+    stale = sorted(set(BENCHMARK_IMPORT_EXCEPTIONS) - found)
+    assert not stale, f"exceptions no longer needed, remove them from BENCHMARK_IMPORT_EXCEPTIONS: {stale}"
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, without recursion)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    components.append(frozenset(component))
+    return components
+
+
+def test_the_cycle_finder_finds_a_cycle_round_three_modules():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e"}}
+    assert _cycles(graph) == [frozenset({"a", "b", "c"})]
+
+
+def test_no_import_cycle():
+    graph = defaultdict(set, {path: imports(module) for path, module in modules().items()})
+    found = _cycles(graph)
+    unexpected = [sorted(cycle) for cycle in found if cycle not in CYCLE_EXCEPTIONS]
+    assert not unexpected, f"import cycles: {unexpected}"
+    stale = [sorted(cycle) for cycle in CYCLE_EXCEPTIONS if cycle not in found]
+    assert not stale, f"cycles no longer there, remove them from CYCLE_EXCEPTIONS: {stale}"
+
+
+def _docstrings(tree: ast.Module) -> set[int]:
+    kinds = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, kinds) and node.body and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)}
+
+
+def code_words(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, text) of every identifier, imported name and string literal outside docstrings."""
+    docstrings, words = _docstrings(tree), []
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            words.append((line, node.value))
+        elif isinstance(node, ast.Name):
+            words.append((line, node.id))
+        elif isinstance(node, ast.Attribute):
+            words.append((line, node.attr))
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            words.append((line, node.name))
+        elif isinstance(node, ast.arg):
+            words.append((line, node.arg))
+        elif isinstance(node, ast.keyword) and node.arg:
+            words.append((line, node.arg))
+        elif isinstance(node, ast.alias):
+            words += [(line, node.name), *([(line, node.asname)] if node.asname else [])]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            words.append((line, node.module))
+    return words
+
+
+def test_code_words_leave_comments_and_docstrings_out():
+    tree = ast.parse('"""triton"""\nimport tensorrt as trt  # lwis\ndef f(yolo):\n    """resnet"""\n'
+                     '    return g(x=f"{llama}onnxruntime")\n')
+    assert sorted({w for _, w in code_words(tree)}) == ["f", "g", "llama", "onnxruntime", "tensorrt", "trt", "x",
+                                                        "yolo"]
+
+
+def test_the_core_names_no_benchmark_backend_or_harness():
+    found: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for path, module in modules().items():
+        if not in_core(path):
+            continue
+        for line, word in code_words(module.tree):
+            for kind, names in PLUG_IN_NAMES.items():
+                for name in names:
+                    if name in word.lower():
+                        found[(path, name)].append(f"{path}:{line}: {kind} {name!r} in {word[:60]!r}")
+    unexpected = [hit for key, hits in found.items() if key not in NAMING_EXCEPTIONS for hit in hits]
+    assert not unexpected, "\n".join(unexpected)
+    stale = [key for key in NAMING_EXCEPTIONS if key not in found]
+    assert not stale, f"exceptions no longer needed, remove them from NAMING_EXCEPTIONS: {stale}"
