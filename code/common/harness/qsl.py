@@ -51,6 +51,7 @@ class SampleLibrary:
         self.performance_count = min(performance_count, self.total)
         self._slot = np.full(self.total, -1, dtype=np.int64)
         self._data: dict[str, StackedInput] | None = None
+        self._rows: list[tuple[str, np.ndarray]] = []
         self._lock = threading.Lock()
 
     def load(self, indices: Sequence[int]) -> None:
@@ -58,17 +59,22 @@ class SampleLibrary:
         data = stack_samples(self.samples, indices, self.inputs) if indices else None
         with self._lock:
             self._slot[:] = -1
-            if data is None:
-                self._data = None
-                return
-            self._slot[indices] = np.arange(len(indices))
-            self._data = data
+            self._set(data)
+            if data is not None:
+                self._slot[indices] = np.arange(len(indices))
 
     def unload(self, indices: Sequence[int]) -> None:
         with self._lock:
             self._slot[list(indices)] = -1
             if not (self._slot >= 0).any():
-                self._data = None
+                self._set(None)
+
+    def _set(self, data: dict[str, StackedInput] | None) -> None:
+        """Keep `data` (None: free the set); `_rows` holds (name, stacked samples) of every input when none has
+        anything to pad, so that a batch is a plain pick of rows."""
+        self._data = data
+        self._rows = [] if data is None or any(s.extents is not None for s in data.values()) else \
+            [(name, stacked.data) for name, stacked in data.items()]
 
     def gather(self, indices: Sequence[int] | np.ndarray, out: Mapping[str, np.ndarray] | None = None
                ) -> dict[str, np.ndarray]:
@@ -78,6 +84,11 @@ class SampleLibrary:
         if slots.min() < 0:
             missing = np.asarray(indices)[slots < 0][:5].tolist()
             raise RuntimeError(f"samples {missing} were issued but not loaded by LoadGen")
+        if out is None and self._rows:           # the common case, inline: it runs once per batch
+            batch = {}
+            for name, rows in self._rows:
+                batch[name] = rows[slots]
+            return batch
         return {spec.name: gather_input(self._data[spec.name], slots, spec, (out or {}).get(spec.name))
                 for spec in self.inputs}
 
