@@ -18,13 +18,13 @@ def failing_backend(*args, **kwargs):
     calls = {"n": 0}
 
     class Failing:
-        input_name = real.input_name
+        input_names = real.input_names
 
-        def infer(self, batch):
+        def infer(self, inputs):
             calls["n"] += 1
             if calls["n"] >= 3:
                 raise RuntimeError("injected device failure")
-            return real.infer(batch)
+            return real.infer(inputs)
 
     return Failing()
 

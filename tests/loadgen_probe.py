@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from code.common.benchmark_api import Responses
+from code.common.benchmark_api import Responses, TensorSpec
 from code.common.constants import Scenario, TestMode
 from code.common.records.loadgen_log import read_detail
 from code.common.harness.qsl import SampleLibrary
@@ -23,6 +23,7 @@ from code.common.harness.sut import HarnessSUT
 
 class TinySet:
     directory = Path(".")
+    inputs = (TensorSpec("input", "float32", (4,)),)
 
     def __init__(self, count: int) -> None:
         self.data = np.arange(count * 4, dtype=np.float32).reshape(count, 4)
@@ -46,17 +47,17 @@ def main(scenario_name: str, outdir: str, fail_after: int = -1, mode: str = "Per
     scenario = Scenario(scenario_name)
     calls = {"n": 0}
 
-    def infer(batch: np.ndarray, indices: np.ndarray) -> Responses:
+    def infer(inputs: dict[str, np.ndarray], indices: np.ndarray) -> Responses:
         calls["n"] += 1
         if 0 <= fail_after < calls["n"]:
             raise ValueError("injected backend failure")
         if variable:
             return Responses.pieces([variable_response(int(i)) for i in indices])
-        return Responses.rows((batch.sum(axis=1) // 4).astype(np.int32))   # = 4 * index + 1.5 -> index*4+1
+        return Responses.rows((inputs["input"].sum(axis=1) // 4).astype(np.int32))   # = 4 * index + 1.5 -> index*4+1
 
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
-    qsl = SampleLibrary(TinySet(64), 64)
+    qsl = SampleLibrary(TinySet(64), 64, TinySet.inputs)
     sut = HarnessSUT(scenario, qsl, [infer, infer], batch_size=8, batch_timeout_us=500).start()
     key = f"resnet50.{scenario.value}"
     # SingleStream/MultiStream end on a query count, not a duration: LoadGen pre-generates queries for

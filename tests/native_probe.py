@@ -5,7 +5,9 @@ detail log's loadgen_* fields and results, and the SUT's counters. `lib dir` is 
 `mlperf_loadgen` is the native build's ("wheel": the installed wheel, for comparison). Kinds: `reference` (LoadGen's
 BasicSUT: completes inside IssueQuery), `native` (batcher threads, null backend), `python` (batcher threads, a numpy
 backend answering each sample's first input byte), `python-window` (the same with a 100 ms Server batching window),
-`failing` (a Python backend that raises on its third batch). Python backends report the size of every batch.
+`failing` (a Python backend that raises on its third batch), `padded` (two named inputs, one of two varying axes
+padded with 7 to buckets: every batch the core gathers is compared with named_inputs.gather_input's). Python
+backends report the size of every batch.
 """
 from __future__ import annotations
 
@@ -27,12 +29,15 @@ def main(lib: str, kind: str, scenario: str, outdir: str, target: float = 2000.0
     result: dict = {"module": lg.__file__}
 
     def load(indices):
-        return np.repeat(np.asarray(indices, dtype=np.uint8)[:, None], 8, axis=1)   # 8 bytes: the index
+        return [(np.repeat(np.asarray(indices, dtype=np.uint8)[:, None], 8, axis=1), None)]   # 8 bytes: the index
 
     batches = []
+    if kind == "padded":
+        return {"module": lg.__file__, **padded(lg, scenario, outdir)}
 
-    def answer(batch, indices):
-        rows = np.frombuffer(batch, dtype=np.uint8).reshape(len(indices), 8)
+    def answer(inputs, indices):
+        [(batch, shape)] = inputs
+        rows = np.frombuffer(batch, dtype=np.uint8).reshape(shape)
         batches.append(len(indices))
         if kind == "failing" and len(batches) == 3:
             raise RuntimeError("the backend broke on its third batch")
@@ -43,11 +48,12 @@ def main(lib: str, kind: str, scenario: str, outdir: str, target: float = 2000.0
     if kind != "wheel-python":
         import toolkit_native as tn
 
-        qsl = tn.SampleLibrary(SAMPLES, SAMPLES, load)
+        qsl = tn.SampleLibrary(SAMPLES, SAMPLES, [tn.InputLayout("index", 1, [8], b"\0", [])], load)
         if kind == "reference":
             sut = tn.ReferenceSut()
         else:
-            backend = tn.NullBackend(4) if kind == "native" else tn.PythonBackend(answer)
+            backend = tn.create_backend("null", {"response_bytes": "4"}) if kind == "native" \
+                else tn.PythonBackend(answer)
             sut = tn.Sut(qsl, [backend, backend], 8, 100_000 if kind == "python-window" else 1000)
             sut.start()
         sut_handle, qsl_handle = sut.handle, qsl.handle
@@ -79,6 +85,66 @@ def main(lib: str, kind: str, scenario: str, outdir: str, target: float = 2000.0
     if kind == "python" and accuracy.is_file():
         result["accuracy"] = json.loads(accuracy.read_text())
     return result
+
+
+def padded(lg, scenario: str, outdir: str) -> dict:
+    """Samples {"id": int32 [1], "m": int16 [h, w]} of varying h and w, "m" padded with 7 to buckets (2, 4, 8); the
+    core's batches against what the Python sample library gathers for the same samples."""
+    import toolkit_native as tn
+
+    from code.common.benchmark_api import Padding, TensorSpec
+    from code.common.named_inputs import gather_input, stack_samples
+
+    inputs = (TensorSpec("id", "int32", (1,)), TensorSpec("m", "int16", (None, None), Padding(7, (2, 4, 8))))
+    rng = np.random.default_rng(5)
+
+    class Set:
+        directory = Path(".")
+        shapes = rng.integers(1, 9, size=(SAMPLES, 2))
+
+        def __len__(self):
+            return SAMPLES
+
+        def load(self, index):
+            h, w = self.shapes[index]
+            return {"id": np.array([index], np.int32), "m": (np.arange(h * w, dtype=np.int16) + 100 * index)
+                    .reshape(h, w)}
+
+    samples, stacked, slots = Set(), {}, {}
+
+    def load(indices):
+        stacked.update(stack_samples(samples, indices, inputs))
+        slots.update({int(index): slot for slot, index in enumerate(indices)})
+        return [(stacked[spec.name].data, stacked[spec.name].extents) for spec in inputs]
+
+    checked = {"batches": 0, "mismatches": 0}
+
+    def answer(batch, indices):
+        checked["batches"] += 1
+        rows = np.array([slots[int(i)] for i in indices])
+        for spec, (data, shape) in zip(inputs, batch, strict=True):
+            got = np.frombuffer(data, dtype=spec.dtype).reshape(shape)
+            expected = gather_input(stacked[spec.name], rows, spec)
+            checked["mismatches"] += int(got.shape != expected.shape or not np.array_equal(got, expected))
+        return np.zeros(len(indices), np.uint8), np.arange(len(indices) + 1, dtype=np.int64)
+
+    layouts = [tn.InputLayout(spec.name, np.dtype(spec.dtype).itemsize, [-1 if s is None else s for s in spec.shape],
+                              np.array(spec.padding.value if spec.padding else 0, spec.dtype).tobytes(),
+                              list(spec.padding.buckets) if spec.padding else []) for spec in inputs]
+    qsl = tn.SampleLibrary(SAMPLES, SAMPLES, layouts, load)
+    sut = tn.Sut(qsl, [tn.PythonBackend(answer)], 8, 1000)
+    sut.start()
+    settings = lg.TestSettings()
+    settings.scenario = getattr(lg.TestScenario, scenario)
+    settings.mode = lg.TestMode.AccuracyOnly
+    settings.offline_expected_qps = settings.server_target_qps = 2000
+    log = lg.LogSettings()
+    Path(outdir).mkdir(parents=True, exist_ok=True)
+    log.log_output.outdir = outdir
+    log.log_output.copy_summary_to_stdout = False
+    lg.StartTestWithLogSettings(sut.handle, qsl.handle, settings, log, "")
+    sut.stop()
+    return {**checked, "error": sut.error, "completed": sut.completed}
 
 
 if __name__ == "__main__":

@@ -23,14 +23,14 @@ from tests.test_engines import BENCH, DATASET, MODEL, SYSTEM, FakeBenchmark, tin
 
 
 class CopyBackend(Backend):
-    def __init__(self, engine: Path, input_name: str, instance: int) -> None:
+    def __init__(self, engine: Path, input_names: tuple[str, ...], instance: int) -> None:
         import onnxruntime as ort
 
-        self.input_name, self.instance = input_name, instance
+        self.input_names, self.instance = input_names, instance
         self.session = ort.InferenceSession(str(engine), providers=["CPUExecutionProvider"])
 
-    def infer(self, batch: np.ndarray) -> list[np.ndarray]:
-        return self.session.run(None, {self.input_name: batch})
+    def infer(self, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return self.session.run(None, dict(inputs))
 
 
 class CopyPlugin:
@@ -42,6 +42,7 @@ class CopyPlugin:
     precisions = ("fp32",)
     opt_level = "none"
     needs = "nothing"
+    native_backend = None
     gpu = ("Test GPU 80GB", "9.0")
     builds: list[BuildRequest] = []
 
@@ -65,9 +66,9 @@ class CopyPlugin:
         CopyPlugin.builds.append(request)
         shutil.copyfile(request.model, request.engine)
 
-    def create_backend(self, engine: Path, *, input_name: str, threads: int, device: str,
+    def create_backend(self, engine: Path, *, input_names: tuple[str, ...], threads: int, device: str,
                        instance: int = 0) -> Backend:
-        return CopyBackend(engine, input_name, instance)
+        return CopyBackend(engine, input_names, instance)
 
 
 @pytest.fixture
@@ -112,9 +113,9 @@ def test_a_backend_added_as_files_builds_and_runs_through_the_builder(copy_backe
     assert request.workspace_bytes == 4 << 30
     assert locate_engine(config, SYSTEM, paths, FakeBenchmark()) == first.path
     assert not build_engine(config, SYSTEM, paths, FakeBenchmark(), lambda _: None).rebuilt
-    with create_backend(first.path, backend="copy", input_name="input", threads=1, instance=3) as backend:
+    with create_backend(first.path, backend="copy", input_names=["input"], threads=1, instance=3) as backend:
         assert backend.instance == 3
-        assert backend.infer(np.zeros((1, 3, 16, 16), np.float32))[0].shape == (1, 10)
+        assert backend.infer({"input": np.zeros((1, 3, 16, 16), np.float32)})[0].shape == (1, 10)
     # Another batch size is another plan.
     assert build_engine(_config(batch_size=8), SYSTEM, paths, FakeBenchmark(), lambda _: None).path != first.path
 
@@ -143,7 +144,7 @@ def test_tensorrt_without_tensorrt_says_how_to_get_it(paths: Paths) -> None:
     assert "TensorRT is not installed here" in (plugin.availability() or "")
     for call in (lambda: build_engine(_config(backend="tensorrt"), SYSTEM, paths, FakeBenchmark(), print),
                  lambda: locate_engine(_config(backend="tensorrt"), SYSTEM, paths, FakeBenchmark()),
-                 lambda: create_backend(paths.build / "x.plan", backend="tensorrt", input_name="input", threads=1)):
+                 lambda: create_backend(paths.build / "x.plan", backend="tensorrt", input_names=["input"], threads=1)):
         with pytest.raises(UserError, match="make build on a machine with an NVIDIA GPU") as error:
             call()
         assert error.value.exit_code == 1

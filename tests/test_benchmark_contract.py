@@ -20,6 +20,7 @@ from code.common.benchmark_api import IMPLEMENTATIONS, AccuracyResult, Responses
 from code.common.config_registry import ConfigRegistry
 from code.common.errors import UserError
 from code.common.fields import FIELDS
+from code.common.named_inputs import named_sample
 from code.common.paths import Paths
 from code.common.rules import get_round
 from code.common.systems.known import GENERIC_CPU
@@ -37,6 +38,10 @@ def test_models_data_sets_and_responses_are_declared(name: str) -> None:
     for key, spec in benchmark.models.items():
         assert spec.name == key and spec.division in ("open", "closed") and spec.description
         assert spec.inputs, f"{key} declares no input"
+        assert len({i.name for i in spec.inputs}) == len(spec.inputs), f"{key} names two inputs alike"
+        for tensor in spec.inputs:     # a batch of samples of varying shape needs a padding rule
+            assert spec.decoder or tensor.fixed or tensor.padding is not None, f"{key}: {tensor.name} varies"
+            assert tensor.padding is None or all(b > 0 for b in tensor.padding.buckets)
         for tensor in (*spec.inputs, *spec.outputs):
             np.dtype(tensor.dtype)   # a real numpy dtype
             assert tensor.name and all(size is None or size > 0 for size in tensor.shape)
@@ -86,8 +91,9 @@ def _prepared(name: str, paths: Paths):
 
 
 def _infer(session, spec):
-    """A fixed-size model's outputs for one sample."""
-    return lambda tensor: session.run(None, {spec.input.name: tensor[np.newaxis]})
+    """A fixed-size model's outputs for one sample, fed each named input as a batch of one."""
+    return lambda sample: session.run(None, {name: array[np.newaxis]
+                                             for name, array in named_sample(sample, spec.inputs).items()})
 
 
 def _generate(benchmark, model: str, model_file: Path, paths: Paths, max_new_tokens: int = 8):
@@ -113,10 +119,9 @@ def test_round_trip_on_two_samples(name: str, embedded: Paths, tmp_path: Path) -
     postprocess = benchmark.postprocessor(model, samples)
     entries = []
     for index in (0, len(samples) - 1):
-        tensor = samples.load(index)
-        fixed = tuple(spec.input.shape) if spec.input.fixed else tensor.shape[:len(spec.input.shape)]
-        assert tensor.shape == fixed and tensor.dtype == np.dtype(spec.input.dtype)
-        responses = postprocess(run(tensor), np.array([index]))
+        sample = samples.load(index)
+        named_sample(sample, spec.inputs)      # every declared input, of its dtype and shape (ValueError else)
+        responses = postprocess(run(sample), np.array([index]))
         assert isinstance(responses, Responses) and len(responses) == 1
         data = responses.sample(0)
         assert len(data) % benchmark.response.record_bytes == 0

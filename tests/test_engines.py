@@ -129,8 +129,8 @@ def _reference(paths: Paths, batch: np.ndarray) -> np.ndarray:
 
 
 def _run(engine: Path, batch: np.ndarray) -> np.ndarray:
-    with create_backend(engine, backend="onnxruntime", input_name="input", threads=1) as backend:
-        return backend.infer(batch)[0]
+    with create_backend(engine, backend="onnxruntime", input_names=["input"], threads=1) as backend:
+        return backend.infer({"input": batch})[0]
 
 
 def test_fp32_build_then_no_op(paths: Paths) -> None:
@@ -252,23 +252,23 @@ def test_backend_factory_errors(tmp_path: Path) -> None:
         import tensorrt  # noqa: F401
     except ImportError:
         with pytest.raises(UserError, match="TensorRT is not installed here") as error:
-            create_backend(tmp_path / "x.plan", backend="tensorrt", input_name="input", threads=1)
+            create_backend(tmp_path / "x.plan", backend="tensorrt", input_names=["input"], threads=1)
         assert error.value.exit_code == 1
     with pytest.raises(UserError, match="Unknown backend 'tvm'"):
-        create_backend(tmp_path / "x.onnx", backend="tvm", input_name="input", threads=1)
+        create_backend(tmp_path / "x.onnx", backend="tvm", input_names=["input"], threads=1)
     with pytest.raises(UserError, match="No engine at"):
-        create_backend(tmp_path / "x.onnx", backend="onnxruntime", input_name="input", threads=1)
+        create_backend(tmp_path / "x.onnx", backend="onnxruntime", input_names=["input"], threads=1)
 
 
 def test_wrong_input_name(paths: Paths) -> None:
     engine = build_engine(_config(), SYSTEM, paths, FakeBenchmark(), lambda _: None).path
-    with pytest.raises(UserError, match="not 'images'"):
-        create_backend(engine, backend="onnxruntime", input_name="images", threads=1)
+    with pytest.raises(UserError, match=r"has input\(s\) input, not images"):
+        create_backend(engine, backend="onnxruntime", input_names=["images"], threads=1)
 
 
 def test_null_backend_shape() -> None:
     backend = NullBackend((1000,), dtype="float32")
-    (out,) = backend.infer(np.ones((5, *SHAPE), dtype=np.float32))
+    (out,) = backend.infer({"input": np.ones((5, *SHAPE), dtype=np.float32)})
     assert out.shape == (5, 1000) and out.dtype == np.float32 and not out.any()
 
 
@@ -318,16 +318,16 @@ def test_a_tensor_of_infinite_range_stays_in_float(tmp_path: Path) -> None:
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), model)
     prepared = ort_builder.prepare_model(model, tmp_path, for_quantization=True)
     data = rng.normal(0, 1, (16, 1, 8, 8)).astype(np.float32)
-    ranges = ort_builder.compute_ranges(prepared, "x", [data[:8], data[8:]])
+    ranges = ort_builder.compute_ranges(prepared, [{"x": data[:8]}, {"x": data[8:]}])
     cache = tmp_path / "ranges.json"
     ort_builder.write_calibration_cache(cache, ranges, {})
     assert ort_builder.non_finite_ranges(cache) == {"p"}
     assert sorted(ort_builder.nodes_touching(prepared, {"p"})) == ["pad", "pool"]
     engine = tmp_path / "int8.onnx"
     ort_builder.build(model, engine, "int8", ["CPUExecutionProvider"], calibration_cache=cache)
-    with create_backend(engine, backend="onnxruntime", input_name="x", threads=1) as backend:
-        [quantized] = backend.infer(data)
-    with create_backend(model, backend="onnxruntime", input_name="x", threads=1) as backend:
-        [reference] = backend.infer(data)
+    with create_backend(engine, backend="onnxruntime", input_names=["x"], threads=1) as backend:
+        [quantized] = backend.infer({"x": data})
+    with create_backend(model, backend="onnxruntime", input_names=["x"], threads=1) as backend:
+        [reference] = backend.infer({"x": data})
     assert np.isfinite(quantized).all()
     assert np.abs(quantized - reference).max() < 0.1 * np.abs(reference).max()

@@ -252,15 +252,15 @@ def test_offline_progress_moves_batch_by_batch_within_a_work_item():
     from tests.loadgen_probe import TinySet
 
     seen: list[tuple[int, int]] = []
-    sut = HarnessSUT(Scenario.Offline, SampleLibrary(TinySet(64), 64), [], batch_size=8)
+    sut = HarnessSUT(Scenario.Offline, SampleLibrary(TinySet(64), 64, TinySet.inputs), [], batch_size=8)
     completed: list[int] = []
     sut._lg = types.SimpleNamespace(QuerySampleResponse=lambda i, address, size: i,
                                     QuerySamplesComplete=lambda responses: completed.extend(responses))
     sut.qsl.load(list(range(64)))
 
-    def infer(batch, indices):
+    def infer(inputs, indices):
         seen.append((sut.counters.inferred, sut.counters.completed))
-        return Responses.rows(np.zeros(len(batch), dtype=np.int32))
+        return Responses.rows(np.zeros(len(indices), dtype=np.int32))
 
     sut._run_item(infer, np.arange(32, dtype=np.uint64), np.arange(32, dtype=np.int64))
     assert seen == [(0, 0), (8, 0), (16, 0), (24, 0)]
@@ -278,5 +278,6 @@ def test_offline_work_items_keep_every_instance_busy(samples, batch_size, instan
     from code.common.harness.sut import HarnessSUT
     from tests.loadgen_probe import TinySet
 
-    sut = HarnessSUT(Scenario.Offline, SampleLibrary(TinySet(8), 8), [None] * instances, batch_size=batch_size)
+    sut = HarnessSUT(Scenario.Offline, SampleLibrary(TinySet(8), 8, TinySet.inputs), [None] * instances,
+                     batch_size=batch_size)
     assert sut._batches_per_item(samples) == expected

@@ -30,8 +30,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # The registries and what a plug-in implements or is handed: benchmark, backend and harness interfaces, the
     # token generation protocols, the harness base (sample library, system under test, progress, run spec).
     ("registries and plug-in interfaces", (
-        "code/common/benchmark_api.py", "code/common/generation.py", "code/common/model_files.py",
-        "code/common/preprocessed_store.py", "code/common/backends/__init__.py", "code/common/backends/base.py",
+        "code/common/benchmark_api.py", "code/common/named_inputs.py", "code/common/generation.py",
+        "code/common/model_files.py", "code/common/preprocessed_store.py", "code/common/backends/__init__.py", "code/common/backends/base.py",
         "code/common/backends/registry.py", "code/common/engines/__init__.py", "code/common/engines/manifest.py",
         "code/common/engines/external_data.py", "code/common/harness/registry.py", "code/common/harness/base.py",
         "code/common/harness/sut.py", "code/common/harness/qsl.py", "code/common/harness/progress.py",

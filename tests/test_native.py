@@ -62,3 +62,44 @@ def test_a_failing_backend_fails_the_run_and_completes_every_sample(native_lib, 
     result = probe(native_lib, "failing", "Offline", tmp_path)
     assert "the backend broke on its third batch" in result["error"]
     assert result["issued"] == result["completed"] > 0      # LoadGen ended: nothing left outstanding
+
+
+BACKENDS_SCRIPT = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import toolkit_native as tn
+from code.common.harness.native_sut import native_backends
+
+result = {"built": tn.backend_names(), "python": hasattr(tn, "PythonBackend")}
+for name, options in (("tensorrt", {}), ("null", {}), ("null", {"response_bytes": "four"})):
+    try:
+        tn.create_backend(name, options)
+    except ValueError as error:
+        result[f"{name} {options}"] = str(error)
+try:
+    native_backends("tensorrt", [{}])
+except RuntimeError as error:
+    result["native_backends"] = str(error)
+print(json.dumps(result))
+"""
+
+
+def test_cpp_backends_are_made_by_name_and_a_missing_one_names_those_built(native_lib):
+    done = subprocess.run([sys.executable, "-c", BACKENDS_SCRIPT, str(native_lib)], cwd=REPO, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["built"] == ["null"] and result["python"] is True
+    assert result["tensorrt {}"] == "the native core has no C++ backend named tensorrt (built here: null)"
+    assert result["null {}"] == "the null backend needs the option response_bytes"
+    assert result["null {'response_bytes': 'four'}"] == "the null backend's option response_bytes must be a count, " \
+                                                         "not 'four'"
+    assert result["native_backends"].startswith("the native core here was built without its C++ backend 'tensorrt' "
+                                                "(built: null)")
+
+
+@pytest.mark.parametrize("scenario", ["Offline", "Server"])
+def test_the_core_gathers_named_inputs_padded_as_the_python_library_does(native_lib, tmp_path, scenario):
+    result = probe(native_lib, "padded", scenario, tmp_path)
+    assert result["error"] == "" and result["completed"] == 64
+    assert result["batches"] > 0 and result["mismatches"] == 0

@@ -84,7 +84,7 @@ def tiny(tmp_path_factory) -> tuple[Path, Path]:
     work = root / "calibrate"
     work.mkdir()
     prepared = ort_builder.prepare_model(source, work, for_quantization=True)
-    ranges = ort_builder.compute_ranges(prepared, "input", (data[i:i + 10] for i in range(0, 40, 10)))
+    ranges = ort_builder.compute_ranges(prepared, ({"input": data[i:i + 10]} for i in range(0, 40, 10)))
     cache = root / "tiny.calib.json"
     ort_builder.write_calibration_cache(cache, ranges, {"test": "random data"})
     return source, cache

@@ -142,7 +142,7 @@ def _runner(max_batch: int = 4, cuda: FakeCuda | None = None, gpu: int = 0) -> t
                                                                                         FakeContext]:
     cuda = cuda or FakeCuda()
     context = FakeContext(cuda, max_batch)
-    return StreamRunner(TENSORS, context, cuda, max_batch, "input", gpu), cuda, context
+    return StreamRunner(TENSORS, context, cuda, max_batch, ["input"], gpu), cuda, context
 
 
 def _batch(count: int, seed: int = 1) -> np.ndarray:
@@ -158,7 +158,7 @@ def _expected(batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def test_outputs_in_engine_order_for_every_batch_size(count: int) -> None:
     runner, _, _ = _runner(max_batch=4)
     batch = _batch(count)
-    features, total = runner.infer(batch)
+    features, total = runner.infer({"input": batch})
     want_features, want_total = _expected(batch)
     assert features.shape == (count, 5) and features.dtype == np.float32
     assert total.shape == (count, 1) and total.dtype == np.float16
@@ -174,7 +174,7 @@ def test_buffers_and_addresses_are_set_up_once() -> None:
     assert sizes == sorted([8 * 12 * 4, 8 * 5 * 4, 8 * 1 * 2])
     assert {cuda.kinds[a] for a in context.addresses.values()} == {"malloc"}
     for count in (2, 2, 8, 2):
-        runner.infer(_batch(count))
+        runner.infer({"input": _batch(count)})
     assert cuda.calls.count("malloc") == 3 and cuda.calls.count("malloc_host") == 3
     assert [c for c in context.calls if c.startswith("set_tensor_address")] == \
         ["set_tensor_address input", "set_tensor_address features", "set_tensor_address total"]
@@ -185,9 +185,9 @@ def test_buffers_and_addresses_are_set_up_once() -> None:
 
 def test_outputs_are_copies_not_views_of_reused_buffers() -> None:
     runner, _, _ = _runner()
-    first = runner.infer(_batch(2, seed=1))[0]
+    first = runner.infer({"input": _batch(2, seed=1)})[0]
     kept = first.copy()
-    runner.infer(_batch(2, seed=2))
+    runner.infer({"input": _batch(2, seed=2)})
     np.testing.assert_array_equal(first, kept)
 
 
@@ -201,7 +201,7 @@ def test_instances_have_their_own_streams_and_run_in_parallel_threads() -> None:
         try:
             for i in range(20):
                 batch = _batch(1 + i % 4, seed=seed * 100 + i)
-                features, _ = runner.infer(batch)
+                features, _ = runner.infer({"input": batch})
                 np.testing.assert_allclose(features, _expected(batch)[0], rtol=1e-5, atol=1e-5)
         except BaseException as error:  # noqa: BLE001  reported below
             errors.append(error)
@@ -216,7 +216,7 @@ def test_instances_have_their_own_streams_and_run_in_parallel_threads() -> None:
 
 def test_close_frees_everything_once() -> None:
     runner, cuda, _ = _runner()
-    runner.infer(_batch(3))
+    runner.infer({"input": _batch(3)})
     runner.close()
     assert cuda.memory == {} and cuda.streams == {}
     runner.close()   # idempotent
@@ -225,30 +225,30 @@ def test_close_frees_everything_once() -> None:
 def test_a_failed_allocation_frees_what_was_allocated() -> None:
     cuda = FakeCuda(fail_malloc_at=4)   # the third tensor's device buffer
     with pytest.raises(CudaError, match="out of memory"):
-        StreamRunner(TENSORS, FakeContext(cuda, 4), cuda, 4, "input")
+        StreamRunner(TENSORS, FakeContext(cuda, 4), cuda, 4, ["input"])
     assert cuda.memory == {} and cuda.streams == {}
 
 
 def test_refusals_are_errors_that_say_what_happened() -> None:
     runner, _, context = _runner(max_batch=4)
     with pytest.raises(ValueError, match=r"per-sample shape \(3, 4\)"):
-        runner.infer(np.zeros((2, 4, 3), np.float32))
+        runner.infer({"input": np.zeros((2, 4, 3), np.float32)})
     context.execute_result = False
     with pytest.raises(RuntimeError, match="execute_async_v3 returned False"):
-        runner.infer(_batch(2))
+        runner.infer({"input": _batch(2)})
     cuda = FakeCuda()
-    stubborn = StreamRunner(TENSORS, FakeContext(cuda, 2), cuda, 4, "input")   # profile narrower than claimed
+    stubborn = StreamRunner(TENSORS, FakeContext(cuda, 2), cuda, 4, ["input"])   # profile narrower than claimed
     with pytest.raises(RuntimeError, match="refused batch size 3"):
-        stubborn.infer(_batch(3))
+        stubborn.infer({"input": _batch(3)})
 
 
 def test_engines_the_runner_cannot_feed_are_refused() -> None:
     cuda = FakeCuda()
-    with pytest.raises(UserError, match="feeds one named 'images'"):
-        StreamRunner(TENSORS, FakeContext(cuda, 4), cuda, 4, "images")
+    with pytest.raises(UserError, match="the runner feeds images"):
+        StreamRunner(TENSORS, FakeContext(cuda, 4), cuda, 4, ["images"])
     dynamic = [TensorInfo("input", True, np.dtype(np.float32), (-1, 3, -1)), *TENSORS[1:]]
     with pytest.raises(UserError, match="only the batch dimension may be dynamic"):
-        StreamRunner(dynamic, FakeContext(cuda, 4), cuda, 4, "input")
+        StreamRunner(dynamic, FakeContext(cuda, 4), cuda, 4, ["input"])
     assert cuda.memory == {}
 
 
@@ -277,3 +277,38 @@ def test_the_context_methods_the_runner_calls_exist_in_tensorrt_10_and_11() -> N
     for method in methods:
         versions = facts[f"IExecutionContext.{method}"]
         assert versions["10.16"] == "YES" and versions["11.4"] == "YES", (method, versions)
+
+
+class TwoInputContext(FakeContext):
+    """Inputs `ids` int32 [2] and `weights` float32 [2] (the engine lists them in that order); output `dot` = their
+    per-sample dot product."""
+
+    def get_tensor_shape(self, name: str) -> Sequence[int]:
+        return {"ids": (self.batch, 2), "weights": (self.batch, 2), "dot": (self.batch, 1)}[name]
+
+    def execute_async_v3(self, stream_handle: int) -> bool:
+        self.calls.append("execute")
+        batch = self.batch
+
+        def compute() -> None:
+            ids, weights = self._array("ids", (batch, 2), np.int32), self._array("weights", (batch, 2), np.float32)
+            self._array("dot", (batch, 1), np.float32)[:] = (ids * weights).sum(axis=1, keepdims=True)
+        self.cuda.streams[stream_handle].append(compute)
+        return True
+
+
+def test_every_named_input_is_copied_in_and_shaped_for_the_batch() -> None:
+    tensors = [TensorInfo("ids", True, np.dtype(np.int32), (-1, 2)),
+               TensorInfo("weights", True, np.dtype(np.float32), (-1, 2)),
+               TensorInfo("dot", False, np.dtype(np.float32), (-1, 1))]
+    cuda = FakeCuda()
+    context = TwoInputContext(cuda, 4)
+    runner = StreamRunner(tensors, context, cuda, 4, ["weights", "ids"])     # fed by name, in any order
+    ids, weights = np.arange(12, dtype=np.int32).reshape(6, 2), np.full((6, 2), 0.5, np.float32)
+    [dot] = runner.infer({"weights": weights, "ids": ids})                   # 6 > 4: run in two parts
+    np.testing.assert_allclose(dot[:, 0], (ids * weights).sum(axis=1))
+    assert [c for c in context.calls if c.startswith("set_input_shape")] == \
+        ["set_input_shape (4, 2)", "set_input_shape (4, 2)", "set_input_shape (2, 2)", "set_input_shape (2, 2)"]
+    with pytest.raises(ValueError, match="for input weights of per-sample shape \\(2,\\), 3 samples"):
+        runner.infer({"ids": ids[:3], "weights": weights[:2]})
+    runner.close()

@@ -38,7 +38,7 @@ def _model(tmp_path: Path, backend: str = "onnxruntime", device: str = "cpu") ->
     engine = tmp_path / "engine.plan"
     engine.write_bytes(b"engine")
     return TritonModel(name="resnet50", engine=engine, engine_sha256="ab" * 32, toolkit_backend=backend,
-                       device=device, input=TensorSpec("input", "float32", (3, 224, 224)),
+                       device=device, inputs=(TensorSpec("input", "float32", (3, 224, 224)),),
                        outputs=(TensorSpec("logits", "float32", (1000,)), TensorSpec("boxes", "int64", (None, 4))),
                        max_batch_size=32, instances=2, threads=1, max_queue_delay_us=500)
 

@@ -183,7 +183,8 @@ class NanoDetRun:
         options = ort.SessionOptions()
         options.intra_op_num_threads = min(2, os.cpu_count() or 1)
         self.session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
-        self.input = BENCHMARK.models["nanodet-m"].input.name
+        [model_input] = BENCHMARK.models["nanodet-m"].inputs
+        self.input = model_input.name
         self.outputs = self.run(lambda x: x)
         self.annotations = annotation_file("coco_mini", self.paths)
         self.images: list[CocoImage] = annotation_images(self.annotations)

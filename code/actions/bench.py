@@ -213,27 +213,31 @@ class Bench(Handler):
 
     # -- raw ONNX Runtime (b, c) -------------------------------------------------------------------
     def _raw_backends(self, ctx: Context, benchmark_name: str, config):
-        """The benchmark, its preprocessed samples and one backend per instance on the config's own engine, with
-        the harness's threads per instance."""
+        """The benchmark's postprocessing, a function from sample indices to a batch of named inputs, and one backend
+        per instance on the config's own engine, with the harness's threads per instance."""
         from ..common.backends import create_backend, threads_per_instance
         from ..common.engines.builder import locate_engine
+        from ..common.named_inputs import named_sample, stack_batch
 
         benchmark = get_benchmark(benchmark_name)
         engine = locate_engine(config, ctx.system.system_id, ctx.paths, benchmark)
         samples = benchmark.preprocessed(config["model"], config["dataset"], ctx.paths)
         instances = int(config["instances"])
         threads = threads_per_instance(config, ctx.system.info.cpu.cores)
-        input_name = benchmark.models[config["model"]].input.name
-        backends = [create_backend(engine, backend=config["backend"], input_name=input_name, threads=threads,
-                                   instance=index) for index in range(instances)]
-        return benchmark.postprocessor(config["model"], samples), samples, backends
+        inputs = benchmark.models[config["model"]].inputs
+        backends = [create_backend(engine, backend=config["backend"], input_names=[i.name for i in inputs],
+                                   threads=threads, instance=index) for index in range(instances)]
+
+        def batch(indices) -> dict[str, np.ndarray]:
+            return stack_batch([named_sample(samples.load(int(i)), inputs) for i in indices], inputs)
+        return benchmark.postprocessor(config["model"], samples), batch, len(samples), backends
 
     def _raw_throughput(self, ctx: Context, benchmark_name: str, config) -> float:
         """ONNX Runtime alone: the same engine, batches, instances and threads, no LoadGen."""
-        postprocess, samples, backends = self._raw_backends(ctx, benchmark_name, config)
+        postprocess, batch, count, backends = self._raw_backends(ctx, benchmark_name, config)
         batch_size, instances = int(config["batch_size"]), len(backends)
-        indices = np.arange(batch_size) % len(samples)
-        data = np.stack([samples.load(int(i)) for i in indices])
+        indices = np.arange(batch_size) % count
+        data = batch(indices)
         for backend in backends:
             backend.infer(data)   # warm-up
         done = [0] * instances
@@ -255,17 +259,17 @@ class Bench(Handler):
     def _raw_latency(self, ctx: Context, benchmark_name: str, config, percentile: float) -> float:
         """ONNX Runtime alone, one sample after the other as SingleStream issues them (gathered from memory,
         inferred, postprocessed): the `percentile` of the per-sample latencies, in ms."""
-        postprocess, samples, backends = self._raw_backends(ctx, benchmark_name, config)
+        postprocess, batch, count, backends = self._raw_backends(ctx, benchmark_name, config)
         backend = backends[0]
-        data = np.stack([samples.load(i) for i in range(len(samples))])
-        backend.infer(data[[0]])   # warm-up
+        singles = [batch([index]) for index in range(count)]
+        backend.infer(singles[0])   # warm-up
         latencies: list[int] = []
         stop = time.monotonic() + LATENCY_SECONDS
-        for index in itertools.cycle(range(len(data))):
+        for index in itertools.cycle(range(count)):
             if time.monotonic() >= stop:
                 break
             began = time.perf_counter_ns()
-            postprocess(backend.infer(data[[index]]), np.array([index]))
+            postprocess(backend.infer(singles[index]), np.array([index]))
             latencies.append(time.perf_counter_ns() - began)
         return percentile_of(latencies, percentile) / 1e6
 

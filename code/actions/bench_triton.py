@@ -43,6 +43,7 @@ def triton_figures(bench, ctx: Context, benchmark_name: str) -> list[Figure]:
     from ..common.benchmark_api import get_benchmark
     from ..common.engines.builder import locate_engine
     from ..common.harness.triton_system import start_servers, triton_model
+    from ..common.named_inputs import named_sample
 
     triton, in_process = with_harness(ctx, HarnessType.triton), with_harness(ctx, HarnessType.lwis)
     for each in (triton, in_process):
@@ -72,12 +73,12 @@ def triton_figures(bench, ctx: Context, benchmark_name: str) -> list[Figure]:
         figures.append(Figure(f"(i) {model_name} Offline: two local Triton servers vs one (for the record)", two,
                               one, "samples/s", None))
         samples = benchmark.preprocessed(model_name, offline["dataset"], ctx.paths)
-        sample = samples.load(0)[None]
+        sample = {name: array[None] for name, array in named_sample(samples.load(0), spec.inputs).items()}
         remote = _request_latencies(servers[0].url, model, samples)
     finally:
         for server in servers:
             server.stop()
-    backend = create_backend(engine, backend=offline["backend"], input_name=spec.input.name,
+    backend = create_backend(engine, backend=offline["backend"], input_names=[i.name for i in spec.inputs],
                              threads=threads_per_instance(offline, ctx.system.info.cpu.cores),
                              device=manifest.get("device", "cpu"))
     try:
@@ -99,14 +100,14 @@ def _request_latencies(url: str, model, samples) -> list[float]:
     import tritonclient.grpc as grpcclient
 
     from ..common.harness.qsl import SampleLibrary
-    from ..common.harness.triton_system import input_layout
+    from ..common.harness.triton_system import request_layout
     from ..common.triton.client import connect
     from ..common.triton.inputs import endpoint_inputs
 
-    qsl = SampleLibrary(samples, 1)
+    qsl = SampleLibrary(samples, 1, model.inputs)
     qsl.load([0])
     client = connect(url)
-    inputs = endpoint_inputs(url, client, dataclasses.replace(input_layout(model), batch_size=1), 1, "bench")
+    inputs = endpoint_inputs(url, client, dataclasses.replace(request_layout(model), batch_size=1), 1, "bench")
     try:
         outputs = [grpcclient.InferRequestedOutput(o.name) for o in model.outputs]
         index = np.zeros(1, dtype=np.int64)
@@ -114,7 +115,7 @@ def _request_latencies(url: str, model, samples) -> list[float]:
         def call():
             slot = inputs.acquire()
             try:
-                client.infer(model.name, [inputs.request(qsl, index, slot)], outputs=outputs)
+                client.infer(model.name, inputs.request(qsl, index, slot), outputs=outputs)
             finally:
                 inputs.release(slot)
         return _call_latencies(call)

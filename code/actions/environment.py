@@ -126,7 +126,7 @@ class Build(Handler):
         return EXIT_OK
 
     def _native(self) -> tuple[str, str]:
-        """Compile the native harness core (LoadGen from its pinned sdist, native/src) where a compiler is found."""
+        """Compile the native harness core (LoadGen from its pinned sdist, native/) where a compiler is found."""
         from ..common.native.build import NativeUnavailable, build_native
 
         try:

@@ -91,7 +91,7 @@ class SelftestGpu(Handler):
                                     timing_cache=out / "timing.cache", log=self.ctx.log)
         build_s = time.perf_counter() - started
         reference = tensorrt_onnx.cpu_reference_session(prepared)
-        backends = [TensorRTBackend(plan, input_name=probe_model.INPUT_NAME, instance=i) for i in range(INSTANCES)]
+        backends = [TensorRTBackend(plan, input_names=[probe_model.INPUT_NAME], instance=i) for i in range(INSTANCES)]
         errors: dict[str, float] = {}
         try:
             for batch_size in BATCHES:
@@ -99,12 +99,12 @@ class SelftestGpu(Handler):
                 expected = reference.run(None, {probe_model.INPUT_NAME: data})[0]
                 scale = float(np.abs(expected).max()) or 1.0
                 for index, backend in enumerate(backends):
-                    got = backend.infer(data)[0]
+                    got = backend.infer({probe_model.INPUT_NAME: data})[0]
                     if got.shape != expected.shape:
                         raise UserError(f"{precision}: TensorRT gave shape {got.shape} for batch {batch_size}, "
                                         f"ONNX Runtime {expected.shape}", exit_code=EXIT_FAILURE)
                     errors[f"batch {batch_size}, instance {index}"] = float(np.abs(got - expected).max()) / scale
-            latencies = _latencies(backends[0], probe_model.inputs(PLAN_BATCH))
+            latencies = _latencies(backends[0], {probe_model.INPUT_NAME: probe_model.inputs(PLAN_BATCH)})
         finally:
             for backend in backends:
                 backend.close()
@@ -122,7 +122,7 @@ class SelftestGpu(Handler):
         write_atomically(out / "report.json", json.dumps(report, indent=2) + "\n")
 
 
-def _latencies(backend, data: np.ndarray, runs: int = 50) -> dict[str, float]:
+def _latencies(backend, data: dict[str, np.ndarray], runs: int = 50) -> dict[str, float]:
     """Wall time of whole infer calls (copies in and out included) at one batch size, after a warm-up."""
     backend.infer(data)
     times = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Protocol, Sequence, Union
 
 import numpy as np
 
@@ -24,12 +24,35 @@ Log = Callable[[str], None]
 
 
 @dataclass(frozen=True)
+class Padding:
+    """How the varying axes of an input become one size in a batch: each is padded with `value` to the batch's
+    longest sample, or, with `buckets`, to the smallest bucket that holds it (fewer distinct shapes, for runtimes
+    that prepare each shape once; a sample longer than the largest bucket fails the run)."""
+
+    value: float = 0                     # in the input's dtype
+    buckets: tuple[int, ...] = ()
+
+    def size(self, longest: int) -> int:
+        """The size of a varying axis in a batch whose longest sample has `longest` along it."""
+        if not self.buckets:
+            return longest
+        fitting = [bucket for bucket in sorted(self.buckets) if bucket >= longest]
+        if not fitting:
+            raise ValueError(f"a sample of {longest} along a varying axis is longer than the largest bucket "
+                             f"({max(self.buckets)})")
+        return fitting[0]
+
+
+@dataclass(frozen=True)
 class TensorSpec:
-    """One input or output of a model, for one sample (no batch axis). None in `shape`: that axis varies."""
+    """One input or output of a model, for one sample (no batch axis). None in `shape`: that axis varies from sample
+    to sample; `padding` says how an input's varying axes are made one size in a batch (None: the samples of a
+    batch must have one shape)."""
 
     name: str
     dtype: str                           # numpy dtype name, e.g. "float32"
     shape: tuple[int | None, ...]
+    padding: Padding | None = None
 
     @property
     def fixed(self) -> bool:
@@ -41,6 +64,7 @@ class ModelSpec:
     name: str                      # e.g. "mobilenet_v2", "resnet50_v1.5", "nanodet-m"
     description: str
     division: str                  # "closed" (the round's reference model) or "open"
+    # The named inputs, in the order the harness hands them to backends (a backend feeds them by name).
     inputs: tuple[TensorSpec, ...]
     # Facts for measurements.json of a submission.
     starting_weights_filename: str
@@ -57,14 +81,6 @@ class ModelSpec:
     # An LLM decoder graph with a KV cache (the contract of code/llama3_1_8b/decoder_onnx.py), run token by token
     # through code.common.generation rather than one fixed-size batch at a time.
     decoder: bool = False
-
-    @property
-    def input(self) -> TensorSpec:
-        """The one input of a single-input model: what the harness feeds today."""
-        if len(self.inputs) != 1:
-            raise UserError(f"{self.name} has {len(self.inputs)} inputs ({', '.join(i.name for i in self.inputs)}); "
-                            f"the harness feeds models of one input tensor.")
-        return self.inputs[0]
 
 
 @dataclass(frozen=True)
@@ -191,14 +207,18 @@ class AccuracyResult:
         return next((m.value for m in self.metrics if m.name == name), None)
 
 
+# One preprocessed sample: {input name: array} (no batch axis); a single-input model's may be its one array.
+Sample = Union[np.ndarray, Mapping[str, np.ndarray]]
+
+
 class PreprocessedSet(Protocol):
-    """Preprocessed samples on disk, one file per sample, in QSL index order."""
+    """Preprocessed samples on disk, in QSL index order (named_inputs.named_sample reads one as {input: array})."""
 
     directory: Path
 
     def __len__(self) -> int: ...
 
-    def load(self, index: int) -> np.ndarray: ...
+    def load(self, index: int) -> Sample: ...
 
 
 Postprocess = Callable[[Sequence[np.ndarray], np.ndarray], Responses]   # (outputs of a batch, its QSL indices)
@@ -230,8 +250,8 @@ class Benchmark(Protocol):
     def calibration_indices(self, dataset: str, count: int, paths: Paths) -> Sequence[int]:
         """Indices (into the preprocessed set) of the calibration list for INT8 engines."""
 
-    def calibration_samples(self, model: str, dataset: str, count: int, paths: Paths) -> Iterator[np.ndarray]:
-        """Preprocessed calibration tensors (one sample each, no batch axis), in calibration-list order.
+    def calibration_samples(self, model: str, dataset: str, count: int, paths: Paths) -> Iterator[Sample]:
+        """Preprocessed calibration samples (no batch axis), in calibration-list order.
 
         What engine builders call: it also covers calibration data outside the evaluation set."""
 
@@ -276,7 +296,7 @@ class PackagedBenchmark:
     def calibration_indices(self, dataset: str, count: int, paths: Paths) -> Sequence[int]:
         return self._module("datasets").calibration_indices(dataset, count, paths)
 
-    def calibration_samples(self, model: str, dataset: str, count: int, paths: Paths) -> Iterator[np.ndarray]:
+    def calibration_samples(self, model: str, dataset: str, count: int, paths: Paths) -> Iterator[Sample]:
         """The `calibration_indices` samples of the preprocessed evaluation set, in calibration-list order (a
         benchmark whose calibration data lies outside its evaluation set overrides this)."""
         samples = self.preprocessed(model, dataset, paths)

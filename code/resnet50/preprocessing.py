@@ -39,7 +39,7 @@ class PreprocessedImages(PreprocessedSamples):
 def _store(model: str, dataset: str, paths: Paths) -> Store:
     """The preprocessed set of `model` on `dataset`; its sources are None when the raw data set is absent."""
     check_dataset(dataset)
-    spec, source = facts(model).spec.input, paths.dataset_dir(dataset) / VAL_MAP
+    spec, source = facts(model).spec.inputs[0], paths.dataset_dir(dataset) / VAL_MAP
     sources = None
     if source.is_file():
         sources = {"count": len(parse_val_map(source)), "source_val_map_sha256": sha256_file(source)}

@@ -44,7 +44,7 @@ class PreprocessedImages(PreprocessedSamples):
 def _store(model: str, dataset: str, paths: Paths, count: int | None = None) -> Store:
     """The preprocessed set of `model` on `dataset`; its sources are None when the raw data set is absent."""
     check_dataset(dataset)
-    spec, annotations = facts(model).spec.input, annotation_file(dataset, paths)
+    spec, annotations = facts(model).spec.inputs[0], annotation_file(dataset, paths)
     sources = None
     if annotations.is_file():
         count = len(qsl_images(dataset, paths)) if count is None else count

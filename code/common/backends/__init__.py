@@ -1,4 +1,4 @@
-"""Backends turn an engine file into a callable: `create_backend(...).infer(batch) -> outputs`.
+"""Backends turn an engine file into a callable: `create_backend(...).infer({input name: batch}) -> outputs`.
 
 Which backends exist, and what each builds and needs, is the registry's (registry.py). Runtime imports
 (onnxruntime, tensorrt) happen when a backend is created, never at import.
@@ -6,6 +6,7 @@ Which backends exist, and what each builds and needs, is the registry's (registr
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
 from .base import Backend, NullBackend
 from .registry import BACKENDS, get_plugin
@@ -18,9 +19,9 @@ def threads_per_instance(fields, cpu_cores: int) -> int:
     return int(fields.get("intra_op_threads") or 0) or max(1, cpu_cores // int(fields["instances"]))
 
 
-def create_backend(engine_path: Path, *, backend: str, input_name: str, threads: int,
+def create_backend(engine_path: Path, *, backend: str, input_names: Sequence[str], threads: int,
                    device: str = "cpu", instance: int = 0) -> Backend:
-    """Load `engine_path` with `backend` for the `instance`-th backend instance of a run; `threads` is the
-    intra-op thread count of this one instance (CPU backends)."""
-    return get_plugin(backend).create_backend(Path(engine_path), input_name=input_name, threads=threads,
+    """Load `engine_path` with `backend` for the `instance`-th backend instance of a run, fed the model's inputs
+    `input_names`; `threads` is the intra-op thread count of this one instance (CPU backends)."""
+    return get_plugin(backend).create_backend(Path(engine_path), input_names=tuple(input_names), threads=threads,
                                               device=device, instance=instance)

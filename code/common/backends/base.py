@@ -1,8 +1,8 @@
-"""What every backend is: an engine loaded once, then a callable from one batch to its outputs."""
+"""What every backend is: an engine loaded once, then a callable from one batch of named inputs to its outputs."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 if TYPE_CHECKING:   # numpy is imported when a backend is made, not when the registry is read (fields.py reads it)
     import numpy as np
@@ -12,11 +12,11 @@ class Backend(ABC):
     """One loaded engine. `infer` may be called from one worker thread at a time per instance; several
     instances run in parallel threads because the runtimes release the GIL while they compute."""
 
-    input_name: str
+    input_names: tuple[str, ...]      # the model's inputs, fed by name
 
     @abstractmethod
-    def infer(self, batch: np.ndarray) -> list[np.ndarray]:
-        """Outputs of one batch (leading dimension = samples), in the engine's output order."""
+    def infer(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        """Outputs of one batch ({input name: array}, leading dimension = samples), in the engine's output order."""
 
     def close(self) -> None:
         """Free the engine; the backend is unusable afterwards."""
@@ -36,14 +36,14 @@ class NullBackend(Backend):
     """
 
     def __init__(self, output_shape: Sequence[int] = (1,), dtype: "str | np.dtype" = "float32",
-                 input_name: str = "input") -> None:
+                 input_names: Sequence[str] = ("input",)) -> None:
         import numpy as np
 
-        self.input_name = input_name
+        self.input_names = tuple(input_names)
         self.output_shape = tuple(int(d) for d in output_shape)
         self.dtype = np.dtype(dtype)
 
-    def infer(self, batch: np.ndarray) -> list[np.ndarray]:
+    def infer(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         import numpy as np
 
-        return [np.zeros((len(batch), *self.output_shape), dtype=self.dtype)]
+        return [np.zeros((len(inputs[self.input_names[0]]), *self.output_shape), dtype=self.dtype)]

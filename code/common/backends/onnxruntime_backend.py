@@ -13,7 +13,7 @@ INT8 batch 1 239 / 282 / 117, batch 32 266 / 276 / 137.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
@@ -68,7 +68,7 @@ def session_options(threads: int, level: str = "ORT_ENABLE_ALL") -> "onnxruntime
 
 
 class OnnxRuntimeBackend(Backend):
-    def __init__(self, engine_path: Path, *, input_name: str, threads: int, device: str = "cpu") -> None:
+    def __init__(self, engine_path: Path, *, input_names: Sequence[str], threads: int, device: str = "cpu") -> None:
         import onnxruntime as ort
 
         engine_path = Path(engine_path)
@@ -79,17 +79,17 @@ class OnnxRuntimeBackend(Backend):
         self._session: ort.InferenceSession | None = ort.InferenceSession(
             str(engine_path), session_options(threads), providers=providers_for(device))
         inputs = [i.name for i in self._session.get_inputs()]
-        if input_name not in inputs:
-            raise UserError(f"{engine_path} has input(s) {', '.join(inputs)}, not '{input_name}': the engine was "
-                            "built from another model. Rebuild it with `make generate_engines`.",
+        if sorted(inputs) != sorted(input_names):
+            raise UserError(f"{engine_path} has input(s) {', '.join(inputs)}, not {', '.join(input_names)}: the "
+                            "engine was built from another model. Rebuild it with `make generate_engines`.",
                             exit_code=EXIT_FAILURE)
-        self.input_name = input_name
+        self.input_names = tuple(input_names)
         self.output_names = [o.name for o in self._session.get_outputs()]
 
-    def infer(self, batch: np.ndarray) -> list[np.ndarray]:
+    def infer(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         if self._session is None:
             raise RuntimeError("backend is closed")
-        return self._session.run(self.output_names, {self.input_name: batch})
+        return self._session.run(self.output_names, {name: inputs[name] for name in self.input_names})
 
     def close(self) -> None:
         self._session = None

@@ -2,8 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from .base import Backend
 from .registry import BuildRequest, Hardware
@@ -20,6 +19,7 @@ class OnnxRuntimePlugin:
     batch_specific = False
     precisions = ("fp32", "int8")
     needs = "the onnxruntime package (always installed)"
+    native_backend = None      # the native core runs ONNX Runtime through its python backend
 
     @property
     def opt_level(self) -> str:
@@ -64,11 +64,11 @@ class OnnxRuntimePlugin:
         onnxruntime_builder.build(request.model, request.engine, request.precision,
                                   providers_for(request.hardware.device), request.calibration_cache)
 
-    def create_backend(self, engine: Path, *, input_name: str, threads: int, device: str,
+    def create_backend(self, engine: Path, *, input_names: Sequence[str], threads: int, device: str,
                        instance: int = 0) -> Backend:
         from .onnxruntime_backend import OnnxRuntimeBackend
 
-        return OnnxRuntimeBackend(Path(engine), input_name=input_name, threads=threads, device=device)
+        return OnnxRuntimeBackend(Path(engine), input_names=input_names, threads=threads, device=device)
 
     def create_decoder(self, engine: Path, *, threads: int, device: str, max_batch: int,
                        instance: int = 0) -> "Decoder":

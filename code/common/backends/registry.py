@@ -1,16 +1,17 @@
 """The backend plug-in point: what a backend is to the rest of the toolkit, and the table of backends.
 
 A backend declares, in one class of its own module, its engine files (extension, whether a file is built for one
-batch size), the precisions it builds, how to tell whether it can run here, its builder and its runner. The
-engine builder, the harness and `make build` ask this registry and never name a backend. Adding a backend is
-adding its module and one line in `_PLUGINS`; nothing is imported until a backend is asked for.
+batch size), the precisions it builds, how to tell whether it can run here, its builder, its runner and, where it
+has one, its C++ runner in the native core. The engine builder, the harness and `make build` ask this registry and
+never name a backend. Adding a backend is adding its module and one line in `_PLUGINS`; nothing is imported until a
+backend is asked for.
 """
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 from ..errors import UserError
 
@@ -58,6 +59,9 @@ class BackendPlugin(Protocol):
     precisions: tuple[str, ...]
     opt_level: str                    # recorded in the manifest
     needs: str                        # what the backend needs, for `make build`'s table (one line)
+    # The native core's C++ backend that runs this backend's engines without Python (registered in native/src/
+    # backends/ under this name); None: the native core calls `create_backend`'s runner through its python backend.
+    native_backend: str | None
 
     def availability(self) -> str | None:
         """None when the backend can run here; else why not, in a sentence that says what to do."""
@@ -77,9 +81,9 @@ class BackendPlugin(Protocol):
     def build(self, request: BuildRequest) -> None:
         """Write the engine of `request`."""
 
-    def create_backend(self, engine: Path, *, input_name: str, threads: int, device: str,
+    def create_backend(self, engine: Path, *, input_names: Sequence[str], threads: int, device: str,
                        instance: int = 0) -> "Backend":
-        """Load `engine` for one backend instance (the `instance`-th of a run)."""
+        """Load `engine` for one backend instance (the `instance`-th of a run), fed the model's inputs by name."""
 
     def create_decoder(self, engine: Path, *, threads: int, device: str, max_batch: int,
                        instance: int = 0) -> "Decoder":

@@ -2,8 +2,8 @@
 
 Per instance (NVIDIA's `gpu_inference_streams`): an execution context, a non-blocking stream, and for every I/O
 tensor a device buffer and a pinned host buffer sized for the largest batch, allocated once; tensor addresses are
-bound once. A batch is copied into the pinned input buffer, then on the instance's stream: host-to-device copy,
-`execute_async_v3`, device-to-host copies of exactly the batch's outputs, one synchronize. The engine is
+bound once. A batch's named inputs are copied into their pinned buffers, then on the instance's stream: host-to-device
+copies, `execute_async_v3`, device-to-host copies of exactly the batch's outputs, one synchronize. The engine is
 deserialized once per process and GPU and shared by the instances on that GPU; instances are spread over the
 visible GPUs in turn (instance i on GPU i mod count).
 
@@ -16,7 +16,7 @@ import functools
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, Sequence
+from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -102,11 +102,11 @@ class StreamRunner:
     """One execution context on one stream, with buffers for `max_batch` samples allocated once."""
 
     def __init__(self, tensors: Sequence[TensorInfo], context: ExecutionContext, cuda: CudaCalls, max_batch: int,
-                 input_name: str, gpu: int = 0) -> None:
+                 input_names: Sequence[str], gpu: int = 0) -> None:
         inputs = [t for t in tensors if t.is_input]
-        if [t.name for t in inputs] != [input_name]:
+        if sorted(t.name for t in inputs) != sorted(input_names):
             raise UserError(f"The engine has input(s) {', '.join(t.name for t in inputs) or 'none'}, the runner "
-                            f"feeds one named '{input_name}': the engine was built from another model. Rebuild it "
+                            f"feeds {', '.join(input_names)}: the engine was built from another model. Rebuild it "
                             "with `make generate_engines`.", exit_code=EXIT_FAILURE)
         for tensor in tensors:
             if any(d < 0 for d in tensor.sample_shape):
@@ -131,29 +131,34 @@ class StreamRunner:
         except BaseException:
             self.close()
             raise
-        self._input = self._buffers[[t.is_input for t in tensors].index(True)]
+        self._inputs = [b for b in self._buffers if b.tensor.is_input]
         self._outputs = [b for b in self._buffers if not b.tensor.is_input]
 
-    def infer(self, batch: np.ndarray) -> list[np.ndarray]:
-        """Outputs of `batch` in the engine's output order; batches larger than the engine's are run in parts."""
-        if len(batch) > self.max_batch:
-            parts = [self.infer(batch[i:i + self.max_batch]) for i in range(0, len(batch), self.max_batch)]
+    def infer(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        """Outputs of one batch ({input name: array}) in the engine's output order; batches larger than the
+        engine's are run in parts."""
+        count = len(inputs[self._inputs[0].tensor.name])
+        if count > self.max_batch:
+            parts = [self.infer({name: array[i:i + self.max_batch] for name, array in inputs.items()})
+                     for i in range(0, count, self.max_batch)]
             return [np.concatenate(outputs) for outputs in zip(*parts)]
-        expected = self._input.tensor.sample_shape
-        if tuple(batch.shape[1:]) != expected:
-            raise ValueError(f"batch of shape {batch.shape} for input {self._input.tensor.name} of per-sample "
-                             f"shape {expected}")
-        count = len(batch)
+        for buffer in self._inputs:
+            batch, expected = inputs[buffer.tensor.name], buffer.tensor.sample_shape
+            if len(batch) != count or tuple(batch.shape[1:]) != expected:
+                raise ValueError(f"batch of shape {batch.shape} for input {buffer.tensor.name} of per-sample "
+                                 f"shape {expected}, {count} samples")
         with self._lock:
             self.cuda.set_device(self.gpu)
             if count != self._batch:
-                if not self.context.set_input_shape(self._input.tensor.name, (count, *expected)):
-                    raise RuntimeError(f"TensorRT refused batch size {count} (the engine's profile allows 1 to "
-                                       f"{self.max_batch})")
+                for buffer in self._inputs:
+                    if not self.context.set_input_shape(buffer.tensor.name, (count, *buffer.tensor.sample_shape)):
+                        raise RuntimeError(f"TensorRT refused batch size {count} (the engine's profile allows 1 to "
+                                           f"{self.max_batch})")
                 self._batch = count
-            np.copyto(self._input.view[:count], batch, casting="same_kind")
-            nbytes = count * self._input.tensor.sample_bytes
-            self.cuda.copy_to_device_async(self._input.device, self._input.host, nbytes, self.stream)
+            for buffer in self._inputs:
+                np.copyto(buffer.view[:count], inputs[buffer.tensor.name], casting="same_kind")
+                self.cuda.copy_to_device_async(buffer.device, buffer.host, count * buffer.tensor.sample_bytes,
+                                               self.stream)
             if not self.context.execute_async_v3(self.stream):
                 raise RuntimeError("TensorRT could not enqueue the inference (execute_async_v3 returned False)")
             shapes = []
@@ -203,10 +208,9 @@ def describe_engine(engine: "trt.ICudaEngine") -> list[TensorInfo]:
     return tensors
 
 
-def profile_max_batch(engine: "trt.ICudaEngine", input_name: str) -> int:
-    """The largest batch of the engine's first optimization profile for `input_name`."""
-    _minimum, _optimum, maximum = engine.get_tensor_profile_shape(input_name, 0)
-    return int(maximum[0])
+def profile_max_batch(engine: "trt.ICudaEngine", input_names: Sequence[str]) -> int:
+    """The largest batch of the engine's first optimization profile that every input takes."""
+    return min(int(engine.get_tensor_profile_shape(name, 0)[2][0]) for name in input_names)
 
 
 @dataclass
@@ -259,7 +263,7 @@ def logger() -> "trt.Logger":
 
 
 class TensorRTBackend(Backend):
-    def __init__(self, engine_path: Path, *, input_name: str, threads: int = 0, device: str = "gpu",
+    def __init__(self, engine_path: Path, *, input_names: Sequence[str], threads: int = 0, device: str = "gpu",
                  instance: int = 0) -> None:
         require_tensorrt()
         engine_path = Path(engine_path)
@@ -271,27 +275,28 @@ class TensorRTBackend(Backend):
             gpus = cuda.device_count()
         except CudaError as error:
             raise UserError(describe_cuda_failure(error), exit_code=EXIT_FAILURE) from None
-        self.input_name, self._plan, self._gpu = input_name, engine_path, instance % max(1, gpus)
+        self.input_names, self._plan, self._gpu = tuple(input_names), engine_path, instance % max(1, gpus)
         engine = _ENGINES.acquire(engine_path, self._gpu, cuda)
         try:
             tensors = describe_engine(engine)
-            if input_name not in [t.name for t in tensors if t.is_input]:
-                raise UserError(f"{engine_path} has input(s) {', '.join(t.name for t in tensors if t.is_input)}, "
-                                f"not '{input_name}': the engine was built from another model. Rebuild it with "
-                                "`make generate_engines`.", exit_code=EXIT_FAILURE)
+            engine_inputs = [t.name for t in tensors if t.is_input]
+            if sorted(engine_inputs) != sorted(self.input_names):
+                raise UserError(f"{engine_path} has input(s) {', '.join(engine_inputs)}, not "
+                                f"{', '.join(self.input_names)}: the engine was built from another model. Rebuild it "
+                                "with `make generate_engines`.", exit_code=EXIT_FAILURE)
             context = engine.create_execution_context()
             self._runner: StreamRunner | None = StreamRunner(tensors, context, cuda,
-                                                             profile_max_batch(engine, input_name), input_name,
-                                                             self._gpu)
+                                                             profile_max_batch(engine, self.input_names),
+                                                             self.input_names, self._gpu)
         except BaseException:
             _ENGINES.release(engine_path, self._gpu)
             raise
         self._context: "trt.IExecutionContext | None" = context   # alive as long as the runner uses it
 
-    def infer(self, batch: np.ndarray) -> list[np.ndarray]:
+    def infer(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         if self._runner is None:
             raise RuntimeError("backend is closed")
-        return self._runner.infer(batch)
+        return self._runner.infer(inputs)
 
     def close(self) -> None:
         runner, self._runner = self._runner, None

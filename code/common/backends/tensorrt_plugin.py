@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..engines.tensorrt_onnx import PRECISIONS
 from ..errors import EXIT_FAILURE, UserError
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from .base import Backend
 from .registry import BuildRequest, Hardware
@@ -28,6 +28,9 @@ class TensorRTPlugin:
     precisions = PRECISIONS
     needs = ("an NVIDIA GPU and driver, TensorRT and cuda-python (make build installs the tensorrt environment "
              "where it finds a GPU)")
+    # The native core runs TensorRT plans through its python backend (this runner); a C++ runner of its own would
+    # be native/src/backends/tensorrt_backend.cc (steps in native/CMakeLists.txt) named here.
+    native_backend = None
 
     @property
     def opt_level(self) -> str:
@@ -90,11 +93,11 @@ class TensorRTPlugin:
                                         workspace_bytes=request.workspace_bytes, timing_cache=request.timing_cache,
                                         log=request.log)
 
-    def create_backend(self, engine: Path, *, input_name: str, threads: int, device: str,
+    def create_backend(self, engine: Path, *, input_names: Sequence[str], threads: int, device: str,
                        instance: int = 0) -> Backend:
         from .tensorrt_backend import TensorRTBackend
 
-        return TensorRTBackend(Path(engine), input_name=input_name, threads=threads, device=device,
+        return TensorRTBackend(Path(engine), input_names=input_names, threads=threads, device=device,
                                instance=instance)
 
     def create_decoder(self, engine: Path, *, threads: int, device: str, max_batch: int,

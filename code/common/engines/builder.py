@@ -15,7 +15,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from ..fields import FIELDS
 from ..paths import Paths
 from ..fileio import sha256_file
 from ..model_files import verified_model
+from ..named_inputs import named_sample, stack_batch
 from ..records.reproduce import config_command
 from .manifest import BUILDER_VERSION, CalibrationInfo, EngineManifest, engine_problem
 from . import onnxruntime_builder as ort_builder
@@ -108,25 +109,28 @@ def _calibration_cache(config: ResolvedConfig, paths: Paths) -> Path:
 
 # -- calibration -------------------------------------------------------------------------------------
 
-def _calibration_samples(config: ResolvedConfig, paths: Paths, benchmark: Benchmark) -> list[np.ndarray]:
-    """The calibration tensors, one array per sample, as the benchmark's calibration_samples gives them (one
-    sample or a batch at a time)."""
+def _calibration_samples(config: ResolvedConfig, paths: Paths, benchmark: Benchmark) -> list[dict[str, np.ndarray]]:
+    """The calibration samples, each {input name: array}, as the benchmark's calibration_samples gives them (one
+    sample at a time; a single-input model's also as one array, or a batch of them)."""
     model, dataset, count = config["model"], config["dataset"], int(config["calibration_images"])
-    rank = len(choose(benchmark.models, model, "model", config.benchmark).input.shape)
-    samples: list[np.ndarray] = []
-    for tensor in benchmark.calibration_samples(model, dataset, count, paths):
-        array = np.asarray(tensor)
-        samples.extend(array if array.ndim == rank + 1 else [array])   # a batch or one sample
+    inputs = choose(benchmark.models, model, "model", config.benchmark).inputs
+    samples: list[dict[str, np.ndarray]] = []
+    for sample in benchmark.calibration_samples(model, dataset, count, paths):
+        if len(inputs) == 1 and not isinstance(sample, Mapping) and np.ndim(sample) == len(inputs[0].shape) + 1:
+            samples.extend(named_sample(one, inputs) for one in np.asarray(sample))   # a batch
+        else:
+            samples.append(named_sample(sample, inputs))
     if not samples:
         raise UserError(f"The calibration list of {dataset} for {model} is empty.", exit_code=EXIT_FAILURE)
     return samples
 
 
-def _samples_sha256(samples: list[np.ndarray]) -> str:
+def _samples_sha256(samples: list[dict[str, np.ndarray]]) -> str:
     digest = hashlib.sha256()
     for sample in samples:
-        digest.update(f"{sample.dtype.str}{sample.shape}".encode())
-        digest.update(np.ascontiguousarray(sample).tobytes())
+        for array in sample.values():     # the model's input order
+            digest.update(f"{array.dtype.str}{array.shape}".encode())
+            digest.update(np.ascontiguousarray(array).tobytes())
     return digest.hexdigest()
 
 
@@ -147,14 +151,15 @@ def _ensure_calibration(config: ResolvedConfig, paths: Paths, benchmark: Benchma
         return cache
     log(f"calibrating {config['model']} on {len(samples)} {config['dataset']} samples "
         f"({ort_builder.CALIBRATION_METHOD}) ...")
-    input_name = benchmark.models[config["model"]].input.name
-    batches = (np.stack(samples[i:i + CALIBRATION_BATCH]) for i in range(0, len(samples), CALIBRATION_BATCH))
+    model_inputs = benchmark.models[config["model"]].inputs
+    batches = (stack_batch(samples[i:i + CALIBRATION_BATCH], model_inputs)
+               for i in range(0, len(samples), CALIBRATION_BATCH))
     with tempfile.TemporaryDirectory(prefix="calibrate.") as work:
         try:
             prepared = ort_builder.prepare_model(model, Path(work), for_quantization=True)
         except ort_builder.UnreadableModel as error:
             raise _unreadable_model(config, model, error) from None
-        ranges = ort_builder.compute_ranges(prepared, input_name, batches)
+        ranges = ort_builder.compute_ranges(prepared, batches)
     ort_builder.write_calibration_cache(cache, ranges, inputs)
     log(f"calibration cache written: {cache}")
     return cache

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 
@@ -100,19 +100,20 @@ def optimize(source: Path, engine: Path, providers: list[str]) -> None:
 
 
 class _Batches:
-    """ORT CalibrationDataReader over one input's batches."""
+    """ORT CalibrationDataReader over batches of named inputs."""
 
-    def __init__(self, input_name: str, batches: Iterable[np.ndarray]) -> None:
-        self.input_name, self._batches = input_name, iter(batches)
+    def __init__(self, batches: Iterable[Mapping[str, np.ndarray]]) -> None:
+        self._batches = iter(batches)
 
     def get_next(self) -> dict[str, np.ndarray] | None:
         batch = next(self._batches, None)
-        return None if batch is None else {self.input_name: batch}
+        return None if batch is None else dict(batch)
 
 
-def compute_ranges(model: Path, input_name: str, batches: Iterable[np.ndarray],
+def compute_ranges(model: Path, batches: Iterable[Mapping[str, np.ndarray]],
                    method: str = CALIBRATION_METHOD) -> "TensorsData":
-    """Activation ranges of `model` (prepared with prepare_model) over the calibration batches."""
+    """Activation ranges of `model` (prepared with prepare_model) over the calibration batches, each
+    {input name: array}."""
     from onnxruntime.quantization import CalibrationMethod, create_calibrator
 
     with tempfile.TemporaryDirectory(prefix="calibrate.") as work:
@@ -120,7 +121,7 @@ def compute_ranges(model: Path, input_name: str, batches: Iterable[np.ndarray],
                                        calibrate_method=CalibrationMethod[method], extra_options={})
         # One batch per collect_data call: the calibrator keeps every intermediate output of a call in memory.
         for batch in batches:
-            calibrator.collect_data(_Batches(input_name, [batch]))
+            calibrator.collect_data(_Batches([batch]))
         return calibrator.compute_data()
 
 

@@ -56,6 +56,6 @@ def write_calibration_cache(model: Path, cache: Path, work: Path, count: int = 3
 
     prepared = ort_builder.prepare_model(model, work, for_quantization=True)
     data = inputs(count, seed=7)
-    ranges = ort_builder.compute_ranges(prepared, INPUT_NAME, (data[i:i + 8] for i in range(0, count, 8)))
+    ranges = ort_builder.compute_ranges(prepared, ({INPUT_NAME: data[i:i + 8]} for i in range(0, count, 8)))
     ort_builder.write_calibration_cache(cache, ranges, {"probe": True, "count": count})
     return cache

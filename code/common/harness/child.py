@@ -79,15 +79,14 @@ def base_record(spec: RunSpec, status: str, **outcome: Any) -> RunRecord:
 
 def _instances(spec: RunSpec, benchmark, samples) -> list:
     """One inference callable per backend instance, each warmed up on the batch sizes it will see."""
-    import numpy as np
-
     from ..backends import create_backend, threads_per_instance
+    from ..named_inputs import warmup_inputs
 
     fields = spec.fields
     count, batch_size = int(fields["instances"]), int(fields["batch_size"])
     threads = threads_per_instance(fields, spec.cpu_cores)
-    model_input = benchmark.models[spec.model].input
-    backends = [create_backend(Path(spec.engine), backend=fields["backend"], input_name=model_input.name,
+    inputs = benchmark.models[spec.model].inputs
+    backends = [create_backend(Path(spec.engine), backend=fields["backend"], input_names=[i.name for i in inputs],
                                threads=threads, device=spec.engine_manifest.get("device", "cpu"), instance=index)
                 for index in range(count)]
     # A runtime's first call at a new batch shape is slow; Server batches take every size up to batch_size.
@@ -95,7 +94,7 @@ def _instances(spec: RunSpec, benchmark, samples) -> list:
         else sorted({1, batch_size})
     for backend in backends:
         for size in sizes:
-            backend.infer(np.zeros((size, *model_input.shape), dtype=model_input.dtype))
+            backend.infer(warmup_inputs(inputs, size))
     postprocess = benchmark.postprocessor(spec.model, samples)
 
     def make(backend):
@@ -145,12 +144,10 @@ def _system_under_test(spec: RunSpec, benchmark, samples, paths: Paths, log_dir:
     if generation is None:
         batching = int(fields["batch_size"]), int(fields.get("server_batch_timeout_us") or 0)
         if spec.native_lib:
-            from .native_sut import NativeSampleLibrary, NativeSUT
+            from .native_sut import native_system
 
-            native_qsl = NativeSampleLibrary(samples, spec.performance_sample_count)
-            return NativeSUT(spec.scenario_enum, native_qsl, _instances(spec, benchmark, samples),
-                             *batching).start(), native_qsl
-        qsl = SampleLibrary(samples, spec.performance_sample_count)
+            return native_system(spec, benchmark, samples, lambda: _instances(spec, benchmark, samples))
+        qsl = SampleLibrary(samples, spec.performance_sample_count, benchmark.models[spec.model].inputs)
         return HarnessSUT(spec.scenario_enum, qsl, _instances(spec, benchmark, samples), *batching).start(), qsl
     from .llm_sut import LLMSut, PromptLibrary
 

@@ -1,10 +1,12 @@
-"""The lwis harness on the native core (native/src/toolkit_native.cc, built by code/common/native/build.py).
+"""The lwis harness on the native core (native/, built by code/common/native/build.py).
 
 LoadGen's SUT and QSL are C++ objects: IssueQuery only enqueues, one batcher thread per backend instance takes up
 to batch_size samples (Server: waiting at most server_batch_timeout_us after the first; other scenarios: what is
-queued), gathers them from the performance set held in one array, calls the instance once per batch and
-completes the batch to LoadGen from C++. The instance here is the toolkit's Python backend (ONNX Runtime, TensorRT's
-runner) and its postprocessing, called with the GIL once per batch; nothing in the loop touches Python per sample.
+queued), gathers each named input from the performance set (held per input, varying axes padded as the model
+declares), calls the instance once per batch and completes the batch to LoadGen from C++. An instance is the C++
+backend the backend plug-in names (BackendPlugin.native_backend), which runs without Python, or else the toolkit's
+Python backend (ONNX Runtime, TensorRT's runner) and the benchmark's postprocessing, called through the core's python
+backend with the GIL once per batch; nothing in the loop touches Python per sample.
 
 The test's process must import LoadGen from the native build (`use_native_loadgen`, before anything imports
 `mlperf_loadgen`): the core completes samples into that LoadGen, and the wheel's is a different library.
@@ -14,14 +16,14 @@ from __future__ import annotations
 import sys
 import threading
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-from ..benchmark_api import PreprocessedSet
+from ..benchmark_api import PreprocessedSet, TensorSpec
 from ..constants import Scenario
+from ..named_inputs import stack_samples
 from ..native.build import not_ready
-from .qsl import stack_samples
 from .sut import Infer
 
 
@@ -42,31 +44,42 @@ def use_native_loadgen(lib: str | Path) -> None:
 
 
 class NativeSampleLibrary:
-    """The performance set in one array the core keeps, loaded through `samples` when LoadGen asks for it."""
+    """The performance set, stacked per named input in arrays the core keeps, loaded through `samples` when LoadGen
+    asks for it."""
 
-    def __init__(self, samples: PreprocessedSet, performance_count: int) -> None:
+    def __init__(self, samples: PreprocessedSet, performance_count: int, inputs: Sequence[TensorSpec]) -> None:
         import toolkit_native
 
         self.samples = samples
+        self.inputs = tuple(inputs)
         self.total = len(samples)
         self.performance_count = min(performance_count, self.total)
-        self.shape: tuple[int, ...] = ()
-        self.dtype = np.dtype(np.uint8)
-        self.native = toolkit_native.SampleLibrary(self.total, self.performance_count, self._load)
+        layouts = [toolkit_native.InputLayout(spec.name, np.dtype(spec.dtype).itemsize,
+                                              [-1 if size is None else size for size in spec.shape],
+                                              _pad_bytes(spec), list(spec.padding.buckets) if spec.padding else [])
+                   for spec in self.inputs]
+        self.native = toolkit_native.SampleLibrary(self.total, self.performance_count, layouts, self._load)
 
-    def _load(self, indices: np.ndarray) -> np.ndarray:
-        """The samples at `indices` in one array, which the core keeps and gathers batches from."""
-        if len(indices) == 0:
-            return np.zeros((0,), dtype=np.uint8)
-        data = stack_samples(self.samples, indices)
-        self.shape, self.dtype = data.shape[1:], data.dtype
-        return data
+    def _load(self, indices: np.ndarray) -> list[tuple[np.ndarray, np.ndarray | None]]:
+        """The samples at `indices` stacked per input (named_inputs.StackedInput), which the core keeps and gathers
+        batches from."""
+        stacked = stack_samples(self.samples, indices, self.inputs)
+        return [(stacked[spec.name].data, stacked[spec.name].extents) for spec in self.inputs]
+
+    def batch(self, inputs: list[tuple[memoryview, tuple[int, ...]]]) -> dict[str, np.ndarray]:
+        """A batch as the core hands it to the python backend, as {input name: array} (views, not copies)."""
+        return {spec.name: np.frombuffer(data, dtype=spec.dtype).reshape(shape)
+                for spec, (data, shape) in zip(self.inputs, inputs, strict=True)}
 
     def construct(self) -> int:
         return self.native.handle
 
     def destroy(self, handle: int) -> None:
         """Nothing to free: the C++ object lives as long as this one (LoadGen's DestroyQSL is for its own)."""
+
+
+def _pad_bytes(spec: TensorSpec) -> bytes:
+    return np.array(spec.padding.value if spec.padding else 0, dtype=spec.dtype).tobytes()
 
 
 class NativeCounters:
@@ -89,9 +102,11 @@ class NativeCounters:
 
 
 class NativeSUT:
-    """HarnessSUT's counterpart on the native core: the same instances, batch size and Server batching window."""
+    """HarnessSUT's counterpart on the native core: the same instances, batch size and Server batching window. An
+    instance is a Python inference callable (run through the core's python backend) or a C++ backend of the core
+    (`native_backends`)."""
 
-    def __init__(self, scenario: Scenario, qsl: NativeSampleLibrary, instances: Sequence[Infer], batch_size: int,
+    def __init__(self, scenario: Scenario, qsl: NativeSampleLibrary, instances: Sequence[object], batch_size: int,
                  batch_timeout_us: int = 0) -> None:
         import toolkit_native
 
@@ -100,21 +115,29 @@ class NativeSUT:
         self.batch_size = batch_size
         self._lock = threading.Lock()
         self._python_error: BaseException | None = None
-        backends = [toolkit_native.PythonBackend(self._call(infer)) for infer in instances]
+        backends = [instance if isinstance(instance, toolkit_native.Backend) else self._python_backend(instance)
+                    for instance in instances]
         # Only Server waits for a batch to fill; the other scenarios issue every sample of a query at once.
         timeout_us = batch_timeout_us if scenario is Scenario.Server else 0
         self.native = toolkit_native.Sut(qsl.native, backends, batch_size, timeout_us)
         self.counters = NativeCounters(self.native)
 
+    def _python_backend(self, infer: Infer):
+        import toolkit_native
+
+        if not hasattr(toolkit_native, "PythonBackend"):
+            raise RuntimeError("the native core was built without its python backend (CMake option "
+                               "TOOLKIT_NATIVE_PYTHON), which runs this backend's Python runner")
+        return toolkit_native.PythonBackend(self._call(infer))
+
     def _call(self, infer: Infer):
-        """The instance as the core calls it: (batch bytes, QSL indices) -> (response bytes, byte offsets). A Python
+        """The instance as the core calls it: (inputs, QSL indices) -> (response bytes, byte offsets). A Python
         error is kept (its type and message name the failure) and raised on, so the core fails the run."""
         qsl = self.qsl
 
-        def call(batch: memoryview, indices: np.ndarray):
+        def call(inputs: list[tuple[memoryview, tuple[int, ...]]], indices: np.ndarray):
             try:
-                inputs = np.frombuffer(batch, dtype=qsl.dtype).reshape(len(indices), *qsl.shape)
-                responses = infer(inputs, indices)
+                responses = infer(qsl.batch(inputs), indices)
                 if len(responses) != len(indices):
                     raise RuntimeError(f"backend returned {len(responses)} responses for {len(indices)} samples")
                 return responses.data.reshape(-1).view(np.uint8), responses.offsets
@@ -145,3 +168,37 @@ class NativeSUT:
 
     def destroy(self, handle: int) -> None:
         """Nothing to free: the C++ object lives as long as this one (LoadGen's DestroySUT is for its own)."""
+
+
+def native_system(spec, benchmark, samples: PreprocessedSet, python_instances: Callable[[], Sequence[Infer]]):
+    """(SUT, QSL) of a native run (`spec` a RunSpec), started: the instances are the C++ backend of the core that the
+    backend plug-in names (BackendPlugin.native_backend), or where it names none the Python inference callables
+    `python_instances()`, run through the core's python backend."""
+    from ..backends import threads_per_instance
+    from ..backends.registry import get_plugin
+
+    fields = spec.fields
+    qsl = NativeSampleLibrary(samples, spec.performance_sample_count, benchmark.models[spec.model].inputs)
+    name = get_plugin(fields["backend"]).native_backend
+    if name is None:
+        instances = python_instances()
+    else:
+        options = {"engine": str(spec.engine), "device": str(spec.engine_manifest.get("device", "cpu")),
+                   "threads": str(threads_per_instance(fields, spec.cpu_cores)),
+                   "batch_size": str(fields["batch_size"]), "response_bytes": str(benchmark.response.typical_bytes)}
+        instances = native_backends(name, [{**options, "instance": str(i)} for i in range(int(fields["instances"]))])
+    sut = NativeSUT(spec.scenario_enum, qsl, instances, int(fields["batch_size"]),
+                    int(fields.get("server_batch_timeout_us") or 0))
+    return sut.start(), qsl
+
+
+def native_backends(name: str, options: Sequence[dict[str, str]]) -> list:
+    """One instance of the core's C++ backend `name` per entry of `options`; RuntimeError where the core here was
+    built without it."""
+    import toolkit_native
+
+    if name not in toolkit_native.backend_names():
+        raise RuntimeError(f"the native core here was built without its C++ backend {name!r} (built: "
+                           f"{', '.join(toolkit_native.backend_names()) or 'none'}); `make build` builds those "
+                           f"this machine has what they need for")
+    return [toolkit_native.create_backend(name, entry) for entry in options]

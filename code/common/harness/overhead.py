@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..benchmark_api import Responses
+from ..benchmark_api import Responses, TensorSpec
 from ..constants import Scenario, TestMode
 from ..paths import AUDIT_CONFIG, USER_CONF
 from ..records.loadgen_log import read_detail
@@ -29,6 +29,7 @@ class _GeneratedSet:
     """Small generated samples: the probe measures the harness, not memory bandwidth."""
 
     directory = Path(".")
+    inputs = (TensorSpec("input", "float32", (16,)),)
 
     def __init__(self) -> None:
         self.data = np.zeros((SAMPLES, 16), dtype=np.float32)
@@ -51,12 +52,12 @@ def measure(kind: str, outdir: Path, seconds: float, batch_size: int, instances:
     import mlperf_loadgen as lg
 
     outdir.mkdir(parents=True, exist_ok=True)
-    qsl = SampleLibrary(_GeneratedSet(), SAMPLES)
+    qsl = SampleLibrary(_GeneratedSet(), SAMPLES, _GeneratedSet.inputs)
     sut = None
     if kind == "bare":
         lg_sut = _bare_sut(lg)
     elif kind == "harness":
-        def null_backend(batch: np.ndarray, indices: np.ndarray) -> Responses:
+        def null_backend(inputs: dict[str, np.ndarray], indices: np.ndarray) -> Responses:
             return Responses.rows(np.zeros(len(indices), dtype=np.int32))
 
         sut = HarnessSUT(Scenario.Offline, qsl, [null_backend] * instances, batch_size).start()

@@ -1,13 +1,14 @@
-"""The query sample library: the performance sample set held in memory, gathered into batches."""
+"""The query sample library: the performance sample set held in memory, per named input, gathered into batches."""
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..benchmark_api import PreprocessedSet
+from ..benchmark_api import PreprocessedSet, Sample, TensorSpec
+from ..named_inputs import StackedInput, gather_input, stack_samples
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class FirstSamples:
     def __len__(self) -> int:
         return self.count
 
-    def load(self, index: int) -> np.ndarray:
+    def load(self, index: int) -> Sample:
         if not 0 <= index < self.count:
             raise IndexError(f"sample {index} is outside the first {self.count} samples")
         return self.samples.load(index)
@@ -39,58 +40,57 @@ def first_samples(samples: PreprocessedSet, count: int) -> PreprocessedSet:
     return samples if len(samples) <= count else FirstSamples(samples, count)
 
 
-def stack_samples(samples: PreprocessedSet, indices: Sequence[int]) -> np.ndarray:
-    """The samples at `indices` in one new contiguous array, filled one sample at a time (the set is in memory once,
-    never also as a list of samples). All samples must have one shape."""
-    indices = [int(i) for i in indices]
-    first = samples.load(indices[0])
-    data = np.empty((len(indices), *first.shape), dtype=first.dtype)
-    data[0] = first
-    for slot, index in enumerate(indices[1:], start=1):
-        sample = samples.load(index)
-        if sample.shape != first.shape:
-            raise RuntimeError(f"a batch needs samples of one shape; sample {index} is {sample.shape}, sample "
-                               f"{indices[0]} {first.shape}")
-        data[slot] = sample
-    return data
-
-
 class SampleLibrary:
-    """Loads the samples LoadGen asks for into one contiguous array; `gather` builds a batch by index."""
+    """Loads the samples LoadGen asks for, stacked per named input (named_inputs.stack_samples); `gather` builds a
+    batch by index, {input name: array}, varying axes padded as the model declares."""
 
-    def __init__(self, samples: PreprocessedSet, performance_count: int) -> None:
+    def __init__(self, samples: PreprocessedSet, performance_count: int, inputs: Sequence[TensorSpec]) -> None:
         self.samples = samples
+        self.inputs = tuple(inputs)
         self.total = len(samples)
         self.performance_count = min(performance_count, self.total)
         self._slot = np.full(self.total, -1, dtype=np.int64)
-        self._data: np.ndarray | None = None
+        self._data: dict[str, StackedInput] | None = None
+        self._rows: list[tuple[str, np.ndarray]] = []
         self._lock = threading.Lock()
 
     def load(self, indices: Sequence[int]) -> None:
         indices = list(indices)
-        data = stack_samples(self.samples, indices) if indices else None
+        data = stack_samples(self.samples, indices, self.inputs) if indices else None
         with self._lock:
             self._slot[:] = -1
-            if data is None:
-                self._data = None
-                return
-            self._slot[indices] = np.arange(len(indices))
-            self._data = data
+            self._set(data)
+            if data is not None:
+                self._slot[indices] = np.arange(len(indices))
 
     def unload(self, indices: Sequence[int]) -> None:
         with self._lock:
             self._slot[list(indices)] = -1
             if not (self._slot >= 0).any():
-                self._data = None
+                self._set(None)
 
-    def gather(self, indices: Sequence[int] | np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """The samples at `indices` as one batch: a new array, or written into `out` (e.g. a shared memory
-        buffer the batch goes to) and returned."""
+    def _set(self, data: dict[str, StackedInput] | None) -> None:
+        """Keep `data` (None: free the set); `_rows` holds (name, stacked samples) of every input when none has
+        anything to pad, so that a batch is a plain pick of rows."""
+        self._data = data
+        self._rows = [] if data is None or any(s.extents is not None for s in data.values()) else \
+            [(name, stacked.data) for name, stacked in data.items()]
+
+    def gather(self, indices: Sequence[int] | np.ndarray, out: Mapping[str, np.ndarray] | None = None
+               ) -> dict[str, np.ndarray]:
+        """The samples at `indices` as one batch per input: new arrays, or written into `out`'s arrays (e.g. shared
+        memory buffers the batch goes to) for the inputs it holds, which must be of fixed shape."""
         slots = self._slot[indices]
         if slots.min() < 0:
             missing = np.asarray(indices)[slots < 0][:5].tolist()
             raise RuntimeError(f"samples {missing} were issued but not loaded by LoadGen")
-        return self._data[slots] if out is None else np.take(self._data, slots, axis=0, out=out)
+        if out is None and self._rows:           # the common case, inline: it runs once per batch
+            batch = {}
+            for name, rows in self._rows:
+                batch[name] = rows[slots]
+            return batch
+        return {spec.name: gather_input(self._data[spec.name], slots, spec, (out or {}).get(spec.name))
+                for spec in self.inputs}
 
     def construct(self):
         import mlperf_loadgen as lg

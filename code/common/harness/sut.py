@@ -17,7 +17,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -25,7 +25,8 @@ from ..benchmark_api import Responses
 from ..constants import Scenario
 from .qsl import SampleLibrary
 
-Infer = Callable[[np.ndarray, np.ndarray], Responses]   # (batch, its QSL indices) -> its responses
+# ({input name: batch}, the batch's QSL indices) -> its responses
+Infer = Callable[[Mapping[str, np.ndarray], np.ndarray], Responses]
 _STOP = None
 
 

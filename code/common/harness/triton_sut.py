@@ -27,7 +27,7 @@ import numpy as np
 from ..benchmark_api import Responses
 from ..constants import Scenario
 from ..records.record import split_address
-from ..triton.inputs import InputLayout, endpoint_inputs
+from ..triton.inputs import RequestLayout, endpoint_inputs
 from .qsl import SampleLibrary
 from .sut import Counters, complete_empty, complete_responses
 
@@ -58,7 +58,7 @@ class RemoteModel:
     """The model every endpoint serves, as requests name it."""
 
     name: str
-    input: InputLayout
+    inputs: RequestLayout
     output_names: tuple[str, ...]
 
 
@@ -86,7 +86,7 @@ class TritonSUT:
         self.endpoints = [Endpoint(url, (connect or grpc_connect)(url)) for url in urls]
         try:
             for number, endpoint in enumerate(self.endpoints):
-                endpoint.inputs = endpoint_inputs(endpoint.url, endpoint.client, model.input, in_flight, str(number))
+                endpoint.inputs = endpoint_inputs(endpoint.url, endpoint.client, model.inputs, in_flight, str(number))
         except BaseException:
             self._close_endpoints()
             raise
@@ -211,9 +211,9 @@ class TritonSUT:
 
         answered = partial(self._answered, endpoint, slot, ids, indices)
         try:
-            request = endpoint.inputs.request(self.qsl, indices, slot)
+            requests = endpoint.inputs.request(self.qsl, indices, slot)
             outputs = [grpcclient.InferRequestedOutput(name) for name in self.model.output_names]
-            endpoint.client.async_infer(self.model.name, [request], answered, outputs=outputs,
+            endpoint.client.async_infer(self.model.name, requests, answered, outputs=outputs,
                                         client_timeout=self.request_timeout_s)
         except BaseException as error:  # noqa: BLE001  recorded as the run's failure, never swallowed
             answered(None, error)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..backends import threads_per_instance
 from ..errors import EXIT_FAILURE, UserError
-from ..triton.inputs import InputLayout
+from ..triton.inputs import InputLayout, RequestLayout
 from ..triton.repository import TritonModel, engine_outputs, triton_dtype
 from .qsl import SampleLibrary
 from .spec import RunSpec
@@ -37,17 +37,18 @@ def triton_model(benchmark_name: str, model_spec, engine: Path, manifest: dict, 
     """The repository entry of an engine, from its config fields (batch_size, instances, server_batch_timeout_us)."""
     return TritonModel(
         name=model_name(benchmark_name), engine=Path(engine).resolve(), engine_sha256=str(manifest["engine_sha256"]),
-        toolkit_backend=str(fields["backend"]), device=str(manifest.get("device", "cpu")), input=model_spec.input,
+        toolkit_backend=str(fields["backend"]), device=str(manifest.get("device", "cpu")), inputs=model_spec.inputs,
         outputs=engine_outputs(Path(engine)), max_batch_size=int(fields["batch_size"]),
         instances=int(fields["instances"]), threads=threads_per_instance(fields, cpu_cores),
         max_queue_delay_us=int(fields.get("server_batch_timeout_us") or 0))
 
 
-def input_layout(model: TritonModel) -> InputLayout:
-    """How requests carry the model's input: its name and types, and its fixed per-sample shape, if it has one."""
-    spec = model.input
-    return InputLayout(spec.name, triton_dtype(spec.dtype), spec.dtype,
-                       tuple(int(d) for d in spec.shape) if spec.fixed else None, model.max_batch_size)
+def request_layout(model: TritonModel) -> RequestLayout:
+    """How requests carry the model's inputs: their names and types, and each one's fixed per-sample shape, if it
+    has one."""
+    return RequestLayout(tuple(InputLayout(spec.name, triton_dtype(spec.dtype), spec.dtype,
+                                           tuple(int(d) for d in spec.shape) if spec.fixed else None)
+                               for spec in model.inputs), model.max_batch_size)
 
 
 def model_name(benchmark_name: str) -> str:
@@ -98,8 +99,8 @@ def triton_system(spec: RunSpec, benchmark, samples, log_dir: Path):
     try:
         infos = [describe(url, model.name) for url in urls]
         check_engines(infos, model)
-        remote = RemoteModel(model.name, input_layout(model), tuple(o.name for o in model.outputs))
-        qsl = SampleLibrary(samples, spec.performance_sample_count)
+        remote = RemoteModel(model.name, request_layout(model), tuple(o.name for o in model.outputs))
+        qsl = SampleLibrary(samples, spec.performance_sample_count, model.inputs)
         sut = TritonSUT(spec.scenario_enum, qsl, urls, remote, benchmark.postprocessor(spec.model, samples),
                         int(fields["batch_size"]), int(fields["triton_in_flight"]),
                         float(fields["triton_request_timeout_s"]), servers=servers, infos=infos)

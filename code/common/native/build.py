@@ -1,4 +1,4 @@
-"""Build the native harness core: LoadGen 6.0.17 from its sdist (pinned by sha256) and native/src, with CMake.
+"""Build the native harness core: LoadGen 6.0.17 from its sdist (pinned by sha256) and native/, with CMake.
 
 The PyPI wheel of LoadGen hides its C++ symbols, so a separate extension cannot complete samples into it. The
 sdist holds LoadGen's C++ sources, its Python bindings and generated/version_generated.cc; built as one shared
@@ -6,9 +6,10 @@ library with both Python modules linked to it (LoadGen's `mlperf_loadgen` and th
 one LoadGen instance serves the Python side and the C++ SUT, and runs log the wheel's loadgen_version and git
 fields (the file is used as shipped, never regenerated). Measured: a build takes about 30 s on 2 cores.
 
-Output: build/native/lib/{libloadgen.so, mlperf_loadgen*.so, toolkit_native*.so} and a stamp naming what it
-was built from and the digest of every file the build wrote; a build whose sources and compiler flags are
-unchanged and whose files are as written is not redone (a deleted, truncated or changed file means rebuild).
+Output: build/native/lib/{libloadgen.so, mlperf_loadgen*.so, toolkit_native*.so, toolkit_native.pyi} and a stamp
+naming what it was built from and the digest of every file the build wrote; a build whose sources (all of native/)
+and compiler flags are unchanged and whose files are as written is not redone (a deleted, truncated or changed file
+means rebuild). Which C++ backends the core holds is CMake's choice (native/CMakeLists.txt: one option each).
 """
 from __future__ import annotations
 
@@ -138,7 +139,7 @@ def build_native(build_root: Path, cache: Path, log=print, jobs: int = 2) -> Nat
     cmake_dir = root / "cmake"
     shutil.rmtree(cmake_dir, ignore_errors=True)
     shutil.rmtree(lib, ignore_errors=True)     # every file installed anew: none kept because its time looks current
-    log(f"building the native harness core (LoadGen from {sdist.name}, native/src) ...")
+    log(f"building the native harness core (LoadGen from {sdist.name}, native/) ...")
     steps = [["cmake", "-S", str(SOURCE_DIR), "-B", str(cmake_dir), f"-DLOADGEN_DIR={loadgen}",
               f"-Dpybind11_DIR={pybind11.get_cmake_dir()}", f"-DPython_EXECUTABLE={sys.executable}",
               "-DCMAKE_BUILD_TYPE=Release"],

@@ -7,7 +7,8 @@
   loadgen/benchmark/repro.cpp): the limit;
 - `reference-batched`: the same, completing in calls of the native harness's batch size (NATIVE_BATCH): LoadGen's
   own cost per completed sample then falls inside the measured time, as for any SUT that completes batch by batch;
-- `native`: the native harness core (toolkit_native.Sut) with its C++ null backend;
+- `native`: the native harness core (toolkit_native.Sut) with its C++ null backend (created by name, as a backend
+  plug-in's C++ runner is);
 - `python`: the Python harness (HarnessSUT) with a backend that returns at once.
 The target is server_target_qps (Server, p99 bound 10 ms) or offline_expected_qps (Offline), the run lasts at least
 `seconds`. Prints one JSON line: validity, the Server p99 latency, the samples/s LoadGen measured, the SUT's counters.
@@ -38,8 +39,11 @@ NATIVE_INSTANCES, NATIVE_BATCH, NATIVE_TIMEOUT_US = 1, 64, 200
 PYTHON_INSTANCES, PYTHON_BATCH, PYTHON_TIMEOUT_US = 1, 64, 200
 
 
-def _samples(indices) -> np.ndarray:
-    return np.zeros((len(indices), SAMPLE_FLOATS), dtype=np.float32)
+INPUT = ("input", "float32", (SAMPLE_FLOATS,))   # one named input (name, dtype, per-sample shape)
+
+
+def _samples(indices) -> list[tuple[np.ndarray, None]]:
+    return [(np.zeros((len(indices), SAMPLE_FLOATS), dtype=np.float32), None)]
 
 
 def _settings(lg, scenario: str, target: float, seconds: float):
@@ -55,7 +59,7 @@ def _settings(lg, scenario: str, target: float, seconds: float):
 
 def _python_sut(scenario: str):
     """The toolkit's Python harness and sample library, with a backend that returns at once."""
-    from ..benchmark_api import Responses
+    from ..benchmark_api import Responses, TensorSpec
     from ..constants import Scenario
     from ..harness.qsl import SampleLibrary
     from ..harness.sut import HarnessSUT
@@ -73,10 +77,10 @@ def _python_sut(scenario: str):
     zeros = np.zeros(512 * RESPONSE_BYTES, dtype=np.uint8)          # HarnessSUT's largest item: 512 samples
     offsets = np.arange(513, dtype=np.int64) * RESPONSE_BYTES
 
-    def null_backend(batch: np.ndarray, indices: np.ndarray) -> Responses:
+    def null_backend(inputs: dict[str, np.ndarray], indices: np.ndarray) -> Responses:
         return Responses(zeros, offsets[:len(indices) + 1])
 
-    qsl = SampleLibrary(GeneratedSet(), SAMPLES)
+    qsl = SampleLibrary(GeneratedSet(), SAMPLES, (TensorSpec(*INPUT),))
     sut = HarnessSUT(Scenario.parse(scenario), qsl, [null_backend] * PYTHON_INSTANCES, PYTHON_BATCH,
                      PYTHON_TIMEOUT_US).start()
     return sut, sut.construct(), qsl.construct()
@@ -96,11 +100,14 @@ def run(lib: str, kind: str, scenario: str, outdir: Path, target: float, seconds
     else:
         import toolkit_native as tn
 
-        qsl = tn.SampleLibrary(SAMPLES, SAMPLES, _samples)
+        name, dtype, shape = INPUT
+        layout = tn.InputLayout(name, np.dtype(dtype).itemsize, list(shape), bytes(np.dtype(dtype).itemsize), [])
+        qsl = tn.SampleLibrary(SAMPLES, SAMPLES, [layout], _samples)
         if kind.startswith("reference"):
             sut = tn.ReferenceSut(NATIVE_BATCH if kind == "reference-batched" else 0)
         else:
-            sut = tn.Sut(qsl, [tn.NullBackend(RESPONSE_BYTES)] * NATIVE_INSTANCES, NATIVE_BATCH, NATIVE_TIMEOUT_US)
+            null = tn.create_backend("null", {"response_bytes": str(RESPONSE_BYTES)})
+            sut = tn.Sut(qsl, [null] * NATIVE_INSTANCES, NATIVE_BATCH, NATIVE_TIMEOUT_US)
             sut.start()
         sut_handle, qsl_handle = sut.handle, qsl.handle
     outdir.mkdir(parents=True, exist_ok=True)

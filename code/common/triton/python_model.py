@@ -23,17 +23,22 @@ class TritonPythonModel:
             sys.path.insert(0, params["toolkit_root"])
         from code.common.backends import create_backend
 
-        self.input_name = config["input"][0]["name"]
+        self.input_names = [spec["name"] for spec in config["input"]]
         self.output_names = [output["name"] for output in config["output"]]
         tail = str(args.get("model_instance_name", "")).rsplit("_", 1)[-1]
         self.backend = create_backend(Path(params["engine"]), backend=params["toolkit_backend"],
-                                      input_name=self.input_name, threads=int(params["threads"]),
+                                      input_names=self.input_names, threads=int(params["threads"]),
                                       device=params["device"], instance=int(tail) if tail.isdigit() else 0)
 
     def execute(self, requests):
-        arrays = [pb_utils.get_input_tensor_by_name(request, self.input_name).as_numpy() for request in requests]
+        # Triton's dynamic batcher groups only requests whose inputs have one shape, so they concatenate.
+        named = [{name: pb_utils.get_input_tensor_by_name(request, name).as_numpy() for name in self.input_names}
+                 for request in requests]
+        arrays = [inputs[self.input_names[0]] for inputs in named]
         try:
-            outputs = self.backend.infer(arrays[0] if len(arrays) == 1 else np.concatenate(arrays))
+            batch = named[0] if len(named) == 1 else \
+                {name: np.concatenate([inputs[name] for inputs in named]) for name in self.input_names}
+            outputs = self.backend.infer(batch)
             if len(outputs) != len(self.output_names):
                 raise RuntimeError(f"the engine returned {len(outputs)} outputs, the model config names "
                                    f"{len(self.output_names)}")

@@ -48,7 +48,7 @@ class TritonModel:
     engine_sha256: str
     toolkit_backend: str              # onnxruntime (python backend) or tensorrt (Triton's tensorrt backend)
     device: str                       # cpu or gpu
-    input: TensorSpec                 # one sample's input (no batch axis)
+    inputs: tuple[TensorSpec, ...]   # the model's named inputs, one sample each (no batch axis)
     outputs: tuple[TensorSpec, ...]   # the engine's outputs, in its order
     max_batch_size: int
     instances: int
@@ -80,7 +80,7 @@ def config_pbtxt(model: TritonModel) -> str:
     lines = [f'name: "{model.name}"',
              'backend: "tensorrt"' if model.tensorrt else 'backend: "python"',
              f"max_batch_size: {model.max_batch_size}",
-             "input [\n" + _tensor(model.input) + "\n]",
+             "input [\n" + ",\n".join(_tensor(i) for i in model.inputs) + "\n]",
              "output [\n" + ",\n".join(_tensor(o) for o in model.outputs) + "\n]",
              f"instance_group [\n  {{\n    count: {model.instances}\n    kind: {kind}\n  }}\n]",
              f"dynamic_batching {{\n  max_queue_delay_microseconds: {model.max_queue_delay_us}\n}}"]
