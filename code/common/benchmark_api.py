@@ -16,6 +16,7 @@ import numpy as np
 
 from .errors import UserError
 from .paths import Paths
+from .registry import Registry
 
 if TYPE_CHECKING:
     from .generation import GenerationSettings
@@ -54,7 +55,7 @@ class ModelSpec:
     # Records in one sample's response, typically, where it differs from the benchmark's ResponseFormat (a
     # detector keeping up to 300 boxes instead of 100): sizes the accuracy log in the run plan.
     typical_response_records: int | None = None
-    # An LLM decoder graph with a KV cache (the contract of code/llama3_1_8b/decoder_onnx.py), run token by token
+    # An LLM decoder graph with a KV cache (the contract of code/common/decoder_graph.py), run token by token
     # through code.common.generation rather than one fixed-size batch at a time.
     decoder: bool = False
 
@@ -288,19 +289,19 @@ class PackagedBenchmark:
         return None
 
 
-IMPLEMENTATIONS = {"resnet50": "code.resnet50.benchmark:BENCHMARK", "yolo": "code.yolo.benchmark:BENCHMARK",
-                   "llama3.1-8b": "code.llama3_1_8b.benchmark:BENCHMARK",
-                   "llama3.1-8b-edge": "code.llama3_1_8b.benchmark:EDGE_BENCHMARK"}
+# name -> "module:attribute" of its Benchmark object, imported on first use. A benchmark outside code/ registers
+# itself the same way from its own module.
+IMPLEMENTATIONS: "Registry[Benchmark]" = Registry(
+    "benchmark", unknown=lambda name: f"Benchmark '{name}' has no implementation in this toolkit yet.")
+IMPLEMENTATIONS.register("resnet50", "code.resnet50.benchmark:BENCHMARK")
+IMPLEMENTATIONS.register("yolo", "code.yolo.benchmark:BENCHMARK")
+IMPLEMENTATIONS.register("llama3.1-8b", "code.llama3_1_8b.benchmark:BENCHMARK")
+IMPLEMENTATIONS.register("llama3.1-8b-edge", "code.llama3_1_8b.benchmark:EDGE_BENCHMARK")
 
 
 def get_benchmark(name: str) -> Benchmark:
     """The implementation of a benchmark, imported on first use."""
-    try:
-        module, _, attribute = IMPLEMENTATIONS[name].partition(":")
-    except KeyError:
-        raise UserError(f"Benchmark '{name}' has no implementation in this toolkit yet; "
-                        f"implemented: {', '.join(IMPLEMENTATIONS)}.") from None
-    return getattr(importlib.import_module(module), attribute)
+    return IMPLEMENTATIONS.get(name)
 
 
 def iter_batches(indices: Sequence[int], batch_size: int) -> Iterator[Sequence[int]]:
