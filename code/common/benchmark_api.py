@@ -207,6 +207,9 @@ Postprocess = Callable[[Sequence[np.ndarray], np.ndarray], Responses]   # (outpu
 
 class Benchmark(Protocol):
     name: str                                  # toolkit benchmark name, e.g. "resnet50"
+    # Whether it generates tokens (an LLM): its `generation` gives settings, its samples are prompts, the harness
+    # streams tokens, and the generation fields (fields.py, `generative`) apply to it.
+    generates_tokens: bool
     models: Mapping[str, ModelSpec]
     datasets: Mapping[str, DatasetSpec]
     response: ResponseFormat                   # each sample's response in the accuracy log
@@ -258,6 +261,7 @@ class PackagedBenchmark:
     `response` and `embedded_default`, and writes `postprocessor` and `score`."""
 
     package: str                               # e.g. "code.resnet50"
+    generates_tokens: bool = False
 
     def _module(self, name: str):
         return importlib.import_module(f"{self.package}.{name}")
@@ -302,6 +306,11 @@ IMPLEMENTATIONS.register("llama3.1-8b-edge", "code.llama3_1_8b.benchmark:EDGE_BE
 def get_benchmark(name: str) -> Benchmark:
     """The implementation of a benchmark, imported on first use."""
     return IMPLEMENTATIONS.get(name)
+
+
+def generates_tokens(name: str) -> bool:
+    """Whether the registered benchmark `name` generates tokens (False for a name not registered)."""
+    return name in IMPLEMENTATIONS and bool(get_benchmark(name).generates_tokens)
 
 
 def iter_batches(indices: Sequence[int], batch_size: int) -> Iterator[Sequence[int]]:

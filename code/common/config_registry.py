@@ -134,8 +134,8 @@ def validate_class(cls: type) -> None:
         if not spec.applies_to(cls.scenario):
             raise UserError(f"{where} sets '{name}', which does not apply to the {cls.scenario.value} scenario.")
         if not spec.applies_to(cls.scenario, benchmark=cls.benchmark):
-            raise UserError(f"{where} sets '{name}', which applies to {', '.join(sorted(spec.benchmarks or ()))} "
-                            f"only, not to {cls.benchmark}.")
+            raise UserError(f"{where} sets '{name}', which applies to the benchmarks that generate tokens only, "
+                            f"not to {cls.benchmark}.")
         if isinstance(value, PerCore):
             _check_per_core(spec, value, where)
         elif value is not None:

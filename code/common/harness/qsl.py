@@ -8,6 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from ..benchmark_api import PreprocessedSet
+from .sut_base import QSLBase
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def stack_samples(samples: PreprocessedSet, indices: Sequence[int]) -> np.ndarra
     return data
 
 
-class SampleLibrary:
+class SampleLibrary(QSLBase):
     """Loads the samples LoadGen asks for into one contiguous array; `gather` builds a batch by index."""
 
     def __init__(self, samples: PreprocessedSet, performance_count: int) -> None:
@@ -91,8 +92,3 @@ class SampleLibrary:
             missing = np.asarray(indices)[slots < 0][:5].tolist()
             raise RuntimeError(f"samples {missing} were issued but not loaded by LoadGen")
         return self._data[slots] if out is None else np.take(self._data, slots, axis=0, out=out)
-
-    def construct(self):
-        import mlperf_loadgen as lg
-
-        return lg.ConstructQSL(self.total, self.performance_count, self.load, self.unload)

@@ -1,0 +1,234 @@
+"""The harness plug-in point: how queries reach an engine, chosen by `--harness_type` (and, where one harness type
+has several implementations, by `harness_impl`).
+
+A harness plug-in declares, in one class of its own module:
+- `name` (its registry key), the `harness_type` it serves, its `implementation` among that type's (the value of
+  `harness_impl` that names it), and whether it serves benchmarks that generate tokens (`generates_tokens`);
+- its config `fields` (added to the field catalogue: fields.py gathers them through this registry);
+- whether it needs a local engine file (`needs_engine`);
+- `why_not`: why it cannot run a test here (None when it can), which decides the implementation of a test;
+- `preflight`: before any test starts, why the environment cannot run it and what fixes it;
+- the environment `make build` and `make run` make for it, and its rows of `make build`'s table;
+- `create`: the factory of its system under test and sample library, in the test's own process;
+- the figures `make bench` measures for it, where it has its own.
+Its system under test derives from sut_base.SUTBase (counters, error capture, empty completions, progress, LoadGen
+construct/destroy) and writes only how issued samples reach its engine; its endpoints go into the run's record.
+
+The run planner, the child process, `make build` and `make bench` ask this registry and never name a harness.
+Adding a harness is adding its module and registering it: `HARNESSES.register(name, "module:Class")`, one line
+below for the toolkit's own, or from the plug-in's own module (documentation/harness.md, "Adding a harness").
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from ..errors import UserError
+from ..registry import Registry
+
+if TYPE_CHECKING:
+    from ..benchmark_api import Benchmark, PreprocessedSet
+    from ..config_registry import ResolvedConfig
+    from ..fields import Field
+    from ..generation import GenerationSettings
+    from ..paths import Paths
+    from .spec import RunSpec
+    from .sut_base import QSLBase, SUTBase
+
+IMPL_FIELD = "harness_impl"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What decides whether an implementation can run a test."""
+
+    benchmark: str
+    model: str
+    generates_tokens: bool
+    harness_type: str          # the --harness_type value
+    build_root: Path           # the build folder (compiled parts, e.g. the native core)
+
+
+@dataclass(frozen=True)
+class HarnessRun:
+    """What a harness's factory gets, in the test's own process."""
+
+    spec: "RunSpec"
+    benchmark: "Benchmark"
+    samples: "PreprocessedSet"            # cut to total_sample_count where the config caps it
+    paths: "Paths"
+    log_dir: Path
+    generation: "GenerationSettings | None"   # how to generate, for a benchmark that generates tokens
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        return self.spec.fields
+
+
+class HarnessPlugin:
+    """Base of harness plug-ins: the defaults of a harness that needs nothing beyond this environment."""
+
+    name: str
+    harness_type: str
+    implementation: str = "python"
+    generates_tokens: bool = False
+    needs_engine: bool = True
+    fields: tuple["Field", ...] = ()
+    description: str = ""
+
+    def why_not(self, selection: Selection) -> str | None:
+        """Why this implementation cannot run the test (None: it can). Asked only of the implementations of the
+        test's harness type and kind; an implementation asked for by name is asked too, whatever it serves."""
+        return None
+
+    def preflight(self, fields, args, paths: "Paths") -> None:
+        """Before any test starts: UserError saying why this environment cannot run the test and what fixes it
+        (the make target), where it cannot."""
+
+    def needs_environment(self, args, for_run: bool) -> bool:
+        """Whether `make build` (for_run False) or `make run` (True) makes an environment for this harness."""
+        return False
+
+    def make_environment(self, ctx) -> None:
+        """Make (or check, when up to date) what this harness needs beyond .venv."""
+
+    def capabilities(self, ctx) -> list[tuple[str, str, str]]:
+        """Rows of `make build`'s table: (component, version or state, details)."""
+        return []
+
+    def run_options(self, args, paths: "Paths") -> dict[str, Any]:
+        """What the test's process needs from the invocation (kept in its run spec), e.g. endpoints."""
+        return {}
+
+    def prepare_process(self, spec: "RunSpec") -> None:
+        """In the test's process, before anything imports LoadGen (RuntimeError or ImportError: it cannot start)."""
+
+    def loadgen_build(self, spec: "RunSpec") -> str:
+        """Which LoadGen the test runs on, in words, for its record."""
+        import importlib.metadata
+
+        return f"wheel: mlcommons-loadgen {importlib.metadata.version('mlcommons-loadgen')}"
+
+    def interrupted(self) -> None:
+        """A stop signal or a vanished parent ends the test's process: release what must not outlive it (e.g. a
+        local server). Runs in a signal handler: no waiting, nothing new imported."""
+
+    def create(self, run: HarnessRun) -> tuple["SUTBase", "QSLBase"]:
+        """The started system under test and its sample library."""
+        raise NotImplementedError
+
+    # `make bench`'s figures of this harness where it has its own, instead of the in-process ones (b) to (e):
+    # "module:function" of `(bench, ctx, benchmark_name) -> figures`, imported when bench runs.
+    bench_figures: str | None = None
+    # Figures `make bench` adds beside its overhead probe (a), e.g. a compiled core's ceiling: "module:function" of
+    # `(bench, ctx) -> figures`.
+    overhead_figures: str | None = None
+
+
+# name -> "module:Class", each class instantiated on first use. The order is the order of choice among the
+# implementations of one harness type, and of `make build`'s rows.
+HARNESSES: "Registry[HarnessPlugin]" = Registry("harness", make=lambda cls: cls())
+HARNESSES.register("native", "code.common.harness.plugins.inprocess:NativeHarness")
+HARNESSES.register("python", "code.common.harness.plugins.inprocess:PythonHarness")
+HARNESSES.register("llm", "code.common.harness.plugins.llm:LLMHarness")
+HARNESSES.register("triton", "code.common.harness.plugins.triton:TritonHarness")
+
+
+def get_harness(name: str) -> HarnessPlugin:
+    return HARNESSES.get(name)
+
+
+_declared: tuple[int, list["Field"]] = (-1, [])
+
+
+def declared_fields() -> tuple[int, list["Field"]]:
+    """(the registry's version, the config fields of the harness plug-in point): `harness_impl`, whose choices are
+    the registered implementations, and every harness's own. fields.py's catalogue adds them."""
+    global _declared
+    if _declared[0] != HARNESSES.version:
+        from ..fields import Field
+
+        choice = Field(IMPL_FIELD, str, "native", "Implementation of the harness where its type has several: for "
+                       "lwis, native (the C++ core: issue, batching, sample gathering and completions without "
+                       "Python, the backend called once per batch) or python (all in Python). Where the native core "
+                       "is not built (`make build`), or for a harness it does not implement (the LLM and Triton "
+                       "harnesses), the default falls back to python.", choices=implementations())
+        _declared = (HARNESSES.version, [choice, *(f for plugin in HARNESSES.loaded() for f in plugin.fields)])
+    return _declared
+
+
+def implementations() -> tuple[str, ...]:
+    """The values `harness_impl` may take."""
+    return tuple(dict.fromkeys(plugin.implementation for plugin in HARNESSES.loaded()))
+
+
+def of_type(harness_type: str, generates_tokens: bool | None = None) -> list[HarnessPlugin]:
+    """The plug-ins serving `harness_type` (and, unless None, benchmarks that generate tokens or not), in order."""
+    return [p for p in HARNESSES.loaded() if p.harness_type == harness_type
+            and (generates_tokens is None or p.generates_tokens == generates_tokens)]
+
+
+def selection(config: "ResolvedConfig", harness_type: str, build_root: Path) -> Selection:
+    from ..benchmark_api import generates_tokens
+
+    return Selection(config.benchmark, config["model"], generates_tokens(config.benchmark), harness_type,
+                     Path(build_root))
+
+
+def fallback_source(why: str) -> str:
+    """The source of a default implementation that could not run: still the field's default (never asked again)."""
+    from ..config_registry import FIELD_DEFAULT
+
+    return f"{FIELD_DEFAULT} (python fallback: {why})"
+
+
+def settle(config: "ResolvedConfig", harness_type: str, build_root: Path) -> "ResolvedConfig":
+    """`config` with the implementation that will run: the one `harness_impl` names where it can, else (where the
+    value is the default) the first of the harness type's that can, with the reason in the value's source (kept in
+    metadata.json; still a default, so a command that repeats the run does not ask for it). UserError when the
+    invocation asked for an implementation that cannot run."""
+    from ..config_registry import set_by_invocation
+
+    asked = config.get(IMPL_FIELD)
+    if asked is None:
+        return config
+    where = selection(config, harness_type, build_root)
+    candidates = of_type(harness_type, where.generates_tokens)
+    named = next((p for p in candidates if p.implementation == asked), None) or \
+        next((p for p in HARNESSES.loaded() if p.implementation == asked), None)
+    why = named.why_not(where) if named is not None else f"no harness implementation is named {asked}"
+    if why is None and named in candidates:
+        return config
+    if why is None:
+        why = f"the {harness_type} harness has no {asked} implementation"
+    if set_by_invocation(config.sources[IMPL_FIELD]):
+        raise UserError(f"--{IMPL_FIELD}={asked} cannot run {config.benchmark} {config.scenario.value}: {why}. "
+                        f"Leave --{IMPL_FIELD} out, or set --{IMPL_FIELD}="
+                        f"{'/'.join(p.implementation for p in candidates if p.implementation != asked) or 'python'}.")
+    fallback = next((p for p in candidates if p.why_not(where) is None), None)
+    if fallback is None:
+        return config      # nothing else can run it: the planner says why (choose)
+    return dataclasses.replace(
+        config, values=MappingProxyType({**config.values, IMPL_FIELD: fallback.implementation}),
+        sources=MappingProxyType({**config.sources, IMPL_FIELD: fallback_source(why)}))
+
+
+def choose(config: "ResolvedConfig", harness_type: str, build_root: Path) -> HarnessPlugin:
+    """The plug-in that runs a test of the settled `config`; UserError saying why none can."""
+    where = selection(config, harness_type, build_root)
+    candidates = of_type(harness_type, where.generates_tokens)
+    asked = config.get(IMPL_FIELD)
+    for plugin in sorted(candidates, key=lambda p: p.implementation != asked):
+        if plugin.why_not(where) is None:
+            return plugin
+    kind = "generates tokens" if where.generates_tokens else "runs one call per batch"
+    serving = [f"--harness_type={p.harness_type} ({p.name})" for p in HARNESSES.loaded()
+               if p.generates_tokens == where.generates_tokens]
+    if not candidates:
+        raise UserError(f"{config.benchmark} {kind}, and no harness of type {harness_type} serves such a benchmark. "
+                        f"Harnesses that do: {', '.join(serving) or 'none'}.")
+    reasons = "; ".join(f"{p.name}: {p.why_not(where)}" for p in candidates)
+    raise UserError(f"No implementation of the {harness_type} harness can run {config.benchmark} here ({reasons}).")
