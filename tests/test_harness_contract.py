@@ -238,5 +238,39 @@ def test_every_harness_completes_every_sample_once_with_its_engines_response(nam
         assert sum(e["samples"] for e in result["endpoints"]) == SAMPLES   # what served it is on the record
 
 
+# -- a harness that lives only in tests/ ----------------------------------------------------------------------------
+def test_a_harness_living_in_tests_plugs_in_by_registration_alone(scratch, tmp_path):
+    """tests/tiny_harness.py registers itself; the toolkit's child process runs a planned test on it."""
+    from code.common.fields import FIELDS
+    from code.common.harness.metadata import read_metadata
+    from code.common.harness.runner import run_test
+    from code.common.harness.spec import RunSpec
+    from code.main import main
+
+    from . import tiny_harness
+    from .conftest import EMBEDDED
+
+    assert tiny_harness.NAME in HARNESSES and "echo_note" in FIELDS       # its field is in the catalogue
+    planned = tmp_path / "planned"
+    args = ["--scenarios=offline", *EMBEDDED, "--test_mode=AccuracyOnly", f"--scratch_path={scratch}",
+            f"--log_dir={planned}"]
+    assert main(["--action=generate_engines", *args], log=print) == 0
+    assert main(["--action=run_harness", *args], log=print) == 0
+    spec = RunSpec.load(next(planned.rglob("run_spec.json")))
+    spec = RunSpec(**{**spec.__dict__, "log_dir": str(tmp_path / "echo"), "harness": tiny_harness.NAME,
+                      "harness_options": {}})
+    try:
+        record = run_test(spec, REPO, child_module="tests.tiny_harness")
+    finally:
+        HARNESSES.unregister(tiny_harness.NAME)
+    assert "echo_note" not in FIELDS
+    assert record.status == "completed", record.error
+    assert record.accuracy is not None and record.accuracy.samples == 20
+    assert record.loadgen.errors == () and record.loadgen.build.startswith("wheel: mlcommons-loadgen")
+    entries = json.loads((tmp_path / "echo" / "mlperf_log_accuracy.json").read_text())
+    assert sorted(e["qsl_idx"] for e in entries) == list(range(20))
+    assert all(len(bytes.fromhex(e["data"])) == 4 for e in entries)     # one int32 class id each
+
+
 if __name__ == "__main__":
     child(json.loads(Path(sys.argv[1]).read_text()))

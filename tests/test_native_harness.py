@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from code.common.config_registry import ConfigRegistry
-from code.common.constants import HarnessType, Scenario, WorkloadSetting
+from code.common.constants import Scenario, WorkloadSetting
 from code.common.errors import UserError
 from code.common.harness import plugin
 from code.common.harness.metadata import find_metadata, read_metadata

@@ -207,7 +207,7 @@ class ContinuousBatchingEngine:
     def _report(self, ids: np.ndarray, tokens: np.ndarray, done: np.ndarray) -> None:
         """One chunk of one token per row, in row order."""
         chunk = self._stream.chunk
-        for request_id, token, final in zip(ids.tolist(), tokens.tolist(), done.tolist()):
+        for request_id, token, final in zip(ids.tolist(), tokens.tolist(), done.tolist(), strict=True):
             chunk(request_id, (token,), final)
 
     def _leave(self, instance: _Instance, done: np.ndarray) -> None:

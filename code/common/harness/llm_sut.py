@@ -136,7 +136,7 @@ class StreamingSUT(SUTBase):
     def issue(self, ids: list[int], indices: list[int]) -> None:
         try:
             requests = [Request(int(sample_id), self.prompts.prompt(int(index)), self.settings)
-                        for sample_id, index in zip(ids, indices)]
+                        for sample_id, index in zip(ids, indices, strict=True)]
         except BaseException as error:  # noqa: BLE001  kept as the run's failure; LoadGen must still end
             self.count_issued(len(ids))
             self.fail(error)
@@ -148,7 +148,7 @@ class StreamingSUT(SUTBase):
                 self._calls.put(lambda: self.complete_empty(ids, first_token_missing=True))
                 return
             shares = self._share(requests)
-        for engine, share in zip(self.engines, shares):
+        for engine, share in zip(self.engines, shares, strict=True):
             if share:
                 engine.submit(share)
 

@@ -41,7 +41,7 @@ def complete_responses(lg, ids: np.ndarray, responses: Responses) -> None:
     base = responses.data.__array_interface__["data"][0]   # contiguous: Responses checks it
     addresses, sizes = (offsets[:-1] + base).tolist(), np.diff(offsets).tolist()
     response = lg.QuerySampleResponse
-    lg.QuerySamplesComplete([response(i, a, n) for i, a, n in zip(ids.tolist(), addresses, sizes)])
+    lg.QuerySamplesComplete([response(i, a, n) for i, a, n in zip(ids.tolist(), addresses, sizes, strict=True)])
 
 
 class SUTBase:
