@@ -242,7 +242,6 @@ def test_every_harness_completes_every_sample_once_with_its_engines_response(nam
 def test_a_harness_living_in_tests_plugs_in_by_registration_alone(scratch, tmp_path):
     """tests/tiny_harness.py registers itself; the toolkit's child process runs a planned test on it."""
     from code.common.fields import FIELDS
-    from code.common.harness.metadata import read_metadata
     from code.common.harness.runner import run_test
     from code.common.harness.spec import RunSpec
     from code.main import main
