@@ -296,11 +296,12 @@ class PackagedBenchmark:
 # name -> "module:attribute" of its Benchmark object, imported on first use. A benchmark outside code/ registers
 # itself the same way from its own module.
 IMPLEMENTATIONS: "Registry[Benchmark]" = Registry(
-    "benchmark", unknown=lambda name: f"Benchmark '{name}' has no implementation in this toolkit yet.")
-IMPLEMENTATIONS.register("resnet50", "code.resnet50.benchmark:BENCHMARK")
-IMPLEMENTATIONS.register("yolo", "code.yolo.benchmark:BENCHMARK")
-IMPLEMENTATIONS.register("llama3.1-8b", "code.llama3_1_8b.benchmark:BENCHMARK")
-IMPLEMENTATIONS.register("llama3.1-8b-edge", "code.llama3_1_8b.benchmark:EDGE_BENCHMARK")
+    "benchmark", unknown=lambda name: f"Benchmark '{name}' has no implementation in this toolkit yet.", entries={
+        "resnet50": "code.resnet50.benchmark:BENCHMARK",
+        "yolo": "code.yolo.benchmark:BENCHMARK",
+        "llama3.1-8b": "code.llama3_1_8b.benchmark:BENCHMARK",
+        "llama3.1-8b-edge": "code.llama3_1_8b.benchmark:EDGE_BENCHMARK",
+    })
 
 
 def get_benchmark(name: str) -> Benchmark:

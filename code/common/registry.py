@@ -10,7 +10,8 @@ from __future__ import annotations
 import difflib
 import importlib
 import sys
-from typing import Any, Callable, Generic, Iterator, TypeVar
+from types import MappingProxyType
+from typing import Any, Callable, Generic, Iterator, Mapping, TypeVar
 
 from .errors import UserError
 
@@ -32,11 +33,13 @@ class Registry(Generic[T]):
 
     `kind` names what is registered, for messages ("backend", "benchmark", "harness"); `package` anchors relative
     module names of lazy entries; `make` turns a resolved attribute into the plug-in (e.g. a class into its
-    instance); `unknown` words the start of the message for an unknown name (default: "Unknown <kind> '<name>'.").
+    instance); `unknown` words the start of the message for an unknown name (default: "Unknown <kind> '<name>'.");
+    `entries` are registered at once, in order (the toolkit's own plug-ins).
     """
 
     def __init__(self, kind: str, *, package: str | None = None, make: Callable[[Any], T] | None = None,
-                 unknown: Callable[[str], str] | None = None) -> None:
+                 unknown: Callable[[str], str] | None = None, entries: Mapping[str, str] = MappingProxyType({})
+                 ) -> None:
         self.kind = kind
         self._package = package
         self._make = make
@@ -44,6 +47,8 @@ class Registry(Generic[T]):
         self._entries: dict[str, tuple[Any, str]] = {}    # name -> (target, where it was registered)
         self._loaded: dict[str, T] = {}
         self.version = 0                                  # grows with every change (caches derived from entries)
+        for name, target in entries.items():
+            self.register(name, target, where=_caller(1))
 
     # -- registering -------------------------------------------------------------------------------
     def register(self, name: str, target: T | str, *, where: str | None = None) -> None:

@@ -3,8 +3,8 @@
 A backend declares, in one class of its own module, its engine files (extension, whether a file is built for one
 batch size), the precisions it builds, how to tell whether it can run here, its builder and its runner. The
 engine builder, the harness and `make build` ask this registry and never name a backend. Adding a backend is
-adding its module and registering it (`BACKEND_PLUGINS.register(name, "module:Class")`: one line below for the
-toolkit's own, or in the plug-in's own module); nothing is imported until a backend is asked for.
+adding its module and registering it (`BACKEND_PLUGINS.register(name, "module:Class")` from the plug-in's own module,
+or one line in the table below for the toolkit's own); nothing is imported until a backend is asked for.
 """
 from __future__ import annotations
 
@@ -19,9 +19,10 @@ if TYPE_CHECKING:
     from .base import Backend
 
 # name -> "module:class" (relative to this package), each class instantiated on first use.
-BACKEND_PLUGINS: "Registry[BackendPlugin]" = Registry("backend", package=__package__, make=lambda cls: cls())
-BACKEND_PLUGINS.register("onnxruntime", ".onnxruntime_plugin:OnnxRuntimePlugin")
-BACKEND_PLUGINS.register("tensorrt", ".tensorrt_plugin:TensorRTPlugin")
+BACKEND_PLUGINS: "Registry[BackendPlugin]" = Registry("backend", package=__package__, make=lambda cls: cls(), entries={
+    "onnxruntime": ".onnxruntime_plugin:OnnxRuntimePlugin",
+    "tensorrt": ".tensorrt_plugin:TensorRTPlugin",
+})
 BACKENDS: tuple[str, ...] = BACKEND_PLUGINS.names()
 
 

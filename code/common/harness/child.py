@@ -38,7 +38,7 @@ from .lifecycle import ChildGuard
 from .metadata import (COMPLETED, FAILED, INTERRUPTED, AccuracyRecord, ConfigRecord, DataRecord, Durations,
                        EngineRecord, Invocation, LoadGenRecord, RunRecord, SystemRecord, log_digests,
                        reserve_record_space, write_metadata)
-from .plugin import HarnessRun, get_harness
+from .plugin import HARNESSES, HarnessRun
 from .record import TritonEndpointRecord, load_part
 from .progress import Progress
 from .qsl import first_samples
@@ -95,7 +95,7 @@ def _record_stop(spec: RunSpec, started: str) -> Callable[[str], None]:
     """What a stop signal or a vanished parent leaves behind: an `interrupted` record, no audit.config, nothing the
     harness started (e.g. a local server)."""
     def on_stop(reason: str) -> None:
-        get_harness(spec.harness).interrupted()
+        HARNESSES.get(spec.harness).interrupted()
         audit_path = audit_config_path(spec)
         if audit_path is not None:
             audit_path.unlink(missing_ok=True)
@@ -144,7 +144,7 @@ def _write_record(spec: RunSpec, log_dir: Path, record: RunRecord) -> bool:
 
 def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecord]:
     """The test itself: (exit status, its record)."""
-    plugin = get_harness(spec.harness)
+    plugin = HARNESSES.get(spec.harness)
     try:
         plugin.prepare_process(spec)     # before anything imports LoadGen
     except (RuntimeError, ImportError) as error:

@@ -130,15 +130,12 @@ class HarnessPlugin:
 
 # name -> "module:Class", each class instantiated on first use. The order is the order of choice among the
 # implementations of one harness type, and of `make build`'s rows.
-HARNESSES: "Registry[HarnessPlugin]" = Registry("harness", make=lambda cls: cls())
-HARNESSES.register("native", "code.common.harness.plugins.inprocess:NativeHarness")
-HARNESSES.register("python", "code.common.harness.plugins.inprocess:PythonHarness")
-HARNESSES.register("llm", "code.common.harness.plugins.llm:LLMHarness")
-HARNESSES.register("triton", "code.common.harness.plugins.triton:TritonHarness")
-
-
-def get_harness(name: str) -> HarnessPlugin:
-    return HARNESSES.get(name)
+HARNESSES: "Registry[HarnessPlugin]" = Registry("harness", make=lambda cls: cls(), entries={
+    "native": "code.common.harness.plugins.inprocess:NativeHarness",
+    "python": "code.common.harness.plugins.inprocess:PythonHarness",
+    "llm": "code.common.harness.plugins.llm:LLMHarness",
+    "triton": "code.common.harness.plugins.triton:TritonHarness",
+})
 
 
 _declared: tuple[int, list["Field"]] = (-1, [])
