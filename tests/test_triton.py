@@ -379,8 +379,8 @@ def test_only_a_local_triton_server_needs_the_triton_environment():
     from code.common.harness.plugin import HARNESSES
 
     def needs(*flags: str, for_run: bool = True) -> bool:
-        return HARNESSES.get("triton").needs_environment(parse_run_args(["--action=run", *flags], ["run"], ["resnet50"]),
-                                                       for_run)
+        args = parse_run_args(["--action=run", *flags], ["run"], ["resnet50"])
+        return HARNESSES.get("triton").needs_environment(args, for_run)
 
     assert needs(TRITON) and needs(TRITON, "--triton_endpoints=node1:8001", for_run=False)   # make build: always
     assert not needs(TRITON, "--triton_endpoints=node1:8001")
