@@ -22,7 +22,7 @@ import pytest
 
 from code.common.benchmark_api import ModelSpec, Responses, TensorSpec
 from code.common.constants import Scenario, TestMode
-from code.common.harness.plugin import HARNESSES, HarnessRun
+from code.common.harness.registry import HARNESSES, HarnessRun
 
 from .conftest import REPO
 
@@ -186,7 +186,7 @@ def options(name: str) -> dict[str, Any]:
     """What the plug-in takes from an invocation, here; skips, saying why, where it cannot run on this machine (its
     own why_not and pre-flight check: the native core not built, no Triton environment)."""
     from code.common.errors import UserError
-    from code.common.harness.plugin import Selection
+    from code.common.harness.registry import Selection
     from code.common.paths import Paths
 
     plugin = HARNESSES.get(name)

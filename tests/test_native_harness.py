@@ -14,7 +14,7 @@ import pytest
 from code.common.config_registry import ConfigRegistry
 from code.common.constants import Scenario, WorkloadSetting
 from code.common.errors import UserError
-from code.common.harness import plugin
+from code.common.harness import registry as harnesses
 from code.common.harness.metadata import find_metadata, read_metadata
 from code.common.native.build import LOADGEN_SDIST_SHA256, not_ready
 from code.common.paths import Paths
@@ -33,7 +33,7 @@ def resolved(benchmark: str = "resnet50", **overrides):
 # -- which implementation runs ------------------------------------------------------------------------------------
 def test_the_default_falls_back_to_python_where_the_core_is_not_built(tmp_path):
     assert not_ready(tmp_path) == "the native core is not built (`make build` builds it)"
-    config = plugin.settle(resolved(), "lwis", tmp_path)
+    config = harnesses.settle(resolved(), "lwis", tmp_path)
     assert config["harness_impl"] == "python"
     assert config.sources["harness_impl"] == \
         "default (python fallback: the native core is not built (`make build` builds it))"
@@ -43,19 +43,19 @@ def test_the_default_falls_back_to_python_where_the_core_is_not_built(tmp_path):
 def test_native_asked_for_where_it_cannot_serve_stops_the_plan(tmp_path):
     with pytest.raises(UserError, match=r"--harness_impl=native cannot run resnet50 Offline: the native core is "
                                         r"not built \(`make build` builds it\)\. Leave --harness_impl out"):
-        plugin.settle(resolved(harness_impl="native"), "lwis", tmp_path)
+        harnesses.settle(resolved(harness_impl="native"), "lwis", tmp_path)
     with pytest.raises(UserError, match="the triton harness has one implementation, in Python"):
-        plugin.settle(resolved(harness_impl="native"), "triton", tmp_path)
+        harnesses.settle(resolved(harness_impl="native"), "triton", tmp_path)
 
 
 def test_the_llm_harness_and_python_asked_for_stay_python(native_lib):
     build_root = native_lib.parent.parent
-    llm = plugin.settle(resolved("llama3.1-8b"), "lwis", build_root)
+    llm = harnesses.settle(resolved("llama3.1-8b"), "lwis", build_root)
     assert llm["harness_impl"] == "python" and "streams tokens through the LLM harness" in llm.sources["harness_impl"]
     python = resolved(harness_impl="python")
-    assert plugin.settle(python, "lwis", build_root) is python
+    assert harnesses.settle(python, "lwis", build_root) is python
     native = resolved()
-    assert plugin.settle(native, "lwis", build_root) is native     # built: the default stands
+    assert harnesses.settle(native, "lwis", build_root) is native     # built: the default stands
 
 
 # -- batching through the bindings --------------------------------------------------------------------------------

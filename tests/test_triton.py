@@ -376,7 +376,7 @@ def test_make_run_stops_before_any_step_where_the_triton_environment_cannot_be_m
 
 
 def test_only_a_local_triton_server_needs_the_triton_environment():
-    from code.common.harness.plugin import HARNESSES
+    from code.common.harness.registry import HARNESSES
 
     def needs(*flags: str, for_run: bool = True) -> bool:
         args = parse_run_args(["--action=run", *flags], ["run"], ["resnet50"])

@@ -16,9 +16,9 @@ import numpy as np
 
 from code.common.benchmark_api import Responses
 from code.common.fields import Field
-from code.common.harness.plugin import HARNESSES, HarnessPlugin, HarnessRun
+from code.common.harness.registry import HARNESSES, HarnessPlugin, HarnessRun
 from code.common.harness.qsl import SampleLibrary
-from code.common.harness.sut_base import SUTBase
+from code.common.harness.base import SUTBase
 
 NAME = "tiny-echo"
 

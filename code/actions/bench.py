@@ -34,7 +34,7 @@ from ..common.benchmark_api import IMPLEMENTATIONS, get_benchmark
 from ..common.constants import Scenario
 from ..common.errors import UserError
 from ..common.harness.early_stopping import TARGET_LATENCY_PERCENTILE
-from ..common.harness.plugin import IMPL_FIELD, choose, of_type
+from ..common.harness.registry import IMPL_FIELD, choose, of_type
 from ..common.tuning.ratios import Figure, figure_table
 from ..common.tuning.search import Outcome, SearchResult, find_highest, round_sig
 from ..common.tuning.trials import run_once, with_fields

@@ -39,7 +39,7 @@ def make_harness_environment(ctx, for_run: bool) -> None:
     """What the selected harness needs beyond .venv, as its plug-ins say (e.g. the Triton environment for a local
     server, the native core), made through the same hash-checked bootstrap by make build (for_run False) and make
     run (True); nothing when it is up to date."""
-    from ..common.harness.plugin import of_type
+    from ..common.harness.registry import of_type
 
     for plugin in of_type(ctx.args.workload.harness_type.value):
         if plugin.needs_environment(ctx.args, for_run):
@@ -85,7 +85,7 @@ class Build(Handler):
                              "install time, so that host must be reachable); ONNX Runtime still works.")
         make_harness_environment(self.ctx, for_run=False)
         from ..common.environment_lock import lock_state
-        from ..common.harness.plugin import HARNESSES
+        from ..common.harness.registry import HARNESSES
 
         lock = lock_state(Path(sys.prefix))
         rows = [

@@ -6,7 +6,6 @@ validation of the config classes under configs/, help text, and the stubs writte
 """
 from __future__ import annotations
 
-import importlib
 import math
 import re
 from dataclasses import dataclass
@@ -192,30 +191,27 @@ _CORE: Mapping[str, Field] = _fields(
 )
 
 
-# Fields the plug-ins declare, gathered through their registries at first use: "module:function" returning
-# (the registry's version, its plug-ins' fields); a plug-in registered later is seen at the next lookup.
-_PLUGIN_FIELDS = ("code.common.harness.plugin:declared_fields",)
-
-
 class _Catalogue(Mapping[str, Field]):
-    """The whole catalogue: the fields above and those the plug-ins declare (a name declared twice is an error)."""
+    """The whole catalogue: the fields above and those the harness plug-ins declare, gathered through their
+    registry at first use (a plug-in registered later is seen at the next lookup; a name declared twice with two
+    meanings is an error)."""
 
     def __init__(self, core: Mapping[str, Field]) -> None:
         self._core = core
         self._table: Mapping[str, Field] = core
-        self._versions: tuple[int, ...] | None = None
+        self._version: int | None = None
 
     def _current(self) -> Mapping[str, Field]:
-        declared = [_load(target)() for target in _PLUGIN_FIELDS]
-        versions = tuple(version for version, _ in declared)
-        if versions != self._versions:
+        from .harness.registry import declared_fields
+
+        version, fields = declared_fields()
+        if version != self._version:
             table = dict(self._core)
-            for _, fields in declared:
-                for f in fields:
-                    if f.name in table and table[f.name] != f:
-                        raise ValueError(f"config field '{f.name}' is declared twice (by the catalogue and a plug-in)")
-                    table[f.name] = f
-            self._table, self._versions = MappingProxyType(table), versions
+            for f in fields:
+                if f.name in table and table[f.name] != f:
+                    raise ValueError(f"config field '{f.name}' is declared twice (by the catalogue and a plug-in)")
+                table[f.name] = f
+            self._table, self._version = MappingProxyType(table), version
         return self._table
 
     def __getitem__(self, name: str) -> Field:
@@ -226,11 +222,6 @@ class _Catalogue(Mapping[str, Field]):
 
     def __len__(self) -> int:
         return len(self._current())
-
-
-def _load(target: str) -> Callable[[], tuple[int, list[Field]]]:
-    module, _, attribute = target.partition(":")
-    return getattr(importlib.import_module(module), attribute)
 
 
 def _generates_tokens(benchmark: str) -> bool:

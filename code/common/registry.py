@@ -34,12 +34,13 @@ class Registry(Generic[T]):
     `kind` names what is registered, for messages ("backend", "benchmark", "harness"); `package` anchors relative
     module names of lazy entries; `make` turns a resolved attribute into the plug-in (e.g. a class into its
     instance); `unknown` words the start of the message for an unknown name (default: "Unknown <kind> '<name>'.");
-    `entries` are registered at once, in order (the toolkit's own plug-ins).
+    `entries` are registered at once, in order (the toolkit's own plug-ins); `entries_from`, "module:attribute" of
+    such a table kept elsewhere (e.g. in the plug-ins' own package), is registered before the first question.
     """
 
     def __init__(self, kind: str, *, package: str | None = None, make: Callable[[Any], T] | None = None,
-                 unknown: Callable[[str], str] | None = None, entries: Mapping[str, str] = MappingProxyType({})
-                 ) -> None:
+                 unknown: Callable[[str], str] | None = None, entries: Mapping[str, str] = MappingProxyType({}),
+                 entries_from: str | None = None) -> None:
         self.kind = kind
         self._package = package
         self._make = make
@@ -47,16 +48,35 @@ class Registry(Generic[T]):
         self._entries: dict[str, tuple[Any, str]] = {}    # name -> (target, where it was registered)
         self._loaded: dict[str, T] = {}
         self.version = 0                                  # grows with every change (caches derived from entries)
+        self._entries_from = entries_from
         for name, target in entries.items():
             self.register(name, target, where=_caller(1))
+
+    def _table(self) -> dict[str, tuple[Any, str]]:
+        """The entries, the table of `entries_from` registered first (once)."""
+        if self._entries_from is not None:
+            target, self._entries_from = self._entries_from, None
+            table = self._resolve(target)
+            where = sys.modules[target.partition(":")[0]].__file__ or target
+            earlier, self._entries = self._entries, {}
+            for name, entry in table.items():
+                self.register(name, entry, where=where)
+            for name, (entry, place) in earlier.items():
+                self.register(name, entry, where=place)
+        return self._entries
+
+    def _resolve(self, target: str) -> Any:
+        module, _, attribute = target.partition(":")
+        return getattr(importlib.import_module(module, self._package), attribute)
 
     # -- registering -------------------------------------------------------------------------------
     def register(self, name: str, target: T | str, *, where: str | None = None) -> None:
         """Add `name`; `target` is the plug-in, or "module:attribute" of it. DuplicateRegistration names both
         places when `name` is taken."""
         where = where or _caller(1)
-        if name in self._entries:
-            raise DuplicateRegistration(f"{self.kind} '{name}' is registered twice: at {self._entries[name][1]} "
+        entries = self._table()
+        if name in entries:
+            raise DuplicateRegistration(f"{self.kind} '{name}' is registered twice: at {entries[name][1]} "
                                         f"and at {where}")
         if isinstance(target, str) and ":" not in target:
             raise ValueError(f"{self.kind} '{name}': a lazy entry is 'module:attribute', not '{target}'")
@@ -65,7 +85,7 @@ class Registry(Generic[T]):
 
     def unregister(self, name: str) -> None:
         """Remove `name` (a plug-in registered for a while, e.g. by a test)."""
-        self._entries.pop(name, None)
+        self._table().pop(name, None)
         self._loaded.pop(name, None)
         self.version += 1
 
@@ -75,37 +95,36 @@ class Registry(Generic[T]):
         if name in self._loaded:
             return self._loaded[name]
         try:
-            target, _ = self._entries[name]
+            target, _ = self._table()[name]
         except KeyError:
             raise UserError(self.unknown_message(name)) from None
         if isinstance(target, str):
-            module, _, attribute = target.partition(":")
-            target = getattr(importlib.import_module(module, self._package), attribute)
+            target = self._resolve(target)
         plugin = self._make(target) if self._make is not None else target
         self._loaded[name] = plugin
         return plugin
 
     def unknown_message(self, name: str) -> str:
-        close = difflib.get_close_matches(name, list(self._entries), n=3)
+        close = difflib.get_close_matches(name, list(self._table()), n=3)
         hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-        return f"{self._unknown(name)}{hint} Available: {', '.join(self._entries) or 'none'}."
+        return f"{self._unknown(name)}{hint} Available: {', '.join(self._table()) or 'none'}."
 
     def names(self) -> tuple[str, ...]:
-        return tuple(self._entries)
+        return tuple(self._table())
 
     def where(self, name: str) -> str:
         """Where `name` was registered."""
-        return self._entries[name][1]
+        return self._table()[name][1]
 
     def loaded(self) -> Iterator[T]:
         """Every plug-in, each imported (for the tables and contract tests that must see them all)."""
         return (self.get(name) for name in self.names())
 
     def __contains__(self, name: object) -> bool:
-        return name in self._entries
+        return name in self._table()
 
     def __iter__(self) -> Iterator[str]:
-        return iter(tuple(self._entries))
+        return iter(tuple(self._table()))
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._table())

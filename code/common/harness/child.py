@@ -38,7 +38,7 @@ from .lifecycle import ChildGuard
 from .metadata import (COMPLETED, FAILED, INTERRUPTED, AccuracyRecord, ConfigRecord, DataRecord, Durations,
                        EngineRecord, Invocation, LoadGenRecord, RunRecord, SystemRecord, log_digests,
                        reserve_record_space, write_metadata)
-from .plugin import HARNESSES, HarnessRun
+from .registry import HARNESSES, HarnessRun
 from .record import TritonEndpointRecord, load_part
 from .progress import Progress
 from .qsl import first_samples

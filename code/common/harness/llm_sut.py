@@ -36,7 +36,7 @@ from ..benchmark_api import PreprocessedSet
 from ..constants import Scenario
 from ..generation import Decoder, GenerationSettings, Request, RequestEngine
 from .batching_engine import ContinuousBatchingEngine
-from .sut_base import QSLBase, SUTBase
+from .base import QSLBase, SUTBase
 
 TOKEN = np.dtype(np.int32)     # what LoadGen gets: the reference SUT writes int32 token ids
 MIN_REPORTED_TOKENS = 2        # LoadGen's least n_tokens of a completion under use_token_latencies

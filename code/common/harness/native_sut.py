@@ -22,7 +22,7 @@ from ..constants import Scenario
 from ..native.build import not_ready
 from .qsl import stack_samples
 from .sut import Infer
-from .sut_base import QSLBase, SUTBase
+from .base import QSLBase, SUTBase
 
 
 def use_native_loadgen(lib: str | Path) -> None:

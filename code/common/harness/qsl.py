@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from ..benchmark_api import PreprocessedSet
-from .sut_base import QSLBase
+from .base import QSLBase
 
 
 @dataclass(frozen=True)

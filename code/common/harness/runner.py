@@ -38,7 +38,7 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
     """Resolve and check everything a test needs before any process starts."""
     from ..engines.builder import locate_engine
     from ..preprocessed_store import set_identity
-    from .plugin import choose
+    from .registry import choose
 
     config = ctx.resolve(benchmark_name, scenario)
     fields = config.values

@@ -23,7 +23,7 @@ import numpy as np
 from ..benchmark_api import Responses
 from ..constants import Scenario
 from .qsl import SampleLibrary
-from .sut_base import SUTBase
+from .base import SUTBase
 
 Infer = Callable[[np.ndarray, np.ndarray], Responses]   # (batch, its QSL indices) -> its responses
 _STOP = None

@@ -28,7 +28,7 @@ from ..benchmark_api import Responses
 from ..constants import Scenario
 from ..triton.inputs import InputLayout, endpoint_inputs
 from .qsl import SampleLibrary
-from .sut_base import SUTBase
+from .base import SUTBase
 
 Postprocess = Callable[[list[np.ndarray], np.ndarray], Responses]
 HEALTH_INTERVAL_S = 1.0

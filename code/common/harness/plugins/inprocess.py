@@ -1,15 +1,21 @@
 """The lwis harness, in this process: backend instances called once per batch, by Python worker threads (sut.py) or
 by the native core's C++ batchers (native_sut.py, code/common/native). Native is the default where it can serve:
 the core is built from these sources, and the test is one the core implements (one backend call per batch of the
-lwis harness). Where it cannot, plugin.settle falls back to python with this module's reason.
+lwis harness). Where it cannot, registry.settle falls back to python with this module's reason.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..plugin import HarnessPlugin, HarnessRun, Selection
+from ...fields import Field
+from ..registry import IMPL_FIELD, HarnessPlugin, HarnessRun, Selection
 
 LWIS = "lwis"
+IMPLEMENTATION = Field(
+    IMPL_FIELD, str, "native", "Implementation of the lwis harness: native (the C++ core: issue, batching, sample "
+    "gathering and completions without Python, the backend called once per batch) or python (all in Python). Where "
+    "the native core is not built (`make build`), or for a harness it does not implement (the LLM and Triton "
+    "harnesses), the default falls back to python.", choices=("native", "python"))
 
 
 def backend_instances(run: HarnessRun) -> list:
@@ -50,6 +56,7 @@ class PythonHarness(HarnessPlugin):
     harness_type = LWIS
     implementation = "python"
     description = "in process: Python worker threads batch and call the backend instances"
+    fields = (IMPLEMENTATION,)
 
     def create(self, run: HarnessRun):
         from ..qsl import SampleLibrary
@@ -64,6 +71,7 @@ class NativeHarness(HarnessPlugin):
     harness_type = LWIS
     implementation = "native"
     description = "in process: the native core (C++) issues, batches and completes; the backend is called per batch"
+    fields = (IMPLEMENTATION,)
     overhead_figures = "code.actions.bench_native:native_figures"
 
     def why_not(self, selection: Selection) -> str | None:
@@ -84,7 +92,7 @@ class NativeHarness(HarnessPlugin):
         """Compile the core (as `make build` does) when a test of the selection would run on it but it is not built
         yet; where it cannot be built, say why: the tests then run the Python implementation."""
         from ...native.build import NativeUnavailable, build_native, not_ready
-        from ..plugin import IMPL_FIELD, fallback_source
+        from ..registry import IMPL_FIELD, fallback_source
 
         missing = not_ready(ctx.paths.build)
         if missing is None or not any(ctx.resolve(b, s).sources.get(IMPL_FIELD) == fallback_source(missing)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..plugin import HarnessPlugin, HarnessRun
+from ..registry import HarnessPlugin, HarnessRun
 
 
 def decoders(run: HarnessRun) -> list:

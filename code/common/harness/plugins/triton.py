@@ -6,7 +6,7 @@ servers and the SUT (triton_sut.py); the local server runs from its own environm
 from __future__ import annotations
 
 from ...fields import Field
-from ..plugin import HarnessPlugin, HarnessRun
+from ..registry import HarnessPlugin, HarnessRun
 
 TRITON = "triton"
 

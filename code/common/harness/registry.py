@@ -11,12 +11,13 @@ A harness plug-in declares, in one class of its own module:
 - the environment `make build` and `make run` make for it, and its rows of `make build`'s table;
 - `create`: the factory of its system under test and sample library, in the test's own process;
 - the figures `make bench` measures for it, where it has its own.
-Its system under test derives from sut_base.SUTBase (counters, error capture, empty completions, progress, LoadGen
+Its system under test derives from base.SUTBase (counters, error capture, empty completions, progress, LoadGen
 construct/destroy) and writes only how issued samples reach its engine; its endpoints go into the run's record.
 
 The run planner, the child process, `make build` and `make bench` ask this registry and never name a harness.
-Adding a harness is adding its module and registering it: `HARNESSES.register(name, "module:Class")`, one line
-below for the toolkit's own, or from the plug-in's own module (documentation/harness.md, "Adding a harness").
+Adding a harness is adding its module and registering it: `HARNESSES.register(name, "module:Class")` from the
+plug-in's own module, or one line in the table of the toolkit's own, code/common/harness/plugins/__init__.py
+(documentation/harness.md, "Adding a harness").
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from ..generation import GenerationSettings
     from ..paths import Paths
     from .spec import RunSpec
-    from .sut_base import QSLBase, SUTBase
+    from .base import QSLBase, SUTBase
 
 IMPL_FIELD = "harness_impl"
 
@@ -128,38 +129,23 @@ class HarnessPlugin:
     overhead_figures: str | None = None
 
 
-# name -> "module:Class", each class instantiated on first use. The order is the order of choice among the
-# implementations of one harness type, and of `make build`'s rows.
-HARNESSES: "Registry[HarnessPlugin]" = Registry("harness", make=lambda cls: cls(), entries={
-    "native": "code.common.harness.plugins.inprocess:NativeHarness",
-    "python": "code.common.harness.plugins.inprocess:PythonHarness",
-    "llm": "code.common.harness.plugins.llm:LLMHarness",
-    "triton": "code.common.harness.plugins.triton:TritonHarness",
-})
+# name -> "module:Class", each class instantiated on first use; the toolkit's own are listed in their package
+# (code/common/harness/plugins/__init__.py), in the order of choice among the implementations of one harness type.
+HARNESSES: "Registry[HarnessPlugin]" = Registry("harness", make=lambda cls: cls(),
+                                                entries_from="code.common.harness.plugins:TOOLKIT_HARNESSES")
 
 
 _declared: tuple[int, list["Field"]] = (-1, [])
 
 
 def declared_fields() -> tuple[int, list["Field"]]:
-    """(the registry's version, the config fields of the harness plug-in point): `harness_impl`, whose choices are
-    the registered implementations, and every harness's own. fields.py's catalogue adds them."""
+    """(the registry's version, the config fields the harnesses declare, each once): fields.py's catalogue adds
+    them."""
     global _declared
     if _declared[0] != HARNESSES.version:
-        from ..fields import Field
-
-        choice = Field(IMPL_FIELD, str, "native", "Implementation of the harness where its type has several: for "
-                       "lwis, native (the C++ core: issue, batching, sample gathering and completions without "
-                       "Python, the backend called once per batch) or python (all in Python). Where the native core "
-                       "is not built (`make build`), or for a harness it does not implement (the LLM and Triton "
-                       "harnesses), the default falls back to python.", choices=implementations())
-        _declared = (HARNESSES.version, [choice, *(f for plugin in HARNESSES.loaded() for f in plugin.fields)])
+        fields = {id(f): f for plugin in HARNESSES.loaded() for f in plugin.fields}
+        _declared = (HARNESSES.version, list(fields.values()))
     return _declared
-
-
-def implementations() -> tuple[str, ...]:
-    """The values `harness_impl` may take."""
-    return tuple(dict.fromkeys(plugin.implementation for plugin in HARNESSES.loaded()))
 
 
 def of_type(harness_type: str, generates_tokens: bool | None = None) -> list[HarnessPlugin]:
