@@ -51,12 +51,16 @@ def batching(run: HarnessRun) -> tuple[int, int]:
     return int(run.fields["batch_size"]), int(run.fields.get("server_batch_timeout_us") or 0)
 
 
-class PythonHarness(HarnessPlugin):
-    name = "python"
+class _Lwis(HarnessPlugin):
+    """What both implementations of the lwis harness declare: the type, and the field that chooses between them."""
+
     harness_type = LWIS
-    implementation = "python"
-    description = "in process: Python worker threads batch and call the backend instances"
     fields = (IMPLEMENTATION,)
+
+
+class PythonHarness(_Lwis):
+    name = implementation = "python"
+    description = "in process: Python worker threads batch and call the backend instances"
 
     def create(self, run: HarnessRun):
         from ..qsl import SampleLibrary
@@ -66,12 +70,9 @@ class PythonHarness(HarnessPlugin):
         return HarnessSUT(run.spec.scenario_enum, qsl, backend_instances(run), *batching(run)).start(), qsl
 
 
-class NativeHarness(HarnessPlugin):
-    name = "native"
-    harness_type = LWIS
-    implementation = "native"
+class NativeHarness(_Lwis):
+    name = implementation = "native"
     description = "in process: the native core (C++) issues, batches and completes; the backend is called per batch"
-    fields = (IMPLEMENTATION,)
     overhead_figures = "code.actions.bench_native:native_figures"
 
     def why_not(self, selection: Selection) -> str | None:
