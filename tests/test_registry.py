@@ -13,7 +13,9 @@ def test_a_lazy_entry_is_imported_when_first_asked_for():
     registry: Registry = Registry("widget", entries={"fractions": "fractions:Fraction"})
     sys.modules.pop("fractions", None)
     assert "fractions" not in sys.modules and "fractions" in registry
+    assert registry.if_loaded("fractions") is None and "fractions" not in sys.modules   # asking never imports
     assert registry.get("fractions")(1, 2) == 0.5 and "fractions" in sys.modules
+    assert registry.if_loaded("fractions") is registry.get("fractions")
 
 
 def test_a_name_registered_twice_names_both_places():

@@ -104,6 +104,10 @@ class Registry(Generic[T]):
         self._loaded[name] = plugin
         return plugin
 
+    def if_loaded(self, name: str) -> T | None:
+        """The plug-in `name` where it was asked for already, else None; never imports (safe in a signal handler)."""
+        return self._loaded.get(name)
+
     def unknown_message(self, name: str) -> str:
         close = difflib.get_close_matches(name, list(self._table()), n=3)
         hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""

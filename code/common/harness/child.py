@@ -95,7 +95,9 @@ def _record_stop(spec: RunSpec, started: str) -> Callable[[str], None]:
     """What a stop signal or a vanished parent leaves behind: an `interrupted` record, no audit.config, nothing the
     harness started (e.g. a local server)."""
     def on_stop(reason: str) -> None:
-        HARNESSES.get(spec.harness).interrupted()
+        plugin = HARNESSES.if_loaded(spec.harness)     # never an import in a signal handler
+        if plugin is not None:
+            plugin.interrupted()
         audit_path = audit_config_path(spec)
         if audit_path is not None:
             audit_path.unlink(missing_ok=True)
