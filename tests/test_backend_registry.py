@@ -73,10 +73,11 @@ class CopyPlugin:
 
 @pytest.fixture
 def copy_backend(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setitem(registry._PLUGINS, "copy", f"{__name__}:CopyPlugin")
+    registry.BACKEND_PLUGINS.register("copy", f"{__name__}:CopyPlugin")   # as a backend's own module would
     CopyPlugin.builds = []
     CopyPlugin.gpu = ("Test GPU 80GB", "9.0")
-    return CopyPlugin
+    yield CopyPlugin
+    registry.BACKEND_PLUGINS.unregister("copy")
 
 
 def _config(**fields) -> ResolvedConfig:
@@ -97,7 +98,7 @@ def test_the_registry_names_the_backends_and_the_fields_offer_them() -> None:
     assert get_plugin("onnxruntime").engine_extension == "onnx" and not get_plugin("onnxruntime").batch_specific
     assert get_plugin("tensorrt").engine_extension == "plan" and get_plugin("tensorrt").batch_specific
     assert get_plugin("tensorrt").precisions == ("fp32", "fp16", "int8")
-    with pytest.raises(UserError, match="Unknown backend 'tvm'. Valid choices: onnxruntime, tensorrt"):
+    with pytest.raises(UserError, match="Unknown backend 'tvm'. Available: onnxruntime, tensorrt"):
         get_plugin("tvm")
 
 

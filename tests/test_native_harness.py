@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from code.common.config_registry import ConfigRegistry
-from code.common.constants import HarnessType, Scenario, WorkloadSetting
+from code.common.constants import Scenario, WorkloadSetting
 from code.common.errors import UserError
-from code.common.harness import impl
+from code.common.harness.selection import settle
 from code.common.records.metadata import find_metadata, read_metadata
 from code.common.native.build import LOADGEN_SDIST_SHA256, not_ready
 from code.common.paths import Paths
@@ -33,7 +33,7 @@ def resolved(benchmark: str = "resnet50", **overrides):
 # -- which implementation runs ------------------------------------------------------------------------------------
 def test_the_default_falls_back_to_python_where_the_core_is_not_built(tmp_path):
     assert not_ready(tmp_path) == "the native core is not built (`make build` builds it)"
-    config = impl.settle(resolved(), HarnessType.lwis, tmp_path)
+    config = settle(resolved(), "lwis", tmp_path)
     assert config["harness_impl"] == "python"
     assert config.sources["harness_impl"] == \
         "default (python fallback: the native core is not built (`make build` builds it))"
@@ -43,19 +43,19 @@ def test_the_default_falls_back_to_python_where_the_core_is_not_built(tmp_path):
 def test_native_asked_for_where_it_cannot_serve_stops_the_plan(tmp_path):
     with pytest.raises(UserError, match=r"--harness_impl=native cannot run resnet50 Offline: the native core is "
                                         r"not built \(`make build` builds it\)\. Leave --harness_impl out"):
-        impl.settle(resolved(harness_impl="native"), HarnessType.lwis, tmp_path)
+        settle(resolved(harness_impl="native"), "lwis", tmp_path)
     with pytest.raises(UserError, match="the triton harness has one implementation, in Python"):
-        impl.settle(resolved(harness_impl="native"), HarnessType.triton, tmp_path)
+        settle(resolved(harness_impl="native"), "triton", tmp_path)
 
 
 def test_the_llm_harness_and_python_asked_for_stay_python(native_lib):
     build_root = native_lib.parent.parent
-    llm = impl.settle(resolved("llama3.1-8b"), HarnessType.lwis, build_root)
+    llm = settle(resolved("llama3.1-8b"), "lwis", build_root)
     assert llm["harness_impl"] == "python" and "streams tokens through the LLM harness" in llm.sources["harness_impl"]
     python = resolved(harness_impl="python")
-    assert impl.settle(python, HarnessType.lwis, build_root) is python
+    assert settle(python, "lwis", build_root) is python
     native = resolved()
-    assert impl.settle(native, HarnessType.lwis, build_root) is native     # built: the default stands
+    assert settle(native, "lwis", build_root) is native     # built: the default stands
 
 
 # -- batching through the bindings --------------------------------------------------------------------------------
@@ -124,7 +124,7 @@ def test_a_failing_backend_fails_a_native_run_naming_the_error(scratch, native_l
     assert toolkit(scratch, tmp_path / "ok", "--action=generate_engines", *args) == 0
     assert toolkit(scratch, tmp_path / "ok", "--action=run_harness", *args) == 0
     spec = RunSpec.load(next((tmp_path / "ok").rglob("run_spec.json")))
-    assert spec.native_lib == str(native_lib)
+    assert spec.harness == "native" and spec.harness_options == {"native_lib": str(native_lib)}
     spec = RunSpec(**{**spec.__dict__, "log_dir": str(tmp_path / "faulty")})
     record = run_test(spec, REPO, child_module="tests.fault_child")
     assert record.status == "failed"

@@ -364,11 +364,12 @@ def test_make_run_stops_before_any_step_where_the_triton_environment_cannot_be_m
 
 
 def test_only_a_local_triton_server_needs_the_triton_environment():
-    from code.actions.environment import needs_triton_environment
+    from code.common.harness.registry import HARNESSES
 
-    def args(*flags: str):
-        return parse_run_args(["--action=run", *flags], ["run"], ["resnet50"])
+    def needs(*flags: str, for_run: bool = True) -> bool:
+        args = parse_run_args(["--action=run", *flags], ["run"], ["resnet50"])
+        return HARNESSES.get("triton").needs_environment(args, for_run)
 
-    assert needs_triton_environment(args(TRITON))
-    assert not needs_triton_environment(args(TRITON, "--triton_endpoints=node1:8001"))
-    assert not needs_triton_environment(args()) and not needs_triton_environment(args("--harness_type=lwis"))
+    assert needs(TRITON) and needs(TRITON, "--triton_endpoints=node1:8001", for_run=False)   # make build: always
+    assert not needs(TRITON, "--triton_endpoints=node1:8001")
+    assert not needs() and not needs("--harness_type=lwis")

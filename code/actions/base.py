@@ -35,13 +35,13 @@ class Context:
         return self._registry
 
     def resolve(self, benchmark: str, scenario: Scenario) -> ResolvedConfig:
-        """The config of a test as it will run (the harness implementation settled: harness/impl.py)."""
-        from ..common.harness import impl
+        """The config of a test as it will run (the harness implementation settled: harness/registry.py)."""
+        from ..common.harness.selection import settle
 
         config = self.registry.resolve(benchmark, scenario, self.system.candidates, self.args.workload,
                                        overrides=self.args.fields_for(benchmark),
                                        cpu_cores=self.system.info.cpu.cores, override_sources=self.args.filled_in)
-        return impl.settle(config, self.args.workload.harness_type, self.paths.build)
+        return settle(config, self.args.workload.harness_type.value, self.paths.build)
 
     def selected(self) -> list[tuple[str, Scenario]]:
         """(benchmark, scenario) pairs the user asked for that have configs."""

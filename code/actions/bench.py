@@ -8,16 +8,19 @@
     percentile LoadGen judges (the 90th), so that higher is better.
 (d) Server at INT8: the highest target QPS that LoadGen rates VALID (search.find_highest over short runs) / the
     INT8 Offline samples/s through the harness; (e) the same at FP32.
-(k) Offline samples/s of the native harness / the Python one, same engine and config (where the native core is
-    built); (l) the Python harness's Server p99 latency / the native one's, at the rate (d) found.
+(k) Offline samples/s of the harness type's first implementation (native) / its last (python), same engine and
+    config (where the first can run); (l) the last one's Server p99 latency / the first one's, at the rate (d) found.
 (b), (c) and (k) are measured for every benchmark (resnet50, yolo), (d), (e) and (l) for those with a Server
-scenario; the benchmarks that generate tokens (llama3.1-8b) get their own figures (bench_llm.py: (f) and (g)), and
-so does the Triton harness, with --harness_type=triton (bench_triton.py: (h), (i) and (j)).
+scenario. A harness plug-in with figures of its own gets those instead (its `bench_figures`): the LLM harness for
+the benchmarks that generate tokens (bench_llm.py: (f) and (g)), the Triton harness with --harness_type=triton
+(bench_triton.py: (h), (i) and (j)); and the figures a plug-in adds beside (a) (its `overhead_figures`: the native
+core's, bench_native.py).
 Runs every benchmark on its embedded default unless RUN_ARGS choose otherwise; builds the engines it needs.
 """
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import itertools
 import json
 import subprocess
@@ -30,14 +33,13 @@ import numpy as np
 from ..common.benchmark_api import IMPLEMENTATIONS, get_benchmark
 from ..common.constants import Scenario
 from ..common.errors import EXIT_FAILURE, EXIT_OK, UserError
+from ..common.harness.registry import IMPL_FIELD, of_type
+from ..common.harness.selection import choose
 from ..common.records.early_stopping import TARGET_LATENCY_PERCENTILE
 from ..common.tuning.ratios import Figure, figure_table
 from ..common.tuning.search import Outcome, SearchResult, find_highest, round_sig
 from .base import Context, Handler
 from .locks import measuring
-from .bench_llm import generating, llm_figures
-from .bench_native import native_figures
-from .bench_triton import triton_figures, wants_triton
 from .harness import DownloadData, DownloadModel, GenerateEngines, PreprocessData, with_embedded_default
 from .trial_runs import run_once, with_fields
 
@@ -55,6 +57,12 @@ SCENARIOS = (Scenario.Offline, Scenario.Server, Scenario.SingleStream)
 # layout (one single-threaded instance per core); FP32, whose single-threaded latency tail alone nearly fills
 # the 15 ms bound on a small CPU, with one instance on every core, which shortens each sample instead.
 SERVER_LAYOUT = {"int8": {}, "fp32": {"instances": 1, "intra_op_threads": 0}}
+
+
+def _function(target: str):
+    """The function a harness plug-in names as "module:function" for its bench figures."""
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def _with(ctx: Context, scenarios: tuple[Scenario, ...], **fields) -> Context:
@@ -111,16 +119,10 @@ class Bench(Handler):
                                   _registry=None)
         ctx = _with(one, scenarios)
         goals = {**GOALS, **BENCHMARK_GOALS.get(benchmark_name, {})}
-        if wants_triton(ctx):
-            if generating(benchmark_name):
-                raise UserError(f"{benchmark_name} generates tokens, which the Triton harness does not serve; "
-                                f"bench it without --harness_type=triton.")
-            return triton_figures(self, ctx, benchmark_name)
-        if generating(benchmark_name):
-            for step in (DownloadModel, DownloadData, PreprocessData, GenerateEngines):
-                step(ctx).run()
-            return llm_figures(self, ctx, benchmark_name)
         offline = ctx.resolve(benchmark_name, Scenario.Offline)
+        harness = choose(offline, ctx.args.workload.harness_type.value, ctx.paths.build)
+        if harness.bench_figures:
+            return _function(harness.bench_figures)(self, ctx, benchmark_name)
         precision, model = offline["precision"], offline["model"]
         server = Scenario.Server in scenarios
         # The configs as they are (b, c), and at INT8 and FP32 for the Server figures (d, e).
@@ -138,7 +140,9 @@ class Bench(Handler):
             harness = self._probe("harness", offline)
             figures.append(Figure("(a) harness overhead: Offline, backend returns at once, vs bare LoadGen SUT",
                                   harness, bare, "samples/s", goals["a"]))
-            figures += native_figures(self, ctx)
+            for plugin in of_type(harness.harness_type, generates_tokens=False):
+                if plugin.overhead_figures:
+                    figures += _function(plugin.overhead_figures)(self, ctx)
 
         # Raw ONNX Runtime before and after the harness run: their mean cancels slow drifts of the machine.
         raw_before = self._raw_throughput(ctx, benchmark_name, offline)
@@ -171,36 +175,40 @@ class Bench(Handler):
             server_at = server_at or (server_ctx, searches[each].value or through[each] * GOALS["server"])
         return figures + self._implementations(ctx, benchmark_name, scenarios, through[precision], server_at)
 
-    # -- (k), (l): the native harness against the Python one ---------------------------------------
+    # -- (k), (l): one implementation of the harness against another ---------------------------------
     def _implementations(self, ctx: Context, benchmark_name: str, scenarios: tuple[Scenario, ...], expected: float,
                          server_at: tuple[Context, float] | None) -> list[Figure]:
-        """(k) Offline samples/s of the native harness / the Python one; (l) where given a Server config and rate,
-        the Python harness's p99 latency at that rate / the native one's. Same engine and config, runs in turns."""
-        from ..common.harness.impl import FIELD, NATIVE
-
-        config = ctx.resolve(benchmark_name, Scenario.Offline)   # native unless it cannot be, and then says why
-        if config[FIELD] != NATIVE:
-            self.ctx.log(f"{benchmark_name}: no native-vs-Python figures: harness_impl is {config[FIELD]} "
-                         f"({config.sources[FIELD]})")
+        """(k) Offline samples/s of the harness type's first implementation / its last; (l) where given a Server
+        config and rate, the last one's p99 latency at that rate / the first one's. Same engine and config, runs in
+        turns."""
+        config = ctx.resolve(benchmark_name, Scenario.Offline)   # the first unless it cannot be, and then says why
+        implementations = [p.implementation for p in of_type(ctx.args.workload.harness_type.value, False)]
+        if len(implementations) < 2:
+            return []
+        first, last = implementations[0], implementations[-1]
+        if config[IMPL_FIELD] != first:
+            self.ctx.log(f"{benchmark_name}: no {first}-vs-{last} figures: {IMPL_FIELD} is {config[IMPL_FIELD]} "
+                         f"({config.sources[IMPL_FIELD]})")
             return []
         folder = self.ctx.paths.bench_dir
-        offline = {impl: self._harness_offline(_with(ctx, scenarios, harness_impl=impl), benchmark_name, expected,
-                                               f"{benchmark_name}-offline-{impl}") for impl in ("python", "native")}
+        offline = {impl: self._harness_offline(_with(ctx, scenarios, **{IMPL_FIELD: impl}), benchmark_name, expected,
+                                               f"{benchmark_name}-offline-{impl}") for impl in (last, first)}
         model = config["model"]
-        figures = [Figure(f"(k) {model} Offline: native harness vs Python harness", offline["native"],
-                          offline["python"], "samples/s", GOALS["impl"])]
+        figures = [Figure(f"(k) {model} Offline: {first} harness vs {last} harness", offline[first],
+                          offline[last], "samples/s", GOALS["impl"])]
         if server_at is None:
             return figures
         server_ctx, qps = server_at
         p99: dict[str, float] = {}
-        for impl in ("python", "native"):
-            outcome = self._short(_with(server_ctx, scenarios, harness_impl=impl), benchmark_name, Scenario.Server,
-                                  folder / f"{benchmark_name}-server-{impl}-{qps:g}qps", server_target_qps=qps)
+        for impl in (last, first):
+            outcome = self._short(_with(server_ctx, scenarios, **{IMPL_FIELD: impl}), benchmark_name,
+                                  Scenario.Server, folder / f"{benchmark_name}-server-{impl}-{qps:g}qps",
+                                  server_target_qps=qps)
             self.ctx.log(f"Server at {qps:g} QPS, {impl} harness: {outcome.describe()}")
             p99[impl] = (outcome.latency_ns or float("nan")) / 1e6
         precision = server_ctx.resolve(benchmark_name, Scenario.Server)["precision"]
-        figures.append(Figure(f"(l) {model} {precision} Server at {qps:g} QPS: p99 latency, Python harness / native "
-                              f"harness", p99["native"], p99["python"], "ms", GOALS["impl"], higher_is_better=False))
+        figures.append(Figure(f"(l) {model} {precision} Server at {qps:g} QPS: p99 latency, {last} harness / {first} "
+                              f"harness", p99[first], p99[last], "ms", GOALS["impl"], higher_is_better=False))
         return figures
 
     # -- (a) ---------------------------------------------------------------------------------------

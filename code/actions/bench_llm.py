@@ -29,10 +29,13 @@ SERVER_QUERIES = server_min_queries() + 11
 SERVER_FIELDS = {"max_input_tokens": 128, "max_output_tokens": 16}
 
 
-def generating(benchmark_name: str) -> bool:
-    """Whether the benchmark's models generate tokens (bench measures those with the figures of this module)."""
-    benchmark = get_benchmark(benchmark_name)
-    return any(spec.decoder for spec in benchmark.models.values())
+def llm_bench(bench, ctx, benchmark_name: str) -> list[Figure]:
+    """The LLM harness's figures for `make bench` (harness/plugins/llm.py names this function)."""
+    from .harness import DownloadData, DownloadModel, GenerateEngines, PreprocessData
+
+    for step in (DownloadModel, DownloadData, PreprocessData, GenerateEngines):
+        step(ctx).run()
+    return llm_figures(bench, ctx, benchmark_name)
 
 
 def _bare_loop(ctx, benchmark_name: str, config) -> tuple[float, float]:

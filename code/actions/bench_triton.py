@@ -34,11 +34,7 @@ def with_harness(ctx: Context, harness: HarnessType, endpoints: tuple[str, ...] 
                                _registry=None)
 
 
-def wants_triton(ctx: Context) -> bool:
-    return ctx.args.workload.harness_type is HarnessType.triton
-
-
-def triton_figures(bench, ctx: Context, benchmark_name: str) -> list[Figure]:
+def triton_bench(bench, ctx: Context, benchmark_name: str) -> list[Figure]:
     from ..common.backends import create_backend, threads_per_instance
     from ..common.benchmark_api import get_benchmark
     from ..common.engines.builder import locate_engine

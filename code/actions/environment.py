@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..common.constants import HarnessType
 from ..common.errors import EXIT_FAILURE, EXIT_OK, UserError
 from ..common.paths import SCRATCH_SUBDIRS
 from .base import Handler
@@ -36,32 +35,20 @@ def docker_engine() -> tuple[bool, str]:
     return True, f"docker engine {done.stdout.strip()}"
 
 
-def needs_triton_environment(args) -> bool:
-    """Whether the selected harness starts a local Triton server (the Triton harness without --triton_endpoints),
-    which runs from the Triton environment."""
-    return args.workload.harness_type is HarnessType.triton and not args.triton_endpoints
+def make_harness_environment(ctx, for_run: bool) -> None:
+    """What the selected harness needs beyond .venv, as its plug-ins say (e.g. the Triton environment for a local
+    server, the native core), made through the same hash-checked bootstrap by make build (for_run False) and make
+    run (True); nothing when it is up to date."""
+    from ..common.harness.registry import of_type
 
-
-def make_harness_environment(ctx) -> None:
-    """What the selected harness needs beyond .venv, made as make build makes it (make run calls this): the Triton
-    environment for a local Triton server, through the same hash-checked bootstrap; nothing when it is up to date."""
-    if needs_triton_environment(ctx.args):
-        make_triton_environment(ctx)
-
-
-def make_triton_environment(ctx) -> None:
-    """The Triton harness's server environment (.venv-triton), hash-checked from requirements/triton.txt."""
-    bootstrap = ctx.paths.repo / "scripts" / "bootstrap_venv.py"
-    venv = ctx.paths.triton_venv
-    if subprocess.call([sys.executable, str(bootstrap), "--environment", "triton", "--venv", str(venv)]) != 0:
-        raise UserError(f"The Triton environment could not be installed into {venv} (the installer's messages are "
-                        f"above; the package registry must be reachable).", exit_code=EXIT_FAILURE)
+    for plugin in of_type(ctx.args.workload.harness_type.value):
+        if plugin.needs_environment(ctx.args, for_run):
+            plugin.make_environment(ctx)
 
 
 class Prebuild(Handler):
     def handle(self) -> int:
-        if self.ctx.args.workload.harness_type is HarnessType.triton:
-            make_triton_environment(self.ctx)
+        make_harness_environment(self.ctx, for_run=False)
         ok, why = docker_engine()
         if not ok:
             self.ctx.log(f"No docker engine ({why}): using the local virtual environment "
@@ -96,9 +83,9 @@ class Build(Handler):
                 self.ctx.log("TensorRT and cuda-python could not be installed (the installer's messages are above: "
                              "NVIDIA's tensorrt-cu12-libs package downloads the libraries from pypi.nvidia.com at "
                              "install time, so that host must be reachable); ONNX Runtime still works.")
-        if self.ctx.args.workload.harness_type is HarnessType.triton:
-            make_triton_environment(self.ctx)
+        make_harness_environment(self.ctx, for_run=False)
         from ..common.environment_lock import lock_state
+        from ..common.harness.registry import HARNESSES
 
         lock = lock_state(Path(sys.prefix))
         rows = [
@@ -109,8 +96,7 @@ class Build(Handler):
             ("TensorRT", *self._tensorrt(info.has_gpu)),
             ("cuda-python", *self._cuda_python()),
             ("CUDA driver", *self._cuda()),
-            ("Triton server", *self._triton()),
-            ("Native core", *self._native()),
+            *(row for plugin in HARNESSES.loaded() for row in plugin.capabilities(self.ctx)),
             ("GPUs", str(len(info.gpus)), ", ".join(f"{g.name} ({g.memory_gib:.0f} GiB)" for g in info.gpus)
              or info.gpu_note),
             ("CPU", f"{info.cpu.cores} cores", f"{info.cpu.model}, {info.cpu.sockets} socket(s), "
@@ -124,28 +110,6 @@ class Build(Handler):
         if not self.ctx.system.is_known:
             self.ctx.log(self.ctx.system.registration_hint())
         return EXIT_OK
-
-    def _native(self) -> tuple[str, str]:
-        """Compile the native harness core (LoadGen from its pinned sdist, native/) where a compiler is found."""
-        from ..common.native.build import NativeUnavailable, build_native
-
-        try:
-            built = build_native(self.ctx.paths.build, self.ctx.paths.download_cache, log=self.ctx.log)
-        except NativeUnavailable as why:
-            return "not built", f"{why}; the lwis harness runs in Python (--harness_impl=python)"
-        return "built" if built.built_now else "up to date", \
-            f"LoadGen 6.0.17 from its sdist, in {built.lib}; the lwis harness runs on it (--harness_impl=native)"
-
-    def _triton(self) -> tuple[str, str]:
-        from ..common.triton.server import find_installation
-
-        try:
-            installation = find_installation(self.ctx.paths.triton_venv)
-        except UserError:
-            return "not installed", 'for --harness_type=triton: make build RUN_ARGS="--harness_type=triton"'
-        version = next(iter(installation.dist.parents[1].glob("nvidia_pytriton-*.dist-info")), None)
-        name = version.name.removesuffix(".dist-info").replace("_", "-") if version else "nvidia-pytriton"
-        return name, f"tritonserver with the python backend, in {installation.venv.name} (--harness_type=triton)"
 
     @staticmethod
     def _lock_detail(lock) -> str:

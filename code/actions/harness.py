@@ -200,24 +200,6 @@ class Run(RunHarness):
         return [TestMode.PerformanceOnly, TestMode.AccuracyOnly]
 
     def prepare(self) -> None:
-        make_harness_environment(self.ctx)   # as make build would (the Triton environment for a local server)
-        build_native_core(self.ctx)
+        make_harness_environment(self.ctx, for_run=True)   # as make build would (e.g. a local server's, the core)
         for step in (DownloadModel, DownloadData, PreprocessData, GenerateEngines):
             step(self.ctx).run()
-
-
-def build_native_core(ctx: Context) -> None:
-    """Compile the native harness core (as `make build` does) when a test of the selection would run on it but
-    it is not built yet; where it cannot be built, say why: the tests then run the Python harness."""
-    from ..common.harness.impl import FIELD, fallback_source
-    from ..common.native.build import NativeUnavailable, build_native, not_ready
-
-    missing = not_ready(ctx.paths.build)
-    if missing is None or not any(ctx.resolve(b, s).sources.get(FIELD) == fallback_source(missing)
-                                  for b, s in ctx.selected()):
-        return
-    try:
-        built = build_native(ctx.paths.build, ctx.paths.download_cache, log=ctx.log)
-        ctx.log(f"native harness core: built in {built.lib}")
-    except NativeUnavailable as why:
-        ctx.log(f"native harness core: not built ({why}); the tests run the Python harness")

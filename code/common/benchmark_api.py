@@ -16,6 +16,7 @@ import numpy as np
 
 from .errors import UserError
 from .paths import Paths
+from .registry import Registry
 
 if TYPE_CHECKING:
     from .generation import GenerationSettings
@@ -78,7 +79,7 @@ class ModelSpec:
     # Records in one sample's response, typically, where it differs from the benchmark's ResponseFormat (a
     # detector keeping up to 300 boxes instead of 100): sizes the accuracy log in the run plan.
     typical_response_records: int | None = None
-    # An LLM decoder graph with a KV cache (the contract of code/llama3_1_8b/decoder_onnx.py), run token by token
+    # An LLM decoder graph with a KV cache (the contract of code/common/decoder_graph.py), run token by token
     # through code.common.generation rather than one fixed-size batch at a time.
     decoder: bool = False
 
@@ -226,6 +227,9 @@ Postprocess = Callable[[Sequence[np.ndarray], np.ndarray], Responses]   # (outpu
 
 class Benchmark(Protocol):
     name: str                                  # toolkit benchmark name, e.g. "resnet50"
+    # Whether it generates tokens (an LLM): its `generation` gives settings, its samples are prompts, the harness
+    # streams tokens, and the generation fields (fields.py, `generative`) apply to it.
+    generates_tokens: bool
     models: Mapping[str, ModelSpec]
     datasets: Mapping[str, DatasetSpec]
     response: ResponseFormat                   # each sample's response in the accuracy log
@@ -277,6 +281,7 @@ class PackagedBenchmark:
     `response` and `embedded_default`, and writes `postprocessor` and `score`."""
 
     package: str                               # e.g. "code.resnet50"
+    generates_tokens: bool = False
 
     def _module(self, name: str):
         return importlib.import_module(f"{self.package}.{name}")
@@ -308,19 +313,25 @@ class PackagedBenchmark:
         return None
 
 
-IMPLEMENTATIONS = {"resnet50": "code.resnet50.benchmark:BENCHMARK", "yolo": "code.yolo.benchmark:BENCHMARK",
-                   "llama3.1-8b": "code.llama3_1_8b.benchmark:BENCHMARK",
-                   "llama3.1-8b-edge": "code.llama3_1_8b.benchmark:EDGE_BENCHMARK"}
+# name -> "module:attribute" of its Benchmark object, imported on first use. A benchmark outside code/ registers
+# itself the same way from its own module.
+IMPLEMENTATIONS: "Registry[Benchmark]" = Registry(
+    "benchmark", unknown=lambda name: f"Benchmark '{name}' has no implementation in this toolkit yet.", entries={
+        "resnet50": "code.resnet50.benchmark:BENCHMARK",
+        "yolo": "code.yolo.benchmark:BENCHMARK",
+        "llama3.1-8b": "code.llama3_1_8b.benchmark:BENCHMARK",
+        "llama3.1-8b-edge": "code.llama3_1_8b.benchmark:EDGE_BENCHMARK",
+    })
 
 
 def get_benchmark(name: str) -> Benchmark:
     """The implementation of a benchmark, imported on first use."""
-    try:
-        module, _, attribute = IMPLEMENTATIONS[name].partition(":")
-    except KeyError:
-        raise UserError(f"Benchmark '{name}' has no implementation in this toolkit yet; "
-                        f"implemented: {', '.join(IMPLEMENTATIONS)}.") from None
-    return getattr(importlib.import_module(module), attribute)
+    return IMPLEMENTATIONS.get(name)
+
+
+def generates_tokens(name: str) -> bool:
+    """Whether the registered benchmark `name` generates tokens (False for a name not registered)."""
+    return name in IMPLEMENTATIONS and bool(get_benchmark(name).generates_tokens)
 
 
 def iter_batches(indices: Sequence[int], batch_size: int) -> Iterator[Sequence[int]]:

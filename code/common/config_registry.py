@@ -38,6 +38,12 @@ CONFIG_CLASS = "config class"
 FIELD_DEFAULT = "default"
 
 
+def fallback_source(why: str) -> str:
+    """The source of a default that could not be used as it is (the harness implementation that cannot run here):
+    still the field's default, so a command that repeats the run never asks for the value taken instead."""
+    return f"{FIELD_DEFAULT} (python fallback: {why})"
+
+
 def set_by_invocation(source: str) -> bool:
     """Whether a value with this source was set for the run (typed, or filled in by the toolkit) rather than
     taken from the config classes or the field catalogue (a default may say why it is what it is: "default (...)"):
@@ -134,8 +140,8 @@ def validate_class(cls: type) -> None:
         if not spec.applies_to(cls.scenario):
             raise UserError(f"{where} sets '{name}', which does not apply to the {cls.scenario.value} scenario.")
         if not spec.applies_to(cls.scenario, benchmark=cls.benchmark):
-            raise UserError(f"{where} sets '{name}', which applies to {', '.join(sorted(spec.benchmarks or ()))} "
-                            f"only, not to {cls.benchmark}.")
+            raise UserError(f"{where} sets '{name}', which applies to the benchmarks that generate tokens only, "
+                            f"not to {cls.benchmark}.")
         if isinstance(value, PerCore):
             _check_per_core(spec, value, where)
         elif value is not None:

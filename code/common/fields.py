@@ -10,13 +10,11 @@ import math
 import re
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from .backends.registry import BACKENDS
 from .constants import Scenario
 from .errors import UserError
-
-HARNESS_IMPLS = ("native", "python")   # --harness_impl: the lwis harness in C++ (code/common/native) or in Python
 
 ALL_SCENARIOS = frozenset(Scenario)
 # A name that becomes a folder or file name (submitter, model, data set): no path separators, no "..", not hidden.
@@ -50,7 +48,7 @@ class Field:
     description: str
     scenarios: frozenset[Scenario] = ALL_SCENARIOS
     backends: frozenset[str] | None = None      # None: every backend
-    benchmarks: frozenset[str] | None = None    # None: every benchmark (e.g. the generation knobs: the LLMs only)
+    generative: bool = False                     # applies to the benchmarks that generate tokens only (LLMs)
     choices: tuple[Any, ...] | None = None
     required: bool = False                       # the resolved config must hold a value
     aliases: tuple[str, ...] = ()                # other command-line spellings (NVIDIA names)
@@ -60,7 +58,7 @@ class Field:
     def applies_to(self, scenario: Scenario, backend: str | None = None, benchmark: str | None = None) -> bool:
         if scenario not in self.scenarios:
             return False
-        if self.benchmarks is not None and benchmark is not None and benchmark not in self.benchmarks:
+        if self.generative and benchmark is not None and not _generates_tokens(benchmark):
             return False
         return self.backends is None or backend is None or backend in self.backends
 
@@ -129,14 +127,12 @@ def _fields(*fields: Field) -> Mapping[str, Field]:
 
 _OFFLINE = frozenset({Scenario.Offline})
 _SERVER = frozenset({Scenario.Server, Scenario.Interactive})
-# The benchmarks that generate tokens (continuous batching, token latencies): the generation knobs apply to them.
-GENERATIVE_BENCHMARKS = frozenset({"llama3.1-8b", "llama3.1-8b-edge"})
 _SS = frozenset({Scenario.SingleStream})
 _MS = frozenset({Scenario.MultiStream})
 _HOUR_NS = 3_600_000_000_000
 _DAY_MS = 86_400_000
 
-FIELDS: Mapping[str, Field] = _fields(
+_CORE: Mapping[str, Field] = _fields(
     # What runs
     Field("model", str, None, "Model to run for the benchmark (e.g. resnet50_v1.5, mobilenet_v2).", required=True),
     Field("dataset", str, None, "Data set to run on (e.g. imagenet, imagenet_sample, foolbox20).", required=True),
@@ -147,10 +143,6 @@ FIELDS: Mapping[str, Field] = _fields(
     Field("instances", int, 1, "Backend instances (model copies, each with its own session and worker thread) "
           "run in parallel; NVIDIA's gpu_inference_streams.",
           aliases=("gpu_inference_streams",), minimum=1, maximum=1024),
-    Field("harness_impl", str, "native", "Implementation of the lwis harness: native (the C++ core: issue, batching, "
-          "sample gathering and completions without Python, the backend called once per batch) or python (all in "
-          "Python). Where the native core is not built (`make build`), or for a harness it does not implement "
-          "(the LLM and Triton harnesses), the default falls back to python.", choices=HARNESS_IMPLS),
     Field("intra_op_threads", int, 0, "Threads per backend instance (0: cores divided by instances).",
           backends=frozenset({"onnxruntime"}), minimum=0, maximum=4096),
     Field("workspace_size", int, 4 << 30, "Scratch memory TensorRT's builder may use (bytes).",
@@ -158,17 +150,17 @@ FIELDS: Mapping[str, Field] = _fields(
     # Generation (the LLM benchmarks)
     Field("max_input_tokens", int, 0, "Prompt tokens at most: a longer article is cut to fit (0: no cap, as the "
           "reference). A capped run is for development: the cap is recorded in metadata.json and user.conf.",
-          benchmarks=GENERATIVE_BENCHMARKS, minimum=0, maximum=1_000_000),
+          generative=True, minimum=0, maximum=1_000_000),
     Field("max_output_tokens", int, 128, "Output tokens per sample at most (the reference generates up to 128; "
           "fewer is a development cap, recorded like max_input_tokens).",
-          benchmarks=GENERATIVE_BENCHMARKS, minimum=1, maximum=1_000_000),
+          generative=True, minimum=1, maximum=1_000_000),
     Field("prefill_batch", int, 1, "Waiting prompts prefilled together when sequences join the running batch "
           "(larger: more throughput; smaller: running sequences wait less per output token).",
-          benchmarks=GENERATIVE_BENCHMARKS, minimum=1, maximum=65_536),
+          generative=True, minimum=1, maximum=65_536),
     Field("prefill_chunk_tokens", int, 0, "Chunked prefill: a joining prompt is prefilled this many tokens at a "
           "time, one chunk between two decode steps, so no running sequence waits for a whole prompt (0: whole "
           "prompts, as prefill_batch says). Smaller: steadier time per output token; larger: more throughput.",
-          benchmarks=GENERATIVE_BENCHMARKS, minimum=0, maximum=1_000_000),
+          generative=True, minimum=0, maximum=1_000_000),
     Field("total_sample_count", int, None, "Samples of the data set LoadGen is given (default: all of it; the "
           "reference's --total-sample-count). Fewer is a development cap: accuracy is then scored on those only.",
           minimum=1, maximum=100_000_000),
@@ -196,13 +188,49 @@ FIELDS: Mapping[str, Field] = _fields(
     Field("audit_server_qps_scale", float, 0.92, "Server target QPS of compliance runs, as a fraction of "
           "server_target_qps.", scenarios=_SERVER, minimum=0.01, maximum=1.0),
     Field("audit_retries", int, 1, "Times a failed compliance test is run again.", minimum=0, maximum=10),
-    # Triton harness (--harness_type=triton): batch_size is the model's max batch, instances its instance count and
-    # server_batch_timeout_us the dynamic batcher's queue delay.
-    Field("triton_in_flight", int, 4, "Triton harness: requests in flight per endpoint at most (each of up to "
-          "batch_size samples; Server: one sample each).", minimum=1, maximum=100_000),
-    Field("triton_request_timeout_s", float, 60.0, "Triton harness: longest wait for one request's answer; an "
-          "endpoint that takes longer fails the run.", minimum=0.1, maximum=3600.0),
 )
+
+
+class _Catalogue(Mapping[str, Field]):
+    """The whole catalogue: the fields above and those the harness plug-ins declare, gathered through their
+    registry at first use (a plug-in registered later is seen at the next lookup; a name declared twice with two
+    meanings is an error)."""
+
+    def __init__(self, core: Mapping[str, Field]) -> None:
+        self._core = core
+        self._table: Mapping[str, Field] = core
+        self._version: int | None = None
+
+    def _current(self) -> Mapping[str, Field]:
+        from .harness.registry import declared_fields
+
+        version, fields = declared_fields()
+        if version != self._version:
+            table = dict(self._core)
+            for f in fields:
+                if f.name in table and table[f.name] != f:
+                    raise ValueError(f"config field '{f.name}' is declared twice (by the catalogue and a plug-in)")
+                table[f.name] = f
+            self._table, self._version = MappingProxyType(table), version
+        return self._table
+
+    def __getitem__(self, name: str) -> Field:
+        return self._current()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._current())
+
+    def __len__(self) -> int:
+        return len(self._current())
+
+
+def _generates_tokens(benchmark: str) -> bool:
+    from .benchmark_api import generates_tokens
+
+    return generates_tokens(benchmark)
+
+
+FIELDS: Mapping[str, Field] = _Catalogue(_CORE)
 
 
 # NVIDIA's knob names that mean something this toolkit has no counterpart for: a flag or config attribute of that

@@ -1,4 +1,11 @@
-"""Token generation: what the LLM system under test drives, whatever runs the model.
+"""Token generation: what the LLM system under test drives, whatever runs the model. Two levels:
+
+- a request-level engine (`RequestEngine`): submit one prompt's token ids with its generation settings, receive its
+  output as a stream of token chunks (the first, more, the final), as a serving engine (vLLM, SGLang,
+  TensorRT-LLM's trtllm-serve, through an HTTP client) offers. The LLM system under test (harness/llm_sut.py)
+  drives any number of them.
+- a step-level decoder (`Decoder`, below): the harness batches continuously itself, in this process
+  (harness/batching_engine.py, which is itself offered as a request-level engine).
 
 A backend that runs a decoder (ONNX Runtime here, TensorRT on NVIDIA GPUs) gives a `Decoder`; the harness asks it
 for a `DecodeBatch` per instance and runs continuous (in-flight) batching on it: new sequences are prefilled and
@@ -79,5 +86,44 @@ class Decoder(Protocol):
     vocab_size: int
 
     def new_batch(self) -> DecodeBatch: ...
+
+    def close(self) -> None: ...
+
+
+# -- the request level ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Request:
+    """One prompt to generate for: `id` is the caller's (the SUT's) and comes back with every chunk."""
+
+    id: int
+    prompt: np.ndarray                   # 1-D integer token ids
+    settings: GenerationSettings         # output cap, EOS ids, min_new_tokens: where the output ends
+
+
+class TokenStream(Protocol):
+    """Where a request-level engine reports, from any thread (an HTTP client's event loop, a scheduler thread).
+
+    Each request's chunks come in order, one call at a time: the first chunk holds its first generated token (and
+    possibly more), the last has `final` True (it may be the first too); nothing comes after it. An output ends as
+    its settings say (an EOS token, kept as the last token, once min_new_tokens are out; or max_new_tokens)."""
+
+    def chunk(self, request_id: int, tokens: Sequence[int] | np.ndarray, final: bool) -> None: ...
+
+    def failed(self, error: BaseException) -> None:
+        """The engine failed: none of its outstanding requests will finish (the caller completes them)."""
+
+
+class RequestEngine(Protocol):
+    """An engine that takes whole requests: `open` once (before the first submit; a failure there stops the run
+    before it starts), `submit` without blocking, `cancel` requests whose chunks are no longer wanted, `close`
+    once at the end (outstanding requests are dropped; a second close does nothing)."""
+
+    name: str                            # for messages: which engine failed
+
+    def open(self, stream: TokenStream) -> None: ...
+
+    def submit(self, requests: Sequence[Request]) -> None: ...
+
+    def cancel(self, request_ids: Sequence[int]) -> None: ...
 
     def close(self) -> None: ...

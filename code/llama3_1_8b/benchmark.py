@@ -38,6 +38,7 @@ def _tokenizer(model: str, scratch: str, benchmark: str):
 class LlamaBenchmark(PackagedBenchmark):
     package = "code.llama3_1_8b"
     name = _models.BENCHMARK
+    generates_tokens = True
     models: Mapping[str, ModelSpec] = _models.MODELS
     datasets: Mapping[str, DatasetSpec] = _datasets.DATASETS
     response = ResponseFormat(dtype=RESPONSE_DTYPE, fields=("token_id",), records_per_sample=None,

@@ -3,16 +3,8 @@
 Standard ONNX ops only (opset 17, no com.microsoft contrib ops): ONNX Runtime runs this graph on the CPU and
 TensorRT takes the same file as its input. One graph serves prefill (seq > 1) and decode (seq == 1).
 
-The contract, which the runtimes depend on:
-
-- inputs: `input_ids` int64 [batch, seq]; `position_ids` int64 [batch, seq]; `attention_mask` int64
-  [batch, past_seq + seq] (1 attend, 0 padding, holes anywhere); per layer i `past_key.{i}`, `past_value.{i}`
-  float32 [batch, kv_heads, past_seq, head_dim] (past_seq may be 0).
-- outputs: `next_token` int64 [batch] (argmax of the last position's logits), `logits` float32 [batch, vocab]
-  (the last position only: the LM head never runs over a prompt), per layer `present_key.{i}`, `present_value.{i}`
-  float32 [batch, kv_heads, past_seq + seq, head_dim] = concat(past, new).
-- the last position is seq - 1 in every row: batched prompts are left-padded. Query k attends key j iff
-  attention_mask[j] == 1 and j <= past_seq + k.
+The graph keeps the decoder-graph contract of code/common/decoder_graph.py (its input and output names, shapes
+and masking rule), which the runtimes depend on.
 
 Inside: the query, key and value projections are one MatMul (as are gate and up), the attention scale is folded
 into the query weights, RoPE gathers precomputed cos/sin tables at position_ids (the rotate-half sign folded into
@@ -35,33 +27,15 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from ..common.decoder_graph import (ATTENTION_MASK, INPUT_IDS, LOGITS, NEXT_TOKEN, PAST_KEY, PAST_VALUE,
+                                     POSITION_IDS, PRESENT_KEY, PRESENT_VALUE, ROPE_COS)
 from ..common.fileio import external_data
 from .decoder_config import DecoderWeights, rope_tables
-
-INPUT_IDS = "input_ids"
-POSITION_IDS = "position_ids"
-ATTENTION_MASK = "attention_mask"
-PAST_KEY = "past_key.{}"
-PAST_VALUE = "past_value.{}"
-NEXT_TOKEN = "next_token"
-LOGITS = "logits"
-PRESENT_KEY = "present_key.{}"
-PRESENT_VALUE = "present_value.{}"
 
 MODEL_FILE = "decoder.onnx"
 OPSET = 17
 MASK_BIAS = -1e9           # added to the scores of keys a query must not see
 _ALIGN = 4096
-
-
-def io_names(num_layers: int) -> tuple[list[str], list[str]]:
-    """The graph's input and output names, in order."""
-    inputs = [INPUT_IDS, POSITION_IDS, ATTENTION_MASK]
-    outputs = [NEXT_TOKEN, LOGITS]
-    for i in range(num_layers):
-        inputs += [PAST_KEY.format(i), PAST_VALUE.format(i)]
-        outputs += [PRESENT_KEY.format(i), PRESENT_VALUE.format(i)]
-    return inputs, outputs
 
 
 class _GraphWriter:
@@ -143,7 +117,7 @@ def _write_graph(weights: DecoderWeights, g: _GraphWriter, max_positions: int) -
     cos, sin = rope_tables(c, max_positions)
     half = d // 2
     sin[:, :half] *= -1                   # rotate_half(x) * sin == concat(x2, x1) * [-sin, sin]
-    g.const("rope.cos", cos)
+    g.const(ROPE_COS, cos)
     g.const("rope.sin_signed", sin)
 
     # Sizes, RoPE and the attention bias, once per call.
@@ -161,7 +135,7 @@ def _write_graph(weights: DecoderWeights, g: _GraphWriter, max_positions: int) -
     bias = g.op("Where", [visible, "c_zero_f", "c_mask_bias"])
     # Query rows of a KV head are ordered (group member, position): the bias repeats per member.
     bias = g.op("Unsqueeze", [g.op("Tile", [bias, "c_group_tiles"]), "c_axis1"])          # [b, 1, g*seq, total]
-    cos_at = g.op("Unsqueeze", [g.op("Gather", ["rope.cos", POSITION_IDS], axis=0), "c_axis2"])   # [b, seq, 1, d]
+    cos_at = g.op("Unsqueeze", [g.op("Gather", [ROPE_COS, POSITION_IDS], axis=0), "c_axis2"])   # [b, seq, 1, d]
     sin_at = g.op("Unsqueeze", [g.op("Gather", ["rope.sin_signed", POSITION_IDS], axis=0), "c_axis2"])
     # [b, kv, group, seq, d]: attention output back to heads (Reshape cannot infer two dimensions).
     seq_1d = g.op("Unsqueeze", [seq, "c_axis0"])
@@ -265,27 +239,4 @@ def _swap_in(work: Path, out_dir: Path) -> None:
         os.replace(out_dir, old)
     os.replace(work, out_dir)
     shutil.rmtree(old, ignore_errors=True)
-
-
-def decoder_facts(onnx_path: Path) -> dict[str, int]:
-    """What a runtime needs to drive the graph, read back from it (its weights are not loaded):
-    num_layers, num_kv_heads, head_dim, vocab_size, max_positions."""
-    import onnx
-
-    model = onnx.load(str(onnx_path), load_external_data=False)
-    inputs = {i.name: i for i in model.graph.input}
-    outputs = {o.name: o for o in model.graph.output}
-    layers = sum(1 for name in inputs if name.startswith(PAST_KEY.format("")))
-    expected_in, expected_out = io_names(layers)
-    if layers == 0 or set(expected_in) != set(inputs) or set(expected_out) != set(outputs):
-        raise ValueError(f"{onnx_path} is not a decoder graph of this toolkit (inputs {sorted(inputs)[:5]}...); "
-                         "rebuild it with `make download_model`.")
-
-    def dims(value: Any) -> list[Any]:
-        return [d.dim_value if d.HasField("dim_value") else d.dim_param for d in value.type.tensor_type.shape.dim]
-
-    cache = dims(inputs[PAST_KEY.format(0)])
-    cos = next((t for t in model.graph.initializer if t.name == "rope.cos"), None)
-    return {"num_layers": layers, "num_kv_heads": int(cache[1]), "head_dim": int(cache[3]),
-            "vocab_size": int(dims(outputs[LOGITS])[1]), "max_positions": int(cos.dims[0]) if cos else 0}
 

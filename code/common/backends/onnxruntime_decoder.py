@@ -1,4 +1,4 @@
-"""The LLM decoder graph (code/llama3_1_8b/decoder_onnx.py) on ONNX Runtime, with continuous batching.
+"""An LLM decoder graph (the contract of code/common/decoder_graph.py) on ONNX Runtime, with continuous batching.
 
 A `DecodeBatch` keeps one KV cache per layer for all its rows, [rows, kv_heads, cache_len, head_dim], and a 0/1
 mask [rows, cache_len]: rows with a shorter history are left-padded (mask 0), which the graph's attention skips.
@@ -47,7 +47,7 @@ class OnnxRuntimeDecoder:
     def __init__(self, engine: Path, *, threads: int, max_batch: int, level: str = "ORT_ENABLE_ALL") -> None:
         import onnxruntime as ort
 
-        from ...llama3_1_8b.decoder_onnx import decoder_facts, io_names
+        from ..decoder_graph import decoder_facts, io_names
 
         engine = Path(engine)
         if not engine.is_file():

@@ -3,28 +3,28 @@
 A backend declares, in one class of its own module, its engine files (extension, whether a file is built for one
 batch size), the precisions it builds, how to tell whether it can run here, its builder, its runner and, where it
 has one, its C++ runner in the native core. The engine builder, the harness and `make build` ask this registry and
-never name a backend. Adding a backend is adding its module and one line in `_PLUGINS`; nothing is imported until a
-backend is asked for.
+never name a backend. Adding a backend is adding its module and registering it (`BACKEND_PLUGINS.register(name,
+"module:Class")` from the plug-in's own module, or one line in the table below for the toolkit's own); nothing is
+imported until a backend is asked for.
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
-from ..errors import UserError
+from ..registry import Registry
 
 if TYPE_CHECKING:
     from ..generation import Decoder
     from .base import Backend
 
-# name -> "module:class", relative to this package.
-_PLUGINS: dict[str, str] = {
+# name -> "module:class" (relative to this package), each class instantiated on first use.
+BACKEND_PLUGINS: "Registry[BackendPlugin]" = Registry("backend", package=__package__, make=lambda cls: cls(), entries={
     "onnxruntime": ".onnxruntime_plugin:OnnxRuntimePlugin",
     "tensorrt": ".tensorrt_plugin:TensorRTPlugin",
-}
-BACKENDS: tuple[str, ...] = tuple(_PLUGINS)
+})
+BACKENDS: tuple[str, ...] = BACKEND_PLUGINS.names()
 
 
 @dataclass(frozen=True)
@@ -93,10 +93,4 @@ class BackendPlugin(Protocol):
 
 def get_plugin(name: str) -> BackendPlugin:
     """The plug-in of backend `name`; UserError naming the valid choices for an unknown one."""
-    try:
-        target = _PLUGINS[name]
-    except KeyError:
-        raise UserError(f"Unknown backend '{name}'. Valid choices: {', '.join(BACKENDS)}.") from None
-    module, _, cls = target.partition(":")
-    plugin: BackendPlugin = getattr(importlib.import_module(module, __package__), cls)()
-    return plugin
+    return BACKEND_PLUGINS.get(name)

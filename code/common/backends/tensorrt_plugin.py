@@ -14,8 +14,8 @@ from .registry import BuildRequest, Hardware
 if TYPE_CHECKING:
     from ..generation import Decoder
 
-# The LLM decoders: their graph (code/llama3_1_8b/decoder_onnx.py: standard ONNX ops, dynamic batch and sequence
-# axes, the KV cache as inputs and outputs) is what a TensorRT build takes, with one optimization profile for
+# The LLM decoders: their graph (code/common/decoder_graph.py's contract: standard ONNX ops, dynamic batch and
+# sequence axes, the KV cache as inputs and outputs) is what a TensorRT build takes, with one optimization profile for
 # prefill and one for decode steps; that build and a runner that keeps the cache on the GPU are not written yet.
 DECODER_NOT_YET = ("TensorRT does not run the LLM decoders in this toolkit yet (their ONNX graph is the input such "
                    "an engine would be built from). Run the LLM benchmarks with --backend=onnxruntime.")

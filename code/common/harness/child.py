@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..benchmark_api import get_benchmark
-from ..constants import AccuracyTarget, HarnessType, Scenario, TestMode
+from ..constants import AccuracyTarget, Scenario, TestMode
 from ..disk_full import disk_full_cause, disk_full_sentence, folder_of, looks_full, why
-from ..errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, UserError
+from ..errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK
 from ..fileio import write_atomically
 from ..paths import ACCURACY_LOG, ACCURACY_TXT, AUDIT_CONFIG, HARNESS_ERROR, USER_CONF, Paths
 from ..rules import get_round
@@ -40,11 +40,11 @@ from ..records.metadata import (COMPLETED, FAILED, INTERRUPTED, AccuracyRecord, 
                        EngineRecord, Invocation, LoadGenRecord, RunRecord, SystemRecord, log_digests,
                        reserve_record_space, write_metadata)
 from ..records.record import EndpointRecord, load_part
+from .registry import HARNESSES, HarnessRun
 from .progress import Progress
-from .qsl import SampleLibrary, first_samples
+from .qsl import first_samples
 from .settings import test_settings, write_user_conf
 from .spec import RunSpec
-from .sut import HarnessSUT
 from ..records.verdict import explain
 
 NO_AUDIT_CONFIG = ""   # LoadGen opens the path it is given; an empty one never opens, so no file is read
@@ -77,84 +77,15 @@ def base_record(spec: RunSpec, status: str, **outcome: Any) -> RunRecord:
         log_dir=spec.log_dir, **outcome)
 
 
-def _instances(spec: RunSpec, benchmark, samples) -> list:
-    """One inference callable per backend instance, each warmed up on the batch sizes it will see."""
-    from ..backends import create_backend, threads_per_instance
-    from ..named_inputs import warmup_inputs
-
-    fields = spec.fields
-    count, batch_size = int(fields["instances"]), int(fields["batch_size"])
-    threads = threads_per_instance(fields, spec.cpu_cores)
-    inputs = benchmark.models[spec.model].inputs
-    backends = [create_backend(Path(spec.engine), backend=fields["backend"], input_names=[i.name for i in inputs],
-                               threads=threads, device=spec.engine_manifest.get("device", "cpu"), instance=index)
-                for index in range(count)]
-    # A runtime's first call at a new batch shape is slow; Server batches take every size up to batch_size.
-    sizes = range(1, batch_size + 1) if spec.scenario_enum is Scenario.Server and batch_size <= 16 \
-        else sorted({1, batch_size})
-    for backend in backends:
-        for size in sizes:
-            backend.infer(warmup_inputs(inputs, size))
-    postprocess = benchmark.postprocessor(spec.model, samples)
-
-    def make(backend):
-        return lambda batch, indices: postprocess(backend.infer(batch), indices)
-
-    return [make(b) for b in backends]
-
-
-def _decoders(spec: RunSpec, generation) -> list:
-    """One decoder per backend instance, each warmed up: a first prefill and step are slow in every runtime."""
-    import numpy as np
-
-    from ..backends import threads_per_instance
-    from ..backends.registry import get_plugin
-
-    fields = spec.fields
-    plugin = get_plugin(fields["backend"])
-    threads = threads_per_instance(fields, spec.cpu_cores)
-    decoders = [plugin.create_decoder(Path(spec.engine), threads=threads, max_batch=generation.max_batch,
-                                      device=spec.engine_manifest.get("device", "cpu"), instance=index)
-                for index in range(int(fields["instances"]))]
-    for decoder in decoders:
-        batch = decoder.new_batch()
-        batch.add([np.arange(1, 9, dtype=np.int64)])
-        batch.step()
-        batch.remove([0])
-        batch.close()
-    return decoders
-
-
-def _system_under_test(spec: RunSpec, benchmark, samples, paths: Paths, log_dir: Path):
-    """(SUT, QSL) of the test: token streaming with continuous batching for a benchmark that generates, fixed-size
-    batches otherwise, in this process or (Triton harness) in Triton servers. The data set is cut to
-    total_sample_count where the config caps it."""
+def _system_under_test(spec: RunSpec, plugin, benchmark, samples, paths: Paths, log_dir: Path):
+    """(SUT, QSL) of the test, made by its harness plug-in. The data set is cut to total_sample_count where the config
+    caps it."""
     from .settings import effective_dataset_size
 
     fields = spec.fields
     samples = first_samples(samples, effective_dataset_size(fields, len(samples)))
-    generation = benchmark.generation(spec.model, fields, paths)
-    if spec.workload.harness_type is HarnessType.triton:
-        if generation is not None:
-            raise UserError(f"{spec.benchmark} generates tokens; the Triton harness serves models of one call per "
-                            f"batch (resnet50, yolo). Run it with --harness_type=lwis.")
-        from .triton_system import triton_system
-
-        return triton_system(spec, benchmark, samples, log_dir)
-    if generation is None:
-        batching = int(fields["batch_size"]), int(fields.get("server_batch_timeout_us") or 0)
-        if spec.native_lib:
-            from .native_sut import native_system
-
-            return native_system(spec, benchmark, samples, lambda: _instances(spec, benchmark, samples))
-        qsl = SampleLibrary(samples, spec.performance_sample_count, benchmark.models[spec.model].inputs)
-        return HarnessSUT(spec.scenario_enum, qsl, _instances(spec, benchmark, samples), *batching).start(), qsl
-    from .llm_sut import LLMSut, PromptLibrary
-
-    if fields.get("max_input_tokens"):
-        samples = samples.capped(int(fields["max_input_tokens"]))
-    prompts = PromptLibrary(samples, spec.performance_sample_count)
-    return LLMSut(spec.scenario_enum, prompts, _decoders(spec, generation), generation).start(), prompts
+    return plugin.create(HarnessRun(spec, benchmark, samples, paths, log_dir,
+                                    benchmark.generation(spec.model, fields, paths)))
 
 
 def _now() -> str:
@@ -162,11 +93,12 @@ def _now() -> str:
 
 
 def _record_stop(spec: RunSpec, started: str) -> Callable[[str], None]:
-    """What a stop signal or a vanished parent leaves behind: an `interrupted` record, no audit.config."""
+    """What a stop signal or a vanished parent leaves behind: an `interrupted` record, no audit.config, nothing the
+    harness started (e.g. a local server)."""
     def on_stop(reason: str) -> None:
-        servers = sys.modules.get("code.common.triton.server")
-        if servers is not None:
-            servers.stop_all()      # the local Triton server of a Triton harness test
+        plugin = HARNESSES.if_loaded(spec.harness)     # never an import in a signal handler
+        if plugin is not None:
+            plugin.interrupted()
         audit_path = audit_config_path(spec)
         if audit_path is not None:
             audit_path.unlink(missing_ok=True)
@@ -216,14 +148,12 @@ def _write_record(spec: RunSpec, log_dir: Path, record: RunRecord) -> bool:
 
 def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecord]:
     """The test itself: (exit status, its record)."""
-    if spec.native_lib:     # before anything imports LoadGen: the native core completes into its own build
-        from .native_sut import use_native_loadgen
-
-        try:
-            use_native_loadgen(spec.native_lib)
-        except (RuntimeError, ImportError) as error:
-            return EXIT_FAILURE, base_record(spec, FAILED, started=started,
-                                             error=f"the native harness cannot start: {error}")
+    plugin = HARNESSES.get(spec.harness)
+    try:
+        plugin.prepare_process(spec)     # before anything imports LoadGen
+    except (RuntimeError, ImportError) as error:
+        return EXIT_FAILURE, base_record(spec, FAILED, started=started,
+                                         error=f"the {plugin.name} harness cannot start: {error}")
     import mlperf_loadgen as lg
 
     benchmark = get_benchmark(spec.benchmark)
@@ -231,7 +161,7 @@ def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecor
     sut = None
     try:
         samples = benchmark.preprocessed(spec.model, spec.dataset, paths)
-        sut, qsl = _system_under_test(spec, benchmark, samples, paths, log_dir)
+        sut, qsl = _system_under_test(spec, plugin, benchmark, samples, paths, log_dir)
         user_conf = write_user_conf(log_dir / USER_CONF, spec.user_conf)
         settings = test_settings(user_conf, spec.loadgen_model, spec.scenario_enum, spec.mode_enum)
         audit_path = audit_config_path(spec)   # explicit: LoadGen never looks in the working directory
@@ -254,8 +184,8 @@ def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecor
         finally:
             seconds = time.monotonic() - t0
             sut.stop()
-            getattr(sut, "destroy", lg.DestroySUT)(lg_sut)    # the native core's handles are not LoadGen's to free
-            getattr(qsl, "destroy", lg.DestroyQSL)(lg_qsl)
+            sut.destroy(lg_sut)
+            qsl.destroy(lg_qsl)
             if audit_path is not None:
                 audit_path.unlink(missing_ok=True)
         if sut.error is not None:
@@ -264,7 +194,7 @@ def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecor
         cut = cut_logs(log_dir, spec.mode_enum is TestMode.PerformanceOnly)
         if cut:
             raise LogsCut(cut)
-        outcome = _results(spec, benchmark, paths, log_dir, seconds)
+        outcome = _results(spec, plugin, benchmark, paths, log_dir, seconds)
         return EXIT_OK, base_record(spec, COMPLETED, started=started, log_sha256=log_digests(log_dir),
                                     endpoints=_endpoints(sut), **outcome)
     except Exception as error:  # noqa: BLE001  recorded in metadata.json; the logs are kept
@@ -289,13 +219,11 @@ def _failure(error: Exception, log_dir: Path) -> str:
 
 
 def _endpoints(sut) -> tuple:
-    """The servers of a test whose harness sends its queries to servers, as its record keeps them (none for one
-    that runs in process)."""
-    records = getattr(sut, "endpoint_records", None)
-    return tuple(load_part(EndpointRecord, r, "endpoints") for r in records()) if records else ()
+    """The servers the test's inference ran on, as its record keeps them (none for a harness in this process)."""
+    return tuple(load_part(EndpointRecord, r, "endpoints") for r in sut.endpoint_records()) if sut else ()
 
 
-def _results(spec: RunSpec, benchmark, paths: Paths, log_dir: Path, seconds: float) -> dict[str, Any]:
+def _results(spec: RunSpec, plugin, benchmark, paths: Paths, log_dir: Path, seconds: float) -> dict[str, Any]:
     """The outcome fields of a completed test's record."""
     log = read_detail(log_dir)
     result: dict[str, Any] = {
@@ -303,7 +231,7 @@ def _results(spec: RunSpec, benchmark, paths: Paths, log_dir: Path, seconds: flo
             version=str(log.get("loadgen_version", importlib.metadata.version("mlcommons-loadgen"))),
             seeds=log.seeds, errors=log.errors, warnings=len(log.warnings),
             effective={k[len("effective_"):]: v for k, v in log.values.items() if k.startswith("effective_")},
-            build=_loadgen_build(spec)),
+            build=plugin.loadgen_build(spec)),
         "durations": Durations(test_s=round(seconds, 3), measured_s=log.run_duration_s),
     }
     if spec.mode_enum is TestMode.PerformanceOnly:
@@ -324,15 +252,6 @@ def _results(spec: RunSpec, benchmark, paths: Paths, log_dir: Path, seconds: flo
                    "valid": log.errors == (), "submittable": log.errors == () and not spec.test_run,
                    "reasons": tuple(f"LoadGen reported an error: {e}" for e in log.errors)}
     return result
-
-
-def _loadgen_build(spec: RunSpec) -> str:
-    """Which LoadGen the test ran on, in words."""
-    if spec.native_lib:
-        from ..native.build import LOADGEN_SDIST, LOADGEN_SDIST_SHA256
-
-        return f"native core: {LOADGEN_SDIST} (sha256 {LOADGEN_SDIST_SHA256}) built in {spec.native_lib}"
-    return f"wheel: mlcommons-loadgen {importlib.metadata.version('mlcommons-loadgen')}"
 
 
 def _meets_target(spec: RunSpec, accuracy) -> bool | None:

@@ -3,9 +3,10 @@
 The parent hands the child the read end of a pipe (the watch pipe) and keeps the write end open while it
 lives: when the parent ends, however it ends (SIGKILL included), the kernel closes the write end and the
 child reads end-of-file. On Linux the child also asks for a signal of its own (SIGUSR1) when its parent dies
-(prctl PR_SET_PDEATHSIG), which works without the pipe too and is never mistaken for a forwarded stop. A stop signal (SIGINT, SIGTERM, SIGHUP) or a vanished parent ends the child at once with
-an `interrupted` record, whatever its main thread is doing (LoadGen's StartTest blocks it for minutes); a
-record already written (the test ended first) is kept.
+(prctl PR_SET_PDEATHSIG), which works without the pipe too and is never mistaken for a forwarded stop. A stop
+signal (SIGINT, SIGTERM, SIGHUP) or a vanished parent ends the child at once with an `interrupted` record,
+whatever its main thread is doing (LoadGen's StartTest blocks it for minutes); a record already written (the test
+ended first) is kept.
 """
 from __future__ import annotations
 

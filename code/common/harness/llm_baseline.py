@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from ..generation import Decoder, GenerationSettings
-from .llm_sut import finished
+from .batching_engine import finished
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ The test's process must import LoadGen from the native build (`use_native_loadge
 from __future__ import annotations
 
 import sys
-import threading
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -25,6 +24,7 @@ from ..constants import Scenario
 from ..named_inputs import stack_samples
 from ..native.build import not_ready
 from .sut import Infer
+from .base import QSLBase, SUTBase
 
 
 def use_native_loadgen(lib: str | Path) -> None:
@@ -43,7 +43,7 @@ def use_native_loadgen(lib: str | Path) -> None:
         raise RuntimeError(f"mlperf_loadgen came from {mlperf_loadgen.__file__}, not the native build in {lib}")
 
 
-class NativeSampleLibrary:
+class NativeSampleLibrary(QSLBase):
     """The performance set, stacked per named input in arrays the core keeps, loaded through `samples` when LoadGen
     asks for it."""
 
@@ -101,26 +101,25 @@ class NativeCounters:
         return self._sut.completed
 
 
-class NativeSUT:
+class NativeSUT(SUTBase):
     """HarnessSUT's counterpart on the native core: the same instances, batch size and Server batching window. An
     instance is a Python inference callable (run through the core's python backend) or a C++ backend of the core
-    (`native_backends`)."""
+    (`native_backends`). The core issues, batches and completes in C++: the base's counters are the core's, its
+    failure the core's message unless a Python backend raised first."""
 
     def __init__(self, scenario: Scenario, qsl: NativeSampleLibrary, instances: Sequence[object], batch_size: int,
                  batch_timeout_us: int = 0) -> None:
         import toolkit_native
 
-        self.scenario = scenario
+        super().__init__(scenario)
         self.qsl = qsl
         self.batch_size = batch_size
-        self._lock = threading.Lock()
-        self._python_error: BaseException | None = None
         backends = [instance if isinstance(instance, toolkit_native.Backend) else self._python_backend(instance)
                     for instance in instances]
         # Only Server waits for a batch to fill; the other scenarios issue every sample of a query at once.
         timeout_us = batch_timeout_us if scenario is Scenario.Server else 0
         self.native = toolkit_native.Sut(qsl.native, backends, batch_size, timeout_us)
-        self.counters = NativeCounters(self.native)
+        self.counters = NativeCounters(self.native)     # type: ignore[assignment]
 
     def _python_backend(self, infer: Infer):
         import toolkit_native
@@ -142,17 +141,12 @@ class NativeSUT:
                     raise RuntimeError(f"backend returned {len(responses)} responses for {len(indices)} samples")
                 return responses.data.reshape(-1).view(np.uint8), responses.offsets
             except BaseException as error:
-                with self._lock:
-                    self._python_error = self._python_error or error
+                self.fail(error)
                 raise
         return call
 
-    @property
-    def error(self) -> BaseException | None:
-        """What failed the run: the backend's own exception where it raised one, else the core's message."""
-        with self._lock:
-            if self._python_error is not None:
-                return self._python_error
+    def engine_error(self) -> BaseException | None:
+        """The core's message, where it failed the run without a Python backend's exception."""
         message = self.native.error
         return RuntimeError(message) if message else None
 
@@ -168,6 +162,9 @@ class NativeSUT:
 
     def destroy(self, handle: int) -> None:
         """Nothing to free: the C++ object lives as long as this one (LoadGen's DestroySUT is for its own)."""
+
+    def issue(self, ids: list[int], indices: list[int]) -> None:
+        raise RuntimeError("the native core issues in C++; LoadGen never calls this SUT's Python issue")
 
 
 def native_system(spec, benchmark, samples: PreprocessedSet, python_instances: Callable[[], Sequence[Infer]]):

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..benchmark_api import PreprocessedSet, Sample, TensorSpec
 from ..named_inputs import StackedInput, gather_input, stack_samples
+from .base import QSLBase
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ def first_samples(samples: PreprocessedSet, count: int) -> PreprocessedSet:
     return samples if len(samples) <= count else FirstSamples(samples, count)
 
 
-class SampleLibrary:
+class SampleLibrary(QSLBase):
     """Loads the samples LoadGen asks for, stacked per named input (named_inputs.stack_samples); `gather` builds a
     batch by index, {input name: array}, varying axes padded as the model declares."""
 
@@ -91,8 +92,3 @@ class SampleLibrary:
             return batch
         return {spec.name: gather_input(self._data[spec.name], slots, spec, (out or {}).get(spec.name))
                 for spec in self.inputs}
-
-    def construct(self):
-        import mlperf_loadgen as lg
-
-        return lg.ConstructQSL(self.total, self.performance_count, self.load, self.unload)

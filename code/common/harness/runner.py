@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 
 from ..arguments import RunArgs
 from ..benchmark_api import get_benchmark
-from ..constants import HarnessType, Scenario, TestMode
+from ..constants import Scenario, TestMode
 from ..disk_full import DiskFull, disk_full_cause, disk_full_sentence, is_disk_full_sentence, looks_full, why
 from ..errors import EXIT_FAILURE, UserError, choose
 from ..paths import AUDIT_CONFIG, RUN_RECORD
@@ -38,22 +38,22 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
               qps_scale: float = 1.0, purpose: str = "submission") -> RunSpec:
     """Resolve and check everything a test needs before any process starts."""
     from ..engines.builder import locate_engine
-    from ..native.build import lib_dir
     from ..preprocessed_store import set_identity
-    from .impl import NATIVE
+    from .selection import choose
 
     config = ctx.resolve(benchmark_name, scenario)
     fields = config.values
     benchmark, model_spec, rules = check_selection(ctx, benchmark_name, fields)
-    if ctx.args.workload.harness_type is HarnessType.triton:
-        from .triton_system import check_servable
-
-        check_servable(fields, ctx.args.triton_endpoints, ctx.paths.triton_venv)
+    harness = choose(config, ctx.args.workload.harness_type.value, ctx.paths.build)
+    harness.preflight(fields, ctx.args, ctx.paths)
     model, dataset = fields["model"], fields["dataset"]
     target = ctx.args.workload.accuracy_target
     samples = benchmark.preprocessed(model, dataset, ctx.paths)
-    engine = locate_engine(config, ctx.system.system_id, ctx.paths, benchmark)
-    manifest = json.loads(ctx.paths.engine_manifest(engine).read_text())
+    if harness.needs_engine:
+        engine = locate_engine(config, ctx.system.system_id, ctx.paths, benchmark)
+        manifest = json.loads(ctx.paths.engine_manifest(engine).read_text())
+    else:
+        engine, manifest = "", {}
     run_dir = log_dir or ctx.paths.run_log_dir(ctx.system.system_id, benchmark_name, scenario, mode)
     refuse_taken_run_dir(run_dir, ctx.paths.log_dir, audit=bool(audit_config))
     loadgen_model = rules.loadgen_model_for(scenario)
@@ -71,8 +71,7 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
         accuracy_target=target.value if model_spec.division == "closed" else None,
         invocation=invocation(ctx.args, mode, benchmark_name), purpose="audit" if audit_test else purpose,
         audit_test=audit_test, audit_config=list(audit_config or []),
-        triton_endpoints=list(ctx.args.triton_endpoints),
-        native_lib=str(lib_dir(ctx.paths.build)) if fields.get("harness_impl") == NATIVE else "",
+        harness=harness.name, harness_options=harness.run_options(ctx.args, ctx.paths),
         data=set_identity(samples.directory),
     )
 

@@ -36,8 +36,8 @@ class RunSpec:
     audit_test: str | None = None
     audit_config: list[str] = field(default_factory=list)   # lines; written to the run folder, never to cwd
     accuracy_target: str | None = None   # closed division: the AccuracyTarget whose bounds every metric is held to
-    triton_endpoints: list[str] = field(default_factory=list)   # Triton harness: running servers; [] = a local one
-    native_lib: str = ""                 # harness_impl native: the folder of the built core, first on sys.path
+    harness: str = ""                    # the harness plug-in that runs the test (harness/registry.py)
+    harness_options: dict[str, Any] = field(default_factory=dict)   # what the plug-in took from the invocation
     data: dict[str, str] = field(default_factory=dict)   # record.DataRecord of the preprocessed set it reads
 
     @property

@@ -16,7 +16,6 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
@@ -24,56 +23,21 @@ import numpy as np
 from ..benchmark_api import Responses
 from ..constants import Scenario
 from .qsl import SampleLibrary
+from .base import SUTBase
 
 # ({input name: batch}, the batch's QSL indices) -> its responses
 Infer = Callable[[Mapping[str, np.ndarray], np.ndarray], Responses]
 _STOP = None
 
 
-@dataclass
-class Counters:
-    completed: int = 0     # samples completed to LoadGen
-    issued: int = 0        # samples LoadGen issued
-    inferred: int = 0      # samples through the backend: moves batch by batch, within a work item too
-
-    @property
-    def progress(self) -> int:
-        """Samples done, for the progress display."""
-        return self.inferred
-
-
-def complete_responses(lg, ids: np.ndarray, responses: Responses) -> None:
-    """Complete `ids` to LoadGen with their responses, in one call. Per-sample response objects are a harness's
-    main cost: their addresses and sizes come from one numpy step over the buffer's offsets."""
-    offsets = responses.offsets
-    base = responses.data.__array_interface__["data"][0]   # contiguous: Responses checks it
-    addresses, sizes = (offsets[:-1] + base).tolist(), np.diff(offsets).tolist()
-    response = lg.QuerySampleResponse
-    lg.QuerySamplesComplete([response(i, a, n) for i, a, n in zip(ids.tolist(), addresses, sizes)])
-
-
-def complete_empty(lg, ids: np.ndarray, counters: Counters, lock: threading.Lock) -> None:
-    """Complete `ids` with empty responses (the outstanding samples of a failed run) and count them done."""
-    lg.QuerySamplesComplete([lg.QuerySampleResponse(sample_id, 0, 0) for sample_id in ids.tolist()])
-    with lock:
-        counters.completed += len(ids)
-        counters.inferred = max(counters.inferred, counters.completed)
-
-
-class HarnessSUT:
+class HarnessSUT(SUTBase):
     def __init__(self, scenario: Scenario, qsl: SampleLibrary, instances: Sequence[Infer], batch_size: int,
                  batch_timeout_us: int = 0) -> None:
-        import mlperf_loadgen as lg
-
-        self._lg = lg
-        self.scenario = scenario
+        super().__init__(scenario)
         self.qsl = qsl
         self.instances = list(instances)
         self.batch_size = batch_size
         self.batch_timeout_s = batch_timeout_us / 1e6
-        self.counters = Counters()
-        self.error: BaseException | None = None
-        self._lock = threading.Lock()
         self._work: queue.Queue = queue.Queue()
         self._threads: list[threading.Thread] = []
         self.offline_batches_per_item = max(1, 512 // batch_size)
@@ -94,9 +58,6 @@ class HarnessSUT:
         for thread in self._threads:
             thread.join(timeout=30)
         self._threads.clear()
-
-    def construct(self):
-        return self._lg.ConstructFastSUT(self.issue, self.flush)
 
     # -- LoadGen callbacks -----------------------------------------------------------------------
     def issue(self, ids: list[int], indices: list[int]) -> None:
@@ -122,9 +83,6 @@ class HarnessSUT:
         gets several items (a short query of batch-1 samples would otherwise be one item for one instance)."""
         batches = -(-samples // self.batch_size)
         return max(1, min(self.offline_batches_per_item, -(-batches // (4 * max(1, len(self.instances))))))
-
-    def flush(self) -> None:
-        pass
 
     # -- workers ---------------------------------------------------------------------------------
     def _offline_worker(self, infer: Infer) -> None:
@@ -154,7 +112,7 @@ class HarnessSUT:
     def _run_item(self, infer: Infer, ids: np.ndarray, indices: np.ndarray) -> None:
         """Infer a work item in batches of `batch_size` and complete all its samples in one call."""
         if self.error is not None:
-            self._complete_empty(ids)
+            self.complete_empty(ids)
             return
         try:
             parts = []
@@ -167,13 +125,7 @@ class HarnessSUT:
             if len(responses) != len(ids):
                 raise RuntimeError(f"backend returned {len(responses)} responses for {len(ids)} samples")
         except BaseException as error:  # noqa: BLE001  recorded, reported by the run, never swallowed
-            with self._lock:
-                self.error = self.error or error
-            self._complete_empty(ids)
+            self.fail(error)
+            self.complete_empty(ids)
             return
-        complete_responses(self._lg, ids, responses)
-        with self._lock:
-            self.counters.completed += len(ids)
-
-    def _complete_empty(self, ids: np.ndarray) -> None:
-        complete_empty(self._lg, ids, self.counters, self._lock)
+        self.complete(ids, responses)

@@ -29,7 +29,7 @@ from ..constants import Scenario
 from ..records.record import split_address
 from ..triton.inputs import RequestLayout, endpoint_inputs
 from .qsl import SampleLibrary
-from .sut import Counters, complete_empty, complete_responses
+from .base import SUTBase
 
 Postprocess = Callable[[list[np.ndarray], np.ndarray], Responses]
 HEALTH_INTERVAL_S = 1.0
@@ -62,21 +62,18 @@ class RemoteModel:
     output_names: tuple[str, ...]
 
 
-class TritonSUT:
+class TritonSUT(SUTBase):
     def __init__(self, scenario: Scenario, qsl: SampleLibrary, urls: Sequence[str], model: RemoteModel,
                  postprocess: Postprocess, batch_size: int, in_flight: int, request_timeout_s: float, *,
                  servers: Sequence = (), infos: Sequence = (),
                  connect: Callable[[str], object] | None = None) -> None:
-        import mlperf_loadgen as lg
-
         from ..triton.client import connect as grpc_connect
 
         if not urls:
             raise ValueError("the Triton harness needs at least one endpoint")
         if batch_size < 1 or in_flight < 1:
             raise ValueError(f"batch_size and in_flight must be at least 1 (got {batch_size}, {in_flight})")
-        self._lg = lg
-        self.scenario = scenario
+        super().__init__(scenario)
         self.qsl = qsl
         self.model = model
         self.postprocess = postprocess
@@ -92,9 +89,6 @@ class TritonSUT:
             raise
         self.servers = list(servers)          # local servers this SUT stops when it stops
         self.infos = {info.url: info for info in infos}
-        self.counters = Counters()
-        self.error: BaseException | None = None
-        self._lock = threading.Lock()
         self._ready = threading.Condition(self._lock)    # a request queued, a slot freed, a stop or a failure
         self._queue: deque[tuple[np.ndarray, np.ndarray]] = deque()
         self._stopping = False
@@ -133,9 +127,6 @@ class TritonSUT:
             except Exception:  # noqa: BLE001  closing is best effort once the run is decided
                 pass
 
-    def construct(self):
-        return self._lg.ConstructFastSUT(self.issue, self.flush)
-
     def endpoint_records(self) -> list[dict[str, object]]:
         """Per endpoint, as the record keeps it (records.record.EndpointRecord): what it serves (read before the
         run), whether this test started it, what it answered."""
@@ -168,9 +159,6 @@ class TritonSUT:
         query (an Offline query of 20 samples would otherwise be one request for one endpoint)."""
         return max(1, min(self.batch_size, -(-samples // (2 * len(self.endpoints)))))
 
-    def flush(self) -> None:
-        pass
-
     # -- sending ---------------------------------------------------------------------------------
     def _dispatch(self) -> None:
         while True:
@@ -190,7 +178,7 @@ class TritonSUT:
                         slot = endpoint.inputs.acquire()
                     pending = [item] if failed else []
             for ids, _ in pending:
-                self._complete_empty(ids)
+                self.complete_empty(ids)
             if self._stopping and endpoint is None and item is None:
                 return
             if endpoint is not None:
@@ -231,18 +219,16 @@ class TritonSUT:
             except BaseException as failure:  # noqa: BLE001
                 error = failure
         if responses is None:
-            self._fail(EndpointFailed(f"Triton endpoint {endpoint.url} failed: {_describe(error)}"))
-            self._complete_empty(ids)
+            self.fail(EndpointFailed(f"Triton endpoint {endpoint.url} failed: {_describe(error)}"))
+            self.complete_empty(ids)
         else:
-            complete_responses(self._lg, ids, responses)
+            self.complete(ids, responses)
         with self._ready:
             endpoint.in_flight -= 1
             endpoint.inputs.release(slot)
             if responses is not None:
                 endpoint.requests += 1
                 endpoint.samples += len(ids)
-                self.counters.completed += len(ids)
-                self.counters.inferred += len(ids)
             self._ready.notify_all()
 
     def _watch_health(self) -> None:
@@ -264,18 +250,14 @@ class TritonSUT:
                 except InferenceServerException as error:
                     problem = _describe(error)
                 if problem is not None:
-                    self._fail(EndpointFailed(f"Triton endpoint {endpoint.url} failed its health check: {problem}"))
+                    self.fail(EndpointFailed(f"Triton endpoint {endpoint.url} failed its health check: {problem}"))
                     return
 
     # -- failure ---------------------------------------------------------------------------------
-    def _fail(self, error: BaseException) -> None:
+    def fail(self, error: BaseException) -> None:
+        super().fail(error)
         with self._ready:
-            if self.error is None:
-                self.error = error
-            self._ready.notify_all()
-
-    def _complete_empty(self, ids: np.ndarray) -> None:
-        complete_empty(self._lg, ids, self.counters, self._lock)
+            self._ready.notify_all()     # the dispatcher completes what is queued empty
 
 
 def _describe(error: BaseException) -> str:

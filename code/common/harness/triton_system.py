@@ -94,8 +94,9 @@ def triton_system(spec: RunSpec, benchmark, samples, log_dir: Path):
     fields = spec.fields
     model = triton_model(spec.benchmark, benchmark.models[spec.model], Path(spec.engine), spec.engine_manifest,
                          fields, spec.cpu_cores)
-    servers = [] if spec.triton_endpoints else start_servers(model, [log_dir / "triton"])
-    urls = list(spec.triton_endpoints) or [server.url for server in servers]
+    endpoints = list(spec.harness_options.get("endpoints", ()))
+    servers = [] if endpoints else start_servers(model, [log_dir / "triton"])
+    urls = endpoints or [server.url for server in servers]
     try:
         infos = [describe(url, model.name) for url in urls]
         check_engines(infos, model)

@@ -1,0 +1,139 @@
+"""The lwis harness, in this process: backend instances called once per batch, by Python worker threads (sut.py) or
+by the native core's C++ batchers (native_sut.py, code/common/native). Native is the default where it can serve:
+the core is built from these sources, and the test is one the core implements (one backend call per batch of the
+lwis harness). Where it cannot, registry.settle falls back to python with this module's reason.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...fields import Field
+from ..registry import IMPL_FIELD, HarnessPlugin, HarnessRun, Selection
+
+LWIS = "lwis"
+IMPLEMENTATION = Field(
+    IMPL_FIELD, str, "native", "Implementation of the lwis harness: native (the C++ core: issue, batching, sample "
+    "gathering and completions without Python, the backend called once per batch) or python (all in Python). Where "
+    "the native core is not built (`make build`), or for a harness it does not implement (the LLM and Triton "
+    "harnesses), the default falls back to python.", choices=("native", "python"))
+
+
+def backend_instances(run: HarnessRun) -> list:
+    """One inference callable per backend instance, each warmed up on the batch sizes it will see."""
+    from ...backends import create_backend, threads_per_instance
+    from ...constants import Scenario
+    from ...named_inputs import warmup_inputs
+
+    spec, fields = run.spec, run.fields
+    count, batch_size = int(fields["instances"]), int(fields["batch_size"])
+    threads = threads_per_instance(fields, spec.cpu_cores)
+    inputs = run.benchmark.models[spec.model].inputs
+    backends = [create_backend(Path(spec.engine), backend=fields["backend"], input_names=[i.name for i in inputs],
+                               threads=threads, device=spec.engine_manifest.get("device", "cpu"), instance=index)
+                for index in range(count)]
+    # A runtime's first call at a new batch shape is slow; Server batches take every size up to batch_size.
+    sizes = range(1, batch_size + 1) if spec.scenario_enum is Scenario.Server and batch_size <= 16 \
+        else sorted({1, batch_size})
+    for backend in backends:
+        for size in sizes:
+            backend.infer(warmup_inputs(inputs, size))
+    postprocess = run.benchmark.postprocessor(spec.model, run.samples)
+
+    def make(backend):
+        return lambda batch, indices: postprocess(backend.infer(batch), indices)
+
+    return [make(b) for b in backends]
+
+
+def batching(run: HarnessRun) -> tuple[int, int]:
+    """(batch size, Server batching window in microseconds) of the test."""
+    return int(run.fields["batch_size"]), int(run.fields.get("server_batch_timeout_us") or 0)
+
+
+class _Lwis(HarnessPlugin):
+    """What both implementations of the lwis harness declare: the type, and the field that chooses between them."""
+
+    harness_type = LWIS
+    fields = (IMPLEMENTATION,)
+
+
+class PythonHarness(_Lwis):
+    name = implementation = "python"
+    description = "in process: Python worker threads batch and call the backend instances"
+
+    def create(self, run: HarnessRun):
+        from ..qsl import SampleLibrary
+        from ..sut import HarnessSUT
+
+        qsl = SampleLibrary(run.samples, run.spec.performance_sample_count, run.benchmark.models[run.spec.model].inputs)
+        return HarnessSUT(run.spec.scenario_enum, qsl, backend_instances(run), *batching(run)).start(), qsl
+
+
+class NativeHarness(_Lwis):
+    name = implementation = "native"
+    description = "in process: the native core (C++) issues, batches and completes; the backend is called per batch"
+    overhead_figures = "code.actions.bench_native:native_figures"
+
+    def why_not(self, selection: Selection) -> str | None:
+        from ...native.build import not_ready
+
+        if selection.harness_type != LWIS:
+            return (f"the {selection.harness_type} harness has one implementation, in Python (the native core "
+                    f"implements lwis)")
+        if selection.generates_tokens:
+            return (f"{selection.benchmark} streams tokens through the LLM harness (continuous batching), which is "
+                    f"Python; the native core serves models of one call per batch")
+        return not_ready(selection.build_root)
+
+    def needs_environment(self, args, for_run: bool) -> bool:
+        return for_run and args.workload.harness_type.value == LWIS
+
+    def make_environment(self, ctx) -> None:
+        """Compile the core (as `make build` does) when a test of the selection would run on it but it is not built
+        yet; where it cannot be built, say why: the tests then run the Python implementation."""
+        from ...native.build import NativeUnavailable, build_native, not_ready
+        from ...config_registry import fallback_source
+        from ..registry import IMPL_FIELD
+
+        missing = not_ready(ctx.paths.build)
+        if missing is None or not any(ctx.resolve(b, s).sources.get(IMPL_FIELD) == fallback_source(missing)
+                                      for b, s in ctx.selected()):
+            return
+        try:
+            built = build_native(ctx.paths.build, ctx.paths.download_cache, log=ctx.log)
+            ctx.log(f"native harness core: built in {built.lib}")
+        except NativeUnavailable as why:
+            ctx.log(f"native harness core: not built ({why}); the tests run the Python harness")
+
+    def capabilities(self, ctx) -> list[tuple[str, str, str]]:
+        """Compile the core (LoadGen from its pinned sdist, native/src) where a compiler is found."""
+        from ...native.build import NativeUnavailable, build_native
+
+        try:
+            built = build_native(ctx.paths.build, ctx.paths.download_cache, log=ctx.log)
+        except NativeUnavailable as why:
+            return [("Native core", "not built", f"{why}; the lwis harness runs in Python (--harness_impl=python)")]
+        return [("Native core", "built" if built.built_now else "up to date",
+                 f"LoadGen 6.0.17 from its sdist, in {built.lib}; the lwis harness runs on it (--harness_impl=native)")]
+
+    def run_options(self, args, paths) -> dict:
+        from ...native.build import lib_dir
+
+        return {"native_lib": str(lib_dir(paths.build))}
+
+    def prepare_process(self, spec) -> None:
+        """The core completes into its own LoadGen build: it must be the `mlperf_loadgen` this process imports."""
+        from ..native_sut import use_native_loadgen
+
+        use_native_loadgen(spec.harness_options["native_lib"])
+
+    def loadgen_build(self, spec) -> str:
+        from ...native.build import LOADGEN_SDIST, LOADGEN_SDIST_SHA256
+
+        return (f"native core: {LOADGEN_SDIST} (sha256 {LOADGEN_SDIST_SHA256}) built in "
+                f"{spec.harness_options['native_lib']}")
+
+    def create(self, run: HarnessRun):
+        from ..native_sut import native_system
+
+        return native_system(run.spec, run.benchmark, run.samples, lambda: backend_instances(run))
