@@ -49,4 +49,5 @@ class NullNativePlugin:
 
 def register() -> None:
     """What adding a backend takes: its entry in the registry."""
-    registry._PLUGINS.setdefault(NAME, f"{__name__}:NullNativePlugin")
+    if NAME not in registry.BACKEND_PLUGINS:
+        registry.BACKEND_PLUGINS.register(NAME, f"{__name__}:NullNativePlugin")

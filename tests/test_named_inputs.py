@@ -150,7 +150,8 @@ def run_spec(tmp_path: Path, model: str, scenario: Scenario, impl: str, native_l
         user_conf=[f"{loadgen_model}.{scenario.value}.performance_sample_count_override = {SAMPLES}",
                    f"{loadgen_model}.Server.target_qps = 400", f"{loadgen_model}.Offline.target_qps = 1000"],
         performance_sample_count=SAMPLES, cpu_cores=2, test_run=True, rules_version="v6.1",
-        accuracy_threshold=None, invocation={}, native_lib=str(native_lib) if native_lib else "")
+        accuracy_threshold=None, invocation={}, harness=impl,
+        harness_options={"native_lib": str(native_lib)} if native_lib else {})
 
 
 def entries(record) -> list[dict]:
