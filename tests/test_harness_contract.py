@@ -211,7 +211,7 @@ def _args(harness_type: str):
 
 @pytest.mark.parametrize("name, scenario, kind", cases())
 def test_every_harness_completes_every_sample_once_with_its_engines_response(name, scenario, kind, engine, tmp_path):
-    from code.common.harness.loadgen_log import read_detail
+    from code.common.records.loadgen_log import read_detail
 
     out = tmp_path / "run"
     out.mkdir()

@@ -22,7 +22,7 @@ import pytest
 
 from code.common.constants import Scenario, TestMode
 from code.common.generation import GenerationSettings, Request, TokenStream
-from code.common.harness.loadgen_log import read_detail
+from code.common.records.loadgen_log import read_detail
 
 from .conftest import REPO
 from .test_llm_sut import EMPTY_RESPONSE_ERROR, EOS, MODEL, Prompts, accuracy_entries, tokens_of, user_conf
