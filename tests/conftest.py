@@ -70,8 +70,8 @@ def native_lib() -> Path:
 
 
 def default_stop_signals() -> None:
-    """In a toolkit process a test starts (preexec_fn): the stop signals as a terminal would deliver them, even where this test runs
-    with some ignored (a background job of a non-interactive shell ignores SIGINT, nohup SIGHUP)."""
+    """In a toolkit process a test starts (preexec_fn): the stop signals as a terminal would deliver them, even where
+    this test runs with some ignored (a background job of a non-interactive shell ignores SIGINT, nohup SIGHUP)."""
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_DFL)
 

@@ -49,7 +49,8 @@ class EchoSUT(SUTBase):
         while (item := self._work.get()) is not None:
             ids, indices = item
             try:
-                first = self.qsl.gather(indices).reshape(len(indices), -1)[:, 0]
+                [batch] = self.qsl.gather(indices).values()        # the benchmark's one input
+                first = batch.reshape(len(indices), -1)[:, 0]
                 records = np.repeat(first[:, None], len(self.response.fields), axis=1).astype(self.response.np_dtype)
                 self.complete(ids, Responses.rows(records))
             except BaseException as error:  # noqa: BLE001  the run's failure, recorded by the child
@@ -64,7 +65,7 @@ class EchoHarness(HarnessPlugin):
     fields = (Field("echo_note", str, "", "tiny-echo harness (tests only): a note it ignores."),)
 
     def create(self, run: HarnessRun):
-        qsl = SampleLibrary(run.samples, run.spec.performance_sample_count)
+        qsl = SampleLibrary(run.samples, run.spec.performance_sample_count, run.benchmark.models[run.spec.model].inputs)
         return EchoSUT(run, qsl).start(), qsl
 
 

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Protocol, Se
 
 import numpy as np
 
-from .errors import UserError
 from .paths import Paths
 from .registry import Registry
 

@@ -82,8 +82,8 @@ def check_integrity(ctx: ScenarioContext, sources: TreeSources) -> None:
     for run_dir in run_dirs(ctx.folder):
         for problem in summary_problems(run_dir):
             ctx.report(ERROR, run_dir / SUMMARY_LOG, f"{EDITED}: {problem} ({OWN_CHECK}); {RESTAGE}.")
-    for accuracy_dir in accuracy_dirs(ctx.folder):
-        AccuracyCheck(ctx, sources, accuracy_dir).run()
+    for folder in accuracy_dirs(ctx.folder):
+        AccuracyCheck(ctx, sources, folder).run()
 
 
 def run_dirs(scenario_dir: Path) -> list[Path]:

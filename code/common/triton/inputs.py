@@ -4,8 +4,9 @@ A server on this machine (its endpoint's host is localhost) reads the batch from
 client registered with it (every input of the batch in it, one after another), so the batch is never serialized
 into a gRPC message, sent and parsed again: measured with mobilenet_v2, batch 32 (19 MB of fp32 images), one
 request at a time on 2 cores, 214 ms per batch through the gRPC message against 156 ms through shared memory (the
-engine alone: 136 ms). The harness gathers the batch straight into the region. An endpoint on another host, one where registering fails (a server in a container without the
-host's /dev/shm), or a model with an input of varying shape gets the batch in the message.
+engine alone: 136 ms). The harness gathers the batch straight into the region. An endpoint on another host, one
+where registering fails (a server in a container without the host's /dev/shm), or a model with an input of varying
+shape gets the batch in the message.
 
 Each endpoint has one region per request it may have in flight (`slots`), each the size of a full batch, taken
 when a request is sent and given back when it is answered.

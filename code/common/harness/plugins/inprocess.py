@@ -65,7 +65,8 @@ class PythonHarness(_Lwis):
         from ..qsl import SampleLibrary
         from ..sut import HarnessSUT
 
-        qsl = SampleLibrary(run.samples, run.spec.performance_sample_count, run.benchmark.models[run.spec.model].inputs)
+        inputs = run.benchmark.models[run.spec.model].inputs
+        qsl = SampleLibrary(run.samples, run.spec.performance_sample_count, inputs)
         return HarnessSUT(run.spec.scenario_enum, qsl, backend_instances(run), *batching(run)).start(), qsl
 
 
