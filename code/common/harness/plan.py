@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ..constants import Scenario, TestMode
-from ..disk_full import format_bytes
+from ..disk_full import existing_folder, format_bytes
 from ..errors import EXIT_FAILURE, UserError
 from ..rules import BenchmarkRules, RulesRound
 from ..records.metadata import COMPLETED
@@ -291,17 +291,9 @@ class Plan:
         return lines
 
 
-def existing_parent(path: Path) -> Path:
-    """`path` or its nearest parent that exists: where the file system of a folder still to be created is."""
-    path = Path(path).absolute()
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
-
-
 def free_space(path: Path) -> int:
     """Free bytes of the file system `path` will be on."""
-    return shutil.disk_usage(existing_parent(path)).free
+    return shutil.disk_usage(existing_folder(path)).free
 
 
 def space_problem(plan: Plan, free_bytes: int) -> str | None:
@@ -309,7 +301,7 @@ def space_problem(plan: Plan, free_bytes: int) -> str | None:
     if plan.disk_bytes <= free_bytes:
         return None
     return (f"The plan writes about {format_bytes(plan.disk_bytes)} of logs into {plan.where}, but its file system "
-            f"({existing_parent(plan.where)}) has only {format_bytes(free_bytes)} free. Free some space, or set "
+            f"({existing_folder(plan.where)}) has only {format_bytes(free_bytes)} free. Free some space, or set "
             f"LOG_DIR to a folder on a larger disk")
 
 
