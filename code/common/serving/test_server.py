@@ -1,0 +1,230 @@
+"""A small OpenAI-compatible streaming server of the toolkit's own, for the openai harness's fault tests and for
+`make bench`'s ceiling figures: it answers `/v1/completions` the way vLLM does (server-sent events, the generated
+token ids in each chunk with `return_token_ids`), `/v1/models`, `/version` and `/metrics`, as fast as it can or
+with the delays and faults it is told to play.
+
+Its output is a pure function of the prompt, so that runs through one or several servers give the same accuracy
+log: output token i of a prompt is `first + (prompt[-1] + i) % 1000`, and its text is " t<id>" per token (so a
+client that tokenizes the text reads it back with `encode_test_text`). With `eos_every=k`, a prompt whose last id is
+a multiple of k ends on EOS after its first (min_tokens-respecting) tokens, with finish reason "stop".
+
+Faults (`fault`): `http_error` (every completion answers HTTP 500), `break` (the connection closes after
+`fault_after` chunks), `malformed` (chunk `fault_after` is not JSON), `stall` (no chunk after `fault_after`),
+`no_token_ids` (text only, as servers without vLLM's extension), `one_chunk` (the whole answer in one chunk),
+`slow_first` (the first token after `first_delay_s`). Run: `python -m code.common.serving.test_server --port 8000
+--model NAME [--fault ...]`; it prints "listening on <url>" once it accepts connections.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import threading
+from dataclasses import dataclass
+
+FIRST_ID = 10
+FAULTS = ("", "http_error", "break", "malformed", "stall", "no_token_ids", "one_chunk", "slow_first")
+
+
+def output_ids(prompt: list[int], count: int, eos: int | None = None, eos_every: int = 0,
+               min_tokens: int = 1) -> list[int]:
+    """The server's answer to `prompt`: `count` token ids, or fewer ending on `eos`."""
+    last = int(prompt[-1]) if prompt else 0
+    ids = [FIRST_ID + (last + i) % 1000 for i in range(count)]
+    if eos is not None and eos_every and last % eos_every == 0:
+        stop = max(min_tokens, 1)
+        if stop < count:
+            ids = ids[:stop - 1] + [eos] if stop > 1 else [eos]
+    return ids
+
+
+def encode_test_text(text: str) -> list[int]:
+    """The ids a text of this server's stands for (its tokenizer, for clients that tokenize text)."""
+    return [int(word[1:]) for word in text.split()]
+
+
+@dataclass
+class ServerSettings:
+    model: str = "test-model"
+    tokens_per_chunk: int = 1
+    first_delay_s: float = 0.0
+    chunk_delay_s: float = 0.0
+    fault: str = ""
+    fault_after: int = 1
+    eos_every: int = 0
+    engine: str = "toolkit-test-server"
+
+
+class StreamingServer:
+    """The server on 127.0.0.1 (a free port unless given), in a thread of its own: `start()`, `.url`, `stop()`."""
+
+    def __init__(self, settings: ServerSettings | None = None, port: int = 0) -> None:
+        self.settings = settings or ServerSettings()
+        self.port = port
+        self.requests = 0            # completions answered to their end
+        self.tokens = 0
+        self.running = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def app(self):
+        from aiohttp import web
+
+        app = web.Application()
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/version", self._version)
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_post("/v1/completions", self._completions)
+        return app
+
+    async def serve(self) -> None:
+        from aiohttp import web
+
+        self._runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port, backlog=1024)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]
+
+    def start(self) -> "StreamingServer":
+        ready = threading.Event()
+        self._loop = asyncio.new_event_loop()
+
+        def run() -> None:
+            asyncio.set_event_loop(self._loop)
+            self._loop.run_until_complete(self.serve())
+            ready.set()
+            self._loop.run_forever()
+
+        self._thread = threading.Thread(target=run, daemon=True, name="test-openai-server")
+        self._thread.start()
+        if not ready.wait(timeout=30):
+            raise RuntimeError("the test server did not start")
+        return self
+
+    def stop(self) -> None:
+        if self._loop is None:
+            return
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout=30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=30)
+        self._loop = None
+
+    def __enter__(self) -> "StreamingServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- handlers --------------------------------------------------------------------------------
+    async def _models(self, request):
+        from aiohttp import web
+
+        return web.json_response({"object": "list", "data": [
+            {"id": self.settings.model, "object": "model", "owned_by": self.settings.engine}]})
+
+    async def _version(self, request):
+        from aiohttp import web
+
+        return web.json_response({"version": "1.0"})
+
+    async def _metrics(self, request):
+        from aiohttp import web
+
+        prefix = "toolkit_test"
+        text = (f"# TYPE {prefix}:request_success_total counter\n{prefix}:request_success_total {self.requests}\n"
+                f"# TYPE {prefix}:generation_tokens_total counter\n{prefix}:generation_tokens_total {self.tokens}\n"
+                f"# TYPE {prefix}:prefix_cache_hits_total counter\n{prefix}:prefix_cache_hits_total 0\n"
+                f"# TYPE {prefix}:num_requests_running gauge\n{prefix}:num_requests_running {self.running}\n")
+        return web.Response(text=text, content_type="text/plain")
+
+    async def _completions(self, request):
+        from aiohttp import web
+
+        settings = self.settings
+        body = await request.json()
+        if settings.fault == "http_error":
+            return web.json_response({"error": {"message": "the test server fails on purpose", "code": 500}},
+                                     status=500)
+        if body.get("model") != settings.model:
+            return web.json_response({"error": {"message": f"model {body.get('model')} does not exist"}}, status=404)
+        prompt = body["prompt"]
+        eos = (body.get("stop_token_ids") or [None])[0]
+        ids = output_ids(prompt, int(body.get("max_tokens", 16)), eos, settings.eos_every,
+                         int(body.get("min_tokens") or 1))
+        with_ids = bool(body.get("return_token_ids")) and settings.fault != "no_token_ids"
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        self.running += 1
+        try:
+            await response.prepare(request)
+            await self._stream(request, response, ids, eos, with_ids)
+        except ConnectionError:
+            pass             # the client went away (or the fault closed the connection)
+        finally:
+            self.running -= 1
+        return response
+
+    async def _stream(self, request, response, ids: list[int], eos: int | None, with_ids: bool) -> None:
+        settings = self.settings
+        step = len(ids) if settings.fault == "one_chunk" else max(1, settings.tokens_per_chunk)
+        first_delay = settings.first_delay_s
+        for number, start in enumerate(range(0, len(ids), step)):
+            if settings.fault in ("break", "malformed", "stall") and number == settings.fault_after:
+                if settings.fault == "break":
+                    request.transport.close()
+                    return
+                if settings.fault == "stall":
+                    await asyncio.sleep(3600)
+                await response.write(b"data: {not json\n\n")
+                continue
+            if number == 0 and first_delay:
+                await asyncio.sleep(first_delay)
+            elif number and settings.chunk_delay_s:
+                await asyncio.sleep(settings.chunk_delay_s)
+            part = ids[start:start + step]
+            last = start + step >= len(ids)
+            finish = ("stop" if part[-1] == eos else "length") if last else None
+            if eos is not None and part[-1] == eos:
+                text = "".join(f" t{i}" for i in part[:-1])
+            else:
+                text = "".join(f" t{i}" for i in part)
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+            if with_ids:
+                choice["token_ids"] = part
+            await response.write(b"data: " + json.dumps({"object": "text_completion", "model": settings.model,
+                                                         "choices": [choice]}).encode() + b"\n\n")
+        await response.write(b"data: [DONE]\n\n")
+        self.requests += 1
+        self.tokens += len(ids)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m code.common.serving.test_server", description=__doc__.split(
+        "\n\n")[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--model", default="test-model")
+    parser.add_argument("--tokens_per_chunk", type=int, default=1)
+    parser.add_argument("--first_delay_s", type=float, default=0.0)
+    parser.add_argument("--chunk_delay_s", type=float, default=0.0)
+    parser.add_argument("--fault", default="", choices=FAULTS)
+    parser.add_argument("--fault_after", type=int, default=1)
+    parser.add_argument("--eos_every", type=int, default=0)
+    ns = parser.parse_args(argv)
+    server = StreamingServer(ServerSettings(ns.model, ns.tokens_per_chunk, ns.first_delay_s, ns.chunk_delay_s,
+                                            ns.fault, ns.fault_after, ns.eos_every), ns.port)
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(server.serve())
+    print(f"listening on {server.url}", flush=True)
+    try:
+        loop.run_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
