@@ -137,7 +137,9 @@ def child(spec: dict[str, Any]) -> None:
         BACKEND_PLUGINS.register("contract-decoders", FakeDecoders)
     fields = {"backend": "contract-decoders" if tokens else "onnxruntime", "batch_size": 4, "instances": 2,
               "intra_op_threads": 1, "server_batch_timeout_us": 500, "triton_in_flight": 4,
-              "triton_request_timeout_s": 30.0, "max_input_tokens": 0}
+              "triton_request_timeout_s": 30.0, "max_input_tokens": 0, "openai_in_flight": 4,
+              "openai_scheduler": "fewest_input_tokens", "openai_request_timeout_s": 30.0,
+              "openai_metrics_interval_s": 0.5, "openai_warmup_requests": 2, "openai_token_ids": "auto"}
     run_spec = RunSpec(
         benchmark="contract", model="tiny", dataset="synthetic", division="open", scenario=scenario.value,
         test_mode=TestMode.AccuracyOnly.value, loadgen_model="contract", log_dir=str(out), scratch=str(out),
@@ -182,7 +184,7 @@ def engine(tmp_path_factory) -> Path:
     return tiny_model(tmp_path_factory.mktemp("contract-engine"))
 
 
-def options(name: str) -> dict[str, Any]:
+def options(name: str, endpoints: tuple[str, ...] = ()) -> dict[str, Any]:
     """What the plug-in takes from an invocation, here; skips, saying why, where it cannot run on this machine (its
     own why_not and pre-flight check: the native core not built, no Triton environment)."""
     from code.common.errors import UserError
@@ -190,7 +192,7 @@ def options(name: str) -> dict[str, Any]:
     from code.common.paths import Paths
 
     plugin = HARNESSES.get(name)
-    paths, args = Paths.create(), _args(plugin.harness_type)
+    paths, args = Paths.create(), _args(plugin.harness_type, endpoints)
     why = plugin.why_not(Selection("contract", "tiny", plugin.generates_tokens, plugin.harness_type, paths.build))
     if why is None:
         try:
@@ -202,21 +204,40 @@ def options(name: str) -> dict[str, Any]:
     return plugin.run_options(args, paths)
 
 
-def _args(harness_type: str):
+def _args(harness_type: str, endpoints: tuple[str, ...] = ()):
     from code.common.arguments import parse_run_args
 
     flags = [] if harness_type == "lwis" else [f"--harness_type={harness_type}"]
+    flags += [f"--endpoints={','.join(endpoints)}"] if endpoints else []
     return parse_run_args(["--action=run_harness", *flags], ["run_harness"], ["resnet50"])
 
 
 @pytest.mark.parametrize("name, scenario, kind", cases())
 def test_every_harness_completes_every_sample_once_with_its_engines_response(name, scenario, kind, engine, tmp_path):
-    from code.common.records.loadgen_log import read_detail
+    from contextlib import ExitStack
 
     out = tmp_path / "run"
     out.mkdir()
-    spec = {"out": str(out), "harness": name, "scenario": scenario.value, "kind": kind, "engine": str(engine),
-            "engine_sha256": hashlib.sha256(engine.read_bytes()).hexdigest(), "options": options(name)}
+    with ExitStack() as servers:
+        endpoints = serving_endpoints(servers, kind) if HARNESSES.get(name).harness_type == "openai" else ()
+        spec = {"out": str(out), "harness": name, "scenario": scenario.value, "kind": kind, "engine": str(engine),
+                "engine_sha256": hashlib.sha256(engine.read_bytes()).hexdigest(),
+                "options": options(name, endpoints)}
+        _round_trip(name, out, spec)
+
+
+def serving_endpoints(servers, kind: str) -> tuple[str, ...]:
+    """Two of the toolkit's streaming test servers for the openai harness, serving the contract's model; with
+    `eos_first`, some prompts end on EOS at once (one-token outputs)."""
+    from code.common.serving.test_server import ServerSettings, StreamingServer
+
+    settings = ServerSettings(model="tiny", eos_every=3 if kind == "eos_first" else 0, tokens_per_chunk=2)
+    return tuple(servers.enter_context(StreamingServer(settings)).url for _ in range(2))
+
+
+def _round_trip(name: str, out: Path, spec: dict[str, Any]) -> None:
+    from code.common.records.loadgen_log import read_detail
+
     (out / "spec.json").write_text(json.dumps(spec))
     done = subprocess.run([sys.executable, "-m", "tests.test_harness_contract", str(out / "spec.json")], cwd=REPO,
                           capture_output=True, text=True, timeout=RUN_TIMEOUT_S)

@@ -92,11 +92,11 @@ def test_endpoints_are_host_port_pairs_named_once():
 
 
 def test_endpoints_need_the_triton_harness():
-    with pytest.raises(UserError, match="add --harness_type=triton"):
+    with pytest.raises(UserError, match=r"--harness_type=openai\) and the Triton harness \(--harness_type=triton\)"):
         parse_run_args(["--action=run_harness", "--triton_endpoints=node1:8001"], ["run_harness"], ["resnet50"])
     args = parse_run_args(["--action=run_harness", TRITON, "--triton_endpoints=node1:8001,node2:8001"],
                           ["run_harness"], ["resnet50"])
-    assert args.triton_endpoints == ("node1:8001", "node2:8001") and args.workload.name == "triton_k_99_MaxP"
+    assert args.endpoints == ("node1:8001", "node2:8001") and args.workload.name == "triton_k_99_MaxP"
 
 
 def test_an_endpoint_serving_another_engine_is_refused_by_name(tmp_path):

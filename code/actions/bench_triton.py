@@ -30,7 +30,7 @@ LATENCY_WARMUP = 20
 
 def with_harness(ctx: Context, harness: HarnessType, endpoints: tuple[str, ...] = ()) -> Context:
     workload = dataclasses.replace(ctx.args.workload, harness_type=harness)
-    return dataclasses.replace(ctx, args=dataclasses.replace(ctx.args, workload=workload, triton_endpoints=endpoints),
+    return dataclasses.replace(ctx, args=dataclasses.replace(ctx.args, workload=workload, endpoints=endpoints),
                                _registry=None)
 
 

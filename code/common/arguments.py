@@ -68,7 +68,9 @@ class RunArgs:
     dry_run: bool = False              # multi-test commands: print the plan and stop
     resume: bool = False               # multi-test commands: continue in the LOG_DIR of an interrupted one
     retries: int = DEFAULT_RETRIES     # with --resume: runs again of a test that is not VALID
-    triton_endpoints: tuple[str, ...] = ()   # --harness_type=triton: running servers (host:port); () = a local one
+    # --harness_type=openai or triton: running servers, one or more per node (openai: http://host:port; triton:
+    # host:port, gRPC); () = a local one started for each test
+    endpoints: tuple[str, ...] = ()
     triton_port: int | None = None     # make serve_triton's gRPC port
     # Config fields the toolkit filled in for one benchmark only (make run's embedded default: each benchmark's own
     # model and data set), under the source `filled_in` names; `overrides` win over them.
@@ -172,9 +174,11 @@ def build_parser(actions: Sequence[str], benchmarks: Sequence[str]) -> _Parser:
     run.add_argument("--accuracy_target", default=None, help=f"{AccuracyTarget.choices_text()} (or 99, 99.9)")
     run.add_argument("--harness_type", default=None, help=HarnessType.choices_text())
     run.add_argument("--power_setting", default=None, help=PowerSetting.choices_text())
-    run.add_argument("--triton_endpoints", default=None,
-                     help="--harness_type=triton: comma list of host:port (gRPC) of running Triton servers, one per "
-                          "node (make serve_triton starts one); default: a local server started for each test")
+    run.add_argument("--endpoints", "--triton_endpoints", dest="endpoints", default=None,
+                     help="--harness_type=openai: comma list of http://host:port of running OpenAI-compatible LLM "
+                          "servers (make serve_llm starts one); --harness_type=triton: host:port (gRPC) of running "
+                          "Triton servers (make serve_triton); one or more per node. Default: a local server started "
+                          "for each test. --triton_endpoints is the same setting"),
     run.add_argument("--triton_port", default=None,
                      help="make serve_triton: the gRPC port to serve on (default 8001)")
     run.add_argument("--test_mode", default=None, help=f"{TestMode.choices_text()} (default PerformanceOnly)")
@@ -377,13 +381,28 @@ def parse_run_args(argv: Sequence[str], actions: Sequence[str], benchmarks: Sequ
         dry_run=_flag_bool(ns.dry_run, "dry_run"),
         resume=_flag_bool(ns.resume, "resume"),
         retries=parse_retries(ns.retries),
-        triton_endpoints=parse_endpoints(ns.triton_endpoints) if ns.triton_endpoints else (),
+        endpoints=_endpoints(ns.endpoints, _workload(ns).harness_type),
         triton_port=_port(ns.triton_port),
     )
     check_run_args(args)
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     return args
+
+
+def _endpoints(text: str | None, harness: HarnessType) -> tuple[str, ...]:
+    """--endpoints as the harness reads it: Triton's host:port, or the base URLs of OpenAI-compatible servers."""
+    if not text:
+        return ()
+    if harness is HarnessType.triton:
+        return parse_endpoints(text)
+    if harness is HarnessType.openai:
+        from .serving.endpoints import parse_endpoints as parse_urls
+
+        return tuple(endpoint.url for endpoint in parse_urls(_comma_list(text)))
+    raise UserError("--endpoints sends the inference to running servers, which is what the openai harness (LLM "
+                    "serving engines: --harness_type=openai) and the Triton harness (--harness_type=triton) do; add "
+                    "one of them.")
 
 
 def _port(text: str | None) -> int | None:
@@ -409,9 +428,7 @@ def check_run_args(args: RunArgs) -> None:
         check_writable_folder(args.scratch_path, "MLPERF_SCRATCH_PATH", "--scratch_path")
     if args.passphrase_file is not None:
         read_passphrase_file(args.passphrase_file)
-    if args.triton_endpoints and args.workload.harness_type is not HarnessType.triton:
-        raise UserError("--triton_endpoints sends the inference to Triton servers, which is the Triton harness: add "
-                        "--harness_type=triton.")
+
 
 
 def check_submitter(name: str) -> str:

@@ -81,6 +81,8 @@ class ModelSpec:
     # An LLM decoder graph with a KV cache (the contract of code/common/decoder_graph.py), run token by token
     # through code.common.generation rather than one fixed-size batch at a time.
     decoder: bool = False
+    # What serving engines serve it as (its Hugging Face id): the model the openai harness asks its servers for.
+    served_name: str = ""
 
 
 @dataclass(frozen=True)

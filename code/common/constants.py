@@ -110,11 +110,13 @@ class PowerSetting(_Choice):
 
 class HarnessType(_Choice):
     """How the system under test is driven. `lwis` is the generic batching harness of this toolkit; `triton` sends the
-    inference to Triton Inference Servers (a local one, or one per node) over gRPC."""
+    inference to Triton Inference Servers (a local one, or one per node) over gRPC; `openai` streams an LLM's
+    completions from OpenAI-compatible serving engines (vLLM, SGLang, TensorRT-LLM: a local one, or several)."""
 
     lwis = "lwis"
     custom = "custom"
     triton = "triton"
+    openai = "openai"
 
 
 class SystemType(_Choice):

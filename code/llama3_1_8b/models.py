@@ -61,6 +61,7 @@ MODELS_FACTS: dict[str, LlmModel] = {
             starting_weights_filename="SmolLM2-135M-Instruct.Q4_1.gguf",
             weight_transformations="GGUF Q4_1/Q8_0 weights dequantized to fp32; llama.cpp's Q/K row permutation "
                                    "undone; converted to an ONNX decoder graph",
+            served_name="HuggingFaceTB/SmolLM2-135M-Instruct",
         ),
         chat_template=True,
     ),
@@ -72,6 +73,7 @@ MODELS_FACTS: dict[str, LlmModel] = {
             inputs=_DECODER_IO, outputs=_TOKENS, decoder=True,
             starting_weights_filename="meta-llama/Llama-3.1-8B-Instruct (Hugging Face safetensors)",
             weight_transformations="bf16 weights widened to fp32; converted to an ONNX decoder graph",
+            served_name="meta-llama/Llama-3.1-8B-Instruct",
         ),
         chat_template=False,   # the reference feeds the data set's tok_input: the plain prompt, no chat template
     ),

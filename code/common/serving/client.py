@@ -75,6 +75,7 @@ class _Endpoint:
     engine: str = ""                   # what /v1/models says owns the model (vllm, sglang, ...)
     version: str = ""
     served: tuple[str, ...] = ()
+    model: str = ""                    # the id it serves the benchmark's model under (requests name it)
     token_ids: str = ""                # SERVER_IDS or TEXT_IDS
     answered: int = 0
     output_tokens: int = 0
@@ -161,7 +162,7 @@ class ServingClient:
     def records(self) -> list[dict[str, Any]]:
         """Per endpoint, as the run's record keeps it (records.record.EndpointRecord)."""
         return [{"host": e.endpoint.host, "port": e.endpoint.port, "protocol": e.endpoint.scheme,
-                 "model": self.settings.model, "local": e.local, "requests": e.answered, "samples": e.answered,
+                 "model": e.model or self.settings.model, "local": e.local, "requests": e.answered, "samples": e.answered,
                  "transport": TRANSPORT,
                  "extras": {"engine": e.engine, "version": e.version, "served_models": list(e.served),
                             "token_ids": e.token_ids, "output_tokens": e.output_tokens,
@@ -196,15 +197,15 @@ class ServingClient:
             raise EndpointFailed(f"{state.url}/v1/models did not answer a list of models (it answered "
                                  f"{json.dumps(models)[:200]}): is this an OpenAI-compatible server?")
         state.served = tuple(str(m.get("id")) for m in data if isinstance(m, dict))
-        mine = next((m for m in data if isinstance(m, dict) and m.get("id") == self.settings.model), None)
+        mine = serving(data, self.settings.model)
         if mine is None:
             from ..errors import EXIT_FAILURE, UserError
 
             raise UserError(f"The server at {state.url} serves {', '.join(state.served) or 'no model'}, not "
                             f"{self.settings.model}, the model of this benchmark: a run never mixes models. Start it "
-                            f"with the benchmark's model (make serve_llm prints the command line), or, where it "
-                            f"serves that very model under another name, give --openai_model=<that name>.",
-                            exit_code=EXIT_FAILURE)
+                            f"with the benchmark's model, served as {self.settings.model} (make serve_llm prints the "
+                            f"command lines).", exit_code=EXIT_FAILURE)
+        state.model = str(mine["id"])
         state.engine = str(mine.get("owned_by") or "")
         try:
             version = await self._get_json(state, "/version")
@@ -338,9 +339,9 @@ class ServingClient:
                 await state.session.close()
 
     # -- one request -----------------------------------------------------------------------------
-    def _body(self, request: Request, max_tokens: int, server_ids: bool) -> bytes:
+    def _body(self, state: _Endpoint, request: Request, max_tokens: int, server_ids: bool) -> bytes:
         settings = request.settings
-        body = {"model": self.settings.model, "prompt": request.prompt.tolist(), "max_tokens": int(max_tokens),
+        body = {"model": state.model, "prompt": request.prompt.tolist(), "max_tokens": int(max_tokens),
                 "min_tokens": min(int(settings.min_new_tokens), int(max_tokens)), "temperature": 0.0, "top_p": 1.0,
                 "n": 1, "stream": True, "stop_token_ids": [int(t) for t in settings.eos_token_ids],
                 "ignore_eos": False}
@@ -356,7 +357,7 @@ class ServingClient:
         server_ids = state.token_ids == SERVER_IDS
         output = _Output()
         try:
-            async with state.session.post(state.url + "/v1/completions", data=self._body(request, max_tokens,
+            async with state.session.post(state.url + "/v1/completions", data=self._body(state, request, max_tokens,
                                                                                          server_ids),
                                           headers=JSON_HEADERS) as response:
                 if response.status != 200:
@@ -448,6 +449,18 @@ class ServingClient:
             self._stream.chunk(request.id, ids[1:], True)
         else:
             self._stream.chunk(request.id, ids, True)
+
+
+def serving(models: list, name: str) -> dict | None:
+    """The entry of /v1/models that is the model `name` (a Hugging Face id): the same id, or an id whose last part
+    is the same (a server started with the model's folder, e.g. /models/Llama-3.1-8B-Instruct, serves it under
+    that path unless told a name); None when it serves another model."""
+    entries = [m for m in models if isinstance(m, dict) and isinstance(m.get("id"), str)]
+    exact = next((m for m in entries if m["id"] == name), None)
+    if exact is not None:
+        return exact
+    base = name.rstrip("/").rsplit("/", 1)[-1].lower()
+    return next((m for m in entries if m["id"].rstrip("/").rsplit("/", 1)[-1].lower() == base), None)
 
 
 def _describe(error: BaseException, settings: ClientSettings) -> str:

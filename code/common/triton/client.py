@@ -21,13 +21,13 @@ def parse_endpoints(text: str) -> tuple[str, ...]:
             continue
         match = _HOST_PORT.match(part)
         if match is None or not 0 < int(match["port"]) < 65536:
-            raise UserError(f"--triton_endpoints: '{part}' is not host:port (for example "
+            raise UserError(f"--endpoints: '{part}' is not host:port (for example "
                             f"node1:{DEFAULT_GRPC_PORT},node2:{DEFAULT_GRPC_PORT}: each server's gRPC port).")
         if part in endpoints:
-            raise UserError(f"--triton_endpoints names {part} twice; each server once.")
+            raise UserError(f"--endpoints names {part} twice; each server once.")
         endpoints.append(part)
     if not endpoints:
-        raise UserError("--triton_endpoints is empty: give host:port of each running Triton server, "
+        raise UserError("--endpoints is empty: give host:port of each running Triton server, "
                         f"for example node1:{DEFAULT_GRPC_PORT},node2:{DEFAULT_GRPC_PORT}.")
     return tuple(endpoints)
 

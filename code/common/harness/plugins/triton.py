@@ -29,12 +29,12 @@ class TritonHarness(HarnessPlugin):
     def preflight(self, fields, args, paths) -> None:
         from ..triton_system import check_servable
 
-        check_servable(fields, args.triton_endpoints, paths.triton_venv)
+        check_servable(fields, args.endpoints, paths.triton_venv)
 
     def needs_environment(self, args, for_run: bool) -> bool:
         """A local server runs from the Triton environment: make build makes it for the Triton harness, make run
         where no --triton_endpoints name running servers."""
-        return args.workload.harness_type.value == TRITON and not (for_run and args.triton_endpoints)
+        return args.workload.harness_type.value == TRITON and not (for_run and args.endpoints)
 
     def make_environment(self, ctx) -> None:
         """The server environment (.venv-triton), hash-checked from requirements/triton.txt."""
@@ -64,7 +64,7 @@ class TritonHarness(HarnessPlugin):
                  f"tritonserver with the python backend, in {installation.venv.name} (--harness_type=triton)")]
 
     def run_options(self, args, paths) -> dict:
-        return {"endpoints": list(args.triton_endpoints)}
+        return {"endpoints": list(args.endpoints)}
 
     def interrupted(self) -> None:
         import sys

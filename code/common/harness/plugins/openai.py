@@ -1,0 +1,82 @@
+"""The openai harness (`--harness_type=openai`): LoadGen here, the LLM in OpenAI-compatible serving engines (vLLM,
+SGLang, TensorRT-LLM's trtllm-serve) on this node or others, their completions streamed over HTTP
+(code/common/serving/client.py) into the token-streaming system under test (harness/llm_sut.py).
+
+With `--endpoints=http://node1:8000,http://node2:8000` the servers run already (one or more per node, started with
+`make serve_llm` or by the user's own launcher); without, each test starts a local vLLM server (CPU build, from its
+own environment .venv-vllm, which `make build` and `make run` make) for the benchmark's model and stops it after
+the test. No engine file: the servers load the model.
+"""
+from __future__ import annotations
+
+from ...fields import Field
+from ..registry import HarnessPlugin, HarnessRun
+
+OPENAI = "openai"
+
+
+class OpenAIHarness(HarnessPlugin):
+    name = OPENAI
+    harness_type = OPENAI
+    implementation = "python"
+    generates_tokens = True
+    needs_engine = False
+    description = ("OpenAI-compatible LLM serving engines (vLLM, SGLang, TensorRT-LLM) over HTTP: a local vLLM per "
+                   "test, or running servers on any number of nodes (--endpoints)")
+    bench_figures = "code.actions.bench_serving:serving_bench"
+    fields = (
+        Field("openai_in_flight", int, 256, "openai harness: requests in flight per endpoint at most; the rest wait "
+              "in the client and go to the first endpoint with room (keep it at or under the server's maximum "
+              "number of sequences, so that the server does not queue them itself).", generative=True, minimum=1,
+              maximum=100_000),
+        Field("openai_scheduler", str, "fewest_requests", "openai harness: which endpoint a request goes to: "
+              "round_robin, fewest_requests (in flight) or fewest_input_tokens (prompt tokens in flight).",
+              generative=True, choices=("round_robin", "fewest_requests", "fewest_input_tokens")),
+        Field("openai_request_timeout_s", float, 600.0, "openai harness: longest silence of a server within one "
+              "request (its first token included); a server silent for longer fails the run.", generative=True,
+              minimum=0.1, maximum=86_400.0),
+        Field("openai_metrics_interval_s", float, 2.0, "openai harness: how often each server's /metrics is read "
+              "during a test (0: never); a server that stops answering it fails the run.", generative=True,
+              minimum=0.0, maximum=3600.0),
+        Field("openai_warmup_requests", int, 4, "openai harness: short generations each endpoint answers before "
+              "the test, after its health check.", generative=True, minimum=0, maximum=10_000),
+        Field("openai_token_ids", str, "auto", "openai harness: where the output's token ids come from: server "
+              "(vLLM's return_token_ids), text (the streamed text tokenized with the benchmark's tokenizer), or "
+              "auto (the server's where it returns them).", generative=True, choices=("auto", "server", "text")),
+    )
+
+    def preflight(self, fields, args, paths) -> None:
+        if not args.endpoints:
+            from ...serving.local_server import check_local_server
+
+            check_local_server(paths)
+
+    def needs_environment(self, args, for_run: bool) -> bool:
+        """A local server runs from the vLLM environment: make build makes it for the openai harness, make run
+        where no --endpoints name running servers."""
+        return args.workload.harness_type.value == OPENAI and not (for_run and args.endpoints)
+
+    def make_environment(self, ctx) -> None:
+        from ...serving.environment import make_vllm_environment
+
+        make_vllm_environment(ctx)
+
+    def capabilities(self, ctx) -> list[tuple[str, str, str]]:
+        from ...serving.environment import vllm_capabilities
+
+        return vllm_capabilities(ctx)
+
+    def run_options(self, args, paths) -> dict:
+        return {"endpoints": list(args.endpoints)}
+
+    def interrupted(self) -> None:
+        import sys
+
+        servers = sys.modules.get("code.common.serving.local_server")
+        if servers is not None:
+            servers.stop_all()      # the test's local server
+
+    def create(self, run: HarnessRun):
+        from ..serving_system import serving_system
+
+        return serving_system(run)

@@ -1,0 +1,78 @@
+"""The openai harness's system under test for one test: which servers (running ones from `--endpoints`, or a local
+vLLM started for the test), the client over them (serving/client.py), and the token-streaming SUT that LoadGen
+drives (llm_sut.StreamingSUT) with that client as its one request-level engine."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..constants import Scenario
+from ..generation import GenerationSettings
+from ..serving.client import ClientSettings, ServingClient
+from ..serving.endpoints import parse_endpoints
+from .llm_sut import PromptLibrary, StreamingSUT
+
+
+class ServingSUT(StreamingSUT):
+    """The streaming SUT over one ServingClient; stops the test's local servers (if any) when it stops."""
+
+    def __init__(self, scenario: Scenario, prompts: PromptLibrary, client: ServingClient,
+                 settings: GenerationSettings, servers: Sequence[Any] = ()) -> None:
+        super().__init__(scenario, prompts, [client], settings)
+        self.client = client
+        self.servers = list(servers)
+
+    def stop(self) -> None:
+        try:
+            super().stop()
+        finally:
+            for server in self.servers:
+                server.stop()
+
+    def endpoint_records(self) -> list[dict[str, Any]]:
+        return self.client.records()
+
+
+def client_settings(fields, model: str) -> ClientSettings:
+    return ClientSettings(model=model, in_flight=int(fields["openai_in_flight"]),
+                          policy=str(fields["openai_scheduler"]),
+                          request_timeout_s=float(fields["openai_request_timeout_s"]),
+                          metrics_interval_s=float(fields["openai_metrics_interval_s"]),
+                          warmup_requests=int(fields["openai_warmup_requests"]),
+                          token_ids=str(fields["openai_token_ids"]))
+
+
+def text_encoder(run):
+    """The benchmark's tokenizer as `text -> ids` (no BOS), for servers that stream text only; None without one."""
+    tokenizer_of = getattr(run.benchmark, "tokenizer", None)
+    if tokenizer_of is None:
+        return None
+    tokenizer = tokenizer_of(run.spec.model, run.paths)
+    return lambda text: tokenizer.encode(text, add_bos=False)
+
+
+def serving_system(run):
+    """(SUT, QSL) of an openai harness test, the SUT started (every endpoint checked, probed and warmed up)."""
+    spec, fields = run.spec, run.fields
+    samples = run.samples
+    if fields.get("max_input_tokens"):
+        samples = samples.capped(int(fields["max_input_tokens"]))
+    prompts = PromptLibrary(samples, spec.performance_sample_count)
+    model = run.benchmark.models[spec.model].served_name or spec.model
+    urls = list(spec.harness_options.get("endpoints", ()))
+    servers = []
+    if not urls:
+        from ..serving.local_server import start_for_test
+
+        servers = [start_for_test(run)]
+        urls = [servers[0].endpoint]
+    try:
+        endpoints = parse_endpoints(urls)
+        local = endpoints if servers else ()
+        client = ServingClient(endpoints, client_settings(fields, model), run.generation, samples.load(0),
+                               encode=text_encoder(run), local=local)
+        sut = ServingSUT(spec.scenario_enum, prompts, client, run.generation, servers).start()
+    except BaseException:
+        for server in servers:
+            server.stop()
+        raise
+    return sut, prompts
