@@ -325,6 +325,8 @@ class ServingClient:
         self._closing = True
         for poller in self._pollers:
             poller.cancel()
+        if self._failure is None and self._tasks:
+            await asyncio.wait(list(self._tasks.values()), timeout=5)   # streams past their final chunk
         if self._failure is None and self.settings.metrics_interval_s > 0:
             for state in self.endpoints:
                 try:

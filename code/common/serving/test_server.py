@@ -85,7 +85,7 @@ class StreamingServer:
     async def serve(self) -> None:
         from aiohttp import web
 
-        self._runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(self.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port, backlog=1024)
         await site.start()
@@ -110,10 +110,17 @@ class StreamingServer:
     def stop(self) -> None:
         if self._loop is None:
             return
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(timeout=30)
+        asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(timeout=30)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=30)
         self._loop = None
+
+    async def _close(self) -> None:
+        await self._runner.cleanup()
+        others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in others:
+            task.cancel()          # a stalled answer
+        await asyncio.gather(*others, return_exceptions=True)
 
     def __enter__(self) -> "StreamingServer":
         return self.start()
