@@ -175,6 +175,8 @@ class WorkloadSetting:
 
 # The Triton harness's workload setting (a system's CPU configs register it beside lwis_k_99_MaxP).
 TRITON_WORKLOAD = WorkloadSetting(HarnessType.triton)
+# The openai harness's (LLMs on serving engines): the LLM benchmarks' configs register it.
+OPENAI_WORKLOAD = WorkloadSetting(HarnessType.openai)
 
 # `--config_ver` short names, as in NVIDIA's code, mapped onto workload settings.
 CONFIG_VERSIONS: dict[str, WorkloadSetting] = {

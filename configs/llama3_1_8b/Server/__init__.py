@@ -1,5 +1,5 @@
 from code.common.config_registry import PerCore, register
-from code.common.constants import Scenario
+from code.common.constants import OPENAI_WORKLOAD, Scenario
 from code.common.systems.known import GENERIC_CPU
 from configs.llama3_1_8b import LlamaBase
 
@@ -16,3 +16,10 @@ class ServerCPUBase(LlamaBase):
 @register(GENERIC_CPU)
 class GenericCPU(ServerCPUBase):
     pass
+
+
+@register(GENERIC_CPU, OPENAI_WORKLOAD)
+class GenericCPUServing(ServerCPUBase):
+    """The model in a serving engine (--harness_type=openai): as many requests in flight per endpoint as the local
+    server runs sequences together (make serve_llm starts it with batch_size of them)."""
+    openai_in_flight = 8

@@ -1,5 +1,5 @@
 from code.common.config_registry import register
-from code.common.constants import Scenario
+from code.common.constants import OPENAI_WORKLOAD, Scenario
 from code.common.systems.known import GENERIC_CPU
 from configs.llama3_1_8b_edge import LlamaEdgeBase
 
@@ -14,3 +14,10 @@ class SingleStreamCPUBase(LlamaEdgeBase):
 @register(GENERIC_CPU)
 class GenericCPU(SingleStreamCPUBase):
     pass
+
+
+@register(GENERIC_CPU, OPENAI_WORKLOAD)
+class GenericCPUServing(SingleStreamCPUBase):
+    """The model in a serving engine (--harness_type=openai): as many requests in flight per endpoint as the local
+    server runs sequences together (make serve_llm starts it with batch_size of them)."""
+    openai_in_flight = 1
