@@ -29,7 +29,7 @@ MAIN = $(PY) -m code.main --action=$@ $(call flag,scratch_path,MLPERF_SCRATCH_PA
 .PHONY: help prebuild build link_dirs show_config download_model download_data preprocess_data generate_engines \
 	selftest_gpu calibrate run_harness run bench find_peak run_audit_harness report generate_conf_files stage_results stage_compliance \
 	truncate_results export_submission check_submission pack_submission add_custom_system lock clean test test_all \
-	serve_triton
+	serve_triton serve_llm
 
 $(VENV_STAMP): requirements/main.txt scripts/bootstrap_venv.py scripts/envlock.py
 	@$(PYTHON_BOOTSTRAP) scripts/bootstrap_venv.py --venv "$(VENV)"
@@ -66,6 +66,8 @@ bench: $(VENV_STAMP) ## Measure the harness against baselines measured in the sa
 find_peak: $(VENV_STAMP) ## Find and confirm the peak Server QPS / expected QPS and latencies; write them to custom.py
 	@$(MAIN)
 serve_triton: $(VENV_STAMP) ## Serve an engine from a Triton server on this node (RUN_ARGS="--harness_type=triton --benchmarks=.. --scenarios=.. --triton_port=8001")
+	@$(MAIN)
+serve_llm: $(VENV_STAMP) ## Serve an LLM benchmark's model from vLLM here, or print the GPU command (RUN_ARGS="--benchmarks=llama3.1-8b --engine=vllm --port=8000")
 	@$(MAIN)
 run_audit_harness: $(VENV_STAMP) ## Run and verify the compliance tests (TEST01, TEST04)
 	@$(MAIN)

@@ -122,7 +122,9 @@ def main() -> int:
         stamp.touch()  # newer than the lock again, so make stops asking
         return 0
     print(f"Installing the locked environment {env.lock.relative_to(envlock.REPO)} into {venv_dir} ...", flush=True)
-    used = install(venv_dir, env.lock, os.environ.get("TOOLKIT_INSTALLER", ""))
+    # Wheels the registry lacks (vLLM's CPU build of torch) come from the environment's find-links.
+    links = [option for location in envlock.find_links(env) for option in ("--find-links", location)]
+    used = install(venv_dir, env.lock, os.environ.get("TOOLKIT_INSTALLER", ""), links)
     stamp.write_text(f"{env.name} {digest}\n")
     print(f"{venv_dir} is ready ({used}, lock sha256 {digest[:12]}).", flush=True)
     return 0

@@ -10,6 +10,10 @@ Standard library only: the bootstrap imports this before any environment exists.
 - A standalone environment (`triton`: Triton Inference Server's own, from PyPI's nvidia-pytriton, which pins
   numpy<2) does not build on the toolkit's dependencies: its pins are pyproject.toml's
   [tool.toolkit.environments.<name>] dependencies alone, and it lives in its own venv (.venv-<name>).
+- A standalone environment may be for one platform (`platform`, a uv target such as x86_64-manylinux_2_28: the
+  lock is then not universal), take wheels the registry lacks from `find-links` (the first location that exists
+  or answers is used, at lock and install time alike; the lock's hashes decide what is installed), and leave out
+  packages its pins pull in but it does not need (`exclude`): `vllm`, vLLM's CPU build.
 - requirements/uv.txt: uv itself (the version in pyproject.toml's [tool.toolkit] uv), hash-pinned the same way.
 """
 from __future__ import annotations
@@ -54,7 +58,7 @@ class Environment:
 
 # Every environment the toolkit creates. The docker images install these same locks.
 ENVIRONMENTS = (Environment("main", ("dev",)), Environment("tensorrt", ("dev", "tensorrt")),
-                Environment("triton", (), standalone=True))
+                Environment("triton", (), standalone=True), Environment("vllm", (), standalone=True))
 TOOLKIT_ENVIRONMENTS = tuple(env for env in ENVIRONMENTS if not env.standalone)
 
 
@@ -85,6 +89,41 @@ def pins(env: Environment, data: dict | None = None) -> list[str]:
         return list(data["tool"]["toolkit"]["environments"][env.name]["dependencies"])
     optional = data["project"].get("optional-dependencies", {})
     return [*data["project"]["dependencies"], *(r for extra in env.extras for r in optional.get(extra, []))]
+
+
+def settings(env: Environment, data: dict | None = None) -> dict:
+    """[tool.toolkit.environments.<name>] of a standalone environment ({} for the toolkit's own)."""
+    if not env.standalone:
+        return {}
+    return dict((data or project())["tool"]["toolkit"]["environments"][env.name])
+
+
+def digest_inputs(env: Environment, data: dict | None = None) -> list[str]:
+    """What a lock is made from: the pins, and the platform and excluded packages where the environment has them
+    (a change to any of them makes the lock stale)."""
+    data = data or project()
+    extra = settings(env, data)
+    platform_line = [f"# platform {extra['platform']}"] if extra.get("platform") else []
+    return [*pins(env, data), *platform_line, *(f"# exclude {name}" for name in extra.get("exclude", ()))]
+
+
+def find_links(env: Environment, data: dict | None = None, timeout_s: float = 5.0) -> list[str]:
+    """The first of the environment's `find-links` locations that can be read here (a folder that exists, a URL
+    that answers), as a one-item list; [] when it names none or none can be read (the installer then fails on
+    the missing wheel, naming it)."""
+    import urllib.request
+
+    for location in settings(env, data).get("find-links", ()):
+        if "://" not in location:
+            if Path(location).is_dir():
+                return [location]
+            continue
+        try:
+            with urllib.request.urlopen(urllib.request.Request(location, method="HEAD"), timeout=timeout_s):
+                return [location]
+        except (OSError, ValueError):
+            continue
+    return []
 
 
 def uv_version(data: dict | None = None) -> str:

@@ -7,8 +7,10 @@ Needs the package registry. Standard library only.
 """
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -18,15 +20,28 @@ from bootstrap_venv import ensure_uv  # noqa: E402
 PYTHON_VERSION = "3.11"
 
 
-def compile_lock(uv: Path, requirements: list[str], output: Path) -> None:
-    """uv pip compile of `requirements` into `output`, headed by the digest of the pins it was made from."""
-    command = [str(uv), "pip", "compile", "--quiet", "--universal", "--generate-hashes", "--no-header",
-               "--python-version", PYTHON_VERSION, "-"]
-    done = subprocess.run(command, input="\n".join(requirements) + "\n", capture_output=True, text=True,
-                          check=False)
+def compile_lock(uv: Path, requirements: list[str], output: Path, env: "envlock.Environment | None" = None,
+                 data: dict | None = None) -> None:
+    """uv pip compile of `requirements` into `output`, headed by the digest of what it was made from (the pins,
+    and a standalone environment's platform and exclusions)."""
+    extra = envlock.settings(env, data) if env is not None else {}
+    target = ["--python-platform", extra["platform"]] if extra.get("platform") else ["--universal"]
+    links = [option for location in (envlock.find_links(env, data) if env is not None else [])
+             for option in ("--find-links", location)]
+    with tempfile.TemporaryDirectory() as work:
+        excludes = []
+        if extra.get("exclude"):
+            listed = Path(work) / "excludes.txt"
+            listed.write_text("\n".join(extra["exclude"]) + "\n")
+            excludes = ["--excludes", str(listed)]
+        command = [str(uv), "pip", "compile", "--quiet", *target, "--generate-hashes", "--no-header",
+                   "--python-version", PYTHON_VERSION, *links, *excludes, "-"]
+        done = subprocess.run(command, input="\n".join(requirements) + "\n", capture_output=True, text=True,
+                              check=False)
     if done.returncode != 0:
         sys.exit(f"lock: uv could not resolve {output.name}:\n{done.stderr}")
-    header = [f"{envlock.DIGEST_PREFIX}{envlock.pins_digest(requirements)}",
+    made_from = envlock.digest_inputs(env, data) if env is not None else requirements
+    header = [f"{envlock.DIGEST_PREFIX}{envlock.pins_digest(made_from)}",
               "# Written by `make lock` (scripts/lock_env.py) from pyproject.toml; do not edit by hand.",
               f"# Direct pins: {', '.join(requirements)}"]
     output.write_text("\n".join(header) + "\n" + done.stdout)
@@ -34,6 +49,11 @@ def compile_lock(uv: Path, requirements: list[str], output: Path) -> None:
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--environment", action="append", default=None,
+                        help="lock only this environment (repeatable; default: uv and every environment)")
+    args = parser.parse_args()
+    wanted = [envlock.environment_named(name) for name in args.environment] if args.environment else None
     envlock.LOCK_DIR.mkdir(exist_ok=True)
     data = envlock.project()
     uv = ensure_uv()
@@ -43,9 +63,10 @@ def main() -> int:
                             f"uv=={envlock.uv_version(data)}"]) != 0:
             sys.exit("lock: uv could not be installed from the package registry")
         uv = envlock.uv_binary()
-    compile_lock(uv, [f"uv=={envlock.uv_version(data)}"], envlock.UV_LOCK)
-    for env in envlock.ENVIRONMENTS:
-        compile_lock(uv, envlock.pins(env, data), env.lock)
+    if wanted is None:
+        compile_lock(uv, [f"uv=={envlock.uv_version(data)}"], envlock.UV_LOCK)
+    for env in wanted or envlock.ENVIRONMENTS:
+        compile_lock(uv, envlock.pins(env, data), env.lock, env, data)
     return 0
 
 

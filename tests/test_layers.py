@@ -39,6 +39,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "code/common/harness/spec.py")),
     ("plug-ins", ("code/*/benchmark.py", "code/resnet50/*", "code/yolo/*", "code/llama3_1_8b/*",
                   "code/common/backends/*", "code/common/engines/*", "code/common/native/*", "code/common/triton/*",
+                  "code/common/serving/*",
                   "code/common/harness/native_sut.py", "code/common/harness/triton_sut.py",
                   "code/common/harness/triton_system.py", "code/common/harness/llm_sut.py",
                   "code/common/harness/llm_baseline.py", "code/common/harness/batching_engine.py",

@@ -46,7 +46,10 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
     Action("find_peak", "Find each selected scenario's peak setting with short runs, confirm it at full length, "
            "write it into this system's custom config", "find_peak:FindPeak"),
     Action("serve_triton", "Serve one benchmark's engine from a Triton server on this node until stopped (the "
-           "Triton harness's scale-out: --triton_endpoints)", "triton:ServeTriton"),
+           "Triton harness's scale-out: --endpoints)", "triton:ServeTriton"),
+    Action("serve_llm", "Serve one LLM benchmark's model from an OpenAI-compatible server (vLLM's CPU build) on "
+           "this node until stopped, or print the vLLM, SGLang or trtllm-serve command for GPU nodes (the openai "
+           "harness's --endpoints)", "serve_llm:ServeLlm"),
     Action("run_audit_harness", "Run and verify the compliance tests", "audit:RunAuditHarness"),
     Action("report", "Write an HTML report with plots of the runs in build/logs and print a summary table",
            "report:Report"),

@@ -73,7 +73,14 @@ class GenerateEngines(_PerConfig):
     def handle(self) -> int:
         from ..common.engines.builder import build_engine
 
+        from ..common.harness.selection import choose
+
         for config in self.configs():
+            harness = choose(config, self.ctx.args.workload.harness_type.value, self.ctx.paths.build)
+            if not harness.needs_engine:
+                said = harness.prepare_model(config, self.ctx.paths, self.ctx.log)
+                self.ctx.log(f"{config.benchmark} {config.scenario.value}: {harness.name} harness: {said}")
+                continue
             result = build_engine(config, self.ctx.system.system_id, self.ctx.paths,
                                   get_benchmark(config.benchmark), self.ctx.log)
             state = "built" if result.rebuilt else "up to date"

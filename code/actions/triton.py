@@ -1,7 +1,7 @@
 """make serve_triton: serve one benchmark's engine from a Triton Inference Server on this node until stopped.
 
 The scale-out half of the Triton harness: start one on each inference node, then run LoadGen on any node with
-`--harness_type=triton --triton_endpoints=node1:8001,node2:8001`. The engine is the one `make run_harness` would use
+`--harness_type=triton --endpoints=node1:8001,node2:8001`. The engine is the one `make run_harness` would use
 for the same benchmark, scenario and config (built with `make generate_engines` and --harness_type=triton), and the
 harness checks that every endpoint serves exactly that engine (its sha256).
 """
@@ -50,7 +50,7 @@ class ServeTriton(Handler):
         try:
             ctx.log(f"Serving {benchmark_name} {scenario.value} ({config['model']}, engine {engine.name}, sha256 "
                     f"{model.engine_sha256[:12]}) as model '{model.name}' on gRPC port {port}: "
-                    f"--triton_endpoints=<this host>:{port}. Log: {server.log_path}. Ctrl-C stops it.")
+                    f"--endpoints=<this host>:{port}. Log: {server.log_path}. Ctrl-C stops it.")
             while not stop.wait(1.0):
                 if not server.running():
                     raise UserError(f"The Triton server on port {port} exited (status {server.process.returncode}). "

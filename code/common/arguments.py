@@ -30,6 +30,7 @@ from .records.record import typed_flags
 BENCHMARK_ALIASES = {"resnet": "resnet50", "resnet50": "resnet50", "bert": "bert", "bert-99": "bert",
                      "3d-unet": "3d-unet", "3dunet": "3d-unet", "yolo": "yolo"}
 REPORT_ACTION = "report"
+SERVE_LLM_ACTION = "serve_llm"      # the only action that takes --engine and --port
 # Commands that run several LoadGen tests: they print their plan first, and take --dry_run and --resume.
 MULTI_TEST_ACTIONS = ("run_harness", "run", AUDIT_ACTION)
 RESUMABLE_RETRIES = ("run_harness", "run")    # --retries: run_audit_harness has its field audit_retries
@@ -72,6 +73,8 @@ class RunArgs:
     # host:port, gRPC); () = a local one started for each test
     endpoints: tuple[str, ...] = ()
     triton_port: int | None = None     # make serve_triton's gRPC port
+    engine: str | None = None          # make serve_llm: the serving engine (vllm, sglang, trtllm)
+    port: int | None = None            # make serve_llm: the HTTP port to serve on
     # Config fields the toolkit filled in for one benchmark only (make run's embedded default: each benchmark's own
     # model and data set), under the source `filled_in` names; `overrides` win over them.
     benchmark_fields: Mapping[str, Mapping[str, Any]] = dataclasses.field(
@@ -181,6 +184,10 @@ def build_parser(actions: Sequence[str], benchmarks: Sequence[str]) -> _Parser:
                           "for each test. --triton_endpoints is the same setting"),
     run.add_argument("--triton_port", default=None,
                      help="make serve_triton: the gRPC port to serve on (default 8001)")
+    run.add_argument("--engine", default=None,
+                     help="make serve_llm: the LLM serving engine, vllm (started here, its CPU build), sglang or "
+                          "trtllm (their command lines for GPU nodes are printed); default vllm")
+    run.add_argument("--port", default=None, help="make serve_llm: the HTTP port to serve on (default 8000)")
     run.add_argument("--test_mode", default=None, help=f"{TestMode.choices_text()} (default PerformanceOnly)")
     run.add_argument("--test_run", "--fast", dest="test_run", nargs="?", const="true", default=None,
                      help="short run for a quick look; never valid for submission")
@@ -383,6 +390,8 @@ def parse_run_args(argv: Sequence[str], actions: Sequence[str], benchmarks: Sequ
         retries=parse_retries(ns.retries),
         endpoints=_endpoints(ns.endpoints, _workload(ns).harness_type),
         triton_port=_port(ns.triton_port),
+        engine=_engine(ns.engine),
+        port=_port(ns.port, "port"),
     )
     check_run_args(args)
     if unknown:
@@ -405,12 +414,20 @@ def _endpoints(text: str | None, harness: HarnessType) -> tuple[str, ...]:
                     "one of them.")
 
 
-def _port(text: str | None) -> int | None:
+def _port(text: str | None, flag: str = "triton_port") -> int | None:
     if not text:
         return None
     if not text.isdigit() or not 0 < int(text) < 65536:
-        raise UserError(f"--triton_port={text} is not a TCP port (1 to 65535).")
+        raise UserError(f"--{flag}={text} is not a TCP port (1 to 65535).")
     return int(text)
+
+
+def _engine(text: str | None) -> str | None:
+    if not text:
+        return None
+    from .serving.engines import check_engine
+
+    return check_engine(text)
 
 
 # -- checks of values that only make sense together, or that name files and folders -------------------------
@@ -428,7 +445,10 @@ def check_run_args(args: RunArgs) -> None:
         check_writable_folder(args.scratch_path, "MLPERF_SCRATCH_PATH", "--scratch_path")
     if args.passphrase_file is not None:
         read_passphrase_file(args.passphrase_file)
-
+    for flag in ("engine", "port"):
+        if getattr(args, flag) is not None and args.action != SERVE_LLM_ACTION:
+            raise UserError(f"--{flag} applies only to make {SERVE_LLM_ACTION}, not to {args.action}; drop it from "
+                            f"RUN_ARGS.")
 
 
 def check_submitter(name: str) -> str:

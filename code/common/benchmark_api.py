@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Protocol, Se
 
 import numpy as np
 
+from .errors import UserError
 from .paths import Paths
 from .registry import Registry
 
@@ -226,6 +227,17 @@ class PreprocessedSet(Protocol):
 Postprocess = Callable[[Sequence[np.ndarray], np.ndarray], Responses]   # (outputs of a batch, its QSL indices)
 
 
+@dataclass(frozen=True)
+class ServingFolder:
+    """A model as OpenAI-compatible serving engines (vLLM, SGLang, trtllm-serve) load it: a Hugging Face folder."""
+
+    folder: Path                  # config.json, tokenizer files, *.safetensors
+    files: tuple[str, ...]        # its files whose digests are recorded (the weights first)
+    dtype: str                    # the dtype to serve it in, as the engines name it ("float32", "bfloat16")
+    max_model_len: int            # prompt plus output tokens the server must hold per sequence
+    made_by_toolkit: bool         # written by the toolkit (made again when damaged) or the user's checkpoint
+
+
 class Benchmark(Protocol):
     name: str                                  # toolkit benchmark name, e.g. "resnet50"
     # Whether it generates tokens (an LLM): its `generation` gives settings, its samples are prompts, the harness
@@ -274,6 +286,10 @@ class Benchmark(Protocol):
         fixed-size batches, `preprocessed` samples are 1-D prompt token arrays and responses are the generated
         tokens. None for every other benchmark."""
 
+    def serving_folder(self, model: str, paths: Paths, log: Log, remake: bool = False) -> ServingFolder:
+        """For a benchmark that generates tokens: the model as a Hugging Face folder for serving engines, made
+        (or made again with `remake`) where the toolkit writes it; UserError saying how to get it otherwise."""
+
 
 class PackagedBenchmark:
     """What a benchmark package delegates the same way, to its own modules `<package>.models` (download_model),
@@ -312,6 +328,11 @@ class PackagedBenchmark:
     def generation(self, model: str, fields: Mapping[str, Any], paths: Paths) -> "GenerationSettings | None":
         """Fixed-size models generate nothing (see Benchmark.generation)."""
         return None
+
+    def serving_folder(self, model: str, paths: Paths, log: Log, remake: bool = False) -> ServingFolder:
+        """Only models that generate tokens are served by LLM serving engines."""
+        raise UserError(f"Benchmark {self.name} does not generate tokens: its model {model} is not served by an "
+                        f"LLM serving engine (vLLM, SGLang, trtllm-serve).")
 
 
 # name -> "module:attribute" of its Benchmark object, imported on first use. A benchmark outside code/ registers

@@ -12,7 +12,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from .benchmark_api import Benchmark, Log
+from .benchmark_api import Benchmark, Log, ServingFolder
 from .fileio import external_data
 from .integrity import (DamagedInput, FileDigest, forget_record, read_record, record_path, record_problem,
                         write_record)
@@ -85,3 +85,24 @@ def verified_model(benchmark: str, model: str, paths: Paths) -> tuple[Path, str]
                            f"{path.name}{CHANGED_SUFFIX}). If you replaced the model on purpose, delete "
                            f"{record_path(path)} and it is taken as it is now")
     return path, recorded_sha256(path, digests)
+
+
+def ensure_serving_folder(benchmark: Benchmark, model: str, paths: Paths, log: Log) -> ServingFolder:
+    """The model's Hugging Face folder for serving engines, its files' digests recorded (beside its weights) the
+    first time and checked after: a folder the toolkit wrote is written again when a file changed; the user's own
+    checkpoint that changed stops the run, naming the file."""
+    served = benchmark.serving_folder(model, paths, log)
+    anchor = served.folder / served.files[0]
+    digests = read_record(anchor)
+    if digests is not None:
+        why = record_problem(anchor, digests)
+        if why is not None and not served.made_by_toolkit:
+            raise DamagedInput(f"{why} since it was first served", f"Restore the checkpoint, or delete "
+                               f"{record_path(anchor)} to serve it as it is now")
+        if why is not None:
+            log(f"{why}: writing the {model} folder again")
+            served = benchmark.serving_folder(model, paths, log, remake=True)
+            digests = None
+    if digests is None or set(digests) != set(served.files):
+        write_record(anchor, tuple(served.folder / name for name in served.files[1:]))
+    return served

@@ -123,6 +123,20 @@ class Paths:
         return self.repo / ".venv-triton"
 
     @property
+    def vllm_venv(self) -> Path:
+        """vLLM's own environment (requirements/vllm.txt): the OpenAI-compatible server make serve_llm starts."""
+        return self.repo / ".venv-vllm"
+
+    @property
+    def serving_logs(self) -> Path:
+        """build/logs/serving: the logs of the LLM servers the toolkit starts (one file per server)."""
+        return self.logs_root / "serving"
+
+    def serving_log(self, engine: str, port: int) -> Path:
+        """A local LLM server's log: build/logs/serving/<engine>-<port>-<timestamp>.log."""
+        return self.serving_logs / f"{engine}-{port}-{timestamp()}.log"
+
+    @property
     def triton(self) -> Path:
         """build/triton: the server's backend folder, and make serve_triton's repositories and logs."""
         return self.build / "triton"
@@ -149,6 +163,11 @@ class Paths:
 
     def model_dir(self, benchmark: str) -> Path:
         return self.scratch_dir("models") / benchmark
+
+    def serving_model_dir(self, benchmark: str, model: str) -> Path:
+        """The Hugging Face folder (config.json, tokenizer, safetensors) that LLM serving engines load, written by
+        the toolkit for a model it has only in another form (the substitute's GGUF)."""
+        return self.model_dir(benchmark) / f"{model}-hf"
 
     def model_file(self, benchmark: str, model: str, ext: str = "onnx") -> Path:
         return self.model_dir(benchmark) / f"{model}.{ext}"

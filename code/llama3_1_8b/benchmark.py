@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..common.benchmark_api import (AccuracyResult, DatasetSpec, Log, ModelSpec, PackagedBenchmark, Postprocess,
-                                    ResponseFormat, Responses)
+                                    ResponseFormat, Responses, ServingFolder)
 from ..common.config_registry import PerCore
 from ..common.errors import EXIT_FAILURE, UserError
 from ..common.generation import GenerationSettings
@@ -57,6 +57,9 @@ class LlamaBenchmark(PackagedBenchmark):
 
     def download_model(self, model: str, paths: Paths, log: Log) -> Path:
         return _models.download_model(model, paths, log, self.name)
+
+    def serving_folder(self, model: str, paths: Paths, log: Log, remake: bool = False) -> ServingFolder:
+        return _models.serving_folder(model, paths, log, self.name, remake=remake)
 
     def preprocess(self, model: str, dataset: str, paths: Paths, log: Log):
         from .preprocessing import preprocess

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..common.benchmark_api import Log, ModelSpec, TensorSpec
+from ..common.benchmark_api import Log, ModelSpec, ServingFolder, TensorSpec
 from ..common.errors import EXIT_FAILURE, UserError, choose
 from ..common.fileio import external_data, sha256_file, write_atomically
 from ..common.paths import Paths
@@ -157,6 +157,45 @@ def _convert(model: str, source: Path, target: Path) -> None:
         built = build_decoder(weights, Path(work) / "decoder")
         del weights
         place_decoder(built, target, copy=False)
+
+
+# Bump when the Hugging Face folder is written differently for the same weights: existing folders are rewritten.
+SERVING_FOLDER_VERSION = 1
+SERVING_STAMP = "toolkit-source.txt"       # inside the folder: what it was written from
+# Prompt plus output tokens a served sequence holds: the reference's prompts (up to about 2k tokens of article and
+# template) and 128 output tokens, rounded up.
+SERVING_MAX_MODEL_LEN = 4096
+
+
+def serving_folder(model: str, paths: Paths, log: Log, benchmark: str = BENCHMARK,
+                   remake: bool = False) -> ServingFolder:
+    """The model as a Hugging Face folder for serving engines. The substitute's is written from its GGUF (the same
+    fp32 weights and tokenizer as the ONNX decoder) at paths.serving_model_dir, unless current; Llama-3.1-8B's
+    is the user's checkpoint folder itself, served in bfloat16 as the reference does."""
+    from .hf_folder import FILES
+
+    facts(model)
+    if model != SMOLLM2:
+        folder = _require_checkpoint(paths, benchmark)
+        files = tuple(sorted(f.name for f in folder.glob("*.safetensors"))) + ("config.json", "tokenizer.json")
+        return ServingFolder(folder, files, "bfloat16", SERVING_MAX_MODEL_LEN, made_by_toolkit=False)
+    from .smollm2 import GGUF_SHA256, fetch_gguf
+
+    folder = paths.serving_model_dir(benchmark, model)
+    identity = f"gguf {GGUF_SHA256} writer {SERVING_FOLDER_VERSION}\n"
+    stamp = folder / SERVING_STAMP
+    current = stamp.is_file() and stamp.read_text() == identity and all((folder / f).is_file() for f in FILES)
+    if remake or not current:
+        from .gguf_weights import read_gguf
+        from .hf_folder import write_folder
+        from .tokenizer import TextTokenizer
+
+        source = fetch_gguf(paths.download_cache, gguf_path(paths, benchmark), log)
+        log(f"writing the {model} Hugging Face folder (fp32 safetensors, tokenizer, chat template) for serving "
+            f"engines into {folder} ...")
+        write_folder(read_gguf(source), TextTokenizer.from_gguf(source), folder)
+        write_atomically(stamp, identity)
+    return ServingFolder(folder, FILES, "float32", SERVING_MAX_MODEL_LEN, made_by_toolkit=True)
 
 
 def tokenizer(model: str, paths: Paths, benchmark: str = BENCHMARK) -> "TextTokenizer":

@@ -178,8 +178,8 @@ class TextTokenizer:
         if not self.chat_template:
             raise UserError(f"The tokenizer from {self.source} has no chat template; use the plain prompt.",
                             exit_code=EXIT_FAILURE)
-        return render_chat(self.chat_template, user_message, bos_token=self._token_text(self.bos_token_id),
-                           eos_token=self._token_text(self.eos_token_ids[0]))
+        return render_chat(self.chat_template, user_message, bos_token=self.token_text(self.bos_token_id),
+                           eos_token=self.token_text(self.eos_token_ids[0]))
 
     def fingerprint(self) -> str:
         """sha256 of everything that decides the ids and the prompts: the full tokenizer definition, BOS/EOS and
@@ -190,7 +190,12 @@ class TextTokenizer:
         digest.update(facts.encode())
         return digest.hexdigest()
 
-    def _token_text(self, token_id: int | None) -> str:
+    def to_json(self) -> str:
+        """The whole tokenizer as a Hugging Face tokenizer.json."""
+        return self._tokenizer.to_str()
+
+    def token_text(self, token_id: int | None) -> str:
+        """The text of one token id ("" for None)."""
         return "" if token_id is None else (self._tokenizer.id_to_token(int(token_id)) or "")
 
 

@@ -110,6 +110,11 @@ class HarnessPlugin:
 
         return f"wheel: mlcommons-loadgen {importlib.metadata.version('mlcommons-loadgen')}"
 
+    def prepare_model(self, config, paths: "Paths", log) -> str:
+        """`make generate_engines` for a harness that needs no engine file (needs_engine False): make what stands in
+        for one (e.g. the model folder a local server loads); a sentence saying what is ready."""
+        return "no engine needed"
+
     def interrupted(self) -> None:
         """A stop signal or a vanished parent ends the test's process: release what must not outlive it (e.g. a
         local server). Runs in a signal handler: no waiting, nothing new imported."""

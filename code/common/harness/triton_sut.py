@@ -1,7 +1,7 @@
 """The system under test of the Triton harness: LoadGen queries -> asynchronous gRPC requests to Triton servers.
 
 LoadGen runs here; inference runs in one or more Triton Inference Servers (local, or one per node with
-`--triton_endpoints`). Issued samples are cut into requests (Server: each query as it comes, and Triton's dynamic
+`--endpoints`). Issued samples are cut into requests (Server: each query as it comes, and Triton's dynamic
 batcher forms the batches; Offline and the stream scenarios: up to `batch_size` samples per request) and queued.
 One dispatcher thread sends each request with `async_infer` to the endpoint with the fewest requests in flight,
 never more than `in_flight` per endpoint: the limit keeps a slow node from collecting the whole Offline query.

@@ -1,6 +1,6 @@
 """The Triton harness's system under test for one test: which servers, what they serve, and the SUT over them.
 
-Without `--triton_endpoints` the test starts its own local server from the Triton environment on a free port,
+Without `--endpoints` the test starts its own local server from the Triton environment on a free port,
 serving a model repository written into the run folder (`triton/repository`, its log `triton/server.log`) for the
 test's engine, and stops it after the test. With endpoints, the servers already run (one per node, started with
 `make serve_triton`); each must be up, serve the model, and serve the very engine this test records (the sha256

@@ -69,6 +69,14 @@ class OpenAIHarness(HarnessPlugin):
     def run_options(self, args, paths) -> dict:
         return {"endpoints": list(args.endpoints)}
 
+    def prepare_model(self, config, paths, log) -> str:
+        """The model's Hugging Face folder, which a local server (and make serve_llm) loads."""
+        from ...benchmark_api import get_benchmark
+        from ...model_files import ensure_serving_folder
+
+        served = ensure_serving_folder(get_benchmark(config.benchmark), config["model"], paths, log)
+        return f"no engine (the servers load the model); the folder a local server serves: {served.folder}"
+
     def interrupted(self) -> None:
         import sys
 

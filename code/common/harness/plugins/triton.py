@@ -1,5 +1,5 @@
 """The Triton harness (`--harness_type=triton`): LoadGen here, inference in Triton Inference Servers over gRPC, a
-local one started for each test or running ones, one per node (`--triton_endpoints`). triton_system.py makes the
+local one started for each test or running ones, one per node (`--endpoints`). triton_system.py makes the
 servers and the SUT (triton_sut.py); the local server runs from its own environment (.venv-triton), which
 `make build` and `make run` make.
 """
@@ -15,7 +15,7 @@ class TritonHarness(HarnessPlugin):
     name = TRITON
     harness_type = TRITON
     implementation = "python"
-    description = "Triton Inference Servers over gRPC: a local one per test, or running ones (--triton_endpoints)"
+    description = "Triton Inference Servers over gRPC: a local one per test, or running ones (--endpoints)"
     bench_figures = "code.actions.bench_triton:triton_bench"
     # batch_size is the model's max batch, instances its instance count and server_batch_timeout_us the dynamic
     # batcher's queue delay.
@@ -33,7 +33,7 @@ class TritonHarness(HarnessPlugin):
 
     def needs_environment(self, args, for_run: bool) -> bool:
         """A local server runs from the Triton environment: make build makes it for the Triton harness, make run
-        where no --triton_endpoints name running servers."""
+        where no --endpoints name running servers."""
         return args.workload.harness_type.value == TRITON and not (for_run and args.endpoints)
 
     def make_environment(self, ctx) -> None:

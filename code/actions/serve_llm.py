@@ -1,0 +1,106 @@
+"""make serve_llm: serve one LLM benchmark's model from an OpenAI-compatible server on this node until stopped.
+
+The server half of the openai harness (documentation/llm_serving.md). `--engine=vllm` (the default) starts vLLM's
+CPU build from .venv-vllm here, waits until it answers (the model listed, a short greedy generation returned),
+prints its endpoint and the flags that point the harness at it, and stops it on Ctrl-C or SIGTERM, leaving no
+process. `--engine=sglang` and `--engine=trtllm`, and vllm where its environment is not installed here (GPU nodes
+install their own vLLM), print the command lines to run instead. Every command line has the rules' settings:
+prefix caching off, a fixed seed, at most batch_size sequences, the model served under its toolkit name.
+
+The model is the one `make run` would run for the benchmark (the embedded substitute unless --model names
+another), at the largest batch_size of the selected scenarios' configs.
+"""
+from __future__ import annotations
+
+import signal
+import socket
+import threading
+
+from ..common.errors import EXIT_FAILURE, EXIT_OK, UserError
+from .base import Context, Handler
+from .harness import with_embedded_default
+
+DEFAULT_ENGINE = "vllm"
+
+
+class ServeLlm(Handler):
+    def __init__(self, ctx: Context) -> None:
+        super().__init__(with_embedded_default(ctx, test_run=False, benchmarks=ctx.args.benchmarks))
+
+    def handle(self) -> int:
+        from ..common.benchmark_api import get_benchmark
+        from ..common.serving.engines import DEFAULT_PORT, VLLM, check_engine
+
+        ctx = self.ctx
+        engine = check_engine(ctx.args.engine or DEFAULT_ENGINE)
+        benchmarks = sorted({b for b, _ in ctx.selected()})
+        if len(benchmarks) != 1 or not get_benchmark(benchmarks[0]).generates_tokens:
+            raise UserError(f"make serve_llm serves one LLM benchmark's model; the selection has "
+                            f"{', '.join(benchmarks) or 'none'}. Name one with --benchmarks=..., e.g. "
+                            f"--benchmarks=llama3.1-8b.")
+        benchmark = benchmarks[0]
+        configs = [ctx.resolve(b, s) for b, s in ctx.selected()]
+        model = configs[0]["model"]
+        batch = max(int(c.values.get("batch_size") or 1) for c in configs)
+        port = ctx.args.port or DEFAULT_PORT
+        if engine == VLLM and self._vllm_here():
+            return self._serve(benchmark, model, batch, port)
+        return self._print_commands(engine, benchmark, model, batch, port)
+
+    def _vllm_here(self) -> bool:
+        from ..common.serving.environment import installed_version
+
+        return installed_version(self.ctx.paths.vllm_venv) is not None and not self.ctx.system.info.has_gpu
+
+    def _serve(self, benchmark: str, model: str, batch: int, port: int) -> int:
+        from ..common.serving.local_server import start_local_server
+
+        ctx = self.ctx
+        # Ctrl-C or SIGTERM while it starts stops it (start_local_server), and the command ends with the signal's
+        # status; once it serves, a stop signal ends the wait below and the server is stopped in order.
+        server = start_local_server(benchmark, model, {"batch_size": batch}, ctx.paths, port, host="0.0.0.0",
+                                    log=ctx.log)
+        stop = threading.Event()
+        previous = {signum: signal.signal(signum, lambda *_: stop.set())
+                    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+        try:
+            host = socket.gethostname()
+            ctx.log(f"vLLM (CPU) serves {benchmark}'s model {model} (at most {batch} sequences, prefix caching "
+                    f"off) at {server.endpoint}, log {server.log_path}.")
+            ctx.log(f"Run LoadGen against it with: --harness_type=openai --endpoints=http://{host}:{port}")
+            ctx.log("Ctrl-C stops it.")
+            while not stop.wait(1.0):
+                if not server.running():
+                    raise UserError(f"The vLLM server on port {port} exited (status {server.process.returncode}). "
+                                    f"The end of its log ({server.log_path}):\n{server.log_tail()}",
+                                    exit_code=EXIT_FAILURE)
+            ctx.log(f"Stopping the vLLM server on port {port} ...")
+        finally:
+            server.stop()
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        return EXIT_OK
+
+    def _print_commands(self, engine: str, benchmark: str, model: str, batch: int, port: int) -> int:
+        from ..common.benchmark_api import get_benchmark
+        from ..common.serving.engines import VLLM, ServeSettings, shell_lines
+
+        ctx = self.ctx
+        try:
+            served = get_benchmark(benchmark).serving_folder(model, ctx.paths, ctx.log)
+            folder, dtype, length = str(served.folder), served.dtype, served.max_model_len
+        except UserError as error:
+            ctx.log(f"note: {error}")
+            folder, dtype, length = "<the model's Hugging Face folder>", "bfloat16", 4096
+        served_name = get_benchmark(benchmark).models[model].served_name or model
+        settings = ServeSettings(model_path=folder, served_name=served_name, port=port, max_num_seqs=batch,
+                                 max_model_len=length, dtype=dtype)
+        why = ("vLLM is not installed here (make build RUN_ARGS=\"--harness_type=openai\" installs its CPU build)"
+               if engine == VLLM and not ctx.system.info.has_gpu else f"{engine} runs on GPU nodes")
+        ctx.log(f"{why}: start it on each inference node with the MLPerf settings (prefix caching off, at most "
+                f"{batch} sequences, the model served as '{served_name}'; with the model folder at the same path there):")
+        for line in shell_lines(engine, settings):
+            ctx.log(f"  {line}")
+        ctx.log(f"then run LoadGen with: --harness_type=openai --endpoints=http://<node1>:{port},http://<node2>:{port}"
+                f" (documentation/llm_serving.md)")
+        return EXIT_OK

