@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .conftest import REPO
-from .test_llm_e2e import llm_scratch, records, repo_copy, toolkit  # noqa: F401  (fixtures)
+from .test_llm_e2e import llm_scratch, records, repo_copy, toolkit  # noqa: F401,F811  (fixtures)
 
 SERVED = "HuggingFaceTB/SmolLM2-135M-Instruct"
 SUBSTITUTE = ["--benchmarks=llama3.1-8b", "--harness_type=openai", "--model=smollm2-135m-instruct",

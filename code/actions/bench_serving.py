@@ -92,7 +92,8 @@ def ceiling(bench, ctx, benchmark_name: str, url: str) -> list[Figure]:
     bare = bare_run(url, served, prompts, settings.max_new_tokens, in_flight, settings.eos_token_ids)
     ctx.log(f"{benchmark_name}: bare client {bare.tokens_per_second:,.0f} tokens/s, {bare.requests_per_second:,.1f} "
             f"requests/s ({bare.requests} requests, {in_flight} in flight)")
-    outcome = bench._short(ctx, benchmark_name, Scenario.Offline, ctx.paths.bench_dir / f"{benchmark_name}-openai-ceiling",
+    folder = ctx.paths.bench_dir / f"{benchmark_name}-openai-ceiling"
+    outcome = bench._short(ctx, benchmark_name, Scenario.Offline, folder,
                            offline_expected_qps=round_sig(bare.requests_per_second),
                            min_duration=CEILING_SECONDS * 1000, **CEILING_FIELDS)
     values = read_detail(Path(outcome.run_dir)).values
@@ -101,7 +102,7 @@ def ceiling(bench, ctx, benchmark_name: str, url: str) -> list[Figure]:
     if not tokens:
         raise UserError(f"The Offline run in {outcome.run_dir} reported no tokens per second: {outcome.reason}",
                         exit_code=EXIT_FAILURE)
-    return [Figure(f"(n) openai harness ceiling, Offline on the streaming test server: harness vs bare client",
+    return [Figure("(n) openai harness ceiling, Offline on the streaming test server: harness vs bare client",
                    tokens, bare.tokens_per_second, "tokens/s", GOALS["n"]),
             Figure("(n) the same, requests", samples, bare.requests_per_second, "requests/s", GOALS["n"])]
 

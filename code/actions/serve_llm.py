@@ -98,7 +98,8 @@ class ServeLlm(Handler):
         why = ("vLLM is not installed here (make build RUN_ARGS=\"--harness_type=openai\" installs its CPU build)"
                if engine == VLLM and not ctx.system.info.has_gpu else f"{engine} runs on GPU nodes")
         ctx.log(f"{why}: start it on each inference node with the MLPerf settings (prefix caching off, at most "
-                f"{batch} sequences, the model served as '{served_name}'; with the model folder at the same path there):")
+                f"{batch} sequences, the model served as '{served_name}'; with the model folder at the same path "
+                f"there):")
         for line in shell_lines(engine, settings):
             ctx.log(f"  {line}")
         ctx.log(f"then run LoadGen with: --harness_type=openai --endpoints=http://<node1>:{port},http://<node2>:{port}"

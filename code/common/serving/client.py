@@ -162,7 +162,8 @@ class ServingClient:
     def records(self) -> list[dict[str, Any]]:
         """Per endpoint, as the run's record keeps it (records.record.EndpointRecord)."""
         return [{"host": e.endpoint.host, "port": e.endpoint.port, "protocol": e.endpoint.scheme,
-                 "model": e.model or self.settings.model, "local": e.local, "requests": e.answered, "samples": e.answered,
+                 "model": e.model or self.settings.model, "local": e.local, "requests": e.answered,
+                 "samples": e.answered,
                  "transport": TRANSPORT,
                  "extras": {"engine": e.engine, "version": e.version, "served_models": list(e.served),
                             "token_ids": e.token_ids, "output_tokens": e.output_tokens,

@@ -267,7 +267,8 @@ def serve_settings(benchmark: Any, model: str, paths: Paths, fields: Mapping[str
                    port: int | None = None, host: str = LOCALHOST, log: Callable[[str], None] = print,
                    ) -> ServeSettings:
     """The settings a benchmark's model is served with: its Hugging Face folder (made when missing, digests
-    checked), served under the model's Hugging Face id (what the openai harness asks for), `fields`' batch_size sequences at most (8 when not given), the rules' seed."""
+    checked), served under the model's Hugging Face id (what the openai harness asks for), `fields`' batch_size
+    sequences at most (8 when not given), the rules' seed."""
     from ..model_files import ensure_serving_folder
 
     served = ensure_serving_folder(benchmark, model, paths, log)
