@@ -80,7 +80,7 @@ def test_runs_spread_over_servers_are_recorded_and_give_the_one_server_accuracy_
     for record in (offline, accuracy):
         assert [f"http://{e.address}" for e in record.endpoints] == urls and record.nodes == 1
         assert all(e.requests > 0 and e.model == SERVED and e.extras["token_ids"] == "server"
-                   and e.extras["engine"] == "toolkit-test-server" for e in record.endpoints)
+                   and e.extras["serving_engine"] == "toolkit-test-server" for e in record.endpoints)
     assert sum(e.requests for e in accuracy.endpoints) == 12
     assert set(server.token_latencies) >= {"ttft_p99_ms", "tpot_p99_ms"}
     assert accuracy_entries(two) == accuracy_entries(one)

@@ -148,7 +148,7 @@ def test_requests_spread_over_endpoints_within_their_limit_and_every_output_is_t
     records = client.records()
     assert [r["requests"] for r in records] == [a.requests - 1 - 4, b.requests - 1 - 4]   # less probe and warm-up
     assert all(r["requests"] > 0 and r["extras"]["most_in_flight"] <= 3 for r in records)
-    assert all(r["extras"]["token_ids"] == SERVER_IDS and r["extras"]["engine"] == "toolkit-test-server"
+    assert all(r["extras"]["token_ids"] == SERVER_IDS and r["extras"]["serving_engine"] == "toolkit-test-server"
                for r in records)
     assert sum(r["extras"]["metrics"]["requests_succeeded"] for r in records) == 40   # warm-up polled before
     first_calls = {}
@@ -227,3 +227,19 @@ def test_an_endpoint_that_dies_while_idle_fails_the_run():
     finally:
         client.close()
     assert isinstance(stream.error, EndpointFailed) and "stopped answering during the run" in str(stream.error)
+
+
+def test_the_system_description_names_the_serving_engines_that_answered():
+    from types import SimpleNamespace
+
+    from code.common.submission.system_json import framework
+
+    def record(*engines):
+        return SimpleNamespace(endpoints=[SimpleNamespace(extras={"serving_engine": name, "serving_engine_version": v})
+                                          for name, v in engines])
+
+    assert framework([record(("vllm", "0.32.0"), ("vllm", "0.32.0"))], "ONNX Runtime 1.31.1") == "vllm 0.32.0"
+    assert framework([record(("vllm", "0.32.0")), record()], "ONNX Runtime 1.31.1") == \
+        "ONNX Runtime 1.31.1, vllm 0.32.0"
+    triton = SimpleNamespace(endpoints=[SimpleNamespace(extras={"engine": "/e.onnx"})])
+    assert framework([triton], "ONNX Runtime 1.31.1") == "ONNX Runtime 1.31.1"

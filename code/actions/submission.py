@@ -72,7 +72,9 @@ class GenerateConfFiles(_SubmissionStep):
         overrides = system_json.load_overrides(overrides_path, ctx.rules, shown)
         division = chosen[0][1].division
         data = system_json.describe_system(ctx.system.info, system_id, division, ctx.args.submitter or "",
-                                           ctx.system.system_type.value, "ONNX Runtime " + _version("onnxruntime"),
+                                           ctx.system.system_type.value,
+                                           system_json.framework([c.performance for _, c in chosen],
+                                                                 "ONNX Runtime " + _version("onnxruntime")),
                                            overrides, ctx.rules, overrides_path=shown)
         system_json.write_system_json(ctx.paths.system_json(system_id), data)
         system_json.write_overrides_template(overrides_path, system_json.empty_fields(data, ctx.rules))

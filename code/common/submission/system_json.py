@@ -63,6 +63,16 @@ def software_versions() -> dict[str, str]:
     return found
 
 
+def framework(records, local: str) -> str:
+    """The framework line of the system description: the serving engines (and versions) that answered the
+    performance runs where they ran on servers that say so (the openai harness's `serving_engine`), else `local`,
+    the framework of this environment."""
+    engines = sorted({f"{e.extras['serving_engine']} {e.extras.get('serving_engine_version') or ''}".strip()
+                      for record in records for e in record.endpoints if e.extras.get("serving_engine")})
+    in_process = any(not record.endpoints for record in records)
+    return ", ".join(([local] if in_process or not engines else []) + engines)
+
+
 def _size(num_bytes: float) -> str:
     """Decimal units, as disks are sold: "512 GB", "1.9 TB"."""
     gb = num_bytes / 1e9
