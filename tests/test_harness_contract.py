@@ -254,7 +254,7 @@ def _round_trip(name: str, out: Path, spec: dict[str, Any]) -> None:
             tokens = np.frombuffer(data, np.int32)
             assert 2 <= len(tokens) <= 16, entry          # a one-token output is completed with EOS appended
         else:
-            assert data == expected_records(kind, entry["qsl_idx"]).tobytes(), entry
+            assert data == expected_records(spec["kind"], entry["qsl_idx"]).tobytes(), entry
     if HARNESSES.get(name).harness_type != "lwis":
         assert sum(e["samples"] for e in result["endpoints"]) == SAMPLES   # what served it is on the record
 
