@@ -3,6 +3,8 @@ greedy token ids equal the in-process float32 decoder's, and stopping it leaves 
 compiles the model (minutes on two cores); skipped when .venv-vllm is absent."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -62,3 +64,29 @@ def test_vllm_generates_the_in_process_decoders_tokens_and_stops_cleanly(vllm_pa
                                                               max_batch=1)).outputs
     for prompt, expected, got in zip(prompts, ours, served):
         assert got == np.asarray(expected).tolist(), f"prompt of {len(prompt)} tokens"
+
+
+def test_the_openai_harness_on_a_local_vllm_gives_the_in_process_accuracy_log(vllm_paths, tmp_path):
+    """The toolkit's own commands: an AccuracyOnly test through a local vLLM the test starts and stops, and the
+    same test in process; every sample's token ids are the same, and no server process is left."""
+    import glob
+    import json
+    import subprocess
+
+    caps = [f"--benchmarks={BENCHMARK}", "--scenarios=offline", f"--model={MODEL}", "--dataset=cnndm_sample",
+            "--total_sample_count=4", "--max_input_tokens=256", f"--max_output_tokens={NEW_TOKENS}",
+            "--test_mode=AccuracyOnly", f"--scratch_path={vllm_paths.scratch}"]
+    logs = {}
+    assert main(["--action=generate_engines", *caps[:5], caps[-1]],
+                log=lambda _: None) == 0
+    for harness in ("openai", "lwis"):
+        logs[harness] = tmp_path / harness
+        assert main(["--action=run_harness", *caps, f"--harness_type={harness}", f"--log_dir={logs[harness]}"],
+                    log=lambda _: None) == 0, harness
+    entries = {h: sorted((e["qsl_idx"], e["data"]) for e in json.loads(Path(glob.glob(
+        f"{folder}/*/{BENCHMARK}/Offline/AccuracyOnly/mlperf_log_accuracy.json")[0]).read_text()))
+        for h, folder in logs.items()}
+    assert entries["openai"] == entries["lwis"] and len(entries["openai"]) == 4
+    left = subprocess.run(["pgrep", "-f", f"api_server --model {vllm_paths.serving_model_dir(BENCHMARK, MODEL)}"],
+                          capture_output=True, text=True)
+    assert left.stdout.strip() == "", left.stdout
