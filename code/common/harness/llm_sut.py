@@ -22,7 +22,10 @@ ends, and samples issued later are completed empty at once.
 Every LoadGen call of this SUT is made by one reporter thread, in the order the chunks came: LoadGen logs from
 each calling thread into a buffer of its own and reads the buffers in no set order, so a sample's first token and
 its completion reported from two threads (one engine's scheduler, and another's failure) could be logged the wrong
-way round. The hand-off costs a sample tens of microseconds against decode steps of milliseconds.
+way round. The hand-off costs a sample tens of microseconds against decode steps of milliseconds, but under load
+the reporter waits for the interpreter lock (up to its switch interval, 5 ms) while the engine's thread runs on.
+A SUT whose engines report every chunk and failure from one thread (`inline_reports`: the serving client's event
+loop) makes the LoadGen calls in that thread instead, right after each chunk, in the same order.
 """
 from __future__ import annotations
 
@@ -92,7 +95,7 @@ class StreamingSUT(SUTBase):
     """The LLM system under test over request-level `engines`, each generating with `settings`."""
 
     def __init__(self, scenario: Scenario, prompts: PromptLibrary, engines: Sequence[RequestEngine],
-                 settings: GenerationSettings) -> None:
+                 settings: GenerationSettings, *, inline_reports: bool = False) -> None:
         if not engines:
             raise ValueError("the LLM system under test needs at least one engine")
         super().__init__(scenario)
@@ -108,12 +111,15 @@ class StreamingSUT(SUTBase):
         self._opened = 0
         self._calls: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()   # to the reporter
         self._reporter: threading.Thread | None = None
+        self._inline = inline_reports
+        self._draining = threading.RLock()         # inline: one thread at a time makes the calls, in order
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> "StreamingSUT":
         """Open every engine (a failure here stops the test before LoadGen starts)."""
-        self._reporter = threading.Thread(target=self._report_calls, daemon=True, name="llm-sut-reporter")
-        self._reporter.start()
+        if not self._inline:
+            self._reporter = threading.Thread(target=self._report_calls, daemon=True, name="llm-sut-reporter")
+            self._reporter.start()
         for number, engine in enumerate(self.engines):
             engine.open(_EngineStream(self, number))
             self._opened += 1
@@ -127,10 +133,24 @@ class StreamingSUT(SUTBase):
             self._calls.put(None)
             self._reporter.join()
             self._reporter = None
+        self._flush()
 
     def _report_calls(self) -> None:
         while (call := self._calls.get()) is not None:
             call()
+
+    def _flush(self) -> None:
+        """Inline reports: make the queued LoadGen calls now, in this thread (outside the report lock)."""
+        if not self._inline:
+            return
+        with self._draining:
+            while True:
+                try:
+                    call = self._calls.get_nowait()
+                except queue.Empty:
+                    return
+                if call is not None:
+                    call()
 
     # -- LoadGen callbacks -----------------------------------------------------------------------
     def issue(self, ids: list[int], indices: list[int]) -> None:
@@ -141,13 +161,18 @@ class StreamingSUT(SUTBase):
             self.count_issued(len(ids))
             self.fail(error)
             self._calls.put(lambda: self.complete_empty(ids, first_token_missing=True))
+            self._flush()
             return
         self.count_issued(len(ids))
         with self._report:
-            if self.error is not None:
+            failed = self.error is not None
+            if failed:
                 self._calls.put(lambda: self.complete_empty(ids, first_token_missing=True))
-                return
-            shares = self._share(requests)
+            else:
+                shares = self._share(requests)
+        if failed:
+            self._flush()
+            return
         for engine, share in zip(self.engines, shares, strict=True):
             if share:
                 engine.submit(share)
@@ -180,6 +205,8 @@ class StreamingSUT(SUTBase):
                 self._report_tokens(request_id, output, tokens, first, final)
         if problem is not None:
             self.engine_failed(output.engine, problem)
+        else:
+            self._flush()
 
     def _report_tokens(self, request_id: int, output: _Output, tokens: Sequence[int] | np.ndarray, first: bool,
                        final: bool) -> None:
@@ -219,6 +246,7 @@ class StreamingSUT(SUTBase):
             waiting = [i for i, output in outstanding.items() if not output.tokens]
             self._calls.put(lambda: self.complete_empty(started))
             self._calls.put(lambda: self.complete_empty(waiting, first_token_missing=True))
+        self._flush()
         for number, other in enumerate(self.engines[:self._opened]):
             mine = [request_id for request_id, output in outstanding.items() if output.engine == number]
             if number != engine and mine:

@@ -17,7 +17,8 @@ class ServingSUT(StreamingSUT):
 
     def __init__(self, scenario: Scenario, prompts: PromptLibrary, client: ServingClient,
                  settings: GenerationSettings, servers: Sequence[Any] = ()) -> None:
-        super().__init__(scenario, prompts, [client], settings)
+        # The client reports every chunk and failure from its event loop's thread: LoadGen is called there, at once.
+        super().__init__(scenario, prompts, [client], settings, inline_reports=True)
         self.client = client
         self.servers = list(servers)
 
