@@ -101,7 +101,8 @@ def first_token(bench, ctx, benchmark_name: str, url: str) -> list[Figure]:
     from ..common.serving.baseline import bare_run
 
     prompts, settings, served = prompts_of(ctx, benchmark_name, {**TTFT_FIELDS, "total_sample_count": 250})
-    bare = bare_run(url, served, (prompts * 2)[:TTFT_QUERIES], settings.max_new_tokens, 1, settings.eos_token_ids)
+    bare = bare_run(url, served, (prompts * 2)[:TTFT_QUERIES], settings.max_new_tokens, 1, settings.eos_token_ids,
+                    rate=TTFT_QPS)
     bare_ms = {p: float(np.percentile(bare.first_token_s, p)) * 1000 for p in (50, 99)}
     outcome = bench._short(ctx, benchmark_name, Scenario.Server, ctx.paths.bench_dir / f"{benchmark_name}-openai-ttft",
                            server_target_qps=TTFT_QPS, min_query_count=TTFT_QUERIES, min_duration=1000,
