@@ -12,12 +12,11 @@ another), at the largest batch_size of the selected scenarios' configs.
 """
 from __future__ import annotations
 
-import signal
 import socket
-import threading
 
-from ..common.errors import EXIT_FAILURE, EXIT_OK, UserError
+from ..common.errors import EXIT_OK, UserError
 from .base import Context, Handler
+from .serve_until import serve_until_stopped
 from .harness import with_embedded_default
 
 DEFAULT_ENGINE = "vllm"
@@ -60,26 +59,12 @@ class ServeLlm(Handler):
         # status; once it serves, a stop signal ends the wait below and the server is stopped in order.
         server = start_local_server(benchmark, model, {"batch_size": batch}, ctx.paths, port, host="0.0.0.0",
                                     log=ctx.log)
-        stop = threading.Event()
-        previous = {signum: signal.signal(signum, lambda *_: stop.set())
-                    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-        try:
-            host = socket.gethostname()
-            ctx.log(f"vLLM (CPU) serves {benchmark}'s model {model} (at most {batch} sequences, prefix caching "
-                    f"off) at {server.endpoint}, log {server.log_path}.")
-            ctx.log(f"Run LoadGen against it with: --harness_type=openai --endpoints=http://{host}:{port}")
-            ctx.log("Ctrl-C stops it.")
-            while not stop.wait(1.0):
-                if not server.running():
-                    raise UserError(f"The vLLM server on port {port} exited (status {server.process.returncode}). "
-                                    f"The end of its log ({server.log_path}):\n{server.log_tail()}",
-                                    exit_code=EXIT_FAILURE)
-            ctx.log(f"Stopping the vLLM server on port {port} ...")
-        finally:
-            server.stop()
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-        return EXIT_OK
+        host = socket.gethostname()
+        return serve_until_stopped(ctx, server, "vLLM", port, [
+            f"vLLM (CPU) serves {benchmark}'s model {model} (at most {batch} sequences, prefix caching off) at "
+            f"{server.endpoint}, log {server.log_path}.",
+            f"Run LoadGen against it with: --harness_type=openai --endpoints=http://{host}:{port}",
+            "Ctrl-C stops it."])
 
     def _print_commands(self, engine: str, benchmark: str, model: str, batch: int, port: int) -> int:
         from ..common.benchmark_api import get_benchmark

@@ -8,12 +8,11 @@ harness checks that every endpoint serves exactly that engine (its sha256).
 from __future__ import annotations
 
 import json
-import signal
-import threading
 
 from ..common.constants import HarnessType
-from ..common.errors import EXIT_FAILURE, EXIT_OK, UserError
+from ..common.errors import UserError
 from .base import Handler
+from .serve_until import serve_until_stopped
 
 DEFAULT_PORT = 8001
 
@@ -45,20 +44,7 @@ class ServeTriton(Handler):
         # Ctrl-C while it starts is a KeyboardInterrupt, on which start_servers stops it; once it serves, a stop
         # signal ends the wait below and the server is stopped in order.
         [server] = start_servers(model, [ctx.paths.triton / f"serve-{port}"], [port])
-        stop = threading.Event()
-        previous = {signum: signal.signal(signum, lambda *_: stop.set()) for signum in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            ctx.log(f"Serving {benchmark_name} {scenario.value} ({config['model']}, engine {engine.name}, sha256 "
-                    f"{model.engine_sha256[:12]}) as model '{model.name}' on gRPC port {port}: "
-                    f"--endpoints=<this host>:{port}. Log: {server.log_path}. Ctrl-C stops it.")
-            while not stop.wait(1.0):
-                if not server.running():
-                    raise UserError(f"The Triton server on port {port} exited (status {server.process.returncode}). "
-                                    f"The end of its log ({server.log_path}):\n{server.log_tail()}",
-                                    exit_code=EXIT_FAILURE)
-            ctx.log(f"Stopping the Triton server on port {port} ...")
-        finally:
-            server.stop()
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-        return EXIT_OK
+        return serve_until_stopped(ctx, server, "Triton", port, [
+            f"Serving {benchmark_name} {scenario.value} ({config['model']}, engine {engine.name}, sha256 "
+            f"{model.engine_sha256[:12]}) as model '{model.name}' on gRPC port {port}: "
+            f"--endpoints=<this host>:{port}. Log: {server.log_path}. Ctrl-C stops it."])
