@@ -25,7 +25,7 @@ from ..common.errors import EXIT_FAILURE, UserError
 from ..common.records.loadgen_log import read_detail
 from ..common.tuning.ratios import Figure
 from ..common.tuning.search import round_sig
-from .serving_prompts import prompts_of
+from .serving_prompts import prompts_of, served_name
 
 GOALS = {"m": 0.97, "n": 0.8, "o_p50_added_ms": 1.0}
 CEILING_FIELDS = {"max_input_tokens": 512, "max_output_tokens": 128, "total_sample_count": 250}
@@ -54,7 +54,7 @@ def serving_bench(bench, ctx, benchmark_name: str) -> list[Figure]:
 @contextmanager
 def test_server(ctx, benchmark_name: str):
     """The toolkit's streaming test server in a process of its own, serving the benchmark's model name."""
-    _, _, served = prompts_of(ctx, benchmark_name, {})
+    served = served_name(ctx, benchmark_name)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]

@@ -16,4 +16,10 @@ def prompts_of(ctx, benchmark_name: str, fields: dict) -> tuple[list, object, st
         samples = samples.capped(int(fields["max_input_tokens"]))
     count = min(len(samples), int(fields.get("total_sample_count") or len(samples)))
     settings = benchmark.generation(model, {**config.values, **fields}, ctx.paths)
-    return [samples.load(i) for i in range(count)], settings, benchmark.models[model].served_name or model
+    return [samples.load(i) for i in range(count)], settings, served_name(ctx, benchmark_name)
+
+
+def served_name(ctx, benchmark_name: str) -> str:
+    """The name servers serve the benchmark's configured model under (its Hugging Face id)."""
+    model = ctx.resolve(benchmark_name, Scenario.Offline)["model"]
+    return get_benchmark(benchmark_name).models[model].served_name or model
