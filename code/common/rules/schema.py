@@ -157,6 +157,14 @@ class BenchmarkRules:
     # The compliance tests the official checkers ask of a result, where they ask fewer than `compliance_tests`
     # (which the toolkit runs and stages, from the round's compliance README); None: the same.
     checker_compliance_tests: tuple[str, ...] | None = None
+    # Samples an accuracy run scores, where the accuracy data set differs from the performance one (the checkers'
+    # accuracy-sample-count, mlperf.conf's accuracy_sample_count_override); None: dataset_size.
+    accuracy_sample_count: int | None = None
+
+    @property
+    def accuracy_samples(self) -> int:
+        """How many samples an accuracy run of the whole accuracy data set covers."""
+        return self.accuracy_sample_count if self.accuracy_sample_count is not None else self.dataset_size
 
     def allows(self, system_type: SystemType) -> bool:
         """Whether the round has this benchmark in the suite of the system type."""
