@@ -343,7 +343,18 @@ IMPLEMENTATIONS: "Registry[Benchmark]" = Registry(
         "yolo": "code.yolo.benchmark:BENCHMARK",
         "llama3.1-8b": "code.llama3_1_8b.benchmark:BENCHMARK",
         "llama3.1-8b-edge": "code.llama3_1_8b.benchmark:EDGE_BENCHMARK",
+        "llama2-70b-99.9": "code.llama2_70b.benchmark:BENCHMARK",
+        "deepseek-r1": "code.deepseek_r1.benchmark:BENCHMARK",
+        "gpt-oss-120b": "code.gpt_oss_120b.benchmark:BENCHMARK",
     })
+
+
+def samples_for_run(samples: PreprocessedSet, accuracy: bool, audit_test: str | None) -> PreprocessedSet:
+    """The samples a run reads. A preprocessed set that holds one sample list per kind of run (gpt-oss-120b reads
+    other prompts in accuracy runs and in TEST07 than in performance runs) has `for_run(accuracy, audit_test)`;
+    every other set is the same for every run."""
+    chooser = getattr(samples, "for_run", None)
+    return chooser(accuracy, audit_test) if chooser is not None else samples
 
 
 def get_benchmark(name: str) -> Benchmark:

@@ -27,7 +27,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from ..benchmark_api import get_benchmark
+from ..benchmark_api import get_benchmark, samples_for_run
 from ..constants import AccuracyTarget, Scenario, TestMode
 from ..disk_full import disk_full_cause, disk_full_sentence, folder_of, looks_full, why
 from ..errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK
@@ -160,7 +160,8 @@ def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecor
     paths = Paths.create(scratch=spec.scratch, log_dir=log_dir)
     sut = None
     try:
-        samples = benchmark.preprocessed(spec.model, spec.dataset, paths)
+        samples = samples_for_run(benchmark.preprocessed(spec.model, spec.dataset, paths),
+                                  spec.mode_enum is TestMode.AccuracyOnly, spec.audit_test)
         sut, qsl = _system_under_test(spec, plugin, benchmark, samples, paths, log_dir)
         user_conf = write_user_conf(log_dir / USER_CONF, spec.user_conf)
         settings = test_settings(user_conf, spec.loadgen_model, spec.scenario_enum, spec.mode_enum)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..arguments import RunArgs
-from ..benchmark_api import get_benchmark
+from ..benchmark_api import get_benchmark, samples_for_run
 from ..constants import Scenario, TestMode
 from ..disk_full import DiskFull, disk_full_cause, disk_full_sentence, is_disk_full_sentence, looks_full, why
 from ..errors import EXIT_FAILURE, UserError, choose
@@ -48,7 +48,8 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
     harness.preflight(fields, ctx.args, ctx.paths)
     model, dataset = fields["model"], fields["dataset"]
     target = ctx.args.workload.accuracy_target
-    samples = benchmark.preprocessed(model, dataset, ctx.paths)
+    samples = samples_for_run(benchmark.preprocessed(model, dataset, ctx.paths), mode is TestMode.AccuracyOnly,
+                              audit_test)
     if harness.needs_engine:
         engine = locate_engine(config, ctx.system.system_id, ctx.paths, benchmark)
         manifest = json.loads(ctx.paths.engine_manifest(engine).read_text())
