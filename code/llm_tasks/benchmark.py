@@ -15,7 +15,7 @@ import numpy as np
 
 from ..common.benchmark_api import (AccuracyResult, DatasetSpec, Log, ModelSpec, PackagedBenchmark, Postprocess,
                                     ResponseFormat, Responses, ServingFolder)
-from ..common.errors import EXIT_FAILURE, UserError, choose
+from ..common.errors import UserError, choose
 from ..common.generation import GenerationSettings
 from ..common.paths import Paths
 from . import datasets as _datasets
