@@ -7,6 +7,7 @@ The reference (language/deepseek-r1/utils/backend_registry.py) decodes greedily 
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..common.benchmark_api import AccuracyResult
@@ -48,10 +49,11 @@ class DeepSeekBenchmark(TaskBenchmark):
         <｜begin▁of▁sentence｜>, is the tokenizer's own)."""
         return f"<｜User｜>{item.user}<｜Assistant｜><think>\n"
 
-    def score_outputs(self, items: Sequence[TaskItem], outputs: Outputs) -> AccuracyResult:
-        from .accuracy import result
+    def score_outputs(self, items: Sequence[TaskItem], outputs: Outputs, folder: Path | None = None) \
+            -> AccuracyResult:
+        from ..reasoning_eval.tasks import score_task
 
-        return result(items, outputs)
+        return score_task(self.name, items, outputs, folder)
 
 
 BENCHMARK = DeepSeekBenchmark()

@@ -10,6 +10,7 @@ default the performance runs' 10240): an accuracy run of the closed model takes 
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..common.benchmark_api import AccuracyResult
@@ -50,10 +51,11 @@ class GptOssBenchmark(TaskBenchmark):
                                            "max_output_tokens": 64, "total_sample_count": 16,
                                            "offline_expected_qps": PerCore(0.2), "server_target_qps": PerCore(0.05)}
 
-    def score_outputs(self, items: Sequence[TaskItem], outputs: Outputs) -> AccuracyResult:
-        from .accuracy import result
+    def score_outputs(self, items: Sequence[TaskItem], outputs: Outputs, folder: Path | None = None) \
+            -> AccuracyResult:
+        from ..reasoning_eval.tasks import score_task
 
-        return result(items, outputs)
+        return score_task(self.name, items, outputs, folder)
 
 
 BENCHMARK = GptOssBenchmark()

@@ -7,6 +7,7 @@ at most 1024 new tokens, and feeds the data set's `tok_input`.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..common.benchmark_api import AccuracyResult
@@ -53,7 +54,8 @@ class Llama2Benchmark(TaskBenchmark):
             return f"<s>[INST] <<SYS>>\n{item.system}\n<</SYS>>\n\n{item.user} [/INST]"
         return f"<s>[INST] {item.user} [/INST]"
 
-    def score_outputs(self, items: Sequence[TaskItem], outputs: Outputs) -> AccuracyResult:
+    def score_outputs(self, items: Sequence[TaskItem], outputs: Outputs, folder: Path | None = None) \
+            -> AccuracyResult:
         return _accuracy.result(items, outputs)
 
 

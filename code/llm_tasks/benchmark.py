@@ -153,8 +153,10 @@ class TaskBenchmark(PackagedBenchmark):
         """The accuracy log scored as the round's evaluation script scores it (`audit_test`: the log of that
         compliance test, which read its own part of the data set)."""
         items, outputs = self.outputs(model, dataset, accuracy_log, paths, audit_test)
-        return self.score_outputs([items[i] for i in outputs.qsl_indices], outputs)
+        return self.score_outputs([items[i] for i in outputs.qsl_indices], outputs, paths.dataset_dir(dataset))
 
-    def score_outputs(self, items: Sequence[TaskItem], outputs: Outputs) -> AccuracyResult:
-        """The figures of the responses `outputs` to `items` (pairwise, log order)."""
+    def score_outputs(self, items: Sequence[TaskItem], outputs: Outputs, folder: Path | None = None) \
+            -> AccuracyResult:
+        """The figures of the responses `outputs` to `items` (pairwise, log order); `folder` is the data set's, where
+        a scorer finds data it may need beyond the items (e.g. code problems' tests)."""
         raise NotImplementedError(f"{type(self).__name__} does not say how its answers are scored")

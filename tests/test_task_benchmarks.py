@@ -1,0 +1,191 @@
+"""The round's other LLM benchmarks as task benchmarks (code/llm_tasks): their data files, prompts and parts, and
+llama2-70b-99.9's scoring.
+
+The data tests read the real samples of ../shared/data (skipping, naming the path, when it is absent) and write the
+same rows in the official files' formats (pandas pickles, Parquet) to read them back as the MLCommons files are
+read. Prompt tests of the closed models need no checkpoint: the official files' token ids are the prompts.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from code.common.arguments import parse_run_args
+from code.common.benchmark_api import get_benchmark, samples_for_run
+from code.common.constants import AccuracyTarget
+from code.common.errors import UserError
+from code.common.paths import Paths
+from code.common.rules import get_round
+from code.llm_tasks.datasets import ACCURACY, PERFORMANCE, part_for
+from code.llm_tasks.items import read_rows
+from code.llm_tasks.responses import read_outputs
+
+LLAMA2, DEEPSEEK, GPT_OSS = (get_benchmark(name) for name in ("llama2-70b-99.9", "deepseek-r1", "gpt-oss-120b"))
+RULES = get_round()
+
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+def _rows(name: str, relative: str) -> list[dict]:
+    path = SHARED / "data" / relative
+    if not path.is_file():
+        pytest.skip(f"{path} is absent: the shared {name} sample lives beside the repository")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _accuracy_log(path: Path, responses: dict[int, list[int]]) -> Path:
+    entries = [{"seq_id": i, "qsl_idx": index, "data": np.asarray(ids, np.int32).tobytes().hex().upper()}
+               for i, (index, ids) in enumerate(responses.items())]
+    path.write_text(json.dumps(entries))
+    return path
+
+
+# -- data files -------------------------------------------------------------------------------------------------
+def test_the_openorca_sample_reads_as_the_reference_pickle_does(tmp_path: Path):
+    import pandas as pd
+
+    rows = _rows("openorca", "openorca_sample/open_orca_llama2_40.jsonl")
+    paths = Paths.create(scratch=tmp_path)
+    LLAMA2.download_data("openorca_sample", paths, print)
+    items = LLAMA2.items("openorca_sample", paths)
+    assert len(items) == 40 and {i.subset for i in items} == {"cot", "flan", "niv", "t0"}
+    assert [i.reference for i in items] == [r["output"] for r in rows]
+    assert all(i.tok_input is not None and i.tok_input[-1] == 29871 for i in items)   # processorca.py's trailing id
+    # The same rows as the MLCommons pickle, a DataFrame with numpy token arrays, read back the same.
+    frame = pd.DataFrame(rows).drop(columns=["calibration_row"])
+    frame["tok_input"] = frame["tok_input"].map(np.asarray)
+    frame.to_pickle(tmp_path / "official.pkl")
+    assert read_rows(tmp_path / "official.pkl")[3]["tok_input"] == rows[3]["tok_input"]
+
+
+def test_an_official_file_of_the_wrong_size_or_shape_is_refused(tmp_path: Path):
+    import pandas as pd
+
+    paths = Paths.create(scratch=tmp_path)
+    with pytest.raises(UserError, match=r"(?s)open_orca: not found .*open_orca_gpt4_tokenized_llama.sampled_24576.pkl.*"
+                                        r"r2-downloader"):
+        LLAMA2.download_data("open_orca", paths, print)
+    folder = paths.dataset_dir("open_orca")
+    folder.mkdir(parents=True)
+    rows = _rows("openorca", "openorca_sample/open_orca_llama2_40.jsonl")
+    pd.DataFrame(rows).to_pickle(folder / "open_orca_gpt4_tokenized_llama.sampled_24576.pkl")
+    with pytest.raises(UserError, match="holds 40 samples, the MLCommons file has 24576"):
+        LLAMA2.download_data("open_orca", paths, print)
+    pd.DataFrame([{"question": "q"}]).to_pickle(folder / "open_orca_gpt4_tokenized_llama.sampled_24576.pkl")
+    with pytest.raises(UserError, match=r"row 0 lacks the column\(s\) system_prompt, output, tok_input"):
+        LLAMA2.download_data("open_orca", paths, print)
+
+
+def test_the_deepseek_sample_keeps_its_sub_data_sets_and_ground_truths(tmp_path: Path):
+    rows = _rows("deepseek", "deepseek_r1_sample/deepseek_r1_sample.jsonl")
+    paths = Paths.create(scratch=tmp_path)
+    DEEPSEEK.download_data("deepseek_r1_sample", paths, print)
+    items = DEEPSEEK.items("deepseek_r1_sample", paths)
+    assert [(i.subset, i.reference, i.user) for i in items] == \
+        [(r["dataset"], r["ground_truth"], r["text_input"]) for r in rows]
+    assert {i.subset for i in items} == {"aime1983", "math500", "mmlu_pro", "livecodebench"}
+    # The closed model's chat template, as the official rows' templated_text_input (after the tokenizer's BOS).
+    official = _rows("deepseek", "deepseek_r1_sample/mlperf_official_rows.jsonl")
+    for row in official:
+        item = next(i for i in items if i.user == row["text_input"])
+        assert "<｜begin▁of▁sentence｜>" + DEEPSEEK.closed_prompt(item) == row["templated_text_input"]
+
+
+# -- prompts ------------------------------------------------------------------------------------------------------
+def test_the_closed_model_gets_the_official_token_ids_without_a_checkpoint(tmp_path: Path):
+    paths = Paths.create(scratch=tmp_path)
+    LLAMA2.download_data("openorca_sample", paths, print)
+    prompts = LLAMA2.preprocess("llama2-70b-chat", "openorca_sample", paths, print)
+    items = LLAMA2.items("openorca_sample", paths)
+    assert len(prompts) == 40
+    assert all(prompts.load(i).tolist() == list(items[i].tok_input) for i in (0, 17, 39))
+    # A damaged prompts file is named, with the target that makes it again.
+    damaged = next(prompts.directory.glob("prompts.*.npz"))
+    damaged.write_bytes(damaged.read_bytes()[:-10])
+    with pytest.raises(UserError, match="make preprocess_data"):
+        LLAMA2.preprocessed("llama2-70b-chat", "openorca_sample", paths)
+
+
+def test_gpt_oss_needs_the_harmony_token_ids_for_its_closed_model(tmp_path: Path):
+    paths = Paths.create(scratch=tmp_path)
+    GPT_OSS.download_data("gpt_oss_sample", paths, print)
+    with pytest.raises(UserError, match="Harmony conversations.*input_tokens"):
+        GPT_OSS.preprocess("gpt-oss-120b", "gpt_oss_sample", paths, print)
+    items = GPT_OSS.items("gpt_oss_sample", paths)
+    aime = next(i for i in items if i.subset == "aime25")
+    assert aime.system.startswith("Reasoning: high") and "\\boxed{answer}" in aime.system
+    code = next(i for i in items if i.subset == "livecodebench_v6")
+    assert "```python" in code.system and code.reference == "3154"
+
+
+def test_each_kind_of_run_reads_its_part_of_the_gpt_oss_files(tmp_path: Path):
+    import pandas as pd
+
+    paths = Paths.create(scratch=tmp_path)
+    folder = paths.dataset_dir("gpt_oss_eval")
+    sizes = {"perf/perf_eval_ref.parquet": 3, "acc/acc_eval_inputs.parquet": 2,
+             "acc/acc_eval_compliance_gpqa.parquet": 1}
+    for offset, (name, count) in enumerate(sizes.items()):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame({"dataset": ["gpqa_diamond"] * count, "ground_truth": ["A"] * count,
+                      "input_tokens": [np.arange(4 + offset * 10 + i) for i in range(count)]}).to_parquet(folder / name)
+    with pytest.raises(UserError, match="holds 3 samples, the MLCommons file has 6396"):
+        GPT_OSS.download_data("gpt_oss_eval", paths, print)
+    prompts = GPT_OSS.preprocess("gpt-oss-120b", "gpt_oss_eval", paths, print)
+    assert len(prompts) == 3                                              # as a set: the performance part
+    assert len(samples_for_run(prompts, accuracy=True, audit_test=None)) == 2
+    assert len(samples_for_run(prompts, accuracy=False, audit_test="TEST07")) == 1
+    assert len(samples_for_run(prompts, accuracy=False, audit_test="TEST09")) == 3
+    assert samples_for_run(prompts, accuracy=True, audit_test=None).load(1).tolist() == list(range(15))
+    data = GPT_OSS.task_dataset("gpt_oss_eval")
+    assert (part_for(data, True, None), part_for(data, False, None)) == (ACCURACY, PERFORMANCE)
+
+
+# -- scoring ----------------------------------------------------------------------------------------------------
+class _WordTokenizer:
+    """Token id i is word i of a fixed list: enough to write and read accuracy logs."""
+
+    def __init__(self, text: str) -> None:
+        self.words = text.split()
+
+    def decode(self, ids, skip_special_tokens=True) -> str:
+        return " ".join(self.words[i] for i in ids)
+
+
+def test_llama2_is_scored_as_evaluate_accuracy_py_prints_it(tmp_path: Path):
+    rows = _rows("openorca", "openorca_sample/open_orca_llama2_40.jsonl")
+    paths = Paths.create(scratch=tmp_path)
+    LLAMA2.download_data("openorca_sample", paths, print)
+    items = LLAMA2.items("openorca_sample", paths)
+    vocabulary = _WordTokenizer(items[0].reference + " " + items[1].reference)
+    first = len(items[0].reference.split())
+    log = _accuracy_log(tmp_path / "mlperf_log_accuracy.json",
+                        {0: list(range(first)), 1: list(range(first, len(vocabulary.words)))})
+    outputs = read_outputs(log, len(items), vocabulary.decode)
+    result = LLAMA2.score_outputs([items[i] for i in outputs.qsl_indices], outputs)
+    assert result.get("ROUGE1") == 100.0 and result.samples == 2
+    assert result.get("TOKENS_PER_SAMPLE") == round(len(vocabulary.words) / 2, 1)
+    line = result.text.splitlines()[2]
+    rules = RULES.benchmark("llama2-70b-99.9")
+    for bound in rules.accuracy_bounds(AccuracyTarget.k_99_9):
+        assert float(re.match(bound.pattern, line).group(1)) == result.get(bound.name), bound.name
+    assert rows[0]["output"] == items[0].reference
+
+
+def test_a_benchmark_with_one_accuracy_target_uses_it_unless_told():
+    targets = {name: bench.accuracy_targets for name, bench in RULES.benchmarks.items()}
+
+    def workload(*argv: str):
+        args = parse_run_args(["--action=run_harness", *argv], ["run_harness"], list(RULES.benchmarks),
+                              list(RULES.benchmarks))
+        return args.with_only_accuracy_target(targets).workload.accuracy_target
+
+    assert workload("--benchmarks=llama2-70b-99.9") is AccuracyTarget.k_99_9
+    assert workload("--benchmarks=gpt-oss-120b") is AccuracyTarget.k_99
+    assert workload("--benchmarks=llama2-70b-99.9,resnet50") is AccuracyTarget.k_99     # each is then checked
+    assert workload("--benchmarks=llama2-70b-99.9", "--accuracy_target=99") is AccuracyTarget.k_99
