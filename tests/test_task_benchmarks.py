@@ -139,8 +139,11 @@ def test_each_kind_of_run_reads_its_part_of_the_gpt_oss_files(tmp_path: Path):
     prompts = GPT_OSS.preprocess("gpt-oss-120b", "gpt_oss_eval", paths, print)
     assert len(prompts) == 3                                              # as a set: the performance part
     assert len(samples_for_run(prompts, accuracy=True, audit_test=None)) == 2
-    assert len(samples_for_run(prompts, accuracy=False, audit_test="TEST07")) == 1
     assert len(samples_for_run(prompts, accuracy=False, audit_test="TEST09")) == 3
+    # TEST07's data set is another file of the same download, in the same folder.
+    gpqa = GPT_OSS.preprocess("gpt-oss-120b", "gpt_oss_compliance_gpqa", paths, print)
+    assert len(gpqa) == 1 and gpqa.load(0).tolist() == list(range(24))
+    assert not paths.dataset_dir("gpt_oss_compliance_gpqa").exists()
     assert samples_for_run(prompts, accuracy=True, audit_test=None).load(1).tolist() == list(range(15))
     data = GPT_OSS.task_dataset("gpt_oss_eval")
     assert (part_for(data, True, None), part_for(data, False, None)) == (ACCURACY, PERFORMANCE)

@@ -7,7 +7,8 @@ file (or a pickle) of prompts already rendered in OpenAI's Harmony format and to
 - `perf/perf_eval_ref.parquet`: 6396 prompts at low reasoning effort, read by performance runs and TEST09;
 - `acc/acc_eval_inputs.parquet`: 4395 prompts at high reasoning effort (AIME 2025 x 8, GPQA diamond x 5,
   LiveCodeBench v6 x 3) with `dataset` and `ground_truth`, read by accuracy runs;
-- `acc/acc_eval_compliance_gpqa.parquet`: 990 GPQA prompts with their answers, read by TEST07.
+- `acc/acc_eval_compliance_gpqa.parquet`: 990 GPQA prompts with their answers, read by TEST07: the data set
+  `gpt_oss_compliance_gpqa`, kept in gpt_oss_eval's folder.
 
 `gpt_oss_sample` is 31 real items (the 30 AIME 2025 problems and one LiveCodeBench v6 problem; no GPQA, whose terms
 forbid posting it) as raw questions, kept beside the repository for development and CI: every kind of run reads it.
@@ -24,7 +25,8 @@ from ..llm_tasks.items import TaskItem, read_rows, require_columns, token_ids
 PERF_FILE = "perf/perf_eval_ref.parquet"
 ACC_FILE = "acc/acc_eval_inputs.parquet"
 TEST07_FILE = "acc/acc_eval_compliance_gpqa.parquet"
-COUNTS = {PERFORMANCE: 6396, ACCURACY: 4395, "TEST07": 990}
+COUNTS = {PERFORMANCE: 6396, ACCURACY: 4395}
+TEST07_COUNT = 990
 SAMPLE_FILE = "gpt_oss_120b_acc_sample.jsonl"
 
 # The reference's developer instructions per sub-data set (language/gpt-oss-120b/preprocess/harmonize_inputs.py,
@@ -85,8 +87,12 @@ DATASETS = {
         spec=DatasetSpec(name="gpt_oss_eval", sample_count=COUNTS[PERFORMANCE], how_to_get=HOW_TO_GET,
                          description="gpt-oss-120b's MLPerf data: 6396 performance prompts, 4395 accuracy prompts "
                                      "(AIME 2025, GPQA diamond, LiveCodeBench v6) and 990 TEST07 GPQA prompts"),
-        files={PERFORMANCE: PERF_FILE, ACCURACY: ACC_FILE, "TEST07": TEST07_FILE}, read=read_gpt_oss,
-        part_counts=COUNTS),
+        files={PERFORMANCE: PERF_FILE, ACCURACY: ACC_FILE}, read=read_gpt_oss, part_counts=COUNTS),
+    # TEST07's own data set, from the same download (and folder) as gpt_oss_eval.
+    "gpt_oss_compliance_gpqa": TaskDataset(
+        spec=DatasetSpec(name="gpt_oss_compliance_gpqa", sample_count=TEST07_COUNT, how_to_get=HOW_TO_GET,
+                         description="990 GPQA diamond prompts with their answers: gpt-oss-120b's TEST07 data set"),
+        files={ALL: TEST07_FILE}, read=read_gpt_oss, part_counts={ALL: TEST07_COUNT}, folder="gpt_oss_eval"),
     "gpt_oss_sample": TaskDataset(
         spec=DatasetSpec(name="gpt_oss_sample", sample_count=31,
                          description="31 real items (AIME 2025 30, LiveCodeBench v6 1) as raw questions, for "

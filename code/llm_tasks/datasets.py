@@ -33,10 +33,14 @@ class TaskDataset:
     read: Reader
     shared: str | None = None
     part_counts: Mapping[str, int] | None = None     # samples per part of the MLCommons files, where known
+    folder: str | None = None    # another data set's folder that holds its files (one download, several sets)
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    def directory(self, paths: Paths) -> Path:
+        return paths.dataset_dir(self.folder or self.name)
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -53,7 +57,7 @@ def part_for(dataset: TaskDataset, accuracy: bool, audit_test: str | None) -> st
 
 
 def file_of(dataset: TaskDataset, part: str, paths: Paths) -> Path:
-    return paths.dataset_dir(dataset.name) / dataset.files[part]
+    return dataset.directory(paths) / dataset.files[part]
 
 
 def download_hint(benchmark: str, dataset: str) -> str:
@@ -82,7 +86,7 @@ def _read(read: Reader, path: str, size: int, mtime_ns: int) -> tuple[TaskItem, 
 
 def download_data(benchmark: str, dataset: TaskDataset, paths: Paths, log: Log) -> Path:
     """Link a development sample from ../shared, or check the MLCommons files where the user put them."""
-    folder = paths.dataset_dir(dataset.name)
+    folder = dataset.directory(paths)
     if dataset.shared is not None:
         _link_shared(benchmark, dataset, paths, log)
         return folder
@@ -114,7 +118,7 @@ def _link_shared(benchmark: str, dataset: TaskDataset, paths: Paths, log: Log) -
                         f"part of a fresh clone. Put it there, or bring the MLCommons data set (`make download_data "
                         f"RUN_ARGS=\"--benchmarks={benchmark} --dataset=<name>\"` says how).", exit_code=EXIT_FAILURE)
     for name in dict.fromkeys(dataset.files.values()):
-        target = paths.dataset_dir(dataset.name) / name
+        target = dataset.directory(paths) / name
         if target.is_symlink():
             if target.resolve() == source.resolve():
                 log(f"{dataset.name}: {target} already links to {source}")
