@@ -192,3 +192,16 @@ def test_a_benchmark_with_one_accuracy_target_uses_it_unless_told():
     assert workload("--benchmarks=gpt-oss-120b") is AccuracyTarget.k_99
     assert workload("--benchmarks=llama2-70b-99.9,resnet50") is AccuracyTarget.k_99     # each is then checked
     assert workload("--benchmarks=llama2-70b-99.9", "--accuracy_target=99") is AccuracyTarget.k_99
+
+
+def test_the_closed_models_run_on_serving_engines_only():
+    from code.common.harness.registry import HARNESSES
+    from code.common.harness.selection import refuse_served_only
+
+    for benchmark in (LLAMA2, DEEPSEEK, GPT_OSS):
+        closed = benchmark.models[benchmark.closed.name]
+        assert closed.served_only and closed.division == "closed" and closed.served_name == benchmark.closed.hf_id
+        with pytest.raises(UserError, match="--harness_type=openai"):
+            refuse_served_only(HARNESSES.get("llm"), closed)
+        refuse_served_only(HARNESSES.get("openai"), closed)
+        refuse_served_only(HARNESSES.get("llm"), benchmark.models["smollm2-135m-instruct"])

@@ -84,6 +84,8 @@ class ModelSpec:
     decoder: bool = False
     # What serving engines serve it as (its Hugging Face id): the model the openai harness asks its servers for.
     served_name: str = ""
+    # Only serving engines run it (a checkpoint too large for the in-process decoder graph; --harness_type=openai).
+    served_only: bool = False
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,8 @@ class ClosedModel:
         return ModelSpec(name=self.name, description=self.description, division="closed",
                          inputs=SUBSTITUTE_SPEC.inputs, outputs=SUBSTITUTE_SPEC.outputs, decoder=True,
                          starting_weights_filename=f"{self.hf_id} (Hugging Face)",
-                         weight_transformations=self.weight_transformations, served_name=self.hf_id)
+                         weight_transformations=self.weight_transformations, served_name=self.hf_id,
+                         served_only=True)
 
 
 def checkpoint(model: ClosedModel, benchmark: str, paths: Paths) -> Path:

@@ -39,12 +39,13 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
     """Resolve and check everything a test needs before any process starts."""
     from ..engines.builder import locate_engine
     from ..preprocessed_store import set_identity
-    from .selection import choose
+    from .selection import choose, refuse_served_only
 
     config = ctx.resolve(benchmark_name, scenario)
     fields = config.values
     benchmark, model_spec, rules = check_selection(ctx, benchmark_name, fields)
     harness = choose(config, ctx.args.workload.harness_type.value, ctx.paths.build)
+    refuse_served_only(harness, model_spec)
     harness.preflight(fields, ctx.args, ctx.paths)
     model, dataset = fields["model"], fields["dataset"]
     target = ctx.args.workload.accuracy_target
