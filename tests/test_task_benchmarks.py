@@ -205,3 +205,92 @@ def test_the_closed_models_run_on_serving_engines_only():
             refuse_served_only(HARNESSES.get("llm"), closed)
         refuse_served_only(HARNESSES.get("openai"), closed)
         refuse_served_only(HARNESSES.get("llm"), benchmark.models["smollm2-135m-instruct"])
+
+
+def _reference_script(relative: str) -> Path:
+    """A file of the reference implementations: in MLPERF_INFERENCE_DIR's checkout when it has the language/
+    folders, else in MLPERF_INFERENCE_REPO's (the official tools beside the repository hold the checkers only)."""
+    import os
+
+    for variable in ("MLPERF_INFERENCE_DIR", "MLPERF_INFERENCE_REPO"):
+        root = os.environ.get(variable)
+        if root and (Path(root) / relative).is_file():
+            return Path(root) / relative
+    pytest.skip(f"{relative} is not in the checkout MLPERF_INFERENCE_DIR or MLPERF_INFERENCE_REPO points at "
+                f"(set MLPERF_INFERENCE_REPO to a checkout of mlcommons/inference): the reference was not run")
+
+
+def test_llama2_scores_as_the_reference_evaluate_accuracy_py(tmp_path: Path, monkeypatch, capsys):
+    """The official evaluate-accuracy.py, its own code, on the same accuracy log: its imports that need the network
+    or a 70B checkpoint stand in as they behave (evaluate's rouge is rouge-score's scorer per pair; the tokenizer
+    decodes the same ids), its sentence splitter is nltk's with the same Punkt model."""
+    import ast
+    import types
+
+    import pandas as pd
+    from rouge_score import rouge_scorer
+
+    from tests.official_tools import nltk_with_punkt_tab
+
+    script = _reference_script("language/llama2-70b/evaluate-accuracy.py")
+    paths = Paths.create(scratch=tmp_path)
+    LLAMA2.download_data("openorca_sample", paths, print)
+    items = LLAMA2.items("openorca_sample", paths)
+    vocabulary = _WordTokenizer(" ".join(item.reference for item in items[:6]))
+    rng = np.random.default_rng(7)
+    responses = {index: rng.integers(0, len(vocabulary.words), int(rng.integers(5, 80))).tolist()
+                 for index in (4, 0, 2, 5, 1)}
+    responses[3] = list(range(len(items[0].reference.split())))          # one answer word for word
+    log = _accuracy_log(tmp_path / "mlperf_log_accuracy.json", responses)
+    outputs = read_outputs(log, len(items), vocabulary.decode)
+    ours = LLAMA2.score_outputs([items[i] for i in outputs.qsl_indices], outputs)
+    pd.DataFrame({"output": [item.reference for item in items]}).to_pickle(tmp_path / "data.pkl")
+
+    class Rouge:
+        def compute(self, predictions, references, use_stemmer, use_aggregator):
+            scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL", "rougeLsum"], use_stemmer=use_stemmer)
+            pairs = [scorer.score(ref, pred) for ref, pred in zip(references, predictions)]
+            return {key: [pair[key].fmeasure for pair in pairs] for key in pairs[0]}
+
+    class Tokenizer:
+        @staticmethod
+        def from_pretrained(*args, **kwargs):
+            return Tokenizer()
+
+        def batch_decode(self, ids, skip_special_tokens):
+            return [vocabulary.decode(i) for i in ids]
+
+    class Pool:
+        def __init__(self, processes):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def map(self, function, chunks):
+            return [function(chunk) for chunk in chunks]
+
+    import argparse
+    import json as json_module
+
+    with nltk_with_punkt_tab(tmp_path / "nltk_data") as nltk:
+        monkeypatch.setattr(nltk, "download", lambda *a, **k: True)
+        tree = ast.parse(script.read_text(encoding="utf-8"))
+        body = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+        namespace = {"argparse": argparse, "nltk": nltk, "np": np, "json": json_module, "AutoTokenizer": Tokenizer,
+                     "evaluate": types.SimpleNamespace(load=lambda name: Rouge()), "Pool": Pool,
+                     "cpu_count": lambda: 2}
+        exec(compile(ast.Module(body=body, type_ignores=[]), str(script), "exec"), namespace)   # noqa: S102
+        monkeypatch.setattr("sys.argv", ["evaluate-accuracy.py", "--checkpoint-path", "x", "--mlperf-accuracy-file",
+                                         str(log), "--dataset-file", str(tmp_path / "data.pkl"), "--dtype", "int32"])
+        namespace["main"]()
+    printed = capsys.readouterr().out.strip().splitlines()[-1]
+    official = {key: float(value) for key, value in
+                re.findall(r"'(\w+)': (?:np\.\w+\()?([\d.]+)\)?", printed)}
+    assert official["rouge1"] == ours.get("ROUGE1") and official["rouge2"] == ours.get("ROUGE2")
+    assert official["rougeL"] == ours.get("ROUGEL") and official["rougeLsum"] == ours.get("ROUGELSUM")
+    assert official["tokens_per_sample"] == ours.get("TOKENS_PER_SAMPLE")
+    assert (official["gen_len"], official["gen_num"]) == (ours.get("GEN_LEN"), ours.get("GEN_NUM"))
