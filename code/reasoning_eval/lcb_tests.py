@@ -38,7 +38,7 @@ TEST_TYPES = ("stdin", "functional")
 
 
 @dataclass(frozen=True)
-class TestCase:
+class LcbTest:
     input: str                 # functional: one JSON value per line, the method's arguments in order
     output: str                # functional: the JSON of the return value; stdin: the expected output text
     kind: str                  # "stdin" or "functional"
@@ -47,7 +47,7 @@ class TestCase:
 @dataclass(frozen=True)
 class ProblemTests:
     question_id: str
-    tests: tuple[TestCase, ...]
+    tests: tuple[LcbTest, ...]
     method: str | None         # the method functional tests call; None: stdin tests
     source: str                # SOURCE_OFFICIAL, SOURCE_PUBLIC_ONLY or SOURCE_STATEMENT
 
@@ -106,13 +106,13 @@ def _metadata(value: Any) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {}
 
 
-def tests_from_lcb_problem(problem: Mapping[str, Any]) -> ProblemTests:
+def lcb_problem_tests(problem: Mapping[str, Any]) -> ProblemTests:
     """The tests of one `code_generation_lite` row, public first, as lcb_runner orders them."""
     question_id = str(problem.get("question_id", "?"))
     public = decode_test_cases(problem.get("public_test_cases") or "[]", question_id)
     private_value = problem.get("private_test_cases")
     private = decode_test_cases(private_value, question_id) if private_value not in (None, "") else []
-    cases = [TestCase(str(c["input"]), str(c["output"]), str(c.get("testtype", "stdin"))) for c in public + private]
+    cases = [LcbTest(str(c["input"]), str(c["output"]), str(c.get("testtype", "stdin"))) for c in public + private]
     if not cases:
         raise UserError(f"LiveCodeBench problem {question_id} has no test cases", exit_code=EXIT_FAILURE)
     method = _metadata(problem.get("metadata")).get("func_name")
@@ -164,25 +164,25 @@ def _leetcode_arguments(text: str, parameters: list[str]) -> list[str] | None:
     return [values[name] for name in order]
 
 
-def tests_from_statement(question_id: str, statement: str, starter_code: str = "") -> ProblemTests:
+def statement_example_tests(question_id: str, statement: str, starter_code: str = "") -> ProblemTests:
     """The examples of a problem statement as tests: functional ones where the starter code has a
     `class Solution` method, stdin ones otherwise. UserError when the statement has none it can read."""
     if not starter_code:
         found = STARTER_IN_PROMPT.search(statement)
         starter_code = found.group("code") if found else ""
     method = _method_of(starter_code) if starter_code.strip() else None
-    cases: list[TestCase] = []
+    cases: list[LcbTest] = []
     if method is not None:
         name, parameters = method
         for example in LEETCODE_EXAMPLE.finditer(statement):
             arguments = _leetcode_arguments(example.group("input"), parameters)
             output = _json_or_none(example.group("output"))
             if arguments is not None and output is not None:
-                cases.append(TestCase("\n".join(arguments), output, "functional"))
+                cases.append(LcbTest("\n".join(arguments), output, "functional"))
     else:
         name = None
         for example in ATCODER_EXAMPLE.finditer(statement):
-            cases.append(TestCase(example.group("input").strip() + "\n", example.group("output").strip() + "\n",
+            cases.append(LcbTest(example.group("input").strip() + "\n", example.group("output").strip() + "\n",
                                   "stdin"))
     if not cases:
         raise UserError(f"LiveCodeBench problem {question_id}: no tests were given and its statement has no "
@@ -200,6 +200,6 @@ def problem_tests(row: Mapping[str, Any], lcb_problem: Mapping[str, Any] | None 
     question_id = str(row.get("question_id") or row.get("ground_truth") or "?")
     for source in (lcb_problem, row):
         if source is not None and (source.get("public_test_cases") or source.get("private_test_cases")):
-            return tests_from_lcb_problem({"question_id": question_id, **source})
+            return lcb_problem_tests({"question_id": question_id, **source})
     statement = next((str(row[c]) for c in STATEMENT_COLUMNS if row.get(c) and "Output" in str(row[c])), "")
-    return tests_from_statement(question_id, statement, str(row.get("starter_code") or ""))
+    return statement_example_tests(question_id, statement, str(row.get("starter_code") or ""))
