@@ -229,7 +229,7 @@ def test_statement_examples_are_the_tests_where_none_are_given(triplet_problem: 
 
 
 @pytest.mark.parametrize("body,verdict", [
-    ("1", -2),                                                          # wrong answer
+    ("1", False),                                                       # wrong answer (functional: False)
     ("next(x for x in iter(int, 1) if x)", -3),                         # runs forever: the per-test limit
     ("1 // 0", -4),                                                     # crashes
     ("__import__('os').fork()", -4),                                    # forks: disabled
@@ -239,7 +239,7 @@ def test_bad_solutions_fail_within_the_limit(triplet_problem: ProblemTests, body
     started = time.monotonic()
     outcome = run_solution(OFFICIAL_STATEMENT_SOLUTION.format(body=body), triplet_problem, Limits(seconds_per_test=1))
     assert not outcome.passed
-    assert outcome.verdicts[-1] == verdict, outcome.summary
+    assert outcome.verdicts[-1] is verdict if isinstance(verdict, bool) else outcome.verdicts[-1] == verdict
     assert time.monotonic() - started < Limits(seconds_per_test=1).wall_seconds(3)
 
 
@@ -498,3 +498,52 @@ def test_official_functions_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     for given, truth, want in MATH_FACTS:
         assert deepseek.evaluate_math500(given, truth) is want
         assert gpt_oss.evaluate_math500(given, truth) is want
+
+
+# lcb_runner's evaluate_generations_by_problem (the official scripts' code execution) on one solution, in a process
+# of its own: its reliability_guard disables os functions of the process it runs in.
+LCB_PROBE = """
+import json, sys
+job = json.loads(sys.stdin.read())
+sys.path.insert(0, job["lcb"])
+from lcb_runner.evaluation.compute_code_generation_metrics import evaluate_generations_by_problem
+results, _ = evaluate_generations_by_problem([[job["code"]], job["sample"], False, job["timeout"]])
+print("RESULT:" + json.dumps([bool(r) if r is True or r is False else int(r) for r in results[0]]))
+"""
+
+
+def _lcb_verdicts(lcb: Path, problem: ProblemTests, code: str, timeout: int) -> list:
+    import subprocess
+
+    sample = {"input_output": json.dumps({"inputs": [t.input for t in problem.tests],
+                                          "outputs": [t.output for t in problem.tests], "fn_name": problem.method})}
+    job = json.dumps({"lcb": str(lcb), "sample": sample, "code": code, "timeout": timeout})
+    done = subprocess.run([sys.executable, "-c", LCB_PROBE], input=job, capture_output=True, text=True, timeout=120,
+                          check=False)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT:")]
+    assert lines, done.stderr[-2000:]
+    return json.loads(lines[-1][len("RESULT:"):])
+
+
+@pytest.mark.skipif(not os.environ.get("MLPERF_INFERENCE_REPO"),
+                    reason="MLPERF_INFERENCE_REPO does not point at a checkout of mlcommons/inference")
+def test_lcb_runner_gives_the_same_verdicts(triplet_problem: ProblemTests) -> None:
+    lcb = Path(os.environ["MLPERF_INFERENCE_REPO"]) / "language" / "deepseek-r1" / "submodules" / "LiveCodeBench"
+    if not (lcb / "lcb_runner" / "evaluation" / "testing_util.py").is_file():
+        pytest.skip(f"{lcb} is not initialised (git submodule update --init)")
+    stdin_problem = statement_example_tests("abc001_a", STDIN_STATEMENT)
+    reference = _jsonl(DEEPSEEK_ROWS)[0]["ref_extracted_answer"]
+    cases = [(triplet_problem, reference)]
+    cases += [(triplet_problem, OFFICIAL_STATEMENT_SOLUTION.format(body=body))
+              for body in ("1", "next(x for x in iter(int, 1) if x)", "1 // 0", "__import__('os').fork()")]
+    cases += [(stdin_problem, code) for code in ("n = int(input())\nprint(sum(map(int, input().split())))\n",
+                                                 "print(6)", "print('6.000')", "import sys\nprint(sys.stdin.read())")]
+    for problem, code in cases:
+        ours = run_solution(code, problem, Limits(seconds_per_test=1)).verdicts
+        assert list(ours) == _lcb_verdicts(lcb, problem, code, timeout=1), code
+    # A solution that ends the interpreter fails in both; lcb_runner's check_correctness then raises on its empty
+    # metadata and the caller records [-2], where this runner records -1 for every test, as check_correctness
+    # means to.
+    exiting = "import os\nos._exit(3)\n"
+    assert _lcb_verdicts(lcb, triplet_problem, exiting, timeout=1) == [-2]
+    assert run_solution(exiting, triplet_problem, Limits(seconds_per_test=1)).verdicts == (-1, -1, -1)

@@ -29,8 +29,8 @@ CHILD = Path(__file__).with_name("sandbox_child.py")
 OFFICIAL_SECONDS_PER_TEST = 60.0
 GLOBAL_MARGIN_PER_TEST_S, GLOBAL_MARGIN_S = 1.0, 5.0      # LiveCodeBench's (timeout + 1) * tests + 5
 NOT_RUN = -1              # LiveCodeBench's verdict for every test of a run killed or crashed
-VERDICT_NAMES = {True: "passed", -1: "killed or crashed", -2: "wrong answer", -3: "time limit exceeded",
-                 -4: "runtime or compile error"}
+VERDICT_NAMES = {True: "passed", False: "wrong answer", -1: "killed or crashed", -2: "wrong answer",
+                 -3: "time limit exceeded", -4: "runtime or compile error"}
 CHILD_ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1"}
 
 

@@ -177,8 +177,13 @@ def _text_to_int(text: str) -> int:
 
 @lru_cache(maxsize=1)
 def _latex_to_text() -> Any:
+    import logging
+
     from pylatexenc import latex2text   # type: ignore[import-untyped]
 
+    # It warns on every malformed \\frac of a model's answer ("macro '\\frac' failed its substitution!"); the
+    # text it returns is the same either way.
+    logging.getLogger("pylatexenc").setLevel(logging.ERROR)
     return latex2text.LatexNodes2Text()
 
 

@@ -10,7 +10,8 @@ the named method (of a `Solution()` instance when the code defines `class Soluti
 lines read as JSON and compare the return value (a tuple read as a list) with the JSON output; stdin tests run
 the code, with every statement but the imports moved into a function, against a stand-in stdin and compare the
 printed lines, stripped, exactly or else as numbers (Decimal). The first failing test ends the run. Verdicts:
-true = passed, -2 wrong answer, -3 time limit (SIGALRM per test), -4 runtime or compile error.
+true = passed, false (functional) or -2 (stdin) wrong answer, -3 time limit (SIGALRM per test), -4 runtime or
+compile error.
 
 The functions LiveCodeBench disables before running a solution (its reliability_guard) are disabled here too,
 so a solution that kills, forks, spawns or deletes fails as it does there; that guard is not a security
@@ -157,7 +158,7 @@ def run_functional(code: str, tests: list, method_name: str, seconds: float) -> 
         if isinstance(answer, tuple):
             answer = list(answer)
         if answer != expected:
-            return verdicts + [WRONG]
+            return verdicts + [False]       # lcb_runner records the comparison itself here, not -2
         verdicts.append(PASSED)
     return verdicts
 
