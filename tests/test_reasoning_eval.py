@@ -547,3 +547,38 @@ def test_lcb_runner_gives_the_same_verdicts(triplet_problem: ProblemTests) -> No
     exiting = "import os\nos._exit(3)\n"
     assert _lcb_verdicts(lcb, triplet_problem, exiting, timeout=1) == [-2]
     assert run_solution(exiting, triplet_problem, Limits(seconds_per_test=1)).verdicts == (-1, -1, -1)
+
+
+# -- accuracy logs ----------------------------------------------------------------------------------
+
+VOCABULARY = ["<|channel|>final<|message|>", "\\boxed{70}", "\\boxed{5}", "<|return|>", "ANSWER: B", " "]
+
+
+def _write_log(path: Path, responses: list[tuple[int, list[int]]]) -> Path:
+    import numpy as np
+
+    entries = [{"seq_id": n, "qsl_idx": index, "data": np.asarray(ids, "<i4").tobytes().hex().upper()}
+               for n, (index, ids) in enumerate(responses)]
+    path.write_text(json.dumps(entries))
+    return path
+
+
+def test_accuracy_logs_count_repeats_as_each_script_does(tmp_path: Path) -> None:
+    from code.reasoning_eval.accuracy_log import read_responses, score_accuracy_log
+
+    rows = [{"dataset": "aime25", "ground_truth": "70"}, {"dataset": "aime25", "ground_truth": "6"}]
+    log = _write_log(tmp_path / "mlperf_log_accuracy.json", [(0, [0, 1, 3]), (1, [2]), (0, [2, 2, 2, 2])])
+
+    def decode(ids):
+        return "".join(VOCABULARY[i] for i in ids)
+
+    assert [r.qsl_idx for r in read_responses(log, 2, first_entry_only=True)] == [0, 1]
+    deepseek = score_accuracy_log("deepseek-r1", log, [{**r, "dataset": "aime1983"} for r in rows], decode)
+    assert (deepseek.samples, deepseek.exact_match, deepseek.tokens_per_sample) == (2, 50.0, 2.0)
+    gpt_oss = score_accuracy_log("gpt-oss-120b", log, rows, decode)   # every entry counts: 1 of 3, repeats 8
+    assert (gpt_oss.samples, gpt_oss.exact_match, gpt_oss.tokens_per_sample) == (3, 33.333, 8 / 3)
+    with pytest.raises(UserError, match="outside the data set's 1 samples"):
+        score_accuracy_log("gpt-oss-120b", log, rows[:1], decode)
+    (tmp_path / "odd.json").write_text(json.dumps([{"qsl_idx": 0, "data": "0102"}]))
+    with pytest.raises(UserError, match="not a whole number"):
+        read_responses(tmp_path / "odd.json", 2, first_entry_only=False)
