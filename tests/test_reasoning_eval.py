@@ -310,6 +310,15 @@ def test_stdin_problem_from_statement_examples() -> None:
     assert run_solution("print('6.000')", problem, FAST).verdicts[0] is True          # numbers compare as Decimal
 
 
+def test_statement_arguments_follow_the_method_parameters() -> None:
+    statement = ('Example 1:\n\nInput: s = "a, b = c", k = 2\nOutput: "ab"\nExplanation: ...\n\n'
+                 'Example 2:\n\nInput: k = 3, s = "q"\nOutput: true\n\nExample 3:\n\nInput: s = x\nOutput: 1\n')
+    starter = "class Solution:\n    def f(self, s: str, k: int) -> str:\n        "
+    problem = statement_example_tests("7", statement, starter)
+    assert problem.method == "f"          # example 3 is no JSON: left out
+    assert [(t.input, t.output) for t in problem.tests] == [('"a, b = c"\n2', '"ab"'), ('"q"\n3', "true")]
+
+
 def test_no_readable_examples_is_an_error_naming_the_data() -> None:
     with pytest.raises(UserError, match="code_generation_lite"):
         statement_example_tests("x", "no examples here", "class Solution:\n    def f(self, a):\n        ")

@@ -122,7 +122,7 @@ def lcb_problem_tests(problem: Mapping[str, Any]) -> ProblemTests:
 # -- the statement's examples ----------------------------------------------------------------------
 
 LEETCODE_EXAMPLE = re.compile(r"^\s*Input:\s*(?P<input>.+?)\s*\n\s*Output:\s*(?P<output>.+?)\s*$", re.MULTILINE)
-ARGUMENT_NAME = re.compile(r"(?:^|,)\s*(?P<name>[A-Za-z_]\w*)\s*=\s*")
+ARGUMENT_NAME = re.compile(r"(?P<name>[A-Za-z_]\w*)\s*=\s*")
 ATCODER_EXAMPLE = re.compile(r"Sample Input (?P<n>\d+)\s*\n(?P<input>.*?)\n\s*\n\s*Sample Output (?P=n)\s*\n"
                              r"(?P<output>.*?)(?:\n\s*\n|\Z)", re.DOTALL)
 STARTER_IN_PROMPT = re.compile(r"```python\n(?P<code>class Solution:.*?)\n```", re.DOTALL)
@@ -149,17 +149,39 @@ def _json_or_none(text: str) -> str | None:
     return text
 
 
+def _top_level_parts(text: str) -> list[str]:
+    """`a = [1,2], s = "x, y = z"` split at the commas outside brackets and string literals."""
+    parts, depth, quote, start, escaped = [], 0, "", 0, False
+    for position, character in enumerate(text):
+        if quote:
+            if escaped:
+                escaped = False
+            elif character == "\\":
+                escaped = True
+            elif character == quote:
+                quote = ""
+        elif character in "\"'":
+            quote = character
+        elif character in "[{(":
+            depth += 1
+        elif character in "]})":
+            depth -= 1
+        elif character == "," and depth == 0:
+            parts.append(text[start:position])
+            start = position + 1
+    parts.append(text[start:])
+    return parts
+
+
 def _leetcode_arguments(text: str, parameters: list[str]) -> list[str] | None:
-    names = list(ARGUMENT_NAME.finditer(text))
-    if not names or names[0].start() != 0:
-        return None
+    """The example's argument values as JSON texts, in the method's parameter order."""
     values: dict[str, str] = {}
-    for i, name in enumerate(names):
-        end = names[i + 1].start() if i + 1 < len(names) else len(text)
-        value = _json_or_none(text[name.end():end])
+    for part in _top_level_parts(text):
+        named = ARGUMENT_NAME.match(part.strip())
+        value = _json_or_none(part.strip()[named.end():]) if named else None
         if value is None:
             return None
-        values[name.group("name")] = value
+        values[named.group("name")] = value
     order = parameters if set(parameters) == set(values) else list(values)
     return [values[name] for name in order]
 
