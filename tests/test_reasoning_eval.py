@@ -504,9 +504,18 @@ def test_official_functions_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
             assert gpt_oss.parse_multiple_choice(text, "J") == extract.gpt_oss_multiple_choice(text, "J")
     if not (deepseek_math and gpt_oss_math):
         pytest.skip("the checkout's prm800k submodule is not initialised: the MATH-500 comparison did not run")
+    from code.reasoning_eval.evaluators import check_math
+
     for given, truth, want in MATH_FACTS:
         assert deepseek.evaluate_math500(given, truth) is want
         assert gpt_oss.evaluate_math500(given, truth) is want
+    # every pair of the MATH-500 sample's answers and a few forms of them, both ways round
+    sample = SHARED_DATA / "deepseek_r1_sample" / "deepseek_r1_sample.jsonl"
+    answers = [r["ground_truth"] for r in _jsonl(sample) if r["dataset"] == "math500"]
+    answers += ["0.5", "\\frac12", "(1,2)", "[1,2)", "10\\text{ cm}", "\\sqrt3", "7 3/4", "\\pi", "2\\pi", "x^2+1"]
+    for given in answers:
+        for truth in answers:
+            assert deepseek.evaluate_math500(given, truth) == check_math(given, truth), (given, truth)
 
 
 # lcb_runner's evaluate_generations_by_problem (the official scripts' code execution) on one solution, in a process
