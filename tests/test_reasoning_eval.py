@@ -346,6 +346,21 @@ def test_official_tests_decode_safely_and_grade() -> None:
     assert problem_tests({"ground_truth": "3154", "question": "?"}, row).official
 
 
+def test_lcb_releases_are_read_from_the_files_the_user_brings(tmp_path: Path) -> None:
+    from code.reasoning_eval.lcb_tests import RELEASE_FILES, load_lcb_problems
+
+    assert RELEASE_FILES["release_v1"] == ("test.jsonl",)
+    assert RELEASE_FILES["release_v6"][-1] == "test6.jsonl" and len(RELEASE_FILES["release_v6"]) == 6
+    with pytest.raises(UserError, match="test.jsonl, test2.jsonl in .*code_generation_lite"):
+        load_lcb_problems(tmp_path, "release_v2")
+    cases = [{"input": "[1,2,3]", "output": "0", "testtype": "functional"}]
+    row = {"question_id": "3154", "public_test_cases": json.dumps(cases), "private_test_cases": _private_column(cases),
+           "metadata": json.dumps({"func_name": "maximumTripletValue"})}
+    (tmp_path / "test.jsonl").write_text(json.dumps(row) + "\n" + json.dumps({**row, "question_id": "9"}) + "\n")
+    problems = load_lcb_problems(tmp_path, "release_v1", {"3154"})
+    assert list(problems) == ["3154"] and problem_tests({"ground_truth": "3154"}, problems["3154"]).official
+
+
 class _Exploit:
     def __reduce__(self):
         return (os.getenv, ("HOME",))

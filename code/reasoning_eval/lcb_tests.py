@@ -26,7 +26,8 @@ import pickle
 import re
 import zlib
 from dataclasses import dataclass
-from typing import Any, Mapping
+from pathlib import Path
+from typing import Any, Iterable, Mapping
 
 from ..common.errors import EXIT_FAILURE, UserError
 
@@ -211,6 +212,44 @@ def statement_example_tests(question_id: str, statement: str, starter_code: str 
                         f"examples this scorer can read; bring LiveCodeBench's code_generation_lite data "
                         f"(its public_test_cases and private_test_cases)", exit_code=EXIT_FAILURE)
     return ProblemTests(question_id, tuple(cases), name, SOURCE_STATEMENT)
+
+
+# -- the data set the user brings ------------------------------------------------------------------
+
+LCB_DATASET_URL = "https://huggingface.co/datasets/livecodebench/code_generation_lite"
+# code_generation_lite's releases, each the files of all earlier ones plus its own (its loading script).
+RELEASE_FILES = {f"release_v{n}": tuple(["test.jsonl"] + [f"test{k}.jsonl" for k in range(2, n + 1)])
+                 for n in range(1, 7)}
+OFFICIAL_RELEASES = {"deepseek-r1": "release_v1", "gpt-oss-120b": "release_v6"}
+
+
+def load_lcb_problems(folder: Path, release: str, question_ids: Iterable[str] | None = None
+                      ) -> dict[str, dict[str, Any]]:
+    """The code_generation_lite rows of `release` (its test*.jsonl files in `folder`), by question_id; only
+    those of `question_ids` where given (the files hold hundreds of MB of tests)."""
+    if release not in RELEASE_FILES:
+        raise UserError(f"Unknown LiveCodeBench release {release!r}; known: {', '.join(RELEASE_FILES)}.")
+    missing = [name for name in RELEASE_FILES[release] if not (folder / name).is_file()]
+    if missing:
+        raise UserError(f"LiveCodeBench {release} needs {', '.join(missing)} in {folder}: download them from "
+                        f"{LCB_DATASET_URL} (the files of code_generation_lite, test.jsonl to "
+                        f"{RELEASE_FILES[release][-1]}).", exit_code=EXIT_FAILURE)
+    wanted = None if question_ids is None else {str(q) for q in question_ids}
+    problems: dict[str, dict[str, Any]] = {}
+    for name in RELEASE_FILES[release]:
+        with open(folder / name, encoding="utf-8") as lines:
+            for number, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                    question_id = str(row["question_id"])
+                except (ValueError, KeyError, TypeError):
+                    raise UserError(f"{folder / name}, line {number}: not a code_generation_lite row",
+                                    exit_code=EXIT_FAILURE) from None
+                if wanted is None or question_id in wanted:
+                    problems[question_id] = row
+    return problems
 
 
 STATEMENT_COLUMNS = ("question_content", "text_input", "question")
