@@ -44,7 +44,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                   "code/common/harness/triton_system.py", "code/common/harness/llm_sut.py",
                   "code/common/harness/llm_baseline.py", "code/common/harness/batching_engine.py",
                   "code/common/harness/plugins/*", "code/common/serving/*",
-                  "code/common/harness/serving_system.py")),
+                  "code/common/harness/serving_system.py",
+                  # shared by the reasoning benchmarks (gpt-oss-120b, deepseek-r1): their accuracy scoring
+                  "code/reasoning_eval/*")),
     ("run orchestration", ("code/common/harness/*", "code/common/arguments.py", "code/common/engines/builder.py")),
     ("submission, audit, report, tuning", ("code/common/submission/*", "code/common/audit/*",
                                            "code/common/report/*", "code/common/tuning/*")),
