@@ -23,7 +23,7 @@ class Evaluator:
     options: str = ""                        # CHOICE: the valid letters
 
 
-def _choices(parser: Callable[[Any, str], str | None], last: str) -> Callable[[Any], str | None]:
+def _choices(parser: Callable[..., str | None], last: str) -> Callable[[Any], str | None]:
     return partial(parser, last_option=last)
 
 

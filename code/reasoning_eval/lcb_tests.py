@@ -179,7 +179,9 @@ def _leetcode_arguments(text: str, parameters: list[str]) -> list[str] | None:
     values: dict[str, str] = {}
     for part in _top_level_parts(text):
         named = ARGUMENT_NAME.match(part.strip())
-        value = _json_or_none(part.strip()[named.end():]) if named else None
+        if named is None:
+            return None
+        value = _json_or_none(part.strip()[named.end():])
         if value is None:
             return None
         values[named.group("name")] = value

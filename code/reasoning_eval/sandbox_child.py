@@ -83,10 +83,10 @@ def disable_destructive_functions() -> None:
     for module, names in DISABLED.items():
         for name in names:
             setattr(modules[module], name, None)
-    builtins.quit = None
-    builtins.help = None
+    builtins.quit = None         # type: ignore[assignment]
+    builtins.help = None         # type: ignore[assignment]
     for name in BLOCKED_MODULES:
-        sys.modules[name] = None
+        sys.modules[name] = None     # type: ignore[assignment]
 
 
 def without_main_guard(code: str) -> str:
@@ -95,7 +95,7 @@ def without_main_guard(code: str) -> str:
         tree = ast.parse(code)
         last = tree.body[-1]
         if isinstance(last, ast.If) and ast.unparse(last.test).strip() == MAIN_GUARD:
-            return ast.unparse(tree.body[:-1]) + "\n" + ast.unparse(last.body)
+            return ast.unparse(tree.body[:-1]) + "\n" + ast.unparse(last.body)  # type: ignore[arg-type]
     except Exception:
         pass
     return code
@@ -112,8 +112,8 @@ def as_function(code: str) -> str:
                       body=others, decorator_list=[], lineno=-1)
         if "type_params" in ast.FunctionDef._fields:
             fields["type_params"] = []
-        function = ast.FunctionDef(**fields)
-        return prelude() + "\n" + ast.unparse(imports) + "\n" + ast.unparse(function)
+        function = ast.FunctionDef(**fields)     # type: ignore[arg-type]
+        return prelude() + "\n" + ast.unparse(imports) + "\n" + ast.unparse(function)  # type: ignore[arg-type]
     except Exception:
         return code
 
@@ -122,7 +122,7 @@ def compile_solution(code: str, seconds: float):
     """Run the module's code (under the time limit); the `Solution()` instance where there is one."""
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        namespace = {"__name__": "tmp_sol", "__builtins__": __builtins__}
+        namespace: dict = {"__name__": "tmp_sol", "__builtins__": __builtins__}
         exec(code, namespace)
         return namespace["Solution"]() if "class Solution" in code else namespace
     finally:
@@ -142,7 +142,7 @@ def run_functional(code: str, tests: list, method_name: str, seconds: float) -> 
     method = _member(compiled, method_name)
     if method is None:
         return [FAILED]
-    verdicts = []
+    verdicts: list = []
     for test in tests:
         arguments = [json.loads(line) for line in test["input"].split("\n")]
         expected = json.loads(test["output"])
@@ -235,7 +235,7 @@ def run_stdin(code: str, tests: list, seconds: float) -> list:
     function = _member(compiled, WRAPPER)
     if function is None:
         return [FAILED]
-    verdicts = []
+    verdicts: list = []
     for test in tests:
         captured = io.StringIO()
         real_stdout = sys.stdout
