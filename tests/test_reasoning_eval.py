@@ -307,6 +307,10 @@ def test_stdin_problem_from_statement_examples() -> None:
     assert run_solution(good, problem, FAST).passed
     assert run_solution(main_guarded, problem, FAST).passed
     assert run_solution("print(6)", problem, FAST).verdicts == (True, -2)
+    if importlib.util.find_spec("numpy") is not None:       # importable as in lcb_runner's process; stderr ignored
+        with_numpy = ("import numpy as np, sys\nprint('debug', file=sys.stderr)\ninput()\n"
+                      "print(int(np.sum(list(map(int, input().split())))))\n")
+        assert run_solution(with_numpy, problem, FAST).passed
     assert run_solution("print('6.000')", problem, FAST).verdicts[0] is True          # numbers compare as Decimal
 
 
@@ -570,7 +574,9 @@ def test_lcb_runner_gives_the_same_verdicts(triplet_problem: ProblemTests) -> No
     cases += [(triplet_problem, OFFICIAL_STATEMENT_SOLUTION.format(body=body))
               for body in ("1", "next(x for x in iter(int, 1) if x)", "1 // 0", "__import__('os').fork()")]
     cases += [(stdin_problem, code) for code in ("n = int(input())\nprint(sum(map(int, input().split())))\n",
-                                                 "print(6)", "print('6.000')", "import sys\nprint(sys.stdin.read())")]
+                                                 "print(6)", "print('6.000')", "import sys\nprint(sys.stdin.read())",
+                                                 "import numpy\ninput()\nprint(numpy.sum([int(x) for x in "
+                                                 "input().split()]))")]
     for problem, code in cases:
         ours = run_solution(code, problem, Limits(seconds_per_test=1)).verdicts
         assert list(ours) == _lcb_verdicts(lcb, problem, code, timeout=1), code

@@ -2,7 +2,8 @@
 `python -I sandbox_child.py RESULT_FD` (isolated: no PYTHONPATH, no user site, not even this file's folder on
 sys.path, so it imports the standard library only), in a new session, in an empty temporary folder, under
 resource limits. It reads its job, a JSON object, from stdin; writes its verdicts, a JSON object, to RESULT_FD
-(a copy of its original stdout, which the solution cannot print into: fd 1 points at /dev/null).
+(a copy of its original stdout, which the solution cannot print into: fds 1 and 2 point at /dev/null once the
+job is read and the limits set; what went wrong before that reaches code_runner.py on stderr).
 
 It grades as LiveCodeBench's lcb_runner/evaluation/testing_util.py does (the deepseek-r1 and gpt-oss-120b
 evaluation scripts call it): the solution is compiled after a prelude of star imports; functional tests call
@@ -43,6 +44,9 @@ DISABLED = {
     "subprocess": ("Popen",),
 }
 BLOCKED_MODULES = ("ipdb", "joblib", "resource", "psutil", "tkinter")
+# Loaded in lcb_runner's process before its guard (testing_util imports numpy), so a solution may import it there:
+# imported here before the guard too, where installed (importing it afterwards fails on the disabled os.putenv).
+PRELOADED = ("numpy",)
 MAIN_GUARD = "__name__ == '__main__'"
 WRAPPER = "wrapped_function"
 PASSED, WRONG, TIMED_OUT, FAILED = True, -2, -3, -4
@@ -71,6 +75,16 @@ def apply_limits(limits: dict) -> None:
     for which, value in pairs:
         if value is not None:
             resource.setrlimit(which, (int(value), int(value)))
+
+
+def preload_modules() -> None:
+    import importlib
+
+    for name in PRELOADED:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
 
 
 def disable_destructive_functions() -> None:
@@ -274,6 +288,8 @@ def main() -> None:
     sys.set_int_max_str_digits(INT_DIGITS_LIMIT)
     signal.signal(signal.SIGALRM, _alarm)
     apply_limits(job.get("limits", {}))
+    preload_modules()
+    os.dup2(devnull, 2)     # what the solution writes to stderr is nobody's (lcb_runner leaves it on the console)
     disable_destructive_functions()
     verdicts = grade(job)
     os.write(result_fd, json.dumps({"verdicts": verdicts}).encode())
