@@ -3,8 +3,11 @@ logs (pass, fail, the bounds themselves, damaged logs), the verdict files the ch
 official run_verification.py scripts run on the same logs when a checkout is at hand (MLPERF_INFERENCE_DIR)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -20,6 +23,7 @@ from code.common.constants import AccuracyTarget
 from code.common.paths import ACCURACY_LOG, DETAIL_LOG, SUMMARY_LOG, VERIFY_ACCURACY, VERIFY_OUTPUT_LEN
 from code.common.rules import get_round
 from code.common.submission.staging import _stage_logged
+from code.common.submission.truncate import truncate_tree
 from tests import multiple_choice_benchmark as mc
 from tests.conftest import REPO
 from tests.official_tools import inference_dir, run_test07_verification, run_test09_verification
@@ -308,3 +312,44 @@ def test_official_test07_script_gives_the_toolkits_verdict_and_file(tmp_path):
 def test_generated_logs_hold_int32_tokens():
     entry = length_log([3])[0]
     assert np.frombuffer(bytes.fromhex(entry["data"]), np.int32).tolist() == [5, 5, 5]
+
+
+# -- truncation: the whole compliance logs are cut as tools/submission/truncate_accuracy_log.py cuts them ----------
+def gpt_oss_tree(root: Path) -> Path:
+    scenario = root / "closed" / "ACME" / "results" / "sys1" / "gpt-oss-120b" / "Offline"
+    write_log(scenario / "accuracy", length_log([1300] * 30))
+    (scenario / "accuracy" / "accuracy.txt").write_text("'exact_match': 83.500")
+    write_log(scenario / "TEST07" / "accuracy", mc.answers_log(mc.COMPLIANCE_DATASET, 30, tokens=60))
+    (scenario / "TEST07" / VERIFY_ACCURACY).write_text("TEST PASS\n")
+    write_log(scenario / "TEST09" / "accuracy", length_log([1278] * 20))
+    (scenario / "TEST09" / VERIFY_OUTPUT_LEN).write_text("TEST PASS\n")
+    return scenario
+
+
+def test_truncation_cuts_the_test07_and_test09_logs_and_writes_their_hash(tmp_path):
+    scenario = gpt_oss_tree(tmp_path / "tree")
+    full = {test: (scenario / test / "accuracy" / ACCURACY_LOG).read_bytes() for test in ("TEST07", "TEST09")}
+    report = truncate_tree(tmp_path / "tree", tmp_path / "backup", RULES, lambda _: None)
+    assert len(report.truncated) == 3
+    for test, original in full.items():
+        folder = scenario / test / "accuracy"
+        assert (folder / "accuracy.txt").read_text() == f"hash={hashlib.sha256(original).hexdigest()}\n"
+        assert len((folder / ACCURACY_LOG).read_text()) == 2 * RULES.accuracy_log_keep_chars + 7
+        backup = tmp_path / "backup" / folder.relative_to(tmp_path / "tree")
+        assert sorted(p.name for p in backup.iterdir()) == [ACCURACY_LOG]
+        assert (backup / ACCURACY_LOG).read_bytes() == original
+    assert truncate_tree(tmp_path / "tree", tmp_path / "backup", RULES, lambda _: None).truncated == []
+
+
+@needs_checkout
+def test_truncation_of_test07_and_test09_is_the_official_scripts(tmp_path):
+    gpt_oss_tree(tmp_path / "tree")
+    shutil.copytree(tmp_path / "tree", tmp_path / "mine")
+    truncate_tree(tmp_path / "mine", tmp_path / "backup", RULES, lambda _: None)
+    script = inference_dir() / "tools" / "submission" / "truncate_accuracy_log.py"
+    done = subprocess.run([sys.executable, "-B", str(script), "--input", str(tmp_path / "tree"), "--output",
+                           str(tmp_path / "official"), "--submitter", "ACME"], capture_output=True, text=True,
+                          check=False, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    files = lambda root: {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}  # noqa: E731
+    assert files(tmp_path / "mine") == files(tmp_path / "official")
