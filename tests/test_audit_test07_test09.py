@@ -353,3 +353,79 @@ def test_truncation_of_test07_and_test09_is_the_official_scripts(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     files = lambda root: {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}  # noqa: E731
     assert files(tmp_path / "mine") == files(tmp_path / "official")
+
+
+# -- the checkers on a gpt-oss-120b tree ---------------------------------------------------------------------
+def _compliance_folders(root: Path, test07: str | None, test09: str | None) -> None:
+    """TEST07/ and TEST09/ of each scenario as run_verification.py lays them out, with the given verdict lines."""
+    from tests.official_corpus import ORG, SYSTEM, write
+
+    for scenario in ("Offline", "Server"):
+        folder = root / "closed" / ORG / "results" / SYSTEM / "gpt-oss-120b" / scenario
+        for test, name, verdict, text in (
+                ("TEST07", VERIFY_ACCURACY, test07, "'exact_match': 62.100\n\n" + "=" * 80 +
+                 "\nTEST07 Verification Summary\n" + "=" * 80 + "\nAccuracy score: 62.1\n"),
+                ("TEST09", VERIFY_OUTPUT_LEN, test09, "Mean output tokens: 1278.20\nMin check pass: True\n")):
+            if verdict is None:
+                continue
+            write(folder / test / name, text + verdict)
+            write(folder / test / "accuracy" / ACCURACY_LOG, "[]")
+            (folder / test / "performance" / "run_1").mkdir(parents=True)
+            for log in (SUMMARY_LOG, DETAIL_LOG):
+                shutil.copy2(folder / "performance" / "run_1" / log, folder / test / "performance" / "run_1" / log)
+
+
+GPT_OSS_TREES = {   # name: (TEST07 verdict line, TEST09 verdict line, main.py's verdict)
+    "both_pass": ("TEST PASS\n", "TEST PASS\n", True),
+    "test07_fails": ("TEST FAIL\n", "TEST PASS\n", False),
+    "test09_fails": ("TEST PASS\n", "TEST FAIL\n", False),
+    "test07_missing": (None, "TEST PASS\n", False),
+    "test09_missing": ("TEST PASS\n", None, False),
+}
+
+
+def gpt_oss_submission(root: Path, test07: str | None, test09: str | None) -> Path:
+    import functools
+
+    from tests.official_corpus import HASH, _llm, build_tree
+
+    spec = _llm("gpt-oss-120b", accuracy_txt=f"{{'exact_match': 83.500, 'tokens_per_sample': 9950.0}}\n{HASH}\n",
+                compliance_tests=(), perf={"effective_performance_sample_count": 6396},
+                perf_by_folder={"Server": {"requested_server_ttft_latency": 3_000_000_000,
+                                           "requested_server_tpot_latency": 80_000_000,
+                                           "result_time_per_output_token_99.00_percentile_ns": 70_000_000}},
+                edit=functools.partial(_compliance_folders, test07=test07, test09=test09))
+    spec.accuracy = {"effective_accuracy_sample_count": 4395, "qsl_reported_total_count": 4395}
+    return build_tree(root, spec)
+
+
+@pytest.mark.parametrize("name", GPT_OSS_TREES)
+def test_toolkit_checker_asks_test07_and_test09_as_main_py_does(tmp_path, name):
+    from code.common.submission.checker import check_submission
+
+    test07, test09, passes = GPT_OSS_TREES[name]
+    report = check_submission(gpt_oss_submission(tmp_path / "tree", test07, test09), RULES)
+    assert report.passed is passes, report.text()
+    if not passes:
+        test = "TEST07" if "test07" in name else "TEST09"
+        assert all(test in str(f.path) for f in report.errors), report.text()
+        assert any(f"--audit_test={test}" in f.message for f in report.errors), report.text()
+
+
+@needs_checkout
+def test_main_py_gives_the_recorded_verdicts_on_the_gpt_oss_trees(tmp_path):
+    """submission_checker/main.py, the checker of record for gpt-oss-120b: submission_checker_old.py rejects every
+    closed gpt-oss-120b result of v6.1 (it wants a verify_performance.txt in TEST07/ and TEST09/, which their
+    scripts never write, and raises `NotImplemented` on TEST07's accuracy check)."""
+    from tests.official_tools import CRASH, run_checker
+
+    wrong = []
+    for name, (test07, test09, passes) in GPT_OSS_TREES.items():
+        tree = gpt_oss_submission(tmp_path / name / "tree", test07, test09)
+        verdict, output = run_checker(inference_dir(), tree, "main", tmp_path / name / "main")
+        if verdict != ("pass" if passes else "fail"):
+            wrong.append(f"{name}: main.py says {verdict}\n{output[-1500:]}")
+    tree = gpt_oss_submission(tmp_path / "old" / "tree", "TEST PASS\n", "TEST PASS\n")
+    verdict, output = run_checker(inference_dir(), tree, "old", tmp_path / "old" / "old")
+    assert verdict == CRASH and "verify_performance.txt is missing" in output, output[-1500:]
+    assert not wrong, "\n\n".join(wrong)
