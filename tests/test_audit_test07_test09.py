@@ -22,7 +22,7 @@ from code.common.audit.verdicts import verdict_problems, write_verified_against
 from code.common.constants import AccuracyTarget
 from code.common.paths import ACCURACY_LOG, DETAIL_LOG, SUMMARY_LOG, VERIFY_ACCURACY, VERIFY_OUTPUT_LEN
 from code.common.rules import get_round
-from code.common.submission.staging import _stage_logged
+from code.common.submission.staging import _stage_logged, stage_compliance_for
 from code.common.submission.truncate import truncate_tree
 from tests import multiple_choice_benchmark as mc
 from tests.conftest import REPO
@@ -429,3 +429,80 @@ def test_main_py_gives_the_recorded_verdicts_on_the_gpt_oss_trees(tmp_path):
     verdict, output = run_checker(inference_dir(), tree, "old", tmp_path / "old" / "old")
     assert verdict == CRASH and "verify_performance.txt is missing" in output, output[-1500:]
     assert not wrong, "\n\n".join(wrong)
+
+
+# -- run_audit_harness lays the verdicts out; stage_compliance stages them ---------------------------------------
+def _audit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, test: str, entries: list[dict]):
+    """A TEST07 / TEST09 compliance run of gpt-oss-120b Offline verified by run_audit_harness (the benchmark: the
+    multiple-choice one of the tests, TEST07's run on its compliance data set)."""
+    import types
+
+    from code.actions.audit import RunAuditHarness
+    from code.common.audit.references import Reference
+    from code.common.constants import Scenario
+    from code.common.paths import Paths
+    from tests.official_corpus import LLM_OFFLINE, perf_values, write_run
+
+    paths = Paths.create(repo=tmp_path / "repo")
+    reference, run_dir = tmp_path / "submission_run", tmp_path / "compliance_run"
+    write_run(reference, perf_values("Offline", **LLM_OFFLINE))
+    write_run(run_dir, perf_values("Offline", **LLM_OFFLINE))
+    write_log(run_dir, entries)
+    monkeypatch.setattr("code.actions.audit.get_benchmark", lambda name: mc.BENCHMARK)
+    handler = RunAuditHarness.__new__(RunAuditHarness)
+    handler.ctx = types.SimpleNamespace(paths=paths, log=lambda line: None)
+    record = types.SimpleNamespace(completed=True, benchmark="gpt-oss-120b", model="gpt-oss-120b",
+                                   dataset=mc.COMPLIANCE_DATASET if test == "TEST07" else mc.DATASET,
+                                   config=types.SimpleNamespace(fields={}), scenario=Scenario.Offline)
+    folder = paths.compliance_log_dir(test, "box", "gpt-oss-120b", Scenario.Offline)
+    folder.mkdir(parents=True)
+    outcome = handler._verify(f"{test} gpt-oss-120b Offline", RULES.compliance_tests[test], record,
+                              Reference(types.SimpleNamespace(log_dir=str(reference)), None), run_dir, folder)
+    results = paths.results_dir(paths.staging, "closed", "Org", "box", "gpt-oss-120b", Scenario.Offline)
+    write_run(results / "performance" / "run_1", perf_values("Offline", **LLM_OFFLINE))
+    lines: list[str] = []
+    problems = stage_compliance_for(paths, RULES, results, "box", "gpt-oss-120b", Scenario.Offline,
+                                    AccuracyTarget.k_99, mc.BENCHMARK.response, lines.append)
+    return folder, outcome, results, problems
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+
+
+def test_audit_scores_test07_on_the_compliance_set_and_staging_stages_it(tmp_path, monkeypatch):
+    folder, outcome, results, problems = _audit(tmp_path, monkeypatch, "TEST07",
+                                                mc.answers_log(mc.COMPLIANCE_DATASET, 30))
+    assert outcome.passed and outcome.summary == "accuracy PASS: accuracy 75 over 40 samples: at least the " \
+                                                 "threshold 60.698"
+    assert _files(folder) == ["accuracy/mlperf_log_accuracy.json", "performance/run_1/mlperf_log_detail.txt",
+                              "performance/run_1/mlperf_log_summary.txt", "verified_against.json",
+                              "verify_accuracy.txt"]
+    assert (folder / VERIFY_ACCURACY).read_text().endswith("Accuracy check pass: True\nTEST PASS\n")
+    assert [p for p in problems if "TEST07" in p] == []   # TEST09 was not run: it is the one missing
+    assert _files(results / "TEST07") == ["accuracy/mlperf_log_accuracy.json",
+                                          "performance/run_1/mlperf_log_detail.txt",
+                                          "performance/run_1/mlperf_log_summary.txt", "verify_accuracy.txt"]
+    assert any("TEST09: no compliance run" in p for p in problems)
+
+
+def test_audit_fails_test07_below_the_threshold_and_staging_refuses_it(tmp_path, monkeypatch):
+    folder, outcome, results, problems = _audit(tmp_path, monkeypatch, "TEST07",
+                                                mc.answers_log(mc.COMPLIANCE_DATASET, 24))
+    assert not outcome.passed and "accuracy 60 over 40 samples: below the threshold 60.698" in outcome.summary
+    assert (folder / VERIFY_ACCURACY).read_text().endswith("Accuracy check pass: False\nTEST FAIL\n")
+    assert any("TEST07: verify_accuracy.txt has no TEST PASS line" in p for p in problems)
+    assert not (results / "TEST07").exists()
+
+
+@pytest.mark.parametrize("length, passed", [(1278, True), (1000, False)])
+def test_audit_judges_test09_and_staging_verifies_it_again(tmp_path, monkeypatch, length, passed):
+    folder, outcome, results, problems = _audit(tmp_path, monkeypatch, "TEST09", length_log([length] * 12))
+    assert outcome.passed is passed and outcome.summary.startswith(f"output length {'PASS' if passed else 'FAIL'}: "
+                                                                   f"mean output {length}.00 tokens over 12")
+    assert (folder / VERIFY_OUTPUT_LEN).read_text().endswith("TEST PASS\n" if passed else "TEST FAIL\n")
+    assert (results / "TEST09").exists() is passed
+    if passed:
+        assert (results / "TEST09" / VERIFY_OUTPUT_LEN).read_text() == (folder / VERIFY_OUTPUT_LEN).read_text()
+    else:
+        assert any("TEST09: the test fails (mean output 1000.00 tokens" in p for p in problems)
