@@ -187,6 +187,11 @@ class RunAuditHarness(Handler):
         fields = ctx.args.fields_for(reference.performance.benchmark)
         dataset = compliance_dataset(reference.performance.benchmark, test,
                                      str(fields.get("dataset", reference.performance.dataset)))
+        if dataset is None:
+            raise UserError(f"{test} of {reference.performance.benchmark} runs on a compliance data set of its own, "
+                            f"and the benchmark names none for the run it is set up like "
+                            f"({reference.performance.log_dir}); see documentation/compliance.md.",
+                            exit_code=EXIT_FAILURE)
         if (key, test) not in self._contexts:
             self._contexts[(key, test)] = dataclasses.replace(
                 ctx, args=ctx.args.fill_in(f"{test} compliance data set", {"dataset": dataset}), _registry=None)
