@@ -292,6 +292,35 @@ def test_official_test09_script_gives_the_toolkits_verdict_and_file(tmp_path):
     assert not wrong, "\n\n".join(wrong)
 
 
+def loadgen_text(entries: list[dict], closed: bool = True) -> str:
+    """An accuracy log as LoadGen writes it: `[`, one entry a line each followed by a comma but the last, `]`; a run
+    cut short leaves the closing bracket out."""
+    lines = [json.dumps(e) + ("," if i < len(entries) - 1 else "") for i, e in enumerate(entries)]
+    return "[\n" + "\n".join(lines) + ("\n]\n" if closed else "\n")
+
+
+@needs_checkout
+def test_where_the_toolkit_is_stricter_than_the_official_test09_script(tmp_path):
+    entries = length_log([1278] * 6)
+    cases = {"cut_short": (loadgen_text(entries, closed=False), 0),   # the script salvages the entries: TEST PASS
+             "not_hex": (json.dumps(entries + [{"qsl_idx": 9, "data": "ZZ"}]), 1),   # counted as 0 tokens there
+             "empty": ("[]", 1)}                                       # the script stops, no verdict file
+    for name, (text, status) in cases.items():
+        write_log(tmp_path / name / "logs", text)
+        official, code, output = run_test09_verification(inference_dir(), tmp_path / name / "logs",
+                                                         tmp_path / name / "out", tmp_path / name / "work")
+        assert code == status, output
+        assert (official is not None) is (name != "empty"), output
+        try:
+            mine = verify_test09(json.loads(text), TEST09.output_token_bounds)
+        except ValueError as error:     # read_accuracy_log's error: run_audit_harness says the log cannot be read
+            assert name == "cut_short" and "Expecting" in str(error)
+            continue
+        assert not mine.passed and mine.text.endswith("TEST FAIL\n")
+    # The entry that is not hex counts 0 tokens there, pulling the mean of 7 entries to 1095.43: a fail both ways.
+    assert "Mean output tokens: 1095.43" in (tmp_path / "not_hex" / "out" / "TEST09" / VERIFY_OUTPUT_LEN).read_text()
+
+
 @needs_checkout
 def test_official_test07_script_gives_the_toolkits_verdict_and_file(tmp_path):
     wrong = []
