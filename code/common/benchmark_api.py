@@ -292,6 +292,12 @@ class Benchmark(Protocol):
         """For a benchmark that generates tokens: the model as a Hugging Face folder for serving engines, made
         (or made again with `remake`) where the toolkit writes it; UserError saying how to get it otherwise."""
 
+    def compliance_dataset(self, test: str, dataset: str) -> str | None:
+        """The data set a compliance test that scores a data set of its own (TEST07: gpt-oss-120b's GPQA
+        compliance set) runs on and is scored against, for a submission run on `dataset` (e.g. the small sample's
+        counterpart for a sample); None: the benchmark has none, and the test cannot run. Optional: a benchmark
+        without such a test need not define it."""
+
 
 class PackagedBenchmark:
     """What a benchmark package delegates the same way, to its own modules `<package>.models` (download_model),
@@ -326,6 +332,10 @@ class PackagedBenchmark:
         samples = self.preprocessed(model, dataset, paths)
         for index in self.calibration_indices(dataset, count, paths):
             yield samples.load(index)
+
+    def compliance_dataset(self, test: str, dataset: str) -> str | None:
+        """No compliance data set of its own (see Benchmark.compliance_dataset)."""
+        return None
 
     def generation(self, model: str, fields: Mapping[str, Any], paths: Paths) -> "GenerationSettings | None":
         """Fixed-size models generate nothing (see Benchmark.generation)."""

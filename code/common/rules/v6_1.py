@@ -78,6 +78,57 @@ COMPLIANCE_TESTS = {
         checks_output_tokens=True,
         accuracy_log_sampling_target=100,
     ),
+    "TEST07": ComplianceTest(
+        name="TEST07",
+        description="runs the whole compliance data set (gpt-oss-120b: 990 GPQA questions) in performance mode, logs "
+                    "every response and scores them, to show that performance mode computes answers as accurate as "
+                    "the compliance threshold",
+        # compliance/TEST07/gpt-oss-120b/audit.config, line for line (the one benchmark of the round with TEST07);
+        # LoadGen reads the first six and ignores the threshold, which run_verification.py reads.
+        audit_config=(
+            "*.*.mode = 2",
+            "*.*.accuracy_log_rng_seed = 720381539243781796",
+            "*.*.accuracy_log_sampling_target = 990",
+            "*.*.min_query_count = 990",
+            "*.*.min_duration = 0",
+            "*.*.performance_issue_unique = 1",
+            "*.*.sample_concatenate_permutation = 0",
+            "*.*.test07_accuracy_threshold = 60.698",
+        ),
+        # Neither checker reads a TEST07 performance run: no tolerance applies.
+        performance_tolerance=0.0,
+        fast_tolerance=0.0,
+        compares_performance=False,
+        accuracy_log_sampling_target=990,
+        scores_accuracy=True,
+        accuracy_threshold=60.698,
+        # run_verification.py's default --score-pattern, which its README gives for gpt-oss-120b.
+        score_pattern=r"'exact_match':\s*([\d.]+)",
+    ),
+    "TEST09": ComplianceTest(
+        name="TEST09",
+        description="runs every sample of the performance data set once in performance mode and logs every "
+                    "response, to show that the mean output length stays within 10 % of the reference's (1278.20 "
+                    "tokens for gpt-oss-120b), so that no output is cut short for speed",
+        # compliance/TEST09/gpt-oss-120b/audit.config, line for line; LoadGen ignores the two bounds.
+        audit_config=(
+            "*.*.mode = 2",
+            "*.*.accuracy_log_rng_seed = 720381539243781796",
+            "*.*.accuracy_log_sampling_target = 10000",
+            "*.*.min_query_count = 6396",
+            "*.*.min_duration = 0",
+            "*.*.performance_issue_unique = 1",
+            "*.*.sample_concatenate_permutation = 0",
+            "*.*.test09_min_output_tokens = 1150.38",
+            "*.*.test09_max_output_tokens = 1406.02",
+        ),
+        performance_tolerance=0.0,
+        fast_tolerance=0.0,
+        compares_performance=False,
+        accuracy_log_sampling_target=10000,
+        checks_output_length=True,
+        output_token_bounds=(1150.38, 1406.02),
+    ),
 }
 
 # The checkers' ACC_PATTERN entries of the LLM metrics (evaluation.py prints one dict line:
