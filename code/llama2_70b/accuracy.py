@@ -1,6 +1,6 @@
 """ROUGE and tokens per sample of llama2-70b-99.9, as the reference's evaluate-accuracy.py computes them.
 
-As llama3.1-8b's evaluation.py (code/llama3_1_8b/accuracy.py, whose ROUGE this reuses): the first response of each
+As llama3.1-8b's evaluation.py (ROUGE of code/llm/rouge.py): the first response of each
 qsl_idx, decoded with special tokens skipped, stripped and put one sentence a line, against the row's `output`;
 rouge1, rouge2, rougeL, rougeLsum as the mean F-measure x 100 rounded to 4 places; gen_len the characters of the
 postprocessed predictions and gen_num their count. evaluate-accuracy.py adds gen_tok_len, the generated tokens of
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..common.benchmark_api import AccuracyResult, Metric
-from ..llama3_1_8b.accuracy import ROUGE_TYPES, score_outputs
+from ..llm.rouge import ROUGE_TYPES, score_outputs
 from ..llm_tasks.items import TaskItem
 from ..llm_tasks.responses import Outputs
 

@@ -1,5 +1,5 @@
-"""The models of a task benchmark: the embedded substitute (SmolLM2-135M-Instruct, the same files and conversion as
-llama3.1-8b's, kept in the benchmark's own model folder) and the round's closed-division model, which only a serving
+"""The models of a task benchmark: the embedded substitute (SmolLM2-135M-Instruct, code/llm/substitute.py, kept in
+the benchmark's own model folder) and the round's closed-division model, which only a serving
 engine runs: a Hugging Face checkpoint the user brings (70 to 671 billion parameters; the in-process ONNX decoder is
 not built for it)."""
 from __future__ import annotations
@@ -12,13 +12,13 @@ from ..common.benchmark_api import Log, ModelSpec, ServingFolder
 from ..common.errors import EXIT_FAILURE, UserError
 from ..common.fileio import sha256_file
 from ..common.paths import Paths
-from ..llama3_1_8b import models as _substitute
+from ..llm import substitute as _substitute
 
 if TYPE_CHECKING:
-    from ..llama3_1_8b.tokenizer import TextTokenizer
+    from ..llm.tokenizer import TextTokenizer
 
 SUBSTITUTE = _substitute.SMOLLM2
-SUBSTITUTE_SPEC = _substitute.MODELS[SUBSTITUTE]
+SUBSTITUTE_SPEC = _substitute.SPEC
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def checkpoint(model: ClosedModel, benchmark: str, paths: Paths) -> Path:
 def download_model(model: ClosedModel | None, benchmark: str, paths: Paths, log: Log) -> Path:
     """The substitute's decoder graph (made as llama3.1-8b's), or the closed model's checkpoint folder, checked."""
     if model is None:
-        return _substitute.download_model(SUBSTITUTE, paths, log, benchmark)
+        return _substitute.download(paths, log, benchmark)
     folder = checkpoint(model, benchmark, paths)
     log(f"{model.name}: checkpoint present in {folder}; it runs on serving engines only (--harness_type=openai)")
     return folder
@@ -67,7 +67,7 @@ def download_model(model: ClosedModel | None, benchmark: str, paths: Paths, log:
 def serving_folder(model: ClosedModel | None, benchmark: str, paths: Paths, log: Log,
                    remake: bool = False) -> ServingFolder:
     if model is None:
-        return _substitute.serving_folder(SUBSTITUTE, paths, log, benchmark, remake=remake)
+        return _substitute.serving_folder(paths, log, benchmark, remake=remake)
     folder = checkpoint(model, benchmark, paths)
     files = tuple(sorted(f.name for f in folder.glob("*.safetensors"))) + ("config.json", "tokenizer.json")
     return ServingFolder(folder, files, model.dtype, model.max_model_len, made_by_toolkit=False)
@@ -75,8 +75,8 @@ def serving_folder(model: ClosedModel | None, benchmark: str, paths: Paths, log:
 
 def tokenizer(model: ClosedModel | None, benchmark: str, paths: Paths) -> "TextTokenizer":
     if model is None:
-        return _substitute.tokenizer(SUBSTITUTE, paths, benchmark)
-    from ..llama3_1_8b.tokenizer import TextTokenizer
+        return _substitute.tokenizer(paths, benchmark)
+    from ..llm.tokenizer import TextTokenizer
 
     return TextTokenizer.from_tokenizer_json(checkpoint(model, benchmark, paths) / "tokenizer.json")
 
@@ -84,6 +84,6 @@ def tokenizer(model: ClosedModel | None, benchmark: str, paths: Paths) -> "TextT
 def tokenizer_identity(model: ClosedModel | None, benchmark: str, paths: Paths) -> str:
     """A cheap identity of the tokenizer's files, for the preprocessed manifest."""
     if model is None:
-        return _substitute.tokenizer_source(SUBSTITUTE, paths, benchmark)
+        return _substitute.tokenizer_source()
     path = paths.model_dir(benchmark) / model.checkpoint_dir / "tokenizer.json"
     return f"tokenizer.json sha256 {sha256_file(path)}" if path.is_file() else "tokenizer.json absent"

@@ -25,12 +25,12 @@ from ..common.errors import EXIT_FAILURE, UserError
 from ..common.fileio import atomic_path, sha256_file
 from ..common.integrity import FileDigest, problem
 from ..common.paths import Paths
-from ..llama3_1_8b.preprocessing import PromptSet
+from ..llm.prompt_set import PromptSet
 from .datasets import TaskDataset, file_of, load_items, part_for
 from .items import TaskItem
 
 if TYPE_CHECKING:
-    from ..llama3_1_8b.tokenizer import TextTokenizer
+    from ..llm.tokenizer import TextTokenizer
 
 FORMAT_VERSION = 1
 MANIFEST_FILE = "manifest.json"
