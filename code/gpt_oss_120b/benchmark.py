@@ -43,6 +43,7 @@ class GptOssBenchmark(TaskBenchmark):
     reference_max_new_tokens = PERFORMANCE_MAX_NEW_TOKENS
     temperature, top_p, top_k = 1.0, 1.0, -1
     skip_special_tokens = False
+    first_entry_only = False
     closed_needs_ids = ("its prompts are OpenAI Harmony conversations, which the MLCommons files hold rendered and "
                         "tokenized (input_tokens); bring those files (make download_data says how).")
     # What `make run RUN_ARGS=--benchmarks=gpt-oss-120b` runs: the substitute on 16 sample problems, answers capped

@@ -43,6 +43,8 @@ class TaskBenchmark(PackagedBenchmark):
     seed: int | None = None
     # Whether the evaluation script decodes with skip_special_tokens (gpt-oss-120b's keeps Harmony's markers).
     skip_special_tokens: bool = True
+    # Whether the evaluation script counts only a sample's first log entry (gpt-oss-120b's counts every entry).
+    first_entry_only: bool = True
     # Why the closed model needs the official file's token ids (where closed_prompt cannot build its prompt).
     closed_needs_ids: str = ""
 
@@ -145,7 +147,8 @@ class TaskBenchmark(PackagedBenchmark):
         items = self.items(dataset, paths, accuracy=True, audit_test=audit_test)
         tokenizer = self.tokenizer(model, paths)
         outputs = read_outputs(accuracy_log, len(items),
-                               lambda ids: tokenizer.decode(ids, skip_special_tokens=self.skip_special_tokens))
+                               lambda ids: tokenizer.decode(ids, skip_special_tokens=self.skip_special_tokens),
+                               first_entry_only=self.first_entry_only)
         return items, outputs
 
     def score(self, model: str, dataset: str, accuracy_log: Path, paths: Paths,

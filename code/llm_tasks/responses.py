@@ -15,7 +15,8 @@ RESPONSE_DTYPE = "int32"     # the reference SUTs write int32 token ids; the eva
 
 @dataclass(frozen=True)
 class Outputs:
-    """The responses of an accuracy log, the first of each qsl_idx (as every evaluation script counts them)."""
+    """The responses of an accuracy log: the first of each qsl_idx (as most evaluation scripts count them), or
+    every entry."""
 
     qsl_indices: tuple[int, ...]
     token_counts: tuple[int, ...]
@@ -24,12 +25,15 @@ class Outputs:
 
     @property
     def duplicates(self) -> int:
+        """Entries left out for repeating a qsl_idx."""
         return self.entries - len(self.qsl_indices)
 
 
-def read_outputs(accuracy_log: Path, samples: int, decode: Callable[[np.ndarray], str]) -> Outputs:
-    """Each distinct sample's token ids from the log, decoded with `decode`; UserError for a log that is missing,
-    damaged or names a sample outside the data set's `samples`."""
+def read_outputs(accuracy_log: Path, samples: int, decode: Callable[[np.ndarray], str],
+                 first_entry_only: bool = True) -> Outputs:
+    """Each distinct sample's token ids from the log (every entry, with `first_entry_only` False, as gpt-oss-120b's
+    script counts them), decoded with `decode`; UserError for a log that is missing, damaged or names a sample
+    outside the data set's `samples`."""
     if not accuracy_log.is_file():
         raise UserError(f"Cannot score: {accuracy_log} is missing.", exit_code=EXIT_FAILURE)
     entries = read_accuracy_entries(accuracy_log)
@@ -41,7 +45,7 @@ def read_outputs(accuracy_log: Path, samples: int, decode: Callable[[np.ndarray]
         except (KeyError, TypeError, ValueError) as error:
             raise UserError(f"{accuracy_log}: an entry is not LoadGen's {{qsl_idx, data}} ({error!r})",
                             exit_code=EXIT_FAILURE) from None
-        if index in seen:
+        if index in seen and first_entry_only:
             continue
         if not 0 <= index < samples:
             raise UserError(f"{accuracy_log}: qsl_idx {index} is outside the data set's {samples} samples",
