@@ -3,8 +3,11 @@ use them: devices, streams, device and pinned host buffers, asynchronous copies.
 
 `CudaCalls` is the small interface the TensorRT runner talks to; `CudaRuntime` implements it on a real GPU, and
 the tests implement it on host memory. Every call checks its status and raises `CudaError` naming the call and
-CUDA's own description of the error. cuda-python imports without a driver; its first call then fails with
-cudaErrorInsufficientDriver (35), which becomes a message that says what is missing.
+CUDA's own description of the error. cuda-python imports without a driver; every call that needs the driver then
+fails with cudaErrorInsufficientDriver (35), and `describe_cuda_failure` adds what to do to CUDA's own words.
+cudaDriverGetVersion is the exception: without a driver it succeeds and reports version 0, which `versions`
+turns into the same error. The test environment holds the real cuda-python, so these paths are tested on a
+machine without a driver.
 """
 from __future__ import annotations
 
@@ -102,6 +105,9 @@ class CudaRuntime:
         """(driver, runtime) CUDA versions, e.g. ("12.8", "12.9")."""
         status, driver = cudart.cudaDriverGetVersion()
         self._ok("cudaDriverGetVersion", status)
+        if int(driver) == 0:   # no driver: CUDA answers success and version 0
+            raise CudaError("cudaDriverGetVersion", INSUFFICIENT_DRIVER, "no CUDA driver is installed: it reports "
+                            "driver version 0")
         status, runtime = cudart.cudaRuntimeGetVersion()
         self._ok("cudaRuntimeGetVersion", status)
         return (f"{driver // 1000}.{driver % 1000 // 10}", f"{runtime // 1000}.{runtime % 1000 // 10}")
@@ -148,10 +154,12 @@ class CudaRuntime:
 
 
 def describe_cuda_failure(error: CudaError) -> str:
-    """A sentence for people about a CUDA error met before any work (no driver, no device)."""
+    """CUDA's own error (the call, the code, CUDA's description) and a sentence for people about what to do."""
     if error.code == INSUFFICIENT_DRIVER:
-        return ("CUDA found no usable NVIDIA driver (cudaErrorInsufficientDriver): install the driver, or one new "
-                "enough for CUDA 12, and check that nvidia-smi works")
-    if error.code == NO_DEVICE:
-        return "CUDA found no GPU (cudaErrorNoDevice): check CUDA_VISIBLE_DEVICES and nvidia-smi"
-    return str(error)
+        advice = ("CUDA found no usable NVIDIA driver (cudaErrorInsufficientDriver): install the driver, or one new "
+                  "enough for CUDA 12, and check that nvidia-smi works")
+    elif error.code == NO_DEVICE:
+        advice = "CUDA found no GPU (cudaErrorNoDevice): check CUDA_VISIBLE_DEVICES and nvidia-smi"
+    else:
+        advice = "the GPU could not be used; check nvidia-smi, and run make selftest_gpu for a first check"
+    return f"{error}. {advice}"

@@ -275,8 +275,14 @@ class TensorRTBackend(Backend):
             gpus = cuda.device_count()
         except CudaError as error:
             raise UserError(describe_cuda_failure(error), exit_code=EXIT_FAILURE) from None
-        self.input_names, self._plan, self._gpu = tuple(input_names), engine_path, instance % max(1, gpus)
-        engine = _ENGINES.acquire(engine_path, self._gpu, cuda)
+        if gpus < 1:   # before any TensorRT object: TensorRT's runtime does not survive a CUDA without a GPU
+            raise UserError("CUDA sees no GPU (cudaGetDeviceCount reports 0): check nvidia-smi and "
+                            "CUDA_VISIBLE_DEVICES.", exit_code=EXIT_FAILURE)
+        self.input_names, self._plan, self._gpu = tuple(input_names), engine_path, instance % gpus
+        try:
+            engine = _ENGINES.acquire(engine_path, self._gpu, cuda)
+        except CudaError as error:
+            raise UserError(describe_cuda_failure(error), exit_code=EXIT_FAILURE) from None
         try:
             tensors = describe_engine(engine)
             engine_inputs = [t.name for t in tensors if t.is_input]
@@ -288,8 +294,10 @@ class TensorRTBackend(Backend):
             self._runner: StreamRunner | None = StreamRunner(tensors, context, cuda,
                                                              profile_max_batch(engine, self.input_names),
                                                              self.input_names, self._gpu)
-        except BaseException:
+        except BaseException as error:
             _ENGINES.release(engine_path, self._gpu)
+            if isinstance(error, CudaError):
+                raise UserError(describe_cuda_failure(error), exit_code=EXIT_FAILURE) from None
             raise
         self._context: "trt.IExecutionContext | None" = context   # alive as long as the runner uses it
 

@@ -4,7 +4,8 @@
 - Strongly typed network: TensorRT 11 has no precision flags (no BuilderFlag.FP16/INT8, no calibrators, no
   per-layer precision); every tensor's type comes from the ONNX. TensorRT 10 builds the same network the same way.
 - One optimization profile per plan: the batch dimension of every input from 1 (Server and the last Offline
-  batch are partial) to the plan's batch size, which is also the optimum.
+  batch are partial) to the plan's batch size, which is also the optimum. A model whose batch dimension is fixed
+  is refused before the build, with a message naming the input.
 - A persistent timing cache per TensorRT version and GPU: tactic timings measured once are reused by every later
   build on that GPU (minutes saved per engine), and never offered to another GPU or TensorRT version.
 - Detailed profiling verbosity, so that `trtexec --loadEngine ... --dumpLayerInfo` or the engine inspector can
@@ -39,6 +40,20 @@ def _parse(network: "trt.INetworkDefinition", onnx_path: Path) -> "trt.OnnxParse
                     exit_code=EXIT_FAILURE)
 
 
+def _check_dynamic_batch(network: "trt.INetworkDefinition", onnx_path: Path) -> None:
+    """UserError for an input whose batch dimension is fixed: the plan's profile spans batch 1 to the plan's
+    batch size, which such a model cannot take (TensorRT would refuse it mid-build, naming profile dimensions)."""
+    for index in range(network.num_inputs):
+        tensor = network.get_input(index)
+        shape = dims_tuple(tensor.shape)
+        if not shape or shape[0] >= 0:
+            raise UserError(f"{onnx_path}: input {tensor.name} has the fixed shape {shape}; a TensorRT plan here "
+                            "serves batches from 1 to its batch size, so the model's first (batch) dimension must "
+                            "be dynamic. Build from the model `make generate_engines` prepares "
+                            "(tensorrt_onnx.prepare makes the batch dimension dynamic), not from the source model.",
+                            exit_code=EXIT_FAILURE)
+
+
 def _profile(builder: "trt.Builder", network: "trt.INetworkDefinition",
              batch_size: int) -> "trt.IOptimizationProfile":
     """Batch 1 to `batch_size` (optimum `batch_size`) for every input; other dimensions as the model fixes them."""
@@ -66,6 +81,7 @@ def build_plan(onnx_path: Path, plan: Path, *, batch_size: int, workspace_bytes:
     builder = trt.Builder(logger())
     network = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
     parser = _parse(network, onnx_path)
+    _check_dynamic_batch(network, onnx_path)
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(workspace_bytes))
     config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
