@@ -1,15 +1,16 @@
 """The TensorRT runner's logic (buffers, streams, batching, output mapping) on host-memory implementations of the
-two interfaces it talks to: CUDA calls (`CudaCalls`) and the execution context (`ExecutionContext`).
+two interfaces it talks to: CUDA calls (`CudaCalls`, tests/fake_cuda.py) and the execution context
+(`ExecutionContext`).
 
 The fake CUDA keeps device and pinned memory as real host allocations addressed by integers, and queues every
-asynchronous operation on its stream until `synchronize`, as a GPU does: a runner that read its outputs before
-synchronizing, copied the wrong byte counts or bound the wrong addresses gets wrong numbers here.
+asynchronous operation on its stream until the host waits for it, as a GPU does: a runner that read its outputs
+before waiting, copied the wrong byte counts or bound the wrong addresses gets wrong numbers here.
 """
 from __future__ import annotations
 
 import ctypes
 import threading
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import pytest
@@ -17,76 +18,10 @@ import pytest
 from code.common.backends.cuda_runtime import CudaError
 from code.common.backends.tensorrt_backend import StreamRunner, TensorInfo, numpy_dtype
 from code.common.errors import UserError
+from tests.fake_cuda import FakeCuda
 
 SAMPLE = (3, 4)
 WEIGHTS = np.random.default_rng(0).normal(0, 1, (12, 5)).astype(np.float32)
-
-
-class FakeCuda:
-    def __init__(self, fail_malloc_at: int | None = None) -> None:
-        self.memory: dict[int, np.ndarray] = {}        # address -> the allocation (device and pinned alike)
-        self.kinds: dict[int, str] = {}
-        self.streams: dict[int, list[Callable[[], None]]] = {}
-        self.calls: list[str] = []
-        self.device = -1
-        self._next_stream = 1
-        self._fail_malloc_at = fail_malloc_at
-
-    def _alloc(self, nbytes: int, kind: str) -> int:
-        self.calls.append(kind)
-        if self._fail_malloc_at is not None and len([c for c in self.calls if c.startswith("malloc")]) \
-                >= self._fail_malloc_at:
-            raise CudaError("cudaMalloc", 2, "out of memory")
-        block = np.zeros(nbytes, dtype=np.uint8)
-        address = block.ctypes.data
-        self.memory[address], self.kinds[address] = block, kind
-        return address
-
-    def set_device(self, device: int) -> None:
-        self.device = device
-
-    def malloc(self, nbytes: int) -> int:
-        return self._alloc(nbytes, "malloc")
-
-    def malloc_host(self, nbytes: int) -> int:
-        return self._alloc(nbytes, "malloc_host")
-
-    def free(self, pointer: int) -> None:
-        assert self.kinds.pop(pointer) == "malloc"
-        del self.memory[pointer]
-
-    def free_host(self, pointer: int) -> None:
-        assert self.kinds.pop(pointer) == "malloc_host"
-        del self.memory[pointer]
-
-    def stream_create(self) -> int:
-        stream, self._next_stream = self._next_stream, self._next_stream + 1
-        self.streams[stream] = []
-        return stream
-
-    def stream_destroy(self, stream: int) -> None:
-        assert not self.streams.pop(stream), "destroyed with work queued"
-
-    def _copy(self, dst: int, src: int, nbytes: int, stream: int, dst_kind: str, src_kind: str) -> None:
-        assert self._kind_of(dst) == dst_kind and self._kind_of(src) == src_kind
-        self.streams[stream].append(lambda: ctypes.memmove(dst, src, nbytes))
-
-    def _kind_of(self, pointer: int) -> str:
-        for base, block in self.memory.items():
-            if base <= pointer < base + len(block):
-                return self.kinds[base]
-        raise AssertionError(f"{pointer:#x} is not allocated")
-
-    def copy_to_device_async(self, device_pointer: int, host_pointer: int, nbytes: int, stream: int) -> None:
-        self._copy(device_pointer, host_pointer, nbytes, stream, "malloc", "malloc_host")
-
-    def copy_to_host_async(self, host_pointer: int, device_pointer: int, nbytes: int, stream: int) -> None:
-        self._copy(host_pointer, device_pointer, nbytes, stream, "malloc_host", "malloc")
-
-    def synchronize(self, stream: int) -> None:
-        queued, self.streams[stream] = self.streams[stream], []
-        for operation in queued:
-            operation()
 
 
 class FakeContext:
@@ -114,22 +49,23 @@ class FakeContext:
     def get_tensor_shape(self, name: str) -> Sequence[int]:
         return {"input": (self.batch, *SAMPLE), "features": (self.batch, 5), "total": (self.batch, 1)}[name]
 
-    def _array(self, name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
+    def _array(self, addresses: dict[str, int], name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
+        """The tensor `name` at the address bound when the inference was enqueued (as TensorRT reads them)."""
         count = int(np.prod(shape))
-        buffer = (ctypes.c_byte * (count * np.dtype(dtype).itemsize)).from_address(self.addresses[name])
+        buffer = (ctypes.c_byte * (count * np.dtype(dtype).itemsize)).from_address(addresses[name])
         return np.frombuffer(buffer, dtype=dtype, count=count).reshape(shape)
 
     def execute_async_v3(self, stream_handle: int) -> bool:
         self.calls.append("execute")
         if not self.execute_result:
             return False
-        batch = self.batch
+        batch, at = self.batch, dict(self.addresses)
 
         def compute() -> None:
-            x = self._array("input", (batch, *SAMPLE), np.float32).reshape(batch, -1)
-            self._array("features", (batch, 5), np.float32)[:] = x @ WEIGHTS
-            self._array("total", (batch, 1), np.float16)[:] = x.sum(axis=1, keepdims=True)
-        self.cuda.streams[stream_handle].append(compute)
+            x = self._array(at, "input", (batch, *SAMPLE), np.float32).reshape(batch, -1)
+            self._array(at, "features", (batch, 5), np.float32)[:] = x @ WEIGHTS
+            self._array(at, "total", (batch, 1), np.float16)[:] = x.sum(axis=1, keepdims=True)
+        self.cuda._enqueue(stream_handle, compute)
         return True
 
 
@@ -168,14 +104,15 @@ def test_outputs_in_engine_order_for_every_batch_size(count: int) -> None:
 
 def test_buffers_and_addresses_are_set_up_once() -> None:
     runner, cuda, context = _runner(max_batch=8)
-    assert cuda.calls.count("malloc") == 3 and cuda.calls.count("malloc_host") == 3
-    # Device buffers sized for the largest batch; every tensor bound once, to its device buffer.
+    # Two buffer sets, each a device and a pinned buffer per tensor sized for the largest batch.
+    assert cuda.names().count("malloc") == 6 and cuda.names().count("malloc_host") == 6
     sizes = sorted(len(cuda.memory[a]) for a, kind in cuda.kinds.items() if kind == "malloc")
-    assert sizes == sorted([8 * 12 * 4, 8 * 5 * 4, 8 * 1 * 2])
-    assert {cuda.kinds[a] for a in context.addresses.values()} == {"malloc"}
+    assert sizes == sorted(2 * [8 * 12 * 4, 8 * 5 * 4, 8 * 1 * 2])
     for count in (2, 2, 8, 2):
         runner.infer({"input": _batch(count)})
-    assert cuda.calls.count("malloc") == 3 and cuda.calls.count("malloc_host") == 3
+    assert cuda.names().count("malloc") == 6 and cuda.names().count("malloc_host") == 6
+    assert {cuda.kinds[a] for a in context.addresses.values()} == {"malloc"}
+    # One caller keeps to one set: every tensor bound once, to its device buffer.
     assert [c for c in context.calls if c.startswith("set_tensor_address")] == \
         ["set_tensor_address input", "set_tensor_address features", "set_tensor_address total"]
     # The input shape is set only when the batch size changes.
@@ -192,7 +129,7 @@ def test_outputs_are_copies_not_views_of_reused_buffers() -> None:
 
 
 def test_instances_have_their_own_streams_and_run_in_parallel_threads() -> None:
-    cuda = FakeCuda()
+    cuda = FakeCuda(gpus=2)
     runners = [_runner(max_batch=4, cuda=cuda, gpu=i)[0] for i in range(2)]
     assert runners[0].stream != runners[1].stream
     errors: list[BaseException] = []
@@ -288,12 +225,13 @@ class TwoInputContext(FakeContext):
 
     def execute_async_v3(self, stream_handle: int) -> bool:
         self.calls.append("execute")
-        batch = self.batch
+        batch, at = self.batch, dict(self.addresses)
 
         def compute() -> None:
-            ids, weights = self._array("ids", (batch, 2), np.int32), self._array("weights", (batch, 2), np.float32)
-            self._array("dot", (batch, 1), np.float32)[:] = (ids * weights).sum(axis=1, keepdims=True)
-        self.cuda.streams[stream_handle].append(compute)
+            ids = self._array(at, "ids", (batch, 2), np.int32)
+            weights = self._array(at, "weights", (batch, 2), np.float32)
+            self._array(at, "dot", (batch, 1), np.float32)[:] = (ids * weights).sum(axis=1, keepdims=True)
+        self.cuda._enqueue(stream_handle, compute)
         return True
 
 
