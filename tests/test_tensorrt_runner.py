@@ -8,7 +8,6 @@ before waiting, copied the wrong byte counts or bound the wrong addresses gets w
 """
 from __future__ import annotations
 
-import ctypes
 import threading
 from typing import Sequence
 
@@ -19,60 +18,7 @@ from code.common.backends.cuda_runtime import CudaError
 from code.common.backends.tensorrt_backend import StreamRunner, TensorInfo, numpy_dtype
 from code.common.errors import UserError
 from tests.fake_cuda import FakeCuda
-
-SAMPLE = (3, 4)
-WEIGHTS = np.random.default_rng(0).normal(0, 1, (12, 5)).astype(np.float32)
-
-
-class FakeContext:
-    """Two outputs: `features` = input flattened @ WEIGHTS, `total` = sum per sample (float16)."""
-
-    def __init__(self, cuda: FakeCuda, max_batch: int) -> None:
-        self.cuda, self.max_batch = cuda, max_batch
-        self.addresses: dict[str, int] = {}
-        self.batch = 0
-        self.calls: list[str] = []
-        self.execute_result = True
-
-    def set_input_shape(self, name: str, shape: Sequence[int]) -> bool:
-        self.calls.append(f"set_input_shape {tuple(shape)}")
-        if not 1 <= shape[0] <= self.max_batch:
-            return False
-        self.batch = shape[0]
-        return True
-
-    def set_tensor_address(self, name: str, memory: int) -> bool:
-        self.calls.append(f"set_tensor_address {name}")
-        self.addresses[name] = memory
-        return True
-
-    def get_tensor_shape(self, name: str) -> Sequence[int]:
-        return {"input": (self.batch, *SAMPLE), "features": (self.batch, 5), "total": (self.batch, 1)}[name]
-
-    def _array(self, addresses: dict[str, int], name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
-        """The tensor `name` at the address bound when the inference was enqueued (as TensorRT reads them)."""
-        count = int(np.prod(shape))
-        buffer = (ctypes.c_byte * (count * np.dtype(dtype).itemsize)).from_address(addresses[name])
-        return np.frombuffer(buffer, dtype=dtype, count=count).reshape(shape)
-
-    def execute_async_v3(self, stream_handle: int) -> bool:
-        self.calls.append("execute")
-        if not self.execute_result:
-            return False
-        batch, at = self.batch, dict(self.addresses)
-
-        def compute() -> None:
-            x = self._array(at, "input", (batch, *SAMPLE), np.float32).reshape(batch, -1)
-            self._array(at, "features", (batch, 5), np.float32)[:] = x @ WEIGHTS
-            self._array(at, "total", (batch, 1), np.float16)[:] = x.sum(axis=1, keepdims=True)
-        self.cuda._enqueue(stream_handle, compute)
-        return True
-
-
-TENSORS = [TensorInfo("input", True, np.dtype(np.float32), (-1, *SAMPLE)),
-           TensorInfo("features", False, np.dtype(np.float32), (-1, 5)),
-           TensorInfo("total", False, np.dtype(np.float16), (-1, 1))]
-
+from tests.fake_engine import SAMPLE, TENSORS, WEIGHTS, FakeContext
 
 def _runner(max_batch: int = 4, cuda: FakeCuda | None = None, gpu: int = 0) -> tuple[StreamRunner, FakeCuda,
                                                                                         FakeContext]:
@@ -250,3 +196,130 @@ def test_every_named_input_is_copied_in_and_shaped_for_the_batch() -> None:
     with pytest.raises(ValueError, match="for input weights of per-sample shape \\(2,\\), 3 samples"):
         runner.infer({"ids": ids[:3], "weights": weights[:2]})
     runner.close()
+
+
+# -- the feed: pinned memory, two batches in flight, events --------------------------------------------------------
+def _steps(cuda: FakeCuda, since: int) -> list[str]:
+    """The runner's CUDA calls after `since`, by name, without the device settings."""
+    return [c.name for c in cuda.calls[since:] if c.name != "set_device"]
+
+
+def test_the_next_batch_is_copied_in_before_the_current_one_is_waited_for() -> None:
+    runner, cuda, context = _runner(max_batch=4)
+    batches = [_batch(4, seed=s) for s in range(5)]
+    start = len(cuda.calls)
+    outputs = list(runner.infer_batches({"input": b} for b in batches))
+    for batch, (features, total) in zip(batches, outputs, strict=True):
+        np.testing.assert_allclose(features, _expected(batch)[0], rtol=1e-5, atol=1e-5)
+    steps = _steps(cuda, start)
+    copies = [i for i, name in enumerate(steps) if name == "copy_to_device_async"]
+    waits = [i for i, name in enumerate(steps) if name == "event_synchronize"]
+    assert len(copies) == len(waits) == 5
+    # Batch n+1's input copy is issued before the host waits for batch n: they overlap on the GPU.
+    assert all(copies[n + 1] < waits[n] for n in range(4))
+    # Never a stream synchronize per batch: events order the streams and tell the host.
+    assert "synchronize" not in steps
+    assert steps.count("event_record") == 10 and steps.count("stream_wait_event") == 5
+    # The copy and the inference are on different streams; the inference waits for its copy's event.
+    copy_streams = {c.args[3] for c in cuda.calls[start:] if c.name == "copy_to_device_async"}
+    assert copy_streams == {runner.copy_stream} and runner.copy_stream != runner.stream
+    # The two buffer sets take turns, so each batch binds its own set's addresses (host calls only); the right
+    # outputs above show they were the set's.
+    assert [c for c in context.calls if c.startswith("set_tensor_address input")] == \
+        ["set_tensor_address input"] * 5
+
+
+def test_one_caller_per_buffer_set_runs_batches_concurrently_and_correctly() -> None:
+    """The harness gives an instance two worker threads (parallel_calls): their batches share one context."""
+    runner, cuda, _ = _runner(max_batch=4)
+    errors: list[BaseException] = []
+
+    def work(seed: int) -> None:
+        try:
+            for i in range(30):
+                batch = _batch(1 + i % 4, seed=seed * 1000 + i)
+                features, _ = runner.infer({"input": batch})
+                np.testing.assert_allclose(features, _expected(batch)[0], rtol=1e-5, atol=1e-5)
+        except BaseException as error:  # noqa: BLE001  reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    assert "synchronize" not in cuda.names()
+    runner.close()
+    assert cuda.memory == {} and cuda.streams == {} and cuda.events == {}
+
+
+class Pending:
+    """A batch not gathered yet, as harness/qsl.PendingBatch is: rows `slots` of a loaded set."""
+
+    def __init__(self, rows: np.ndarray, slots: list[int], token: int = 1) -> None:
+        self.rows, self.slots, self.load_token, self.count = rows, np.asarray(slots), token, len(slots)
+        self.gathered_into: list[str] = []
+        self.read: list[str] = []
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        self.read.append(name)
+        return self.rows[self.slots]
+
+    def gather_into(self, out) -> set[str]:
+        np.take(self.rows, self.slots, axis=0, out=out["input"])
+        self.gathered_into.append("input")
+        return {"input"}
+
+    def stacked(self, name: str) -> np.ndarray:
+        return self.rows
+
+
+def test_a_pending_batch_is_gathered_straight_into_pinned_memory() -> None:
+    runner, cuda, _ = _runner(max_batch=4)
+    rows = _batch(10, seed=7)
+    pending = Pending(rows, [3, 1, 8])
+    features, _ = runner.infer(pending)
+    np.testing.assert_allclose(features, _expected(rows[[3, 1, 8]])[0], rtol=1e-5, atol=1e-5)
+    assert pending.gathered_into == ["input"] and pending.read == []     # one host copy, no gathered array
+
+
+def test_start_from_device_uploads_the_set_once_per_gpu_and_gathers_on_the_gpu() -> None:
+    from code.common.backends.tensorrt_backend import ResidentSets
+
+    cuda = FakeCuda(gpus=2)
+    residents = ResidentSets()
+    runners = [_runner(max_batch=4, cuda=cuda, gpu=g)[0] for g in (0, 0, 1)]
+    for runner in runners:
+        runner.keep_inputs_on_device(residents)
+    rows = _batch(10, seed=9)
+    start = len(cuda.calls)
+    for runner, slots in zip(runners, ([0, 1, 2, 7], [5, 4], [9, 8, 9])):
+        pending = Pending(rows, slots)
+        features, _ = runner.infer(pending)
+        np.testing.assert_allclose(features, _expected(rows[slots])[0], rtol=1e-5, atol=1e-5)
+        assert pending.gathered_into == [] and pending.read == []        # no host copy at all
+    steps = _steps(cuda, start)
+    # One upload of the set per GPU (the two runners of GPU 0 share it), then only device-to-device copies.
+    assert steps.count("copy_to_device_async") == 2
+    assert residents.on_gpu(0) == residents.on_gpu(1) == rows.nbytes
+    # Runs of consecutive rows are one copy each: [0, 1, 2] and [7]; [5], [4]; [9], [8, 9].
+    assert steps.count("copy_on_device_async") == 2 + 2 + 2
+    # A new load replaces the set on the GPU.
+    moved = rows[::-1].copy()
+    features, _ = runners[0].infer(Pending(moved, [0, 1], token=2))
+    np.testing.assert_allclose(features, _expected(moved[[0, 1]])[0], rtol=1e-5, atol=1e-5)
+    for runner in runners:
+        runner.close()
+    assert residents.on_gpu(0) == residents.on_gpu(1) == 0
+    assert cuda.memory == {} and cuda.streams == {} and cuda.events == {}
+
+
+def test_an_abandoned_pipeline_gives_its_buffer_sets_back() -> None:
+    runner, cuda, _ = _runner(max_batch=4)
+    batches = runner.infer_batches({"input": _batch(4, seed=s)} for s in range(6))
+    next(batches)
+    batches.close()                       # the consumer stops early: the batch in flight is waited for
+    assert sorted(runner._available) == [0, 1]
+    features, _ = runner.infer({"input": _batch(2)})
+    np.testing.assert_allclose(features, _expected(_batch(2))[0], rtol=1e-5, atol=1e-5)

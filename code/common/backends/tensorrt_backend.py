@@ -144,8 +144,9 @@ class DirectBatch(Protocol):
     """A batch not gathered yet (harness/qsl.PendingBatch): it writes its samples straight into given arrays, so
     that the only host copy of a sample is the one into pinned memory."""
 
+    count: int                                                              # samples in the batch
+
     def __getitem__(self, name: str) -> np.ndarray: ...
-    def __len__(self) -> int: ...
     def gather_into(self, out: Mapping[str, np.ndarray]) -> set[str]: ...   # the names it wrote
 
 
@@ -234,7 +235,7 @@ class StreamRunner:
         """Queue one batch of at most max_batch samples ({input name: array} or a DirectBatch); waits for a free
         buffer set when every set is in flight."""
         names = [b.tensor.name for b in self._sets[0].inputs()]
-        count = len(inputs[names[0]]) if not hasattr(inputs, "gather_into") else len(inputs)
+        count = int(inputs.count) if hasattr(inputs, "gather_into") else len(inputs[names[0]])
         if not 1 <= count <= self.max_batch:
             raise ValueError(f"a batch of {count} samples; this runner takes 1 to {self.max_batch}")
         index = self._acquire()
@@ -579,6 +580,8 @@ class TensorRTBackend(Backend):
     """One instance: an execution context on one GPU, fed by a StreamRunner with two buffer sets. It accepts two
     calls at once (`parallel_calls`), so that the harness's two callers keep a batch copying while one computes."""
 
+    direct_batches = True     # batches are gathered straight into the runner's pinned buffers
+
     def __init__(self, engine_path: Path, *, input_names: Sequence[str], threads: int = 0, device: str = "gpu",
                  instance: int = 0, buffer_sets: int = 2) -> None:
         require_tensorrt()
@@ -620,7 +623,7 @@ class TensorRTBackend(Backend):
     def infer(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         if self._runner is None:
             raise RuntimeError("backend is closed")
-        return self._runner.infer(inputs)
+        return self._runner.infer(inputs)   # a PendingBatch too (direct_batches)
 
     def keep_inputs_on_device(self) -> None:
         if self._runner is None:
