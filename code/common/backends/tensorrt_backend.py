@@ -605,13 +605,14 @@ class TensorRTBackend(Backend):
                                 f"{', '.join(self.input_names)}: the engine was built from another model. Rebuild it "
                                 "with `make generate_engines`.", exit_code=EXIT_FAILURE)
             cuda.set_device(self._gpu)
-            context = engine.create_execution_context()
-            if context is None:
+            self._context = engine.create_execution_context()    # alive as long as the runner uses it
+            if self._context is None:
                 raise UserError(no_context(engine_path, self._gpu), exit_code=EXIT_FAILURE)
-            self._context = context    # alive as long as the runner uses it
-            self._runner = StreamRunner(tensors, context, cuda, profile_max_batch(engine, self.input_names),
+            self._runner = StreamRunner(tensors, self._context, cuda, profile_max_batch(engine, self.input_names),
                                         self.input_names, self._gpu, buffer_sets=buffer_sets)
         except BaseException:
+            del engine                 # the error's traceback keeps this frame: no reference to the engine in it
+            self._runner = None
             self._free_context()
             _ENGINES.release(engine_path, self._gpu, cuda)
             raise
@@ -640,5 +641,6 @@ class TensorRTBackend(Backend):
         runner, self._runner = self._runner, None
         if runner is not None:
             runner.close()
+            del runner                 # its reference to the context goes with it
             self._free_context()
             _ENGINES.release(self._plan, self._gpu, self._cuda)
