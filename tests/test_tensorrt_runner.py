@@ -323,3 +323,11 @@ def test_an_abandoned_pipeline_gives_its_buffer_sets_back() -> None:
     assert sorted(runner._available) == [0, 1]
     features, _ = runner.infer({"input": _batch(2)})
     np.testing.assert_allclose(features, _expected(_batch(2))[0], rtol=1e-5, atol=1e-5)
+
+
+def test_a_pending_batch_larger_than_the_plan_is_run_in_parts() -> None:
+    runner, _, _ = _runner(max_batch=4)
+    rows = _batch(10, seed=3)
+    slots = [9, 0, 1, 2, 3, 4, 8]
+    features, _ = runner.infer(Pending(rows, slots))
+    np.testing.assert_allclose(features, _expected(rows[slots])[0], rtol=1e-5, atol=1e-5)

@@ -25,7 +25,7 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Protocol, Sequence, cast
 
 import numpy as np
 
@@ -160,6 +160,14 @@ class ResidentBatch(DirectBatch, Protocol):
     def stacked(self, name: str) -> np.ndarray: ...
 
 
+def _direct(inputs: object) -> DirectBatch | None:
+    return cast(DirectBatch, inputs) if hasattr(inputs, "gather_into") else None
+
+
+def _resident(inputs: object) -> ResidentBatch | None:
+    return cast(ResidentBatch, inputs) if hasattr(inputs, "load_token") and hasattr(inputs, "stacked") else None
+
+
 class StreamRunner:
     """One execution context with `buffer_sets` sets of buffers for `max_batch` samples, allocated once, all on GPU
     `gpu`: a copy stream brings inputs in, the context's stream computes and brings the outputs back, and events,
@@ -235,7 +243,8 @@ class StreamRunner:
         """Queue one batch of at most max_batch samples ({input name: array} or a DirectBatch); waits for a free
         buffer set when every set is in flight."""
         names = [b.tensor.name for b in self._sets[0].inputs()]
-        count = int(inputs.count) if hasattr(inputs, "gather_into") else len(inputs[names[0]])
+        direct = _direct(inputs)
+        count = int(direct.count) if direct is not None else len(inputs[names[0]])
         if not 1 <= count <= self.max_batch:
             raise ValueError(f"a batch of {count} samples; this runner takes 1 to {self.max_batch}")
         index = self._acquire()
@@ -267,18 +276,21 @@ class StreamRunner:
         """Outputs of one batch ({input name: array}) in the engine's output order; batches larger than the
         engine's are run in parts, two in flight."""
         names = [b.tensor.name for b in self._sets[0].inputs()]
-        if not hasattr(inputs, "gather_into"):
-            count = len(inputs[names[0]])
-            for name in names:
-                batch, expected = inputs[name], self._tensor(name).sample_shape
-                if len(batch) != count or tuple(batch.shape[1:]) != expected:
-                    raise ValueError(f"batch of shape {batch.shape} for input {name} of per-sample "
-                                     f"shape {expected}, {count} samples")
-            if count > self.max_batch:
-                parts = list(self.infer_batches({name: array[i:i + self.max_batch] for name, array in inputs.items()}
-                                                for i in range(0, count, self.max_batch)))
-                return [np.concatenate(outputs) for outputs in zip(*parts)]
-        return self.collect(self.submit(inputs))
+        direct = _direct(inputs)
+        if direct is not None and direct.count <= self.max_batch:
+            return self.collect(self.submit(direct))
+        arrays = {name: (direct or inputs)[name] for name in names}   # a larger batch is gathered, run in parts
+        count = len(arrays[names[0]])
+        for name in names:
+            batch, expected = arrays[name], self._tensor(name).sample_shape
+            if len(batch) != count or tuple(batch.shape[1:]) != expected:
+                raise ValueError(f"batch of shape {batch.shape} for input {name} of per-sample "
+                                 f"shape {expected}, {count} samples")
+        if count > self.max_batch:
+            parts = list(self.infer_batches({name: array[i:i + self.max_batch] for name, array in arrays.items()}
+                                            for i in range(0, count, self.max_batch)))
+            return [np.concatenate(outputs) for outputs in zip(*parts)]
+        return self.collect(self.submit(arrays))
 
     def infer_batches(self, batches: Iterable[Mapping[str, np.ndarray] | DirectBatch]) -> Iterator[list[np.ndarray]]:
         """The outputs of each batch in turn, with up to `buffer_sets` batches in flight: batch n+1's input copy is
@@ -317,15 +329,15 @@ class StreamRunner:
                      count: int) -> None:
         """The batch's inputs into the set's device buffers, queued on the copy stream."""
         buffers = buffer_set.inputs()
-        if self._residents is not None and hasattr(inputs, "load_token"):
-            resident = self._residents.rows(self.cuda, self.gpu, self.copy_stream, inputs,   # type: ignore[arg-type]
-                                            [b.tensor for b in buffers])
+        resident = _resident(inputs) if self._residents is not None else None
+        if self._residents is not None and resident is not None:
+            rows = self._residents.rows(self.cuda, self.gpu, self.copy_stream, resident, [b.tensor for b in buffers])
             for buffer in buffers:
-                resident.gather(self.cuda, buffer, inputs.slots, self.copy_stream)   # type: ignore[union-attr]
+                rows.gather(self.cuda, buffer, resident.slots, self.copy_stream)
             return
-        written: set[str] = set()
-        if hasattr(inputs, "gather_into"):
-            written = inputs.gather_into({b.tensor.name: b.view[:count] for b in buffers})   # type: ignore[union-attr]
+        direct = _direct(inputs)
+        written = direct.gather_into({b.tensor.name: b.view[:count] for b in buffers}) if direct is not None \
+            else set()
         for buffer in buffers:
             if buffer.tensor.name not in written:
                 np.copyto(buffer.view[:count], inputs[buffer.tensor.name], casting="same_kind")
