@@ -196,3 +196,21 @@ def test_a_missing_tensorrt_says_it_is_not_installed(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "tensorrt", None)      # import tensorrt: ModuleNotFoundError for tensorrt
     with pytest.raises(UserError, match="TensorRT is not installed here"):
         tensorrt_backend.require_tensorrt()
+
+
+@pytest.mark.parametrize("system", ["H100_SXM_80GBx8", "H200_SXM_141GBx8", "H100_SXM_80GBx1"])
+def test_the_shipped_gpu_configs_use_every_gpu_of_their_system(gpus, system: str) -> None:
+    from code.common.config_registry import ConfigRegistry
+    from code.common.constants import Scenario, WorkloadSetting
+    from code.common.systems.known import KNOWN_SYSTEMS
+
+    count = next(s.gpu_count for s in KNOWN_SYSTEMS if s.id == system)
+    gpus(count)
+    registry = ConfigRegistry.load(["resnet50"])
+    for scenario in (Scenario.Offline, Scenario.Server):
+        config = registry.resolve("resnet50", scenario, [system], WorkloadSetting(), cpu_cores=16)
+        assert config["backend"] == "tensorrt"
+        per_gpu = int(config["instances"])
+        total = TensorRTPlugin().instance_count(per_gpu)
+        assert Counter(tensorrt_backend.instance_gpu(i, count) for i in range(total)) == \
+            {gpu: per_gpu for gpu in range(count)}, (system, scenario)
