@@ -31,6 +31,7 @@ class RecordingBackend:
         self.index, self.closed, self.parallel_calls, self.fail_infer = index, closed, parallel_calls, fail_infer
         self.input_names = ("x",)
         self.on_device = False
+        self.uploaded: list[int] = []
 
     def infer(self, inputs):
         if self.fail_infer:
@@ -39,6 +40,9 @@ class RecordingBackend:
 
     def keep_inputs_on_device(self) -> None:
         self.on_device = True
+
+    def upload(self, loaded) -> None:
+        self.uploaded.append(loaded.count)
 
     def close(self) -> None:
         self.closed.append(self.index)
@@ -169,3 +173,13 @@ def test_the_test_process_closes_the_sut_when_the_test_fails_before_loadgen_star
     assert sut.closed == 1
     said = capsys.readouterr().err
     assert ("freeing its backend instances failed: RuntimeError: cudaFree failed" in said) == fail_close
+
+
+def test_with_start_from_device_every_load_is_uploaded_by_every_instance(made, tmp_path) -> None:
+    sut, qsl = PythonHarness().create(_run(_spec(tmp_path, start_from_device=True)))
+    qsl.load([0, 1, 2])
+    qsl.load([3])
+    assert [b.uploaded for b in made.backends] == [[3, 1]] * 3
+    sut.stop()
+    sut.close()
+    assert sorted(made.closed) == [0, 1, 2]

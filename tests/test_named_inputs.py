@@ -115,8 +115,11 @@ def test_a_pending_batch_is_gathered_straight_into_a_backends_buffers_where_it_c
     assert pending["b"].tolist() == library.gather(np.array([3, 1]))["b"].tolist()
     assert pending.stacked("a")[pending.slots, 0].tolist() == [3, 1]
     assert pending.gather_into({"a": np.zeros((8, 4), np.float16)}) == set()   # another type: read by name
+    uploads = []
+    library.after_load.append(lambda loaded: uploads.append((loaded.count, loaded.load_token,
+                                                             loaded.stacked("a")[loaded.slots, 0].tolist())))
     library.load([1, 2])
-    assert library.load_token == first + 1
+    assert library.load_token == first + 1 and uploads == [(2, first + 1, [1, 2])]   # the whole loaded set
     with pytest.raises(RuntimeError, match=r"samples \[3\] were issued but not loaded"):
         library.pending(np.array([3]))
 

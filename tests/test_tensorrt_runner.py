@@ -294,18 +294,23 @@ def test_start_from_device_uploads_the_set_once_per_gpu_and_gathers_on_the_gpu()
         runner.keep_inputs_on_device(residents)
     rows = _batch(10, seed=9)
     start = len(cuda.calls)
+    for runner in runners:                # when LoadGen loads the set, before the test's clock runs
+        runner.upload(Pending(rows, list(range(10))))
+    # One upload of the set per GPU: the two runners of GPU 0 share it.
+    assert _steps(cuda, start).count("copy_to_device_async") == 2
+    assert residents.on_gpu(0) == residents.on_gpu(1) == rows.nbytes
+    start = len(cuda.calls)
     for runner, slots in zip(runners, ([0, 1, 2, 7], [5, 4], [9, 8, 9])):
         pending = Pending(rows, slots)
         features, _ = runner.infer(pending)
         np.testing.assert_allclose(features, _expected(rows[slots])[0], rtol=1e-5, atol=1e-5)
         assert pending.gathered_into == [] and pending.read == []        # no host copy at all
     steps = _steps(cuda, start)
-    # One upload of the set per GPU (the two runners of GPU 0 share it), then only device-to-device copies.
-    assert steps.count("copy_to_device_async") == 2
-    assert residents.on_gpu(0) == residents.on_gpu(1) == rows.nbytes
+    # Then only device-to-device copies.
+    assert steps.count("copy_to_device_async") == 0
     # Runs of consecutive rows are one copy each: [0, 1, 2] and [7]; [5], [4]; [9], [8, 9].
     assert steps.count("copy_on_device_async") == 2 + 2 + 2
-    # A new load replaces the set on the GPU.
+    # A new load replaces the set on the GPU (here on the first batch of it: uploaded then).
     moved = rows[::-1].copy()
     features, _ = runners[0].infer(Pending(moved, [0, 1], token=2))
     np.testing.assert_allclose(features, _expected(moved[[0, 1]])[0], rtol=1e-5, atol=1e-5)

@@ -238,6 +238,14 @@ class StreamRunner:
         self._residents = residents if residents is not None else RESIDENT_SETS
         self._residents.join(self.gpu)
 
+    def upload(self, loaded: ResidentBatch) -> None:
+        """Put the performance set LoadGen just loaded (`loaded`: all of its rows) on this runner's GPU now, before
+        the test's clock runs, unless another runner there did (start_from_device)."""
+        if self._residents is not None:
+            self.cuda.set_device(self.gpu)
+            self._residents.rows(self.cuda, self.gpu, self.copy_stream, loaded,
+                                 [b.tensor for b in self._sets[0].inputs()])
+
     # -- one batch ----------------------------------------------------------------------------------
     def submit(self, inputs: Mapping[str, np.ndarray] | DirectBatch) -> Ticket:
         """Queue one batch of at most max_batch samples ({input name: array} or a DirectBatch); waits for a free
@@ -642,6 +650,11 @@ class TensorRTBackend(Backend):
         if self._runner is None:
             raise RuntimeError("backend is closed")
         self._runner.keep_inputs_on_device()
+
+    def upload(self, loaded: ResidentBatch) -> None:
+        """The performance set LoadGen loaded, onto this instance's GPU (start_from_device; once per GPU)."""
+        if self._runner is not None:
+            self._runner.upload(loaded)
 
     def _free_context(self) -> None:
         context, self._context = self._context, None

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -55,6 +55,8 @@ class SampleLibrary(QSLBase):
         self._rows: list[tuple[str, np.ndarray]] = []
         self._lock = threading.Lock()
         self.load_token = 0     # counts LoadGen's loads: which copy of the performance set a batch is from
+        # Called after every load with the whole loaded set as one PendingBatch (e.g. to upload it to the GPUs).
+        self.after_load: list[Callable[["PendingBatch"], None]] = []
 
     def load(self, indices: Sequence[int]) -> None:
         indices = list(indices)
@@ -63,8 +65,13 @@ class SampleLibrary(QSLBase):
             self._slot[:] = -1
             self._set(data)
             self.load_token += 1
+            token = self.load_token
             if data is not None:
                 self._slot[indices] = np.arange(len(indices))
+        if data is not None:
+            loaded = PendingBatch(self, np.asarray(indices), np.arange(len(indices)), token)
+            for listener in self.after_load:
+                listener(loaded)
 
     def unload(self, indices: Sequence[int]) -> None:
         with self._lock:

@@ -117,6 +117,8 @@ class PythonHarness(_Lwis):
         inputs = run.benchmark.models[run.spec.model].inputs
         qsl = SampleLibrary(run.samples, run.spec.performance_sample_count, inputs)
         instances = backend_instances(run)
+        if run.fields.get("start_from_device"):     # each load goes to the GPUs before the test's clock runs
+            qsl.after_load.append(lambda loaded: [backend.upload(loaded) for backend in instances.backends])
         try:
             sut = HarnessSUT(run.spec.scenario_enum, qsl, instances.calls, *batching(run),
                              direct_batches=instances.direct_batches)
