@@ -27,7 +27,7 @@ class BackendInstances:
 
     @property
     def direct_batches(self) -> bool:
-        return bool(self.backends) and all(b.direct_batches for b in self.backends)
+        return bool(self.backends) and all(getattr(b, "direct_batches", False) for b in self.backends)
 
     def close(self) -> None:
         """Close every instance (the last first), even when one fails to; the first failure is raised after."""
@@ -35,7 +35,9 @@ class BackendInstances:
         failure: BaseException | None = None
         for backend in reversed(backends):
             try:
-                backend.close()
+                close = getattr(backend, "close", None)    # a plug-in's backend that is not a Backend may have none
+                if close is not None:
+                    close()
             except BaseException as error:  # noqa: BLE001  raised below, after the others are closed
                 failure = failure or error
         if failure is not None:
@@ -90,7 +92,7 @@ def backend_instances(run: HarnessRun, log=None) -> BackendInstances:
     def make(backend):
         return lambda batch, indices: postprocess(backend.infer(batch), indices)
 
-    made.calls = [make(b) for b in made.backends for _ in range(max(1, int(b.parallel_calls)))]
+    made.calls = [make(b) for b in made.backends for _ in range(max(1, int(getattr(b, "parallel_calls", 1))))]
     return made
 
 
