@@ -336,3 +336,18 @@ def test_a_pending_batch_larger_than_the_plan_is_run_in_parts() -> None:
     slots = [9, 0, 1, 2, 3, 4, 8]
     features, _ = runner.infer(Pending(rows, slots))
     np.testing.assert_allclose(features, _expected(rows[slots])[0], rtol=1e-5, atol=1e-5)
+
+
+def test_start_from_device_refuses_a_set_stored_in_a_type_the_engine_cannot_take() -> None:
+    from code.common.backends.tensorrt_backend import ResidentSets
+
+    cuda = FakeCuda()
+    runner = _runner(max_batch=4, cuda=cuda)[0]
+    runner.keep_inputs_on_device(ResidentSets())
+    as_float64 = Pending(_batch(6).astype(np.float64), [0, 1])        # float64 -> float32: same kind, converted
+    np.testing.assert_allclose(runner.infer(as_float64)[0], _expected(_batch(6)[[0, 1]])[0], rtol=1e-5, atol=1e-5)
+    as_complex = Pending(_batch(6).astype(np.complex64), [0, 1], token=2)
+    with pytest.raises(UserError, match="stores input input as complex64, the engine takes float32"):
+        runner.infer(as_complex)
+    runner.close()
+    assert cuda.memory == {} and cuda.streams == {}

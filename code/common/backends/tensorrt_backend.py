@@ -419,7 +419,12 @@ class _ResidentSet:
         resident = cls(batch.load_token, {})
         try:
             for tensor in inputs:
-                rows = np.ascontiguousarray(batch.stacked(tensor.name), dtype=tensor.dtype)
+                stored = batch.stacked(tensor.name)
+                if not np.can_cast(stored.dtype, tensor.dtype, "same_kind"):
+                    raise UserError(f"start_from_device: the performance set stores input {tensor.name} as "
+                                    f"{stored.dtype}, the engine takes {tensor.dtype}: preprocess the data for this "
+                                    "engine (`make preprocess_data`) or rebuild the engine", exit_code=EXIT_FAILURE)
+                rows = np.ascontiguousarray(stored, dtype=tensor.dtype)
                 if tuple(rows.shape[1:]) != tensor.sample_shape:
                     raise UserError(f"start_from_device: the performance set's input {tensor.name} has samples of "
                                     f"shape {rows.shape[1:]}, the engine takes {tensor.sample_shape}",
