@@ -62,6 +62,11 @@ def backend_instances(run: HarnessRun, log=None) -> BackendInstances:
     if count != per_config:
         log(f"{spec.label}: {fields['backend']} runs {per_config} instance(s) per device on {count // per_config} "
             f"devices: {count} instances")
+    if fields.get("start_from_device") and spec.harness != PythonHarness.name:
+        from ...errors import UserError
+
+        raise UserError("start_from_device needs the python implementation of the lwis harness "
+                        "(--harness_impl=python): the native core gathers batches in host memory")
     threads = threads_per_instance(fields, spec.cpu_cores)
     inputs = run.benchmark.models[spec.model].inputs
     made = BackendInstances([], [])
@@ -71,11 +76,6 @@ def backend_instances(run: HarnessRun, log=None) -> BackendInstances:
                                                 input_names=[i.name for i in inputs], threads=threads,
                                                 device=spec.engine_manifest.get("device", "cpu"), instance=index))
         if fields.get("start_from_device"):
-            if spec.harness != PythonHarness.name:
-                from ...errors import UserError
-
-                raise UserError("start_from_device needs the python implementation of the lwis harness "
-                                "(--harness_impl=python): the native core gathers batches in host memory")
             for backend in made.backends:
                 backend.keep_inputs_on_device()
         # A runtime's first call at a new batch shape is slow; Server batches take every size up to batch_size.
