@@ -351,3 +351,37 @@ def test_start_from_device_refuses_a_set_stored_in_a_type_the_engine_cannot_take
         runner.infer(as_complex)
     runner.close()
     assert cuda.memory == {} and cuda.streams == {}
+
+
+def test_two_callers_with_batches_in_parts_never_hold_the_sets_crosswise() -> None:
+    """Two callers each run a batch in parts with parts in flight (infer_batches, as infer does for a batch larger
+    than the plan). Both take a set for their first part at once (the barrier); then neither may wait for a set
+    while holding one the other needs."""
+    runner, _, _ = _runner(max_batch=2)
+    rows = _batch(8, seed=5)
+    both_hold_a_set = threading.Barrier(2, timeout=30)
+
+    class FirstPart(Pending):
+        def gather_into(self, out) -> set[str]:
+            both_hold_a_set.wait()
+            return super().gather_into(out)
+
+    results: dict[int, list[np.ndarray]] = {}
+    errors: list[BaseException] = []
+
+    def work(caller: int) -> None:
+        try:
+            parts = [FirstPart(rows, [0, 1]), Pending(rows, [2, 3]), Pending(rows, [4, 5])]
+            results[caller] = [features for features, _ in runner.infer_batches(parts)]
+        except BaseException as error:  # noqa: BLE001  reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(n,), daemon=True) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(t.is_alive() for t in threads), "the callers deadlocked"
+    assert not errors, errors
+    for caller in (0, 1):
+        np.testing.assert_allclose(np.concatenate(results[caller]), _expected(rows[:6])[0], rtol=1e-5, atol=1e-5)

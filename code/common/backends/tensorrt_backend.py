@@ -250,12 +250,20 @@ class StreamRunner:
     def submit(self, inputs: Mapping[str, np.ndarray] | DirectBatch) -> Ticket:
         """Queue one batch of at most max_batch samples ({input name: array} or a DirectBatch); waits for a free
         buffer set when every set is in flight."""
+        ticket = self._submit(inputs, wait=True)
+        assert ticket is not None
+        return ticket
+
+    def _submit(self, inputs: Mapping[str, np.ndarray] | DirectBatch, wait: bool) -> Ticket | None:
+        """submit(); None, with nothing queued, when every set is in flight and `wait` is False."""
         names = [b.tensor.name for b in self._sets[0].inputs()]
         direct = _direct(inputs)
         count = int(direct.count) if direct is not None else len(inputs[names[0]])
         if not 1 <= count <= self.max_batch:
             raise ValueError(f"a batch of {count} samples; this runner takes 1 to {self.max_batch}")
-        index = self._acquire()
+        index = self._acquire(wait)
+        if index is None:
+            return None
         try:
             buffer_set = self._sets[index]
             self.cuda.set_device(self.gpu)
@@ -306,11 +314,11 @@ class StreamRunner:
         pending: deque[Ticket] = deque()
         try:
             for batch in batches:
-                if len(pending) >= self.buffer_sets:
+                # Wait for a set only while holding none: another caller of this runner doing the same (two
+                # harness threads, each with a batch larger than the plan) can then never hold the sets crosswise.
+                while (ticket := self._submit(batch, wait=not pending)) is None:
                     yield self.collect(pending.popleft())
-                pending.append(self.submit(batch))
-                if len(pending) >= self.buffer_sets:
-                    yield self.collect(pending.popleft())
+                pending.append(ticket)
             while pending:
                 yield self.collect(pending.popleft())
         finally:
@@ -320,9 +328,11 @@ class StreamRunner:
     def _tensor(self, name: str) -> TensorInfo:
         return next(t for t in self.tensors if t.name == name)
 
-    def _acquire(self) -> int:
+    def _acquire(self, wait: bool = True) -> int | None:
         with self._free:
             while not self._available:
+                if not wait:
+                    return None
                 self._free.wait()
             index = min(self._available)    # one caller keeps using one set: its addresses stay bound
             self._available.remove(index)
