@@ -57,6 +57,13 @@ class CudaCalls(Protocol):
     def copy_to_device_async(self, device_pointer: int, host_pointer: int, nbytes: int, stream: int) -> None: ...
     def copy_to_host_async(self, host_pointer: int, device_pointer: int, nbytes: int, stream: int) -> None: ...
     def synchronize(self, stream: int) -> None: ...
+    # Events order work across streams and tell the host when a batch is done, without a stream synchronize.
+    def event_create(self) -> int: ...                      # without timing: the cheapest kind
+    def event_destroy(self, event: int) -> None: ...
+    def event_record(self, event: int, stream: int) -> None: ...
+    def stream_wait_event(self, stream: int, event: int) -> None: ...
+    def event_synchronize(self, event: int) -> None: ...
+    def copy_on_device_async(self, destination: int, source: int, nbytes: int, stream: int) -> None: ...
 
 
 def host_array(pointer: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -151,6 +158,34 @@ class CudaRuntime:
 
     def synchronize(self, stream: int) -> None:
         self._ok("cudaStreamSynchronize", cudart.cudaStreamSynchronize(stream)[0])
+
+    def copy_on_device_async(self, destination: int, source: int, nbytes: int, stream: int) -> None:
+        kind = cudart.cudaMemcpyKind.cudaMemcpyDeviceToDevice
+        self._ok("cudaMemcpyAsync", cudart.cudaMemcpyAsync(destination, source, nbytes, kind, stream)[0])
+
+    # -- events ---------------------------------------------------------------------------------
+    def event_create(self) -> int:
+        status, event = cudart.cudaEventCreateWithFlags(cudart.cudaEventDisableTiming)
+        self._ok("cudaEventCreateWithFlags", status)
+        return int(event)
+
+    def event_destroy(self, event: int) -> None:
+        self._ok("cudaEventDestroy", cudart.cudaEventDestroy(event)[0])
+
+    def event_record(self, event: int, stream: int) -> None:
+        self._ok("cudaEventRecord", cudart.cudaEventRecord(event, stream)[0])
+
+    def stream_wait_event(self, stream: int, event: int) -> None:
+        self._ok("cudaStreamWaitEvent", cudart.cudaStreamWaitEvent(stream, event, 0)[0])
+
+    def event_synchronize(self, event: int) -> None:
+        self._ok("cudaEventSynchronize", cudart.cudaEventSynchronize(event)[0])
+
+    def memory_info(self) -> tuple[int, int]:
+        """(free, total) bytes of the current device."""
+        status, free, total = cudart.cudaMemGetInfo()
+        self._ok("cudaMemGetInfo", status)
+        return int(free), int(total)
 
 
 def describe_cuda_failure(error: CudaError) -> str:

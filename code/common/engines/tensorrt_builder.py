@@ -71,6 +71,27 @@ def _profile(builder: "trt.Builder", network: "trt.INetworkDefinition",
     return profile
 
 
+def _use_timing_cache(config: "trt.IBuilderConfig", path: Path, log: Callable[[str], None]) -> None:
+    """Give the build a timing cache holding the timings of `path` where they were measured by this TensorRT on this
+    GPU; a cache of another version or GPU (TensorRT may then load it, empty, or refuse it) is left out and said
+    so, never reported as reused."""
+    previous = path.read_bytes() if path.is_file() else b""
+    cache = config.create_timing_cache(b"")
+    reused = False
+    if previous:
+        loaded = config.create_timing_cache(previous)
+        # combine() copies the entries of a cache of this exact TensorRT version and this GPU (ignore_mismatch
+        # False); for any other it copies nothing and returns False.
+        reused = loaded is not None and cache.combine(loaded, False)
+        if not reused:
+            log(f"the timing cache {path} was written by another TensorRT version or GPU: its timings are not used, "
+                "a new cache replaces it")
+    if not config.set_timing_cache(cache, False):
+        raise UserError("TensorRT refused a new, empty timing cache (its messages are above).", exit_code=EXIT_FAILURE)
+    if reused:
+        log(f"reusing tactic timings from {path}")
+
+
 def build_plan(onnx_path: Path, plan: Path, *, batch_size: int, workspace_bytes: int, timing_cache: Path | None,
                log: Callable[[str], None]) -> None:
     """Parse `onnx_path` into a strongly typed network and write its serialized engine to `plan` atomically;
@@ -87,13 +108,7 @@ def build_plan(onnx_path: Path, plan: Path, *, batch_size: int, workspace_bytes:
     config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
     config.add_optimization_profile(_profile(builder, network, batch_size))
     if timing_cache is not None:
-        previous = timing_cache.read_bytes() if timing_cache.is_file() else b""
-        cache = config.create_timing_cache(previous)
-        if not config.set_timing_cache(cache, False):
-            log(f"the timing cache {timing_cache} does not fit this TensorRT and GPU: starting a new one")
-            config.set_timing_cache(config.create_timing_cache(b""), False)
-        elif previous:
-            log(f"reusing tactic timings from {timing_cache}")
+        _use_timing_cache(config, timing_cache, log)
     log(f"TensorRT {version}: building (minutes for a large model) ...")
     serialized = builder.build_serialized_network(network, config)
     del parser

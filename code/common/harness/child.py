@@ -201,6 +201,20 @@ def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecor
     except Exception as error:  # noqa: BLE001  recorded in metadata.json; the logs are kept
         return EXIT_FAILURE, base_record(spec, FAILED, started=started, error=_failure(error, log_dir),
                                          endpoints=_endpoints(sut))
+    finally:
+        _close(spec, sut)
+
+
+def _close(spec: RunSpec, sut) -> None:
+    """Free what the test ran on (its backend instances: GPU memory, sessions), whatever the outcome; a failure to
+    is said on stderr and does not change the test's result."""
+    if sut is None:
+        return
+    try:
+        sut.close()
+    except Exception as error:  # noqa: BLE001  the result is recorded already
+        print(f"{spec.label}: freeing its backend instances failed: {type(error).__name__}: {error}",
+              file=sys.stderr)
 
 
 def _failure(error: Exception, log_dir: Path) -> str:
