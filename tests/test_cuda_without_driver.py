@@ -23,6 +23,7 @@ from code.common.errors import UserError
 CUDA_TEXT = "CUDA driver version is insufficient for CUDA runtime version"   # cudaGetErrorString(35)
 ADVICE = "CUDA found no usable NVIDIA driver (cudaErrorInsufficientDriver): install the driver"
 POINTER, STREAM, NBYTES = 0x7F00_0000_0000, 0x5555_0000_1000, 4096   # plain integers, as the runner passes them
+EVENT = 0x5555_0000_2000
 
 
 @pytest.fixture(scope="module")
@@ -53,12 +54,19 @@ RUNNER_CALLS = {
     "copy_to_device_async": ((POINTER, POINTER + NBYTES, NBYTES, STREAM), "cudaMemcpyAsync"),
     "copy_to_host_async": ((POINTER + NBYTES, POINTER, NBYTES, STREAM), "cudaMemcpyAsync"),
     "synchronize": ((STREAM,), "cudaStreamSynchronize"),
+    "copy_on_device_async": ((POINTER, POINTER + NBYTES, NBYTES, STREAM), "cudaMemcpyAsync"),
+    "event_create": ((), "cudaEventCreateWithFlags"),
+    "event_destroy": ((EVENT,), "cudaEventDestroy"),
+    "event_record": ((EVENT, STREAM), "cudaEventRecord"),
+    "stream_wait_event": ((STREAM, EVENT), "cudaStreamWaitEvent"),
+    "event_synchronize": ((EVENT,), "cudaEventSynchronize"),
 }
 # ...and those the backend, the plugin, `make build` and `make selftest_gpu` make before any work.
 DEVICE_CALLS = {
     "device_count": ((), "cudaGetDeviceCount"),
     "device_info": ((0,), "cudaGetDeviceProperties"),
     "versions": ((), "cudaDriverGetVersion"),
+    "memory_info": ((), "cudaMemGetInfo"),
 }
 
 
