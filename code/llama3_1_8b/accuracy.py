@@ -32,14 +32,13 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..common.benchmark_api import AccuracyResult, Metric
-from ..common.errors import EXIT_FAILURE, UserError
-from ..common.records.loadgen_log import read_accuracy_entries
+from ..common.errors import UserError
+from ..llm.token_log import DTYPES, read_token_log  # noqa: F401  (DTYPES re-exported)
 from ..llm.rouge import ROUGE_TYPES, postprocess, score_outputs, split_sentences  # noqa: F401  (re-exported)
 
 # The checker's names (tools/submission/submission_checker/constants.py, ACC_PATTERN and accuracy-target).
 METRIC_NAMES = {"rouge1": "ROUGE1", "rouge2": "ROUGE2", "rougeL": "ROUGEL", "rougeLsum": "ROUGELSUM",
                 "gen_len": "GEN_LEN", "gen_num": "GEN_NUM"}
-DTYPES = {"int32": np.int32, "int64": np.int64}
 
 # MLPerf Inference v6.1 targets: submission_checker/constants.py, MODEL_CONFIG["v6.1"]["accuracy-target"] and
 # ["accuracy-upper-limit"] (the same in v6.0). The reference figures are those of language/llama3.1-8b/README.md
@@ -82,35 +81,12 @@ def score_accuracy_log(accuracy_log: Path, references: Sequence[str], decode: Ca
                        dtype: str = "int32") -> LlmAccuracy:
     """Score an accuracy log against the data set's references (QSL order). `decode` turns one sample's token ids
     into text (the model's tokenizer, special tokens skipped)."""
-    if dtype not in DTYPES:
-        raise UserError(f"Unknown token dtype {dtype!r}; the accuracy log holds int32 or int64 token ids.")
-    item = np.dtype(DTYPES[dtype]).itemsize
-    entries = read_accuracy_entries(accuracy_log)
-    seen: set[int] = set()
-    indices: list[int] = []
-    predictions: list[str] = []
-    for entry in entries:
-        try:
-            index, data = int(entry["qsl_idx"]), bytes.fromhex(entry["data"])
-        except (KeyError, TypeError, ValueError) as error:
-            raise UserError(f"{accuracy_log}: an entry is not LoadGen's {{qsl_idx, data}} ({error!r})",
-                            exit_code=EXIT_FAILURE) from None
-        if index in seen:   # LoadGen may issue a sample more than once; evaluation.py counts it once
-            continue
-        if not 0 <= index < len(references):
-            raise UserError(f"{accuracy_log}: qsl_idx {index} is outside the data set's {len(references)} samples",
-                            exit_code=EXIT_FAILURE)
-        if len(data) % item:
-            raise UserError(f"{accuracy_log}: the response of qsl_idx {index} is {len(data)} bytes, not a whole "
-                            f"number of {dtype} token ids", exit_code=EXIT_FAILURE)
-        seen.add(index)
-        indices.append(index)
-        predictions.append(decode(np.frombuffer(data, DTYPES[dtype])))
-    if not indices:
-        raise UserError(f"{accuracy_log} holds no responses to score.", exit_code=EXIT_FAILURE)
+    log = read_token_log(accuracy_log, len(references), dtype)
+    indices = list(log.qsl_indices)
+    predictions = [decode(ids) for ids in log.token_ids]
     scores = score_outputs(predictions, [references[i] for i in indices])
-    duplicates = len(entries) - len(indices)
-    return LlmAccuracy(accuracy_result(scores, len(entries), duplicates), scores, tuple(indices),
+    duplicates = log.duplicates
+    return LlmAccuracy(accuracy_result(scores, log.entries, duplicates), scores, tuple(indices),
                        tuple(predictions), duplicates)
 
 

@@ -13,8 +13,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..common.errors import EXIT_FAILURE, UserError
-from ..common.records.loadgen_log import read_accuracy_entries
+from ..common.errors import UserError
+from ..llm.token_log import read_token_log
 from .code_runner import Limits
 from .scoring import DEEPSEEK, GPT_OSS, ReasoningScore, score_deepseek, score_gpt_oss
 
@@ -31,27 +31,8 @@ class Response:
 def read_responses(accuracy_log: Path, sample_count: int, *, first_entry_only: bool) -> list[Response]:
     """The log's responses in log order; UserError for an entry that is not LoadGen's, or names a sample
     outside the data set's `sample_count`."""
-    responses: list[Response] = []
-    seen: set[int] = set()
-    for entry in read_accuracy_entries(accuracy_log):
-        try:
-            index, data = int(entry["qsl_idx"]), bytes.fromhex(entry["data"])
-        except (KeyError, TypeError, ValueError) as error:
-            raise UserError(f"{accuracy_log}: an entry is not LoadGen's {{qsl_idx, data}} ({error!r})",
-                            exit_code=EXIT_FAILURE) from None
-        if first_entry_only and index in seen:
-            continue
-        if not 0 <= index < sample_count:
-            raise UserError(f"{accuracy_log}: qsl_idx {index} is outside the data set's {sample_count} samples",
-                            exit_code=EXIT_FAILURE)
-        if len(data) % TOKEN_DTYPE.itemsize:
-            raise UserError(f"{accuracy_log}: the response of qsl_idx {index} is {len(data)} bytes, not a whole "
-                            f"number of int32 token ids", exit_code=EXIT_FAILURE)
-        seen.add(index)
-        responses.append(Response(index, tuple(int(t) for t in np.frombuffer(data, TOKEN_DTYPE))))
-    if not responses:
-        raise UserError(f"{accuracy_log} holds no responses to score.", exit_code=EXIT_FAILURE)
-    return responses
+    log = read_token_log(accuracy_log, sample_count, "int32", first_entry_only)
+    return [Response(index, tuple(int(t) for t in ids)) for index, ids in zip(log.qsl_indices, log.token_ids)]
 
 
 def score_accuracy_log(benchmark: str, accuracy_log: Path, rows: Sequence[Mapping[str, Any]],
