@@ -294,3 +294,18 @@ def test_llama2_scores_as_the_reference_evaluate_accuracy_py(tmp_path: Path, mon
     assert official["rougeL"] == ours.get("ROUGEL") and official["rougeLsum"] == ours.get("ROUGELSUM")
     assert official["tokens_per_sample"] == ours.get("TOKENS_PER_SAMPLE")
     assert (official["gen_len"], official["gen_num"]) == (ours.get("GEN_LEN"), ours.get("GEN_NUM"))
+
+
+def test_a_smaller_data_set_is_logged_as_the_accuracy_sample_count():
+    """mlperf.conf's gpt-oss-120b.*.accuracy_sample_count_override = 4395 is logged as the accuracy run's count
+    whatever the data set holds (a 16-sample run logged 4395); user.conf sets the count the data set has."""
+    from code.common.constants import Scenario
+    from code.common.harness.settings import user_conf_lines
+
+    rules = RULES.benchmark("gpt-oss-120b")
+    fields = {"offline_expected_qps": 1.0, "total_sample_count": 16}
+    assert "gpt-oss-120b.Offline.accuracy_sample_count_override = 16" in \
+        user_conf_lines("gpt-oss-120b", Scenario.Offline, fields, rules, 31, test_run=False)
+    lines = user_conf_lines("gpt-oss-120b", Scenario.Offline, {"offline_expected_qps": 1.0}, rules, 4395,
+                            test_run=False)
+    assert not any("accuracy_sample_count_override" in line for line in lines)
