@@ -383,3 +383,20 @@ def test_start_from_device_shows_the_gpu_memory_the_performance_set_takes(tmp_pa
     plain = plan_entry(_context(tmp_path, "--backend=tensorrt"), "resnet50", Scenario.Offline,
                        TestMode.PerformanceOnly, [])
     assert plain.device_set is None and not any("start_from_device" in line for line in plain.lines())
+
+
+def test_a_test_that_issues_each_sample_once_is_sized_by_the_data_set():
+    """TEST07/TEST09's audit.config asks min_query_count 990 / 6396 with performance_issue_unique = 1: LoadGen issues
+    each loaded sample once, so a 16-sample development set is 16 samples, not 990."""
+    from code.common.constants import Scenario, TestMode
+    from code.common.harness.plan import Speed, estimate, loadgen_settings
+    from code.common.rules import get_round
+
+    rules_round = get_round()
+    rules = rules_round.benchmark("gpt-oss-120b")
+    lines = ["gpt-oss-120b.Offline.target_qps = 1", *rules_round.compliance_tests["TEST07"].audit_config]
+    settings = loadgen_settings(Scenario.Offline, lines, rules_round, rules)
+    assert settings.issue_unique and settings.min_query_count == 990
+    speed = Speed(2.0, "measured", "a test")
+    assert estimate(Scenario.Offline, TestMode.PerformanceOnly, settings, speed, 16, 256)[:3] == (1, 16, 8.0)
+    assert estimate(Scenario.Offline, TestMode.PerformanceOnly, settings, speed, 4000, 256)[1] == 990

@@ -54,7 +54,8 @@ SPEED_FIELDS = ("model", "backend", "harness_impl", "precision", "batch_size", "
 TOKENS_PER_S = "tokens/s"          # the unit of an LLM's Offline and Server figure
 OUTPUT_TOKENS_FIELD = "max_output_tokens"   # the tokens a sample generates at most
 # The keys of user.conf and audit.config that size a test (LoadGen's names, after `<model>.<Scenario>.`).
-SIZING_KEYS = ("target_qps", "target_latency", "min_duration", "min_query_count", "samples_per_query")
+SIZING_KEYS = ("target_qps", "target_latency", "min_duration", "min_query_count", "samples_per_query",
+               "performance_issue_unique")
 
 
 def find_measurement(runs: Sequence[EarlierRun], system_id: str, benchmark: str, scenario: Scenario,
@@ -77,6 +78,9 @@ class LoadGenSettings:
     min_query_count: int
     target_qps: float           # queries per second: Offline and Server as set, SS/MS 1 / target latency
     samples_per_query: int = 1  # MultiStream's; 1 elsewhere (Offline's one query is sized by `estimate`)
+    # audit.config's performance_issue_unique (TEST07, TEST09): each loaded sample issued once, so a test issues no
+    # more samples than the data set holds, whatever min_query_count asks.
+    issue_unique: bool = False
 
 
 def loadgen_settings(scenario: Scenario, user_conf: Sequence[str], rules_round: RulesRound,
@@ -99,7 +103,8 @@ def loadgen_settings(scenario: Scenario, user_conf: Sequence[str], rules_round: 
         min_duration_s=values.get("min_duration", rules_round.min_duration_ms) / 1000,
         min_query_count=int(values.get("min_query_count", default_count)),
         target_qps=target_qps,
-        samples_per_query=int(values.get("samples_per_query", 1)) if scenario is Scenario.MultiStream else 1)
+        samples_per_query=int(values.get("samples_per_query", 1)) if scenario is Scenario.MultiStream else 1,
+        issue_unique=bool(values.get("performance_issue_unique", 0)))
 
 
 def config_speed(scenario: Scenario, fields: Mapping[str, Any], settings: LoadGenSettings) -> Speed:
@@ -141,9 +146,13 @@ def estimate(scenario: Scenario, mode: TestMode, settings: LoadGenSettings, spee
         return queries, dataset_size, dataset_size / rate, dataset_size
     if scenario is Scenario.Offline:
         samples = max(settings.min_query_count, int(OFFLINE_SLACK * settings.min_duration_s * settings.target_qps))
+        if settings.issue_unique:
+            samples = min(samples, dataset_size)
         queries, seconds = 1, samples / speed.samples_per_s
     elif scenario.server_like:
         queries = max(settings.min_query_count, math.ceil(settings.min_duration_s * settings.target_qps))
+        if settings.issue_unique:
+            queries = min(queries, dataset_size)
         samples, seconds = queries, queries / min(settings.target_qps, speed.samples_per_s)   # or falls behind
     else:
         rate = speed.samples_per_s / spq     # queries per second, one at a time
