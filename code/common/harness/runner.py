@@ -38,6 +38,7 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
               qps_scale: float = 1.0, purpose: str = "submission") -> RunSpec:
     """Resolve and check everything a test needs before any process starts."""
     from ..engines.builder import locate_engine
+    from ..engines.input_samples import engine_samples
     from ..preprocessed_store import set_identity
     from .selection import choose
 
@@ -48,7 +49,7 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
     harness.preflight(fields, ctx.args, ctx.paths)
     model, dataset = fields["model"], fields["dataset"]
     target = ctx.args.workload.accuracy_target
-    samples = benchmark.preprocessed(model, dataset, ctx.paths)
+    samples = engine_samples(benchmark, fields, ctx.paths)   # the float set, or its int8 form (input_dtype=int8)
     if harness.needs_engine:
         engine = locate_engine(config, ctx.system.system_id, ctx.paths, benchmark)
         manifest = json.loads(ctx.paths.engine_manifest(engine).read_text())
