@@ -37,7 +37,8 @@ def _conv_net(stem_kernel: int, seed: int = 0):
              helper.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["logits"], transB=1)]
     graph = helper.make_graph(nodes, "net", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", *SHAPE])],
                               [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])],
-                              initializer=[numpy_helper.from_array(v.astype(np.float32), k) for k, v in weights.items()])
+                              initializer=[numpy_helper.from_array(v.astype(np.float32), k)
+                                           for k, v in weights.items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     onnx.checker.check_model(model)
