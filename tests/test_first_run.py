@@ -90,7 +90,8 @@ def test_the_plan_of_run_harness_refuses_the_unmeasured_shipped_figure(
         tmp_path: Path, extra: list[str], refused: bool, capsys: pytest.CaptureFixture) -> None:
     lines: list[str] = []
     args = ["--action=run_harness", "--benchmarks=resnet50", "--scenarios=offline",
-            "--system_name=H100_SXM_80GBx1", "--test_mode=PerformanceOnly", "--dry_run", f"--scratch_path={tmp_path / 'scratch'}",
+            "--system_name=H100_SXM_80GBx1", "--test_mode=PerformanceOnly", "--dry_run",
+            f"--scratch_path={tmp_path / 'scratch'}",
             f"--log_dir={tmp_path / 'logs'}", *extra]
     status = main(args, log=lines.append)
     said = "\n".join(lines) + capsys.readouterr().err
