@@ -67,3 +67,43 @@ def test_calibration_methods_top1_on_imagenet_sample(scored, method: str, tmp_pa
           f"{int((found == fp32_found).sum()) / 10:.1f} % same class as fp32)")
     assert len(labels) == 1000
     assert fp32_correct - correct <= 15, (method, correct, fp32_correct)   # within 1.5 points of fp32
+
+
+def test_int8_input_on_imagenet_sample(scored, tmp_path: Path) -> None:
+    """The int8 form of the preprocessed set, quantized once with the calibrated input scale: a quarter of the
+    bytes, every sample back within half a scale step where the calibrated range holds it, and the INT8 model
+    with an int8 input scores what the float-input Q/DQ model scores."""
+    from code.common.engines.builder import ensure_calibration
+    from code.common.engines.input_samples import engine_samples, int8_scale, preprocess_int8
+    from code.common.engines.int8_input import dequantize
+    from code.resnet50.benchmark import BENCHMARK
+
+    paths, images, labels, (fp32_correct, _) = scored
+    config = _config(input_dtype="int8")
+    cache = ensure_calibration(config, paths, BENCHMARK, lambda _: None)
+    source = paths.model_file("resnet50", "mobilenet_v2")
+    float_input, int8_input = tmp_path / "float_input.onnx", tmp_path / "int8_input.onnx"
+    prepare(source, float_input, "int8", cache)
+    prepare(source, int8_input, "int8", cache, input_dtype="int8")
+    written = preprocess_int8(BENCHMARK, config.values, paths, lambda _: None)
+    quantized = engine_samples(BENCHMARK, config.values, paths)        # what the harness opens
+    assert quantized.directory == written.directory == images.directory.with_name("mobilenet_v2-int8")
+    scale = int8_scale(BENCHMARK, config.values, paths)
+
+    saturated, worst_inside = 0, 0.0
+    for index in range(len(images)):
+        sample, original = quantized.load(index), images.load(index)
+        assert sample.dtype == np.int8 and sample.nbytes == 3 * 224 * 224 and original.nbytes == 4 * sample.nbytes
+        inside = np.abs(original) <= 127 * scale
+        saturated += int((~inside).sum())
+        worst_inside = max(worst_inside, float(np.abs(dequantize(sample, scale) - original)[inside].max()))
+    assert worst_inside <= scale / 2 * (1 + 1e-5)
+
+    float_correct, float_found = _top1(float_input, images, labels)
+    int8_correct, int8_found = _top1(int8_input, quantized, labels)
+    print(f"\nMobileNetV2 imagenet_sample, int8 input (scale {scale:.6g}, {quantized.load(0).nbytes} bytes a sample): "
+          f"worst |dequantized - float| inside the range {worst_inside:.3g} (half a step {scale / 2:.3g}), "
+          f"{saturated} of {len(images) * 3 * 224 * 224} values saturated; top-1 int8 input "
+          f"{int8_correct / 10:.1f} %, float-input Q/DQ {float_correct / 10:.1f} %, fp32 {fp32_correct / 10:.1f} %; "
+          f"{int((int8_found == float_found).sum()) / 10:.1f} % same class")
+    assert abs(int8_correct - float_correct) <= 3, (int8_correct, float_correct)   # within 0.3 points

@@ -175,3 +175,14 @@ def test_the_int8_form_of_a_preprocessed_set(tmp_path: Path) -> None:
     assert open_store(int8_store(store, scale, hint)).file_names == written.file_names
     with pytest.raises(UserError, match=r"stale \(preprocessing changed\).*--input_dtype=int8"):
         open_store(int8_store(store, 0.03, hint))          # another calibration: another scale
+
+
+def test_the_harness_feeds_the_engine_the_input_type_it_takes() -> None:
+    from code.common.engines.input_samples import engine_inputs
+    from code.resnet50.benchmark import BENCHMARK
+
+    fields = {"model": "mobilenet_v2", "backend": "tensorrt", "precision": "int8"}
+    (as_float,) = engine_inputs(BENCHMARK, fields)
+    (as_int8,) = engine_inputs(BENCHMARK, {**fields, "input_dtype": "int8"})
+    assert (as_float.dtype, as_int8.dtype) == ("float32", "int8")
+    assert as_int8.name == as_float.name and as_int8.shape == as_float.shape == (3, 224, 224)

@@ -7,10 +7,11 @@ dequantizes with: both come from one calibration cache, and a set made with anot
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from typing import Any, Mapping
 
-from ..benchmark_api import Benchmark, Log, PreprocessedSet
+from ..benchmark_api import Benchmark, Log, PreprocessedSet, TensorSpec
 from ..errors import EXIT_FAILURE, UserError
 from ..paths import Paths
 from .calibration_ranges import CalibrationChoice
@@ -25,6 +26,14 @@ def wants_int8_input(fields: Mapping[str, Any]) -> bool:
         raise UserError(f"input_dtype=int8 is for TensorRT INT8 engines (--backend=tensorrt --precision=int8), not "
                         f"--backend={fields.get('backend')} --precision={fields.get('precision')}.")
     return True
+
+
+def engine_inputs(benchmark: Benchmark, fields: Mapping[str, Any]) -> tuple[TensorSpec, ...]:
+    """The model's inputs as the engine of these config values takes them: int8 for input_dtype=int8."""
+    inputs = tuple(benchmark.models[fields["model"]].inputs)
+    if not wants_int8_input(fields):
+        return inputs
+    return tuple(dataclasses.replace(spec, dtype="int8") for spec in inputs)
 
 
 def _preprocessing(benchmark: Benchmark) -> Any:

@@ -22,12 +22,13 @@ def backend_instances(run: HarnessRun) -> list:
     """One inference callable per backend instance, each warmed up on the batch sizes it will see."""
     from ...backends import create_backend, threads_per_instance
     from ...constants import Scenario
+    from ...engines.input_samples import engine_inputs
     from ...named_inputs import warmup_inputs
 
     spec, fields = run.spec, run.fields
     count, batch_size = int(fields["instances"]), int(fields["batch_size"])
     threads = threads_per_instance(fields, spec.cpu_cores)
-    inputs = run.benchmark.models[spec.model].inputs
+    inputs = engine_inputs(run.benchmark, {**fields, "model": spec.model})   # int8 for input_dtype=int8
     backends = [create_backend(Path(spec.engine), backend=fields["backend"], input_names=[i.name for i in inputs],
                                threads=threads, device=spec.engine_manifest.get("device", "cpu"), instance=index)
                 for index in range(count)]
@@ -62,10 +63,11 @@ class PythonHarness(_Lwis):
     description = "in process: Python worker threads batch and call the backend instances"
 
     def create(self, run: HarnessRun):
+        from ...engines.input_samples import engine_inputs
         from ..qsl import SampleLibrary
         from ..sut import HarnessSUT
 
-        inputs = run.benchmark.models[run.spec.model].inputs
+        inputs = engine_inputs(run.benchmark, {**run.fields, "model": run.spec.model})
         qsl = SampleLibrary(run.samples, run.spec.performance_sample_count, inputs)
         return HarnessSUT(run.spec.scenario_enum, qsl, backend_instances(run), *batching(run)).start(), qsl
 
