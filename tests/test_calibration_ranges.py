@@ -38,6 +38,13 @@ def test_entropy_clips_rare_outliers_of_a_bell_curve() -> None:
     assert percentile_threshold(hist, edges, 99.9) < threshold < edges[-1]
 
 
+def test_the_zeros_of_a_relu_do_not_pull_the_entropy_threshold_down() -> None:
+    values = np.maximum(np.random.default_rng(4).normal(0, 1, 400_000), 0.0)     # half of them exactly 0
+    hist, edges = np.histogram(values, bins=HISTOGRAM_BINS, range=(0.0, values.max()))
+    positive, _ = np.histogram(values[values > 0], bins=HISTOGRAM_BINS, range=(0.0, values.max()))
+    assert entropy_threshold(hist, edges) == entropy_threshold(positive, edges) > 0.5 * edges[-1]
+
+
 def test_entropy_of_short_or_empty_histograms_is_the_top_edge() -> None:
     edges = np.linspace(0, 3, 65)
     assert entropy_threshold(np.ones(64), edges) == 3.0          # fewer bins than int8 levels: nothing to merge

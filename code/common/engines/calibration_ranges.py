@@ -3,7 +3,8 @@
 - `minmax` (the default): each tensor's smallest and largest value over the calibration set (TensorRT's
   IInt8MinMaxCalibrator; ONNX Runtime's MinMax calibrator computes it).
 - `entropy`: TensorRT's entropy calibration (IInt8EntropyCalibrator2, "8-bit Inference with TensorRT", GTC 2017):
-  a histogram of |x| in HISTOGRAM_BINS bins from 0 to the tensor's largest |x|; for every candidate threshold of
+  a histogram of |x| in HISTOGRAM_BINS bins from 0 to the tensor's largest |x|, bin 0 (the exact zeros a ReLU
+  makes) set to bin 1's count as NVIDIA's pytorch-quantization does; for every candidate threshold of
   QUANTIZED_BINS bins or more, the reference distribution P is the histogram up to the threshold with every count
   beyond it added to its last bin, Q is P's bins merged into QUANTIZED_BINS levels (the 127 steps of int8 above
   zero, plus zero's) and spread back over P's non-empty bins; the threshold of least KL divergence KL(P||Q) wins.
@@ -81,8 +82,14 @@ class CalibrationChoice:
 
 def entropy_threshold(hist: np.ndarray, edges: np.ndarray, quantized_bins: int = QUANTIZED_BINS) -> float:
     """The |x| threshold of least KL divergence for a histogram of |x| (`edges` from 0 up, len(hist) + 1)."""
-    hist = np.asarray(hist, dtype=np.float64)
+    hist = np.array(hist, dtype=np.float64)
     bins = len(hist)
+    if bins > 1:
+        # The zero spike: after a ReLU half the values or more are exactly 0, all in bin 0, and merging that spike
+        # with its neighbours dwarfs every other term of the divergence, so the search would stop at the first
+        # merge (MobileNetV2's ReLU6 outputs: 1/8 of their range). NVIDIA's pytorch-quantization entropy
+        # calibrator sets bin 0 to bin 1's count before the search; so does this.
+        hist[0] = hist[1]
     if bins <= quantized_bins or hist.sum() == 0:
         return float(edges[-1])
     best_kl, best_end = np.inf, bins
