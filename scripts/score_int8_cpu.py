@@ -35,6 +35,7 @@ from code.resnet50.benchmark import BENCHMARK  # noqa: E402
 from configs.resnet50 import ResNet50Base  # noqa: E402
 
 TARGET = 75.70   # the closed division's resnet50 bound: 99 % of the reference's 76.46 % top-1
+CLOSED_MODEL = "resnet50_v1.5"
 
 
 def _config(model: str, dataset: str, method: str, input_dtype: str) -> ResolvedConfig:
@@ -79,7 +80,9 @@ def main() -> int:
         model = work / f"int8-{method}.onnx"
         prepare(source, model, "int8", cache)
         top1 = _top1(model, images, labels)
-        line = f"  int8 {method}: {top1:.2f} % ({'meets' if top1 >= TARGET else 'below'} {TARGET} %)"
+        line = f"  int8 {method}: {top1:.2f} %"
+        if args.model == CLOSED_MODEL:
+            line += f" ({'meets' if top1 >= TARGET else 'below'} the closed target {TARGET} %)"
         if args.input_dtype == "int8":
             int8_model = work / f"int8-{method}-int8-input.onnx"
             prepare(source, int8_model, "int8", cache, input_dtype="int8")
