@@ -83,6 +83,8 @@ def main(argv: Sequence[str] | None = None, detect: Callable[[], SystemInfo] | N
         rules = get_round()
         default_paths = paths
         args = parse_run_args(argv, list(ACTIONS), available_benchmarks(default_paths, rules), list(rules.benchmarks))
+        args = args.with_only_accuracy_target(
+            {name: bench.accuracy_targets for name, bench in rules.benchmarks.items()})
         if args.audit_test and args.audit_test.upper() not in rules.compliance_tests:
             raise UserError(f"Unknown audit test '{args.audit_test}'. Valid choices for {rules.version}: "
                             f"{', '.join(rules.compliance_tests)}.")

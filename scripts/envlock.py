@@ -151,8 +151,16 @@ def locked_versions(lock: Path) -> dict[str, str]:
 
 
 def marker_applies(marker: str | None) -> bool:
-    """Whether a pin's environment marker holds here; a marker of another shape counts as holding."""
-    match = MARKER.match(marker.strip()) if marker else None
+    """Whether a pin's environment marker holds here: one comparison, or comparisons joined by `and` and `or`
+    without parentheses (`and` binding tighter, as in PEP 508); a marker of another shape counts as holding."""
+    if not marker or "(" in marker:
+        return True
+    return any(all(_comparison_applies(part) for part in alternative.split(" and "))
+               for alternative in marker.split(" or "))
+
+
+def _comparison_applies(marker: str) -> bool:
+    match = MARKER.match(marker.strip())
     if match is None:
         return True
     variable, op, wanted = match.groups()

@@ -17,7 +17,7 @@ def failing_backend(*args, **kwargs):
     real = _real_create(*args, **kwargs)
     calls = {"n": 0}
 
-    class Failing:
+    class Failing(backends.Backend):
         input_names = real.input_names
 
         def infer(self, inputs):
@@ -25,6 +25,9 @@ def failing_backend(*args, **kwargs):
             if calls["n"] >= 3:
                 raise RuntimeError("injected device failure")
             return real.infer(inputs)
+
+        def close(self) -> None:
+            real.close()
 
     return Failing()
 

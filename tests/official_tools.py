@@ -92,6 +92,37 @@ def run_test06_verification(checkout: Path, accuracy_dir: Path, scenario: str, o
     return verdict.read_text() if verdict.is_file() else None
 
 
+def run_test07_verification(checkout: Path, compliance_dir: Path, output: Path, accuracy_script: str,
+                            work: Path) -> tuple[str | None, str]:
+    """compliance/TEST07/run_verification.py on the mlperf_log_accuracy.json in `compliance_dir`, with the round's
+    gpt-oss-120b audit.config and `accuracy_script` (`{accuracy_log}` in it is the log): the verify_accuracy.txt it
+    writes under output/TEST07/ (None when it wrote none) and what it printed. It writes the file in its working
+    directory first, so it runs in `work`."""
+    script = checkout / "compliance" / "TEST07" / "run_verification.py"
+    config = checkout / "compliance" / "TEST07" / "gpt-oss-120b" / "audit.config"
+    work.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run([sys.executable, "-B", str(script), "-c", str(compliance_dir), "-o", str(output),
+                           "--accuracy-script", accuracy_script, "--audit-config", str(config)], cwd=work,
+                          capture_output=True, text=True, check=False, timeout=120)
+    verdict = output / "TEST07" / "verify_accuracy.txt"
+    return (verdict.read_text() if verdict.is_file() else None), done.stdout + done.stderr
+
+
+def run_test09_verification(checkout: Path, compliance_dir: Path, output: Path, work: Path) \
+        -> tuple[str | None, int, str]:
+    """compliance/TEST09/run_verification.py on the mlperf_log_accuracy.json in `compliance_dir`, with the round's
+    gpt-oss-120b audit.config: the verify_output_len.txt it writes under output/TEST09/ (None when it wrote none),
+    its exit status (0: pass) and what it printed. It writes the file in its working directory first."""
+    script = checkout / "compliance" / "TEST09" / "run_verification.py"
+    config = checkout / "compliance" / "TEST09" / "gpt-oss-120b" / "audit.config"
+    work.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run([sys.executable, "-B", str(script), "-c", str(compliance_dir), "-o", str(output),
+                           "--audit-config", str(config)], cwd=work, capture_output=True, text=True, check=False,
+                          timeout=120)
+    verdict = output / "TEST09" / "verify_output_len.txt"
+    return (verdict.read_text() if verdict.is_file() else None), done.returncode, done.stdout + done.stderr
+
+
 def evaluation_function(checkout: Path, name: str, **module_globals: Any) -> Callable[..., Any]:
     """A function of language/llama3.1-8b/evaluation.py, compiled from the official file itself with
     `module_globals` as its globals (the file's imports, torch, transformers and evaluate among them, are not in

@@ -165,4 +165,5 @@ def test_selftest_gpu_without_a_gpu_stops_with_the_reason_and_a_report(tmp_path:
     assert main(["--action=selftest_gpu", f"--scratch_path={scratch}"], log=lambda _: None) == 1
     report = json.loads((Paths.create(scratch=scratch).build / "selftest_gpu" / "report.json").read_text())
     # CUDA is asked first (tests/test_selftest_gpu.py): no driver here, or no GPU behind cuda-python's driver
-    assert report["stopped"].startswith(("no NVIDIA driver on this machine", "CUDA found no")), report["stopped"]
+    assert "no NVIDIA driver on this machine" in report["stopped"] or "CUDA found no" in report["stopped"], \
+        report["stopped"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from code.common.constants import Scenario, TestMode
-from code.common.tuning.first_run import OWN, SHIPPED, TYPED, FirstRunCheck, origin_of, refusal
+from code.common.tuning.first_run import OTHER_BACKEND, OWN, SHIPPED, TYPED, FirstRunCheck, origin_of, refusal
 from code.main import main
 
 SHIPPED_OFFLINE = FirstRunCheck("resnet50", Scenario.Offline, "tensorrt", TestMode.PerformanceOnly, False,
@@ -27,6 +27,7 @@ SHIPPED_SERVER = replace(SHIPPED_OFFLINE, scenario=Scenario.Server, field="serve
     {"origin": TYPED},                                            # --offline_expected_qps given knowingly
     {"origin": OWN},                                              # find_peak's or the user's custom.py value
     {"origin": "embedded default"},
+    {"origin": OTHER_BACKEND},
 ])
 def test_what_runs_on_its_configured_figure(change: dict) -> None:
     assert refusal(replace(SHIPPED_OFFLINE, **change)) is None
@@ -68,7 +69,10 @@ def _module(path: Path, text: str):
 def test_where_a_value_comes_from(tmp_path: Path) -> None:
     from code.common.config_registry import CONFIG_CLASS, FIELD_DEFAULT
 
-    shipped = _module(tmp_path / "shipped.py", "class Base:\n    offline_expected_qps = 90000.0\n    batch_size = 8\n")
+    shipped = _module(tmp_path / "shipped.py", "class Base:\n    backend = 'tensorrt'\n"
+                                               "    offline_expected_qps = 90000.0\n\n\n"
+                                               "class Cpu:\n    backend = 'onnxruntime'\n"
+                                               "    offline_expected_qps = 240.0\n")
     sys.modules["first_run_shipped_base"] = shipped
     custom = _module(tmp_path / "custom.py", "from first_run_shipped_base import Base\n\n\n"
                                              "class Measured(Base):\n    offline_expected_qps = 14800.0\n\n\n"
@@ -78,6 +82,7 @@ def test_where_a_value_comes_from(tmp_path: Path) -> None:
     assert origin_of(shipped.Base, "offline_expected_qps", CONFIG_CLASS) == SHIPPED
     assert origin_of(custom.Stub, "offline_expected_qps", "command line") == TYPED
     assert origin_of(custom.Stub, "offline_expected_qps", FIELD_DEFAULT) == FIELD_DEFAULT
+    assert origin_of(shipped.Cpu, "offline_expected_qps", CONFIG_CLASS) == OTHER_BACKEND   # not NVIDIA's figure
 
 
 @pytest.mark.parametrize("extra, refused", [

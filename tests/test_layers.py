@@ -38,13 +38,19 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "code/common/harness/sut.py", "code/common/harness/qsl.py", "code/common/harness/progress.py",
         "code/common/harness/spec.py")),
     ("plug-ins", ("code/*/benchmark.py", "code/resnet50/*", "code/yolo/*", "code/llama3_1_8b/*",
+                  "code/llama2_70b/*", "code/deepseek_r1/*", "code/gpt_oss_120b/*",
+                  # shared by the LLM benchmarks: the substitute model, tokenizers, prompt sets, ROUGE (code/llm),
+                  # and the task benchmarks' base (code/llm_tasks)
+                  "code/llm/*", "code/llm_tasks/*",
                   "code/common/backends/*", "code/common/engines/*", "code/common/native/*", "code/common/triton/*",
                   "code/common/serving/*",
                   "code/common/harness/native_sut.py", "code/common/harness/triton_sut.py",
                   "code/common/harness/triton_system.py", "code/common/harness/llm_sut.py",
                   "code/common/harness/llm_baseline.py", "code/common/harness/batching_engine.py",
                   "code/common/harness/plugins/*", "code/common/serving/*",
-                  "code/common/harness/serving_system.py")),
+                  "code/common/harness/serving_system.py",
+                  # shared by the reasoning benchmarks (gpt-oss-120b, deepseek-r1): their accuracy scoring
+                  "code/reasoning_eval/*")),
     ("run orchestration", ("code/common/harness/*", "code/common/arguments.py", "code/common/engines/builder.py")),
     ("submission, audit, report, tuning", ("code/common/submission/*", "code/common/audit/*",
                                            "code/common/report/*", "code/common/tuning/*")),
@@ -65,7 +71,8 @@ UPWARD_EXCEPTIONS: dict[tuple[str, str], str] = {
 
 # The benchmark packages: each is reached through the benchmark registry (benchmark_api.get_benchmark), never
 # imported by another module.
-BENCHMARK_PACKAGES = ("code/resnet50", "code/yolo", "code/llama3_1_8b")
+BENCHMARK_PACKAGES = ("code/resnet50", "code/yolo", "code/llama3_1_8b", "code/llama2_70b", "code/deepseek_r1",
+                      "code/gpt_oss_120b")
 BENCHMARK_IMPORT_EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 # Cycles the code still has, each a frozenset of the modules in it, with why.

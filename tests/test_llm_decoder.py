@@ -18,13 +18,13 @@ import pytest
 from code.common.backends.onnxruntime_decoder import OnnxRuntimeDecodeBatch, OnnxRuntimeDecoder
 from code.common.errors import UserError
 from code.common.registry_fetch import fetch_wheel
-from code.llama3_1_8b import reference
-from code.llama3_1_8b.decoder_config import DecoderConfig, DecoderWeights, RopeScaling, rope_inv_freq, rope_tables
+from code.llm import reference
+from code.llm.decoder_config import DecoderConfig, DecoderWeights, RopeScaling, rope_inv_freq, rope_tables
 from code.common.decoder_graph import ATTENTION_MASK, INPUT_IDS, POSITION_IDS, decoder_facts, io_names
-from code.llama3_1_8b.decoder_onnx import OPSET, build_decoder
-from code.llama3_1_8b.gguf_weights import read_gguf, read_safetensors_checkpoint, unpermute_rope_rows
-from code.llama3_1_8b.smollm2 import GGUF_MEMBER, PACKAGE, VERSION, fetch_gguf
-from code.llama3_1_8b.tokenizer import TextTokenizer, render_chat, render_chat_jinja
+from code.llm.decoder_onnx import OPSET, build_decoder
+from code.llm.gguf_weights import read_gguf, read_safetensors_checkpoint, unpermute_rope_rows
+from code.llm.smollm2 import GGUF_MEMBER, PACKAGE, VERSION, fetch_gguf
+from code.llm.tokenizer import TextTokenizer, render_chat, render_chat_jinja
 from tests.conftest import WHEEL_CACHE
 
 REPO = Path(__file__).resolve().parents[1]

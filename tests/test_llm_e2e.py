@@ -21,7 +21,7 @@ from code.common.records.metadata import find_metadata, read_metadata
 from code.common.paths import Paths
 from code.common.rules import get_round
 from code.llama3_1_8b.models import gguf_path
-from code.llama3_1_8b.tokenizer import TextTokenizer
+from code.llm.tokenizer import TextTokenizer
 from code.main import main
 
 from .conftest import REPO, SHARED, SMOLLM2, seed_downloads

@@ -21,6 +21,8 @@ from tests.synthetic_logs import llm_server_detail, write_detail
 
 RULES = get_round("v6.1")
 LLAMA, EDGE = RULES.benchmark("llama3.1-8b"), RULES.benchmark("llama3.1-8b-edge")
+# The round's other LLM benchmarks, whose tables are checked against the same official files.
+TASKS = tuple(RULES.benchmark(name) for name in ("llama2-70b-99.9", "deepseek-r1", "gpt-oss-120b"))
 K99 = AccuracyTarget.k_99
 needs_checkout = pytest.mark.skipif(inference_dir() is None, reason="MLPERF_INFERENCE_DIR does not point at a "
                                     "checkout of mlcommons/inference: the official files were not read again")
@@ -201,24 +203,34 @@ def test_tables_match_the_checker_constants():
     config = official.MODEL_CONFIG["v6.1"]
     types = {SystemType.datacenter: "datacenter", SystemType.edge: "edge", SystemType.datacenter_edge:
              "datacenter-edge"}
-    for bench in (LLAMA, EDGE):
-        name = bench.submission_name(K99)
+    for bench in (LLAMA, EDGE, *TASKS):
+        target_of = bench.accuracy_targets[0]
+        name = bench.submission_name(target_of)
         for system_type, key in types.items():
             assert list(bench.required_scenarios.get(system_type, ())) == \
                 [Scenario(s) for s in config[f"required-scenarios-{key}"].get(name, [])], (name, key)
             assert set(bench.optional_scenarios.get(system_type, ())) == \
                 {Scenario(s) for s in config[f"optional-scenarios-{key}"].get(name, [])}, (name, key)
         target = config["accuracy-target"][name]
-        assert [(b.name, b.minimum) for b in bench.accuracy_bounds(K99)] == list(zip(target[::2], target[1::2]))
+        bounds = bench.accuracy_bounds(target_of)
+        assert [(b.name, b.minimum) for b in bounds if b.minimum] == list(zip(target[::2], target[1::2]))
         limit = config["accuracy-upper-limit"][name]
-        assert [(b.name, b.maximum) for b in bench.accuracy_bounds(K99) if b.maximum is not None] == \
-            list(zip(limit[::2], limit[1::2]))
-        assert all(b.pattern == official.ACC_PATTERN[b.name] for b in bench.accuracy_bounds(K99))
+        assert [(b.name, b.maximum) for b in bounds if b.maximum is not None] == list(zip(limit[::2], limit[1::2]))
+        assert all(b.pattern == official.ACC_PATTERN[b.name] for b in bounds)
         assert bench.performance_sample_count == config["performance-sample-count"][name]
         assert bench.dataset_size == config["dataset-size"][name]
+        assert bench.accuracy_samples == config["accuracy-sample-count"].get(name, bench.dataset_size)
         assert bench.offline_min_samples == official.OFFLINE_MIN_SPQ_SINCE_V4[name]
-        assert config["model_mapping"][bench.loadgen_model] == name
-        assert (name in config["models_TEST06"]) == ("TEST06" in bench.checked_compliance_tests)
+        # LoadGen's model name is the submission name, through the checkers' mapping, less an accuracy suffix.
+        mapped = config["model_mapping"].get(bench.loadgen_model, bench.loadgen_model)
+        assert mapped == name or name == f"{mapped}-{target_of.percent_label}", (mapped, name)
+        if bench.server_latency_ms is not None:
+            assert int(bench.server_latency_ms * 1e6) == config["latency-constraint"][name]["Server"]
+        for test in ("TEST06", "TEST07", "TEST09"):
+            assert (name in config[f"models_{test}"]) == (test in bench.checked_compliance_tests), (name, test)
+        for scenario, limits in bench.token_latency_limits.items():
+            assert official.LLM_LATENCY_LIMITS[name][scenario.value] == {"ttft": limits.ttft_ns,
+                                                                         "tpot": limits.tpot_ns}, (name, scenario)
     for scenario, limits in LLAMA.token_latency_limits.items():
         assert official.LLM_LATENCY_LIMITS["llama3.1-8b"][scenario.value] == {"ttft": limits.ttft_ns,
                                                                               "tpot": limits.tpot_ns}
@@ -238,12 +250,21 @@ def test_tables_match_mlperf_conf_and_the_test06_audit_config():
         LLAMA.token_limits(Scenario.Interactive).ttft_ms
     assert value("llama3_1-8b-interactive", "Server", "tpot_latency") == \
         LLAMA.token_limits(Scenario.Interactive).tpot_ms
-    for bench in (LLAMA, EDGE):
-        assert value(bench.loadgen_model, r"\*", "performance_sample_count_override") == \
-            bench.performance_sample_count
-        assert value(bench.loadgen_model, "Offline", "min_query_count") == bench.offline_min_samples
-        assert value(bench.loadgen_model, r"\*", "use_token_latencies") == 1
-        assert value(bench.loadgen_model, r"\*", "sample_concatenate_permutation") == 1
+    for bench in (LLAMA, EDGE, *TASKS):
+        for model in filter(None, (bench.loadgen_model, bench.interactive_loadgen_model)):
+            assert value(model, r"\*", "performance_sample_count_override") == bench.performance_sample_count
+            assert value(model, r"\*", "use_token_latencies") == 1
+            assert value(model, r"\*", "sample_concatenate_permutation") == 1
+            if bench.accuracy_sample_count is not None:
+                assert value(model, r"\*", "accuracy_sample_count_override") == bench.accuracy_sample_count
+        if re.search(rf"^{re.escape(bench.loadgen_model)}\.Offline\.min_query_count", conf, re.M):
+            assert value(bench.loadgen_model, "Offline", "min_query_count") == bench.offline_min_samples
+        for scenario, model in ((Scenario.Server, bench.loadgen_model),
+                                (Scenario.Interactive, bench.interactive_loadgen_model)):
+            limits = bench.token_limits(scenario)
+            if limits is not None:
+                assert (value(model, "Server", "ttft_latency"), value(model, "Server", "tpot_latency")) == \
+                    (limits.ttft_ms, limits.tpot_ms), model
     audit = (inference_dir() / "compliance" / "TEST06" / "audit.config").read_text()
     lines = tuple(line.strip() for line in audit.splitlines() if line.strip() and not line.startswith("#"))
     assert lines == RULES.compliance_tests["TEST06"].audit_config

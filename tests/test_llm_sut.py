@@ -537,7 +537,7 @@ def test_a_decoder_failure_completes_a_prompt_part_way_through_its_chunks(tmp_pa
 
 @pytest.fixture(scope="module")
 def tiny_graph(tmp_path_factory) -> Path:
-    from code.llama3_1_8b.decoder_onnx import build_decoder
+    from code.llm.decoder_onnx import build_decoder
     from tests.test_llm_decoder import TINY, random_weights
 
     return build_decoder(random_weights(TINY), tmp_path_factory.mktemp("tiny") / "decoder")

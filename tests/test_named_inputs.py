@@ -101,6 +101,29 @@ def test_the_sample_library_gathers_named_batches_and_writes_fixed_inputs_into_g
     assert library.gather(np.array([3, 1]), out={"a": out})["a"] is out and out[:, 0].tolist() == [3, 1]
 
 
+def test_a_pending_batch_is_gathered_straight_into_a_backends_buffers_where_it_can():
+    """TensorRT's runner gathers a batch into its pinned buffers (one host copy per sample): inputs of fixed shape
+    and the buffer's type are written there; the others are read by name, gathered as `gather` does."""
+    library = SampleLibrary(Pairs([2, 5, 1, 3]), 4, [A, B])
+    library.load([0, 1, 2, 3])
+    first = library.load_token
+    pending = library.pending(np.array([3, 1]))
+    assert pending.count == 2 and list(pending) == ["a", "b"] and pending.load_token == first
+    pinned = {"a": np.zeros((8, 4), np.float32), "b": np.zeros((8, 5), np.int64)}
+    assert pending.gather_into(pinned) == {"a"}                      # b varies in length: not written
+    assert pinned["a"][:2, 0].tolist() == [3, 1] and not pinned["a"][2:].any() and not pinned["b"].any()
+    assert pending["b"].tolist() == library.gather(np.array([3, 1]))["b"].tolist()
+    assert pending.stacked("a")[pending.slots, 0].tolist() == [3, 1]
+    assert pending.gather_into({"a": np.zeros((8, 4), np.float16)}) == set()   # another type: read by name
+    uploads = []
+    library.after_load.append(lambda loaded: uploads.append((loaded.count, loaded.load_token,
+                                                             loaded.stacked("a")[loaded.slots, 0].tolist())))
+    library.load([1, 2])
+    assert library.load_token == first + 1 and uploads == [(2, first + 1, [1, 2])]   # the whole loaded set
+    with pytest.raises(RuntimeError, match=r"samples \[3\] were issued but not loaded"):
+        library.pending(np.array([3]))
+
+
 def test_calibration_batches_and_warm_up_inputs_follow_the_declaration():
     samples = [named_sample(Pairs([2, 4]).load(i), [A, B_BUCKETS]) for i in range(2)]
     batch = stack_batch(samples, [A, B_BUCKETS])

@@ -366,3 +366,20 @@ def test_a_test01_test_run_keeps_the_expected_latency_its_sampling_depends_on(tm
     assert audit.logged_responses == audit.samples > 0
     plain = plan_entry(ctx, "resnet50", Scenario.SingleStream, TestMode.PerformanceOnly, [])
     assert plain.duration_s == pytest.approx(audit.duration_s)
+
+
+def test_start_from_device_shows_the_gpu_memory_the_performance_set_takes(tmp_path):
+    ctx = _context(tmp_path, "--backend=tensorrt", "--start_from_device=true")
+    test = plan_entry(ctx, "resnet50", Scenario.Offline, TestMode.PerformanceOnly, [])
+    from code.common.benchmark_api import get_benchmark
+
+    [model_input] = get_benchmark("resnet50").models[ctx.resolve("resnet50", Scenario.Offline)["model"]].inputs
+    import numpy as np
+
+    sample_bytes = math.prod(model_input.shape) * np.dtype(model_input.dtype).itemsize   # as preprocessed
+    assert test.device_set == (FOOLBOX_SIZE, FOOLBOX_SIZE * sample_bytes)
+    assert any(line.strip().startswith(f"start_from_device: the performance set ({FOOLBOX_SIZE} samples) takes")
+               for line in test.lines())
+    plain = plan_entry(_context(tmp_path, "--backend=tensorrt"), "resnet50", Scenario.Offline,
+                       TestMode.PerformanceOnly, [])
+    assert plain.device_set is None and not any("start_from_device" in line for line in plain.lines())

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from code.common.paths import Paths
-from code.llama3_1_8b import hf_folder
-from code.llama3_1_8b.decoder_config import DecoderConfig, DecoderWeights
-from code.llama3_1_8b.gguf_weights import read_safetensors
+from code.llm import hf_folder
+from code.llm.decoder_config import DecoderConfig, DecoderWeights
+from code.llm.gguf_weights import read_safetensors
 
 
 def _tiny_weights(tied: bool = True) -> DecoderWeights:
@@ -25,7 +25,7 @@ def _tiny_weights(tied: bool = True) -> DecoderWeights:
 def _tiny_tokenizer():
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
-    from code.llama3_1_8b.tokenizer import TextTokenizer
+    from code.llm.tokenizer import TextTokenizer
 
     vocab = {t: i for i, t in enumerate(["<|endoftext|>", "<|im_start|>", "<|im_end|>", "a", "b", "ab"])}
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[("a", "b")]))

@@ -1,15 +1,15 @@
 """The TensorRT runner's logic (buffers, streams, batching, output mapping) on host-memory implementations of the
-two interfaces it talks to: CUDA calls (`CudaCalls`) and the execution context (`ExecutionContext`).
+two interfaces it talks to: CUDA calls (`CudaCalls`, tests/fake_cuda.py) and the execution context
+(`ExecutionContext`).
 
 The fake CUDA keeps device and pinned memory as real host allocations addressed by integers, and queues every
-asynchronous operation on its stream until `synchronize`, as a GPU does: a runner that read its outputs before
-synchronizing, copied the wrong byte counts or bound the wrong addresses gets wrong numbers here.
+asynchronous operation on its stream until the host waits for it, as a GPU does: a runner that read its outputs
+before waiting, copied the wrong byte counts or bound the wrong addresses gets wrong numbers here.
 """
 from __future__ import annotations
 
-import ctypes
 import threading
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import pytest
@@ -17,126 +17,8 @@ import pytest
 from code.common.backends.cuda_runtime import CudaError
 from code.common.backends.tensorrt_backend import StreamRunner, TensorInfo, numpy_dtype
 from code.common.errors import UserError
-
-SAMPLE = (3, 4)
-WEIGHTS = np.random.default_rng(0).normal(0, 1, (12, 5)).astype(np.float32)
-
-
-class FakeCuda:
-    def __init__(self, fail_malloc_at: int | None = None) -> None:
-        self.memory: dict[int, np.ndarray] = {}        # address -> the allocation (device and pinned alike)
-        self.kinds: dict[int, str] = {}
-        self.streams: dict[int, list[Callable[[], None]]] = {}
-        self.calls: list[str] = []
-        self.device = -1
-        self._next_stream = 1
-        self._fail_malloc_at = fail_malloc_at
-
-    def _alloc(self, nbytes: int, kind: str) -> int:
-        self.calls.append(kind)
-        if self._fail_malloc_at is not None and len([c for c in self.calls if c.startswith("malloc")]) \
-                >= self._fail_malloc_at:
-            raise CudaError("cudaMalloc", 2, "out of memory")
-        block = np.zeros(nbytes, dtype=np.uint8)
-        address = block.ctypes.data
-        self.memory[address], self.kinds[address] = block, kind
-        return address
-
-    def set_device(self, device: int) -> None:
-        self.device = device
-
-    def malloc(self, nbytes: int) -> int:
-        return self._alloc(nbytes, "malloc")
-
-    def malloc_host(self, nbytes: int) -> int:
-        return self._alloc(nbytes, "malloc_host")
-
-    def free(self, pointer: int) -> None:
-        assert self.kinds.pop(pointer) == "malloc"
-        del self.memory[pointer]
-
-    def free_host(self, pointer: int) -> None:
-        assert self.kinds.pop(pointer) == "malloc_host"
-        del self.memory[pointer]
-
-    def stream_create(self) -> int:
-        stream, self._next_stream = self._next_stream, self._next_stream + 1
-        self.streams[stream] = []
-        return stream
-
-    def stream_destroy(self, stream: int) -> None:
-        assert not self.streams.pop(stream), "destroyed with work queued"
-
-    def _copy(self, dst: int, src: int, nbytes: int, stream: int, dst_kind: str, src_kind: str) -> None:
-        assert self._kind_of(dst) == dst_kind and self._kind_of(src) == src_kind
-        self.streams[stream].append(lambda: ctypes.memmove(dst, src, nbytes))
-
-    def _kind_of(self, pointer: int) -> str:
-        for base, block in self.memory.items():
-            if base <= pointer < base + len(block):
-                return self.kinds[base]
-        raise AssertionError(f"{pointer:#x} is not allocated")
-
-    def copy_to_device_async(self, device_pointer: int, host_pointer: int, nbytes: int, stream: int) -> None:
-        self._copy(device_pointer, host_pointer, nbytes, stream, "malloc", "malloc_host")
-
-    def copy_to_host_async(self, host_pointer: int, device_pointer: int, nbytes: int, stream: int) -> None:
-        self._copy(host_pointer, device_pointer, nbytes, stream, "malloc_host", "malloc")
-
-    def synchronize(self, stream: int) -> None:
-        queued, self.streams[stream] = self.streams[stream], []
-        for operation in queued:
-            operation()
-
-
-class FakeContext:
-    """Two outputs: `features` = input flattened @ WEIGHTS, `total` = sum per sample (float16)."""
-
-    def __init__(self, cuda: FakeCuda, max_batch: int) -> None:
-        self.cuda, self.max_batch = cuda, max_batch
-        self.addresses: dict[str, int] = {}
-        self.batch = 0
-        self.calls: list[str] = []
-        self.execute_result = True
-
-    def set_input_shape(self, name: str, shape: Sequence[int]) -> bool:
-        self.calls.append(f"set_input_shape {tuple(shape)}")
-        if not 1 <= shape[0] <= self.max_batch:
-            return False
-        self.batch = shape[0]
-        return True
-
-    def set_tensor_address(self, name: str, memory: int) -> bool:
-        self.calls.append(f"set_tensor_address {name}")
-        self.addresses[name] = memory
-        return True
-
-    def get_tensor_shape(self, name: str) -> Sequence[int]:
-        return {"input": (self.batch, *SAMPLE), "features": (self.batch, 5), "total": (self.batch, 1)}[name]
-
-    def _array(self, name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
-        count = int(np.prod(shape))
-        buffer = (ctypes.c_byte * (count * np.dtype(dtype).itemsize)).from_address(self.addresses[name])
-        return np.frombuffer(buffer, dtype=dtype, count=count).reshape(shape)
-
-    def execute_async_v3(self, stream_handle: int) -> bool:
-        self.calls.append("execute")
-        if not self.execute_result:
-            return False
-        batch = self.batch
-
-        def compute() -> None:
-            x = self._array("input", (batch, *SAMPLE), np.float32).reshape(batch, -1)
-            self._array("features", (batch, 5), np.float32)[:] = x @ WEIGHTS
-            self._array("total", (batch, 1), np.float16)[:] = x.sum(axis=1, keepdims=True)
-        self.cuda.streams[stream_handle].append(compute)
-        return True
-
-
-TENSORS = [TensorInfo("input", True, np.dtype(np.float32), (-1, *SAMPLE)),
-           TensorInfo("features", False, np.dtype(np.float32), (-1, 5)),
-           TensorInfo("total", False, np.dtype(np.float16), (-1, 1))]
-
+from tests.fake_cuda import FakeCuda
+from tests.fake_engine import SAMPLE, TENSORS, WEIGHTS, FakeContext
 
 def _runner(max_batch: int = 4, cuda: FakeCuda | None = None, gpu: int = 0) -> tuple[StreamRunner, FakeCuda,
                                                                                         FakeContext]:
@@ -168,14 +50,15 @@ def test_outputs_in_engine_order_for_every_batch_size(count: int) -> None:
 
 def test_buffers_and_addresses_are_set_up_once() -> None:
     runner, cuda, context = _runner(max_batch=8)
-    assert cuda.calls.count("malloc") == 3 and cuda.calls.count("malloc_host") == 3
-    # Device buffers sized for the largest batch; every tensor bound once, to its device buffer.
+    # Two buffer sets, each a device and a pinned buffer per tensor sized for the largest batch.
+    assert cuda.names().count("malloc") == 6 and cuda.names().count("malloc_host") == 6
     sizes = sorted(len(cuda.memory[a]) for a, kind in cuda.kinds.items() if kind == "malloc")
-    assert sizes == sorted([8 * 12 * 4, 8 * 5 * 4, 8 * 1 * 2])
-    assert {cuda.kinds[a] for a in context.addresses.values()} == {"malloc"}
+    assert sizes == sorted(2 * [8 * 12 * 4, 8 * 5 * 4, 8 * 1 * 2])
     for count in (2, 2, 8, 2):
         runner.infer({"input": _batch(count)})
-    assert cuda.calls.count("malloc") == 3 and cuda.calls.count("malloc_host") == 3
+    assert cuda.names().count("malloc") == 6 and cuda.names().count("malloc_host") == 6
+    assert {cuda.kinds[a] for a in context.addresses.values()} == {"malloc"}
+    # One caller keeps to one set: every tensor bound once, to its device buffer.
     assert [c for c in context.calls if c.startswith("set_tensor_address")] == \
         ["set_tensor_address input", "set_tensor_address features", "set_tensor_address total"]
     # The input shape is set only when the batch size changes.
@@ -192,7 +75,7 @@ def test_outputs_are_copies_not_views_of_reused_buffers() -> None:
 
 
 def test_instances_have_their_own_streams_and_run_in_parallel_threads() -> None:
-    cuda = FakeCuda()
+    cuda = FakeCuda(gpus=2)
     runners = [_runner(max_batch=4, cuda=cuda, gpu=i)[0] for i in range(2)]
     assert runners[0].stream != runners[1].stream
     errors: list[BaseException] = []
@@ -288,12 +171,13 @@ class TwoInputContext(FakeContext):
 
     def execute_async_v3(self, stream_handle: int) -> bool:
         self.calls.append("execute")
-        batch = self.batch
+        batch, at = self.batch, dict(self.addresses)
 
         def compute() -> None:
-            ids, weights = self._array("ids", (batch, 2), np.int32), self._array("weights", (batch, 2), np.float32)
-            self._array("dot", (batch, 1), np.float32)[:] = (ids * weights).sum(axis=1, keepdims=True)
-        self.cuda.streams[stream_handle].append(compute)
+            ids = self._array(at, "ids", (batch, 2), np.int32)
+            weights = self._array(at, "weights", (batch, 2), np.float32)
+            self._array(at, "dot", (batch, 1), np.float32)[:] = (ids * weights).sum(axis=1, keepdims=True)
+        self.cuda._enqueue(stream_handle, compute)
         return True
 
 
@@ -312,3 +196,192 @@ def test_every_named_input_is_copied_in_and_shaped_for_the_batch() -> None:
     with pytest.raises(ValueError, match="for input weights of per-sample shape \\(2,\\), 3 samples"):
         runner.infer({"ids": ids[:3], "weights": weights[:2]})
     runner.close()
+
+
+# -- the feed: pinned memory, two batches in flight, events --------------------------------------------------------
+def _steps(cuda: FakeCuda, since: int) -> list[str]:
+    """The runner's CUDA calls after `since`, by name, without the device settings."""
+    return [c.name for c in cuda.calls[since:] if c.name != "set_device"]
+
+
+def test_the_next_batch_is_copied_in_before_the_current_one_is_waited_for() -> None:
+    runner, cuda, context = _runner(max_batch=4)
+    batches = [_batch(4, seed=s) for s in range(5)]
+    start = len(cuda.calls)
+    outputs = list(runner.infer_batches({"input": b} for b in batches))
+    for batch, (features, total) in zip(batches, outputs, strict=True):
+        np.testing.assert_allclose(features, _expected(batch)[0], rtol=1e-5, atol=1e-5)
+    steps = _steps(cuda, start)
+    copies = [i for i, name in enumerate(steps) if name == "copy_to_device_async"]
+    waits = [i for i, name in enumerate(steps) if name == "event_synchronize"]
+    assert len(copies) == len(waits) == 5
+    # Batch n+1's input copy is issued before the host waits for batch n: they overlap on the GPU.
+    assert all(copies[n + 1] < waits[n] for n in range(4))
+    # Never a stream synchronize per batch: events order the streams and tell the host.
+    assert "synchronize" not in steps
+    assert steps.count("event_record") == 10 and steps.count("stream_wait_event") == 5
+    # The copy and the inference are on different streams; the inference waits for its copy's event.
+    copy_streams = {c.args[3] for c in cuda.calls[start:] if c.name == "copy_to_device_async"}
+    assert copy_streams == {runner.copy_stream} and runner.copy_stream != runner.stream
+    # The two buffer sets take turns, so each batch binds its own set's addresses (host calls only); the right
+    # outputs above show they were the set's.
+    assert [c for c in context.calls if c.startswith("set_tensor_address input")] == \
+        ["set_tensor_address input"] * 5
+
+
+def test_one_caller_per_buffer_set_runs_batches_concurrently_and_correctly() -> None:
+    """The harness gives an instance two worker threads (parallel_calls): their batches share one context."""
+    runner, cuda, _ = _runner(max_batch=4)
+    errors: list[BaseException] = []
+
+    def work(seed: int) -> None:
+        try:
+            for i in range(30):
+                batch = _batch(1 + i % 4, seed=seed * 1000 + i)
+                features, _ = runner.infer({"input": batch})
+                np.testing.assert_allclose(features, _expected(batch)[0], rtol=1e-5, atol=1e-5)
+        except BaseException as error:  # noqa: BLE001  reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    assert "synchronize" not in cuda.names()
+    runner.close()
+    assert cuda.memory == {} and cuda.streams == {} and cuda.events == {}
+
+
+class Pending:
+    """A batch not gathered yet, as harness/qsl.PendingBatch is: rows `slots` of a loaded set."""
+
+    def __init__(self, rows: np.ndarray, slots: list[int], token: int = 1) -> None:
+        self.rows, self.slots, self.load_token, self.count = rows, np.asarray(slots), token, len(slots)
+        self.gathered_into: list[str] = []
+        self.read: list[str] = []
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        self.read.append(name)
+        return self.rows[self.slots]
+
+    def gather_into(self, out) -> set[str]:
+        np.take(self.rows, self.slots, axis=0, out=out["input"])
+        self.gathered_into.append("input")
+        return {"input"}
+
+    def stacked(self, name: str) -> np.ndarray:
+        return self.rows
+
+
+def test_a_pending_batch_is_gathered_straight_into_pinned_memory() -> None:
+    runner, cuda, _ = _runner(max_batch=4)
+    rows = _batch(10, seed=7)
+    pending = Pending(rows, [3, 1, 8])
+    features, _ = runner.infer(pending)
+    np.testing.assert_allclose(features, _expected(rows[[3, 1, 8]])[0], rtol=1e-5, atol=1e-5)
+    assert pending.gathered_into == ["input"] and pending.read == []     # one host copy, no gathered array
+
+
+def test_start_from_device_uploads_the_set_once_per_gpu_and_gathers_on_the_gpu() -> None:
+    from code.common.backends.tensorrt_backend import ResidentSets
+
+    cuda = FakeCuda(gpus=2)
+    residents = ResidentSets()
+    runners = [_runner(max_batch=4, cuda=cuda, gpu=g)[0] for g in (0, 0, 1)]
+    for runner in runners:
+        runner.keep_inputs_on_device(residents)
+    rows = _batch(10, seed=9)
+    start = len(cuda.calls)
+    for runner in runners:                # when LoadGen loads the set, before the test's clock runs
+        runner.upload(Pending(rows, list(range(10))))
+    # One upload of the set per GPU: the two runners of GPU 0 share it.
+    assert _steps(cuda, start).count("copy_to_device_async") == 2
+    assert residents.on_gpu(0) == residents.on_gpu(1) == rows.nbytes
+    start = len(cuda.calls)
+    for runner, slots in zip(runners, ([0, 1, 2, 7], [5, 4], [9, 8, 9])):
+        pending = Pending(rows, slots)
+        features, _ = runner.infer(pending)
+        np.testing.assert_allclose(features, _expected(rows[slots])[0], rtol=1e-5, atol=1e-5)
+        assert pending.gathered_into == [] and pending.read == []        # no host copy at all
+    steps = _steps(cuda, start)
+    # Then only device-to-device copies.
+    assert steps.count("copy_to_device_async") == 0
+    # Runs of consecutive rows are one copy each: [0, 1, 2] and [7]; [5], [4]; [9], [8, 9].
+    assert steps.count("copy_on_device_async") == 2 + 2 + 2
+    # A new load replaces the set on the GPU (here on the first batch of it: uploaded then).
+    moved = rows[::-1].copy()
+    features, _ = runners[0].infer(Pending(moved, [0, 1], token=2))
+    np.testing.assert_allclose(features, _expected(moved[[0, 1]])[0], rtol=1e-5, atol=1e-5)
+    for runner in runners:
+        runner.close()
+    assert residents.on_gpu(0) == residents.on_gpu(1) == 0
+    assert cuda.memory == {} and cuda.streams == {} and cuda.events == {}
+
+
+def test_an_abandoned_pipeline_gives_its_buffer_sets_back() -> None:
+    runner, cuda, _ = _runner(max_batch=4)
+    batches = runner.infer_batches({"input": _batch(4, seed=s)} for s in range(6))
+    next(batches)
+    batches.close()                       # the consumer stops early: the batch in flight is waited for
+    assert sorted(runner._available) == [0, 1]
+    features, _ = runner.infer({"input": _batch(2)})
+    np.testing.assert_allclose(features, _expected(_batch(2))[0], rtol=1e-5, atol=1e-5)
+
+
+def test_a_pending_batch_larger_than_the_plan_is_run_in_parts() -> None:
+    runner, _, _ = _runner(max_batch=4)
+    rows = _batch(10, seed=3)
+    slots = [9, 0, 1, 2, 3, 4, 8]
+    features, _ = runner.infer(Pending(rows, slots))
+    np.testing.assert_allclose(features, _expected(rows[slots])[0], rtol=1e-5, atol=1e-5)
+
+
+def test_start_from_device_refuses_a_set_stored_in_a_type_the_engine_cannot_take() -> None:
+    from code.common.backends.tensorrt_backend import ResidentSets
+
+    cuda = FakeCuda()
+    runner = _runner(max_batch=4, cuda=cuda)[0]
+    runner.keep_inputs_on_device(ResidentSets())
+    as_float64 = Pending(_batch(6).astype(np.float64), [0, 1])        # float64 -> float32: same kind, converted
+    np.testing.assert_allclose(runner.infer(as_float64)[0], _expected(_batch(6)[[0, 1]])[0], rtol=1e-5, atol=1e-5)
+    as_complex = Pending(_batch(6).astype(np.complex64), [0, 1], token=2)
+    with pytest.raises(UserError, match="stores input input as complex64, the engine takes float32"):
+        runner.infer(as_complex)
+    runner.close()
+    assert cuda.memory == {} and cuda.streams == {}
+
+
+def test_two_callers_with_batches_in_parts_never_hold_the_sets_crosswise() -> None:
+    """Two callers each run a batch in parts with parts in flight (infer_batches, as infer does for a batch larger
+    than the plan). Both take a set for their first part at once (the barrier); then neither may wait for a set
+    while holding one the other needs."""
+    runner, _, _ = _runner(max_batch=2)
+    rows = _batch(8, seed=5)
+    both_hold_a_set = threading.Barrier(2, timeout=30)
+
+    class FirstPart(Pending):
+        def gather_into(self, out) -> set[str]:
+            both_hold_a_set.wait()
+            return super().gather_into(out)
+
+    results: dict[int, list[np.ndarray]] = {}
+    errors: list[BaseException] = []
+
+    def work(caller: int) -> None:
+        try:
+            parts = [FirstPart(rows, [0, 1]), Pending(rows, [2, 3]), Pending(rows, [4, 5])]
+            results[caller] = [features for features, _ in runner.infer_batches(parts)]
+        except BaseException as error:  # noqa: BLE001  reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(n,), daemon=True) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(t.is_alive() for t in threads), "the callers deadlocked"
+    assert not errors, errors
+    for caller in (0, 1):
+        np.testing.assert_allclose(np.concatenate(results[caller]), _expected(rows[:6])[0], rtol=1e-5, atol=1e-5)

@@ -5,7 +5,9 @@ inside the run folder (never the working directory); the compliance run as a nor
 build/compliance_logs/<TEST>/<system>/<benchmark>/<Scenario>/runs/<stamp>-attempt<k>/; verification; the
 verdict files and logs laid out as results/<system>/<benchmark>/<Scenario>/TEST0x/ wants them. A failed test is
 run again up to `audit_retries` times. TEST06 (LLMs) compares with no run: its sampled responses' tokens are
-checked on their own, with the EOS token ids of the model's tokenizer.
+checked on their own, with the EOS token ids of the model's tokenizer. TEST07 and TEST09 (gpt-oss-120b) compare
+with no run either: TEST07 runs the benchmark's compliance data set and scores its every response against a
+threshold, TEST09 bounds the mean output length of a run over the whole performance data set.
 """
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from pathlib import Path
 
 from ..common.audit.references import Reference, find_references
 from ..common.audit.test06 import verify_test06
+from ..common.audit.test07 import score_test07
+from ..common.audit.test09 import verify_test09
 from ..common.audit.verdicts import (PART3_SCORES, read_verified_against, verdict_problems,
                                      write_verified_against)
 from ..common.audit.verify import (Check, WholeResponses, compare_accuracy_logs, compare_whole_responses,
@@ -32,7 +36,8 @@ from ..common.harness.planned import earlier_runs
 from ..common.records.reproduce import config_command
 from ..common.harness.runner import plan_test, run_test
 from ..common.paths import (ACCURACY_DIR, ACCURACY_LOG, ACCURACY_TXT, DETAIL_LOG, PERFORMANCE_DIR, SUMMARY_LOG,
-                            VERIFY_ACCURACY, VERIFY_PERFORMANCE, accuracy_dir, performance_run_dir, timestamp)
+                            VERIFY_ACCURACY, VERIFY_OUTPUT_LEN, VERIFY_PERFORMANCE, accuracy_dir,
+                            performance_run_dir, timestamp)
 from .base import Context, Handler
 from .locks import measuring
 from .harness import EMBEDDED_FIELDS, with_embedded_default
@@ -45,6 +50,13 @@ WHOLE_RESPONSES = "whole_responses.txt"
 
 def audit_config_lines(template: tuple[str, ...], sampling_target: int | None) -> list[str]:
     return [line.format(sampling_target=sampling_target) for line in template]
+
+
+def compliance_dataset(benchmark: str, test: str, dataset: str) -> str | None:
+    """The data set a test that scores a data set of its own (TEST07) runs on, as the benchmark names it for a
+    submission run on `dataset`; None when the benchmark names none."""
+    named = getattr(get_benchmark(benchmark), "compliance_dataset", None)
+    return named(test, dataset) if named is not None else None
 
 
 def _qps_scale(config: ResolvedConfig) -> float:
@@ -102,6 +114,13 @@ class RunAuditHarness(Handler):
             tests = [t for t in ctx.rules.benchmark(benchmark).compliance_tests if not wanted or t == wanted]
             if not tests:
                 continue
+            for test in tests:
+                if ctx.rules.compliance_tests[test].scores_accuracy and \
+                        compliance_dataset(benchmark, test, config["dataset"]) is None:
+                    raise UserError(f"{test} of {benchmark} runs on a compliance data set of its own, and the "
+                                    f"benchmark names none for the data set {config['dataset']} "
+                                    f"(Benchmark.compliance_dataset); see documentation/compliance.md.",
+                                    exit_code=EXIT_FAILURE)
             reference = find_references([ctx.paths.logs_root, ctx.paths.log_dir.parent], ctx.system.system_id,
                                         config, ctx.log)
             needed = [m for m in reference.missing() if m is TestMode.PerformanceOnly or "TEST01" in tests]
@@ -124,7 +143,7 @@ class RunAuditHarness(Handler):
         tests = []
         for name, config, reference in plans:
             folder = ctx.paths.compliance_log_dir(name, ctx.system.system_id, config.benchmark, config.scenario)
-            test = plan_entry(self._run_context(reference), config.benchmark, config.scenario,
+            test = plan_entry(self._run_context(reference, name), config.benchmark, config.scenario,
                               TestMode.PerformanceOnly, runs, audit_test=name, qps_scale=_qps_scale(config),
                               folder=folder, copies=2)
             passed = self._passed_already(name, config, reference, folder) if ctx.args.resume else None
@@ -156,18 +175,33 @@ class RunAuditHarness(Handler):
         return f"PASS already against {performance.log_dir} (verdict in {folder})"
 
     # -- one test ----------------------------------------------------------------------------------
-    def _run_context(self, reference: Reference) -> Context:
-        """The context of the compliance runs compared with `reference`, worked out once (it says what differs)."""
+    def _run_context(self, reference: Reference, test: str) -> Context:
+        """The context of the compliance runs compared with `reference`, worked out once (it says what differs);
+        for a test that scores a data set of its own (TEST07), on that data set."""
         key = reference.performance.log_dir
         if key not in self._contexts:
             self._contexts[key] = self._like_reference(reference.performance)
-        return self._contexts[key]
+        ctx = self._contexts[key]
+        if not self.ctx.rules.compliance_tests[test].scores_accuracy:
+            return ctx
+        fields = ctx.args.fields_for(reference.performance.benchmark)
+        dataset = compliance_dataset(reference.performance.benchmark, test,
+                                     str(fields.get("dataset", reference.performance.dataset)))
+        if dataset is None:
+            raise UserError(f"{test} of {reference.performance.benchmark} runs on a compliance data set of its own, "
+                            f"and the benchmark names none for the run it is set up like "
+                            f"({reference.performance.log_dir}); see documentation/compliance.md.",
+                            exit_code=EXIT_FAILURE)
+        if (key, test) not in self._contexts:
+            self._contexts[(key, test)] = dataclasses.replace(
+                ctx, args=ctx.args.fill_in(f"{test} compliance data set", {"dataset": dataset}), _registry=None)
+        return self._contexts[(key, test)]
 
     def _run_test(self, name: str, config: ResolvedConfig, reference: Reference) -> Outcome:
         ctx, test = self.ctx, self.ctx.rules.compliance_tests[name]
         rules = ctx.rules.benchmark(config.benchmark)
         folder = ctx.paths.compliance_log_dir(name, ctx.system.system_id, config.benchmark, config.scenario)
-        run_ctx = self._run_context(reference)
+        run_ctx = self._run_context(reference, name)
         scale = _qps_scale(config)
         label = f"{name} {config.benchmark} {config.scenario.value}"
         outcome = None
@@ -207,6 +241,8 @@ class RunAuditHarness(Handler):
             return Outcome(label, False, f"the compliance run {record.status}: {record.error}", folder)
         if test.checks_output_tokens:
             return self._verify_tokens(label, record, reference, run_dir, folder)
+        if test.scores_accuracy or test.checks_output_length:
+            return self._verify_logged(label, test, record, reference, run_dir, folder)
         performance = verify_performance(test, Path(reference.performance.log_dir), run_dir)
         accuracy, part3, whole = self._verify_accuracy(record, reference, run_dir) if test.samples_accuracy \
             else (None, None, None)
@@ -246,10 +282,40 @@ class RunAuditHarness(Handler):
                                eos_token_ids=generation.eos_token_ids)
         return Outcome(label, check.passed, f"tokens {'PASS' if check.passed else 'FAIL'}: {check.summary}", folder)
 
+    def _verify_logged(self, label: str, test, record: RunRecord, reference: Reference, run_dir: Path,
+                       folder: Path) -> Outcome:
+        """TEST07 (the compliance data set's every response scored by the benchmark's scorer, against the
+        threshold) and TEST09 (the mean output length of every response, within the bounds): run_verification.py's
+        verdicts, laid out as the scripts lay them out (verify_accuracy.txt or verify_output_len.txt,
+        accuracy/mlperf_log_accuracy.json, performance/run_1/)."""
+        benchmark = get_benchmark(record.benchmark)
+        if test.scores_accuracy:
+            check = score_test07(benchmark, record.model, record.dataset, run_dir / ACCURACY_LOG, self.ctx.paths,
+                                 test.accuracy_threshold, test.score_pattern)
+            verdict, what = VERIFY_ACCURACY, "accuracy"
+        else:
+            try:
+                entries = read_accuracy_log(run_dir / ACCURACY_LOG)
+            except (OSError, ValueError) as error:
+                return Outcome(label, False, f"the compliance run's {ACCURACY_LOG} cannot be read ({error})", folder)
+            check = verify_test09(entries, test.output_token_bounds, benchmark.response.np_dtype)
+            verdict, what = VERIFY_OUTPUT_LEN, "output length"
+        self._replace_verdict(folder)
+        write_atomically(folder / verdict, check.text)
+        for name, where in ((SUMMARY_LOG, performance_run_dir(folder)), (DETAIL_LOG, performance_run_dir(folder)),
+                            (ACCURACY_LOG, accuracy_dir(folder))):
+            if (run_dir / name).is_file():
+                where.mkdir(parents=True, exist_ok=True)
+                copy_atomically(run_dir / name, where / name)
+        judged = accuracy_dir(folder) / ACCURACY_LOG
+        write_verified_against(folder, reference.performance.log_dir, Path(reference.performance.log_dir) / DETAIL_LOG,
+                               judged_log=judged if judged.is_file() else None)
+        return Outcome(label, check.passed, f"{what} {'PASS' if check.passed else 'FAIL'}: {check.summary}", folder)
+
     def _replace_verdict(self, folder: Path) -> None:
         """Remove the verdict an earlier attempt laid out in `folder` (its runs stay in folder/runs)."""
-        replaced = [p for p in (VERIFY_ACCURACY, VERIFY_PERFORMANCE, PERFORMANCE_DIR, ACCURACY_DIR, WHOLE_RESPONSES)
-                    if (folder / p).exists()]
+        replaced = [p for p in (VERIFY_ACCURACY, VERIFY_OUTPUT_LEN, VERIFY_PERFORMANCE, PERFORMANCE_DIR, ACCURACY_DIR,
+                                WHOLE_RESPONSES) if (folder / p).exists()]
         if replaced:
             self.ctx.log(f"Replacing the previous verdict in {folder} (every run stays in {folder / 'runs'}).")
         for name in replaced:

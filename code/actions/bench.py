@@ -223,14 +223,15 @@ class Bench(Handler):
     def _raw_backends(self, ctx: Context, benchmark_name: str, config):
         """The benchmark's postprocessing, a function from sample indices to a batch of named inputs, and one backend
         per instance on the config's own engine, with the harness's threads per instance."""
-        from ..common.backends import create_backend, threads_per_instance
+        from ..common.backends import create_backend, get_plugin, threads_per_instance
+        from ..common.backends.registry import instance_count
         from ..common.engines.builder import locate_engine
         from ..common.named_inputs import named_sample, stack_batch
 
         benchmark = get_benchmark(benchmark_name)
         engine = locate_engine(config, ctx.system.system_id, ctx.paths, benchmark)
         samples = benchmark.preprocessed(config["model"], config["dataset"], ctx.paths)
-        instances = int(config["instances"])
+        instances = instance_count(get_plugin(config["backend"]), int(config["instances"]))   # TensorRT: per GPU
         threads = threads_per_instance(config, ctx.system.info.cpu.cores)
         inputs = benchmark.models[config["model"]].inputs
         backends = [create_backend(engine, backend=config["backend"], input_names=[i.name for i in inputs],

@@ -88,7 +88,7 @@ class GenerateEngines(_PerConfig):
     def handle(self) -> int:
         from ..common.engines.builder import build_engine
 
-        from ..common.harness.selection import choose
+        from ..common.harness.selection import choose, refuse_served_only
 
         for config in self.configs():
             harness = choose(config, self.ctx.args.workload.harness_type.value, self.ctx.paths.build)
@@ -96,6 +96,7 @@ class GenerateEngines(_PerConfig):
                 said = harness.prepare_model(config, self.ctx.paths, self.ctx.log)
                 self.ctx.log(f"{config.benchmark} {config.scenario.value}: {harness.name} harness: {said}")
                 continue
+            refuse_served_only(harness, get_benchmark(config.benchmark).models[config["model"]])
             result = build_engine(config, self.ctx.system.system_id, self.ctx.paths,
                                   get_benchmark(config.benchmark), self.ctx.log)
             state = "built" if result.rebuilt else "up to date"

@@ -26,26 +26,16 @@ DRIVER_LIBRARY = "libcuda.so.1"    # what the CUDA runtime loads; installed by t
 
 
 class CudaCheckCalls(CudaCalls, Protocol):
-    """CudaCalls plus what the check needs beyond the runner's needs: device-to-device copies and events."""
+    """CudaCalls plus the time between two events (their bandwidth figures)."""
 
-    def copy_device_to_device_async(self, dst: int, src: int, nbytes: int, stream: int) -> None: ...
-    def event_create(self) -> int: ...
-    def event_record(self, event: int, stream: int) -> None: ...
-    def event_synchronize(self, event: int) -> None: ...
     def event_elapsed_ms(self, start: int, end: int) -> float: ...
-    def event_destroy(self, event: int) -> None: ...
 
 
 class CudaCheckRuntime(CudaRuntime):
-    """`CudaCheckCalls` on the CUDA runtime API (cuda-python), with CudaRuntime's status checks."""
+    """`CudaCheckCalls` on the CUDA runtime API (cuda-python), with CudaRuntime's status checks: its events keep
+    timing (the runner's do not need it)."""
 
     # Each method imports `cudart` when it runs: cuda_runtime binds it when CudaRuntime() is made.
-
-    def copy_device_to_device_async(self, dst: int, src: int, nbytes: int, stream: int) -> None:
-        from ..common.backends.cuda_runtime import cudart
-
-        kind = cudart.cudaMemcpyKind.cudaMemcpyDeviceToDevice
-        self._ok("cudaMemcpyAsync", cudart.cudaMemcpyAsync(dst, src, nbytes, kind, stream)[0])
 
     def event_create(self) -> int:
         from ..common.backends.cuda_runtime import cudart
@@ -54,27 +44,12 @@ class CudaCheckRuntime(CudaRuntime):
         self._ok("cudaEventCreate", status)
         return int(event)
 
-    def event_record(self, event: int, stream: int) -> None:
-        from ..common.backends.cuda_runtime import cudart
-
-        self._ok("cudaEventRecord", cudart.cudaEventRecord(event, stream)[0])
-
-    def event_synchronize(self, event: int) -> None:
-        from ..common.backends.cuda_runtime import cudart
-
-        self._ok("cudaEventSynchronize", cudart.cudaEventSynchronize(event)[0])
-
     def event_elapsed_ms(self, start: int, end: int) -> float:
         from ..common.backends.cuda_runtime import cudart
 
         status, milliseconds = cudart.cudaEventElapsedTime(start, end)
         self._ok("cudaEventElapsedTime", status)
         return float(milliseconds)
-
-    def event_destroy(self, event: int) -> None:
-        from ..common.backends.cuda_runtime import cudart
-
-        self._ok("cudaEventDestroy", cudart.cudaEventDestroy(event)[0])
 
 
 @dataclass(frozen=True)
@@ -133,7 +108,7 @@ def check_device(cuda: CudaCheckCalls, device: int, nbytes: int | None = None) -
         cuda.event_record(events[0], stream)
         cuda.copy_to_device_async(first, pinned_out, nbytes, stream)
         cuda.event_record(events[1], stream)
-        cuda.copy_device_to_device_async(second, first, nbytes, stream)
+        cuda.copy_on_device_async(second, first, nbytes, stream)
         cuda.event_record(events[2], stream)
         cuda.copy_to_host_async(pinned_in, second, nbytes, stream)
         cuda.event_record(events[3], stream)

@@ -80,6 +80,20 @@ class RunArgs:
     benchmark_fields: Mapping[str, Mapping[str, Any]] = dataclasses.field(
         default_factory=lambda: MappingProxyType({}))
 
+
+    def with_only_accuracy_target(self, targets: Mapping[str, Sequence[AccuracyTarget]]) -> "RunArgs":
+        """These arguments with the accuracy target of benchmarks that have only one (llama2-70b-99.9: 99.9 %),
+        where the user named none (--accuracy_target, --config_ver) and every selected benchmark has that one."""
+        if self.explicit & {"accuracy_target", "config_ver"}:
+            return self
+        own = {tuple(targets[name]) for name in self.benchmarks if name in targets}
+        if len(own) != 1:
+            return self
+        (only,) = own
+        if len(only) != 1 or only[0] is self.workload.accuracy_target:
+            return self
+        return dataclasses.replace(self, workload=dataclasses.replace(self.workload, accuracy_target=only[0]),
+                                   filled_in=MappingProxyType({**self.filled_in, "accuracy_target": "benchmark"}))
     def fields_for(self, benchmark: str) -> Mapping[str, Any]:
         """The config fields given or filled in for `benchmark`: what its resolved configs take over."""
         return MappingProxyType({**self.benchmark_fields.get(benchmark, {}), **self.overrides})

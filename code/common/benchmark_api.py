@@ -84,6 +84,8 @@ class ModelSpec:
     decoder: bool = False
     # What serving engines serve it as (its Hugging Face id): the model the openai harness asks its servers for.
     served_name: str = ""
+    # Only serving engines run it (a checkpoint too large for the in-process decoder graph; --harness_type=openai).
+    served_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -290,6 +292,12 @@ class Benchmark(Protocol):
         """For a benchmark that generates tokens: the model as a Hugging Face folder for serving engines, made
         (or made again with `remake`) where the toolkit writes it; UserError saying how to get it otherwise."""
 
+    def compliance_dataset(self, test: str, dataset: str) -> str | None:
+        """The data set a compliance test that scores a data set of its own (TEST07: gpt-oss-120b's GPQA
+        compliance set) runs on and is scored against, for a submission run on `dataset` (e.g. the small sample's
+        counterpart for a sample); None: the benchmark has none, and the test cannot run. Optional: a benchmark
+        without such a test need not define it."""
+
 
 class PackagedBenchmark:
     """What a benchmark package delegates the same way, to its own modules `<package>.models` (download_model),
@@ -325,6 +333,10 @@ class PackagedBenchmark:
         for index in self.calibration_indices(dataset, count, paths):
             yield samples.load(index)
 
+    def compliance_dataset(self, test: str, dataset: str) -> str | None:
+        """No compliance data set of its own (see Benchmark.compliance_dataset)."""
+        return None
+
     def generation(self, model: str, fields: Mapping[str, Any], paths: Paths) -> "GenerationSettings | None":
         """Fixed-size models generate nothing (see Benchmark.generation)."""
         return None
@@ -343,7 +355,18 @@ IMPLEMENTATIONS: "Registry[Benchmark]" = Registry(
         "yolo": "code.yolo.benchmark:BENCHMARK",
         "llama3.1-8b": "code.llama3_1_8b.benchmark:BENCHMARK",
         "llama3.1-8b-edge": "code.llama3_1_8b.benchmark:EDGE_BENCHMARK",
+        "llama2-70b-99.9": "code.llama2_70b.benchmark:BENCHMARK",
+        "deepseek-r1": "code.deepseek_r1.benchmark:BENCHMARK",
+        "gpt-oss-120b": "code.gpt_oss_120b.benchmark:BENCHMARK",
     })
+
+
+def samples_for_run(samples: PreprocessedSet, accuracy: bool, audit_test: str | None) -> PreprocessedSet:
+    """The samples a run reads. A preprocessed set that holds one sample list per kind of run (gpt-oss-120b reads
+    other prompts in accuracy runs and in TEST07 than in performance runs) has `for_run(accuracy, audit_test)`;
+    every other set is the same for every run."""
+    chooser = getattr(samples, "for_run", None)
+    return chooser(accuracy, audit_test) if chooser is not None else samples
 
 
 def get_benchmark(name: str) -> Benchmark:

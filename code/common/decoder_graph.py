@@ -12,7 +12,7 @@ Runtime here, TensorRT) drives any benchmark's graph without knowing how it was 
 - the graph keeps its RoPE cosine table as the initializer `rope.cos`, one row per position: a runtime reads the
   longest context it serves from its first dimension.
 
-A benchmark that generates tokens writes its graph to this contract (e.g. code/llama3_1_8b/decoder_onnx.py); the
+A benchmark that generates tokens writes its graph to this contract (e.g. code/llm/decoder_onnx.py); the
 runtimes read it back with `decoder_facts`.
 """
 from __future__ import annotations

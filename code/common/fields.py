@@ -141,8 +141,13 @@ _CORE: Mapping[str, Field] = _fields(
     Field("batch_size", int, 1, "Samples per inference call of one backend instance.",
           aliases=("gpu_batch_size",), minimum=1, maximum=65_536),
     Field("instances", int, 1, "Backend instances (model copies, each with its own session and worker thread) "
-          "run in parallel; NVIDIA's gpu_inference_streams.",
+          "run in parallel; NVIDIA's gpu_inference_streams. For TensorRT, instances per GPU: every visible GPU "
+          "gets this many.",
           aliases=("gpu_inference_streams",), minimum=1, maximum=1024),
+    Field("start_from_device", bool, False, "TensorRT: keep the performance set on every GPU (uploaded once when "
+          "LoadGen loads it) and gather batches there, with no host copy per sample (NVIDIA's start_from_device); "
+          "the run plan shows the GPU memory it takes. Runs on the python lwis harness (--harness_impl=python).",
+          backends=frozenset({"tensorrt"})),
     Field("intra_op_threads", int, 0, "Threads per backend instance (0: cores divided by instances).",
           backends=frozenset({"onnxruntime"}), minimum=0, maximum=4096),
     Field("workspace_size", int, 4 << 30, "Scratch memory TensorRT's builder may use (bytes).",
@@ -245,7 +250,7 @@ FIELDS: Mapping[str, Field] = _Catalogue(_CORE)
 # name gets this explanation rather than being taken for a knob it is not.
 NVIDIA_NAMES_WITHOUT_COUNTERPART: Mapping[str, str] = MappingProxyType({
     "gpu_copy_streams": "in NVIDIA's harness the number of CUDA streams used for host-to-device copies per GPU; "
-                        "this toolkit's backends copy on their inference stream, so there is nothing to set. "
+                        "here every TensorRT instance has one copy stream of its own, so there is nothing to set. "
                         "Parallel model instances are --instances (NVIDIA: gpu_inference_streams)",
 })
 

@@ -41,6 +41,17 @@ class GenerationSettings:
     # Chunked prefill: > 0 prefills a joining prompt this many tokens at a time (one prompt at a time, one chunk
     # between two decode steps of the running rows; prefill_batch is then not used); 0 prefills whole prompts.
     prefill_chunk_tokens: int = 0
+    # Sampling, as the reference sets it: temperature 0 is greedy (every benchmark but gpt-oss-120b, whose reference
+    # samples at temperature 1, top_p 1, no top-k). Serving engines get these in every request; the in-process
+    # decoder graph picks the most likely token (its `next_token`), so it decodes greedily whatever they say.
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = -1                      # -1: no top-k cut
+    seed: int | None = None              # the sampler's seed per request, where the reference fixes one
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
 
 
 class Prefill(Protocol):

@@ -44,6 +44,7 @@ MEASUREMENTS_JSON = "measurements.json"
 README = "README.md"
 # A compliance test's folder: its verdicts, and TEST01's Part III scores of the accuracy logs (in accuracy/).
 VERIFY_PERFORMANCE, VERIFY_ACCURACY = "verify_performance.txt", "verify_accuracy.txt"
+VERIFY_OUTPUT_LEN = "verify_output_len.txt"   # TEST09's verdict
 BASELINE_ACCURACY_TXT, COMPLIANCE_ACCURACY_TXT = "baseline_accuracy.txt", "compliance_accuracy.txt"
 
 

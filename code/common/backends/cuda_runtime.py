@@ -3,8 +3,11 @@ use them: devices, streams, device and pinned host buffers, asynchronous copies.
 
 `CudaCalls` is the small interface the TensorRT runner talks to; `CudaRuntime` implements it on a real GPU, and
 the tests implement it on host memory. Every call checks its status and raises `CudaError` naming the call and
-CUDA's own description of the error. cuda-python imports without a driver; its first call then fails with
-cudaErrorInsufficientDriver (35), which becomes a message that says what is missing.
+CUDA's own description of the error. cuda-python imports without a driver; every call that needs the driver then
+fails with cudaErrorInsufficientDriver (35), and `describe_cuda_failure` adds what to do to CUDA's own words.
+cudaDriverGetVersion is the exception: without a driver it succeeds and reports version 0, which `versions`
+turns into the same error. The test environment holds the real cuda-python, so these paths are tested on a
+machine without a driver.
 """
 from __future__ import annotations
 
@@ -54,6 +57,13 @@ class CudaCalls(Protocol):
     def copy_to_device_async(self, device_pointer: int, host_pointer: int, nbytes: int, stream: int) -> None: ...
     def copy_to_host_async(self, host_pointer: int, device_pointer: int, nbytes: int, stream: int) -> None: ...
     def synchronize(self, stream: int) -> None: ...
+    # Events order work across streams and tell the host when a batch is done, without a stream synchronize.
+    def event_create(self) -> int: ...                      # without timing: the cheapest kind
+    def event_destroy(self, event: int) -> None: ...
+    def event_record(self, event: int, stream: int) -> None: ...
+    def stream_wait_event(self, stream: int, event: int) -> None: ...
+    def event_synchronize(self, event: int) -> None: ...
+    def copy_on_device_async(self, destination: int, source: int, nbytes: int, stream: int) -> None: ...
 
 
 def host_array(pointer: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -102,6 +112,9 @@ class CudaRuntime:
         """(driver, runtime) CUDA versions, e.g. ("12.8", "12.9")."""
         status, driver = cudart.cudaDriverGetVersion()
         self._ok("cudaDriverGetVersion", status)
+        if int(driver) == 0:   # no driver: CUDA answers success and version 0
+            raise CudaError("cudaDriverGetVersion", INSUFFICIENT_DRIVER, "no CUDA driver is installed: it reports "
+                            "driver version 0")
         status, runtime = cudart.cudaRuntimeGetVersion()
         self._ok("cudaRuntimeGetVersion", status)
         return (f"{driver // 1000}.{driver % 1000 // 10}", f"{runtime // 1000}.{runtime % 1000 // 10}")
@@ -146,12 +159,42 @@ class CudaRuntime:
     def synchronize(self, stream: int) -> None:
         self._ok("cudaStreamSynchronize", cudart.cudaStreamSynchronize(stream)[0])
 
+    def copy_on_device_async(self, destination: int, source: int, nbytes: int, stream: int) -> None:
+        kind = cudart.cudaMemcpyKind.cudaMemcpyDeviceToDevice
+        self._ok("cudaMemcpyAsync", cudart.cudaMemcpyAsync(destination, source, nbytes, kind, stream)[0])
+
+    # -- events ---------------------------------------------------------------------------------
+    def event_create(self) -> int:
+        status, event = cudart.cudaEventCreateWithFlags(cudart.cudaEventDisableTiming)
+        self._ok("cudaEventCreateWithFlags", status)
+        return int(event)
+
+    def event_destroy(self, event: int) -> None:
+        self._ok("cudaEventDestroy", cudart.cudaEventDestroy(event)[0])
+
+    def event_record(self, event: int, stream: int) -> None:
+        self._ok("cudaEventRecord", cudart.cudaEventRecord(event, stream)[0])
+
+    def stream_wait_event(self, stream: int, event: int) -> None:
+        self._ok("cudaStreamWaitEvent", cudart.cudaStreamWaitEvent(stream, event, 0)[0])
+
+    def event_synchronize(self, event: int) -> None:
+        self._ok("cudaEventSynchronize", cudart.cudaEventSynchronize(event)[0])
+
+    def memory_info(self) -> tuple[int, int]:
+        """(free, total) bytes of the current device."""
+        status, free, total = cudart.cudaMemGetInfo()
+        self._ok("cudaMemGetInfo", status)
+        return int(free), int(total)
+
 
 def describe_cuda_failure(error: CudaError) -> str:
-    """A sentence for people about a CUDA error met before any work (no driver, no device)."""
+    """CUDA's own error (the call, the code, CUDA's description) and a sentence for people about what to do."""
     if error.code == INSUFFICIENT_DRIVER:
-        return ("CUDA found no usable NVIDIA driver (cudaErrorInsufficientDriver): install the driver, or one new "
-                "enough for CUDA 12, and check that nvidia-smi works")
-    if error.code == NO_DEVICE:
-        return "CUDA found no GPU (cudaErrorNoDevice): check CUDA_VISIBLE_DEVICES and nvidia-smi"
-    return str(error)
+        advice = ("CUDA found no usable NVIDIA driver (cudaErrorInsufficientDriver): install the driver, or one new "
+                  "enough for CUDA 12, and check that nvidia-smi works")
+    elif error.code == NO_DEVICE:
+        advice = "CUDA found no GPU (cudaErrorNoDevice): check CUDA_VISIBLE_DEVICES and nvidia-smi"
+    else:
+        advice = "the GPU could not be used; check nvidia-smi, and run make selftest_gpu for a first check"
+    return f"{error}. {advice}"

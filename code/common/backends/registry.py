@@ -92,6 +92,14 @@ class BackendPlugin(Protocol):
         UserError where the backend does not run decoders."""
 
 
+def instance_count(plugin: BackendPlugin, instances: int) -> int:
+    """The backend instances a run makes of the config's `instances`: a plug-in whose instances are per device
+    (TensorRT: per GPU) says so with an `instance_count(instances)` method of its own; for the others it is the
+    count itself."""
+    per_device = getattr(plugin, "instance_count", None)
+    return int(instances) if per_device is None else int(per_device(int(instances)))
+
+
 def get_plugin(name: str) -> BackendPlugin:
     """The plug-in of backend `name`; UserError naming the valid choices for an unknown one."""
     return BACKEND_PLUGINS.get(name)

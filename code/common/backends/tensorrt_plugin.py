@@ -94,6 +94,14 @@ class TensorRTPlugin:
                                         workspace_bytes=request.workspace_bytes, timing_cache=request.timing_cache,
                                         log=request.log)
 
+    def instance_count(self, instances: int) -> int:
+        """`instances` counts instances per GPU, as NVIDIA's gpu_inference_streams: a run makes that many for each
+        visible GPU (TensorRTBackend puts instance i on GPU i mod count)."""
+        from .cuda_runtime import CudaRuntime
+        from .tensorrt_backend import gpu_count
+
+        return int(instances) * gpu_count(CudaRuntime())
+
     def create_backend(self, engine: Path, *, input_names: Sequence[str], threads: int, device: str,
                        instance: int = 0) -> Backend:
         from .tensorrt_backend import TensorRTBackend

@@ -4,7 +4,8 @@
 - Strongly typed network: TensorRT 11 has no precision flags (no BuilderFlag.FP16/INT8, no calibrators, no
   per-layer precision); every tensor's type comes from the ONNX. TensorRT 10 builds the same network the same way.
 - One optimization profile per plan: the batch dimension of every input from 1 (Server and the last Offline
-  batch are partial) to the plan's batch size, which is also the optimum.
+  batch are partial) to the plan's batch size, which is also the optimum. A model whose batch dimension is fixed
+  is refused before the build, with a message naming the input.
 - A persistent timing cache per TensorRT version and GPU: tactic timings measured once are reused by every later
   build on that GPU (minutes saved per engine), and never offered to another GPU or TensorRT version.
 - Detailed profiling verbosity, so that `trtexec --loadEngine ... --dumpLayerInfo` or the engine inspector can
@@ -39,6 +40,20 @@ def _parse(network: "trt.INetworkDefinition", onnx_path: Path) -> "trt.OnnxParse
                     exit_code=EXIT_FAILURE)
 
 
+def _check_dynamic_batch(network: "trt.INetworkDefinition", onnx_path: Path) -> None:
+    """UserError for an input whose batch dimension is fixed: the plan's profile spans batch 1 to the plan's
+    batch size, which such a model cannot take (TensorRT would refuse it mid-build, naming profile dimensions)."""
+    for index in range(network.num_inputs):
+        tensor = network.get_input(index)
+        shape = dims_tuple(tensor.shape)
+        if not shape or shape[0] >= 0:
+            raise UserError(f"{onnx_path}: input {tensor.name} has the fixed shape {shape}; a TensorRT plan here "
+                            "serves batches from 1 to its batch size, so the model's first (batch) dimension must "
+                            "be dynamic. Build from the model `make generate_engines` prepares "
+                            "(tensorrt_onnx.prepare makes the batch dimension dynamic), not from the source model.",
+                            exit_code=EXIT_FAILURE)
+
+
 def _profile(builder: "trt.Builder", network: "trt.INetworkDefinition",
              batch_size: int) -> "trt.IOptimizationProfile":
     """Batch 1 to `batch_size` (optimum `batch_size`) for every input; other dimensions as the model fixes them."""
@@ -56,6 +71,27 @@ def _profile(builder: "trt.Builder", network: "trt.INetworkDefinition",
     return profile
 
 
+def _use_timing_cache(config: "trt.IBuilderConfig", path: Path, log: Callable[[str], None]) -> None:
+    """Give the build a timing cache holding the timings of `path` where they were measured by this TensorRT on this
+    GPU; a cache of another version or GPU (TensorRT may then load it, empty, or refuse it) is left out and said
+    so, never reported as reused."""
+    previous = path.read_bytes() if path.is_file() else b""
+    cache = config.create_timing_cache(b"")
+    reused = False
+    if previous:
+        loaded = config.create_timing_cache(previous)
+        # combine() copies the entries of a cache of this exact TensorRT version and this GPU (ignore_mismatch
+        # False); for any other it copies nothing and returns False.
+        reused = loaded is not None and cache.combine(loaded, False)
+        if not reused:
+            log(f"the timing cache {path} was written by another TensorRT version or GPU: its timings are not used, "
+                "a new cache replaces it")
+    if not config.set_timing_cache(cache, False):
+        raise UserError("TensorRT refused a new, empty timing cache (its messages are above).", exit_code=EXIT_FAILURE)
+    if reused:
+        log(f"reusing tactic timings from {path}")
+
+
 def build_plan(onnx_path: Path, plan: Path, *, batch_size: int, workspace_bytes: int, timing_cache: Path | None,
                log: Callable[[str], None]) -> None:
     """Parse `onnx_path` into a strongly typed network and write its serialized engine to `plan` atomically;
@@ -66,18 +102,13 @@ def build_plan(onnx_path: Path, plan: Path, *, batch_size: int, workspace_bytes:
     builder = trt.Builder(logger())
     network = builder.create_network(1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED))
     parser = _parse(network, onnx_path)
+    _check_dynamic_batch(network, onnx_path)
     config = builder.create_builder_config()
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(workspace_bytes))
     config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
     config.add_optimization_profile(_profile(builder, network, batch_size))
     if timing_cache is not None:
-        previous = timing_cache.read_bytes() if timing_cache.is_file() else b""
-        cache = config.create_timing_cache(previous)
-        if not config.set_timing_cache(cache, False):
-            log(f"the timing cache {timing_cache} does not fit this TensorRT and GPU: starting a new one")
-            config.set_timing_cache(config.create_timing_cache(b""), False)
-        elif previous:
-            log(f"reusing tactic timings from {timing_cache}")
+        _use_timing_cache(config, timing_cache, log)
     log(f"TensorRT {version}: building (minutes for a large model) ...")
     serialized = builder.build_serialized_network(network, config)
     del parser

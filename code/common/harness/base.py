@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -55,6 +55,7 @@ class SUTBase:
         self.counters = Counters()
         self._error: BaseException | None = None
         self._lock = threading.Lock()     # counters and error
+        self._releases: list[Callable[[], None]] = []    # what `close` frees (e.g. the backend instances)
 
     # -- the run's error ---------------------------------------------------------------------------
     @property
@@ -102,6 +103,23 @@ class SUTBase:
 
     def stop(self) -> None:
         pass
+
+    def on_close(self, release: Callable[[], None]) -> None:
+        """Have `close` call `release` (e.g. free the backend instances the SUT runs on)."""
+        self._releases.append(release)
+
+    def close(self) -> None:
+        """Free what the SUT was given to free, the last first, each once, even when one fails; the first failure
+        is raised after. The test's process calls it on every way out, after `stop`."""
+        releases, self._releases = self._releases, []
+        failure: BaseException | None = None
+        for release in reversed(releases):
+            try:
+                release()
+            except BaseException as error:  # noqa: BLE001  raised below, after the others ran
+                failure = failure or error
+        if failure is not None:
+            raise failure
 
     def issue(self, ids: list[int], indices: list[int]) -> None:
         raise NotImplementedError

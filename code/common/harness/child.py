@@ -27,7 +27,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from ..benchmark_api import get_benchmark
+from ..benchmark_api import get_benchmark, samples_for_run
 from ..constants import AccuracyTarget, Scenario, TestMode
 from ..disk_full import disk_full_cause, disk_full_sentence, folder_of, looks_full, why
 from ..errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK
@@ -163,7 +163,8 @@ def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecor
         from ..engines.input_samples import engine_samples
 
         fields = {**spec.config.get("fields", {}), "model": spec.model, "dataset": spec.dataset}
-        samples = engine_samples(benchmark, fields, paths)   # the float set, or its int8 form (input_dtype=int8)
+        samples = samples_for_run(engine_samples(benchmark, fields, paths),   # int8 form for input_dtype=int8
+                                  spec.mode_enum is TestMode.AccuracyOnly, spec.audit_test)
         sut, qsl = _system_under_test(spec, plugin, benchmark, samples, paths, log_dir)
         user_conf = write_user_conf(log_dir / USER_CONF, spec.user_conf)
         settings = test_settings(user_conf, spec.loadgen_model, spec.scenario_enum, spec.mode_enum)
@@ -203,6 +204,20 @@ def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecor
     except Exception as error:  # noqa: BLE001  recorded in metadata.json; the logs are kept
         return EXIT_FAILURE, base_record(spec, FAILED, started=started, error=_failure(error, log_dir),
                                          endpoints=_endpoints(sut))
+    finally:
+        _close(spec, sut)
+
+
+def _close(spec: RunSpec, sut) -> None:
+    """Free what the test ran on (its backend instances: GPU memory, sessions), whatever the outcome; a failure to
+    is said on stderr and does not change the test's result."""
+    if sut is None:
+        return
+    try:
+        sut.close()
+    except Exception as error:  # noqa: BLE001  the result is recorded already
+        print(f"{spec.label}: freeing its backend instances failed: {type(error).__name__}: {error}",
+              file=sys.stderr)
 
 
 def _failure(error: Exception, log_dir: Path) -> str:

@@ -49,8 +49,8 @@ ACCURACY_ENTRY_BYTES = 44
 ACCURACY_LOG_FRAME_BYTES = 4     # "[", "]" and line breaks around the entries
 # Config fields that change the speed of a test: an earlier run is its measurement only when they all agree.
 SPEED_FIELDS = ("model", "backend", "harness_impl", "precision", "batch_size", "instances", "intra_op_threads",
-                "multi_stream_samples_per_query", "max_input_tokens", "max_output_tokens", "prefill_batch",
-                "prefill_chunk_tokens")
+                "start_from_device", "multi_stream_samples_per_query", "max_input_tokens", "max_output_tokens",
+                "prefill_batch", "prefill_chunk_tokens")
 TOKENS_PER_S = "tokens/s"          # the unit of an LLM's Offline and Server figure
 OUTPUT_TOKENS_FIELD = "max_output_tokens"   # the tokens a sample generates at most
 # The keys of user.conf and audit.config that size a test (LoadGen's names, after `<model>.<Scenario>.`).
@@ -227,8 +227,23 @@ def plan_entry(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, run
         queries, samples, seconds = equal_issue_padded(scenario, queries, samples, seconds,
                                                        performance_sample_count(fields, rules, size))
     disk = copies * (SMALL_LOGS_BYTES + accuracy_log_bytes(logged, size, response))
+    on_device = device_set(benchmark, fields, performance_sample_count(fields, rules, size)) \
+        if fields.get("start_from_device") else None
     return PlannedTest(benchmark_name, scenario, mode, audit_test, queries, samples, seconds, logged, disk, speed,
-                       folder=folder)
+                       folder=folder, device_set=on_device)
+
+
+def device_set(benchmark, fields: Mapping[str, Any], samples: int) -> tuple[int, int]:
+    """(samples, bytes) of the performance set a GPU holds with start_from_device: every input of every sample
+    LoadGen loads, as the preprocessed set stores it (inputs of varying shape at their largest bucket)."""
+    import numpy as np
+
+    sample_bytes = 0
+    for spec in benchmark.models[fields["model"]].inputs:
+        sizes = [size if size is not None else max(spec.padding.buckets) if spec.padding and spec.padding.buckets
+                 else 0 for size in spec.shape]
+        sample_bytes += int(np.prod(sizes, dtype=np.int64)) * np.dtype(spec.dtype).itemsize
+    return samples, samples * sample_bytes
 
 
 def refuse_unmeasured_figure(ctx, config, mode: TestMode, audit_test: str | None,

@@ -84,6 +84,8 @@ class PlannedTest:
     note: str | None = None     # e.g. the earlier attempts a rerun follows
     retry: int = 0              # which retry of the test this run is (0: its first attempt)
     retries_left: int = 0       # --resume: how many times it may run again after this run if it is not VALID
+    # start_from_device: (samples, bytes) of the performance set each GPU holds; None when it stays on the host
+    device_set: tuple[int, int] | None = None
 
     @property
     def label(self) -> str:
@@ -98,6 +100,10 @@ class PlannedTest:
                  f"({self.speed}), {format_bytes(self.disk_bytes)}{logged}"]
         if self.folder is not None:
             lines.append(f"    -> {self.folder}")
+        if self.device_set is not None:
+            samples, nbytes = self.device_set
+            lines.append(f"    start_from_device: the performance set ({samples} samples) takes "
+                         f"{format_bytes(nbytes)} of memory on each GPU")
         if self.note:
             lines.append(f"    {self.note}")
         return lines

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -54,6 +54,9 @@ class SampleLibrary(QSLBase):
         self._data: dict[str, StackedInput] | None = None
         self._rows: list[tuple[str, np.ndarray]] = []
         self._lock = threading.Lock()
+        self.load_token = 0     # counts LoadGen's loads: which copy of the performance set a batch is from
+        # Called after every load with the whole loaded set as one PendingBatch (e.g. to upload it to the GPUs).
+        self.after_load: list[Callable[["PendingBatch"], None]] = []
 
     def load(self, indices: Sequence[int]) -> None:
         indices = list(indices)
@@ -61,8 +64,14 @@ class SampleLibrary(QSLBase):
         with self._lock:
             self._slot[:] = -1
             self._set(data)
+            self.load_token += 1
+            token = self.load_token
             if data is not None:
                 self._slot[indices] = np.arange(len(indices))
+        if data is not None:
+            loaded = PendingBatch(self, np.asarray(indices), np.arange(len(indices)), token)
+            for listener in self.after_load:
+                listener(loaded)
 
     def unload(self, indices: Sequence[int]) -> None:
         with self._lock:
@@ -92,3 +101,55 @@ class SampleLibrary(QSLBase):
             return batch
         return {spec.name: gather_input(self._data[spec.name], slots, spec, (out or {}).get(spec.name))
                 for spec in self.inputs}
+
+    def pending(self, indices: np.ndarray) -> "PendingBatch":
+        """The samples at `indices` as a batch not gathered yet (see PendingBatch)."""
+        slots = self._slot[indices]
+        if slots.min() < 0:
+            missing = np.asarray(indices)[slots < 0][:5].tolist()
+            raise RuntimeError(f"samples {missing} were issued but not loaded by LoadGen")
+        return PendingBatch(self, np.asarray(indices), slots, self.load_token)
+
+
+class PendingBatch(Mapping[str, np.ndarray]):
+    """A batch by sample, for a backend with buffers of its own (TensorRT's pinned memory): `gather_into` writes
+    the samples straight into them, so that a sample is copied once on the host; `slots` and `stacked` say where
+    they are in the loaded performance set, for a backend that keeps that set on the GPU. Read by name
+    (`batch[name]`), it is gathered as `SampleLibrary.gather` would."""
+
+    def __init__(self, library: SampleLibrary, indices: np.ndarray, slots: np.ndarray, load_token: int) -> None:
+        self._library, self._indices, self.slots, self.load_token = library, indices, slots, load_token
+        self.count = len(indices)
+        self._gathered: dict[str, np.ndarray] | None = None
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if self._gathered is None:
+            self._gathered = self._library.gather(self._indices)
+        return self._gathered[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(spec.name for spec in self._library.inputs)
+
+    def __len__(self) -> int:
+        return len(self._library.inputs)
+
+    def gather_into(self, out: Mapping[str, np.ndarray]) -> set[str]:
+        """Write the inputs of fixed shape whose stored type is `out`'s into `out[name][:count]`; the names written
+        (the others are read by name and converted by the caller)."""
+        data, written = self._library._data or {}, set()
+        for spec in self._library.inputs:
+            stacked, target = data.get(spec.name), out.get(spec.name)
+            if stacked is None or target is None or stacked.extents is not None:
+                continue
+            if stacked.data.dtype == target.dtype and stacked.data.shape[1:] == target.shape[1:]:
+                np.take(stacked.data, self.slots, axis=0, out=target[:self.count])
+                written.add(spec.name)
+        return written
+
+    def stacked(self, name: str) -> np.ndarray:
+        """Every loaded sample of input `name`, in slot order (fixed-shape inputs only)."""
+        stacked = (self._library._data or {}).get(name)
+        if stacked is None or stacked.extents is not None:
+            raise RuntimeError(f"input {name} has samples of varying shape: start_from_device keeps only inputs of "
+                               "one shape on the GPU")
+        return stacked.data

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from ..arguments import RunArgs
-from ..benchmark_api import get_benchmark
+from ..benchmark_api import get_benchmark, samples_for_run
 from ..constants import Scenario, TestMode
 from ..disk_full import DiskFull, disk_full_cause, disk_full_sentence, is_disk_full_sentence, looks_full, why
 from ..errors import EXIT_FAILURE, UserError, choose
@@ -40,16 +40,18 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
     from ..engines.builder import locate_engine
     from ..engines.input_samples import engine_samples
     from ..preprocessed_store import set_identity
-    from .selection import choose
+    from .selection import choose, refuse_served_only
 
     config = ctx.resolve(benchmark_name, scenario)
     fields = config.values
     benchmark, model_spec, rules = check_selection(ctx, benchmark_name, fields)
     harness = choose(config, ctx.args.workload.harness_type.value, ctx.paths.build)
+    refuse_served_only(harness, model_spec)
     harness.preflight(fields, ctx.args, ctx.paths)
     model, dataset = fields["model"], fields["dataset"]
     target = ctx.args.workload.accuracy_target
-    samples = engine_samples(benchmark, fields, ctx.paths)   # the float set, or its int8 form (input_dtype=int8)
+    samples = samples_for_run(engine_samples(benchmark, fields, ctx.paths),   # int8 form for input_dtype=int8
+                              mode is TestMode.AccuracyOnly, audit_test)
     if harness.needs_engine:
         engine = locate_engine(config, ctx.system.system_id, ctx.paths, benchmark)
         manifest = json.loads(ctx.paths.engine_manifest(engine).read_text())

@@ -63,3 +63,12 @@ def choose(config: ResolvedConfig, harness_type: str, build_root: Path) -> Harne
                         f"Harnesses that do: {', '.join(serving) or 'none'}.")
     reasons = "; ".join(f"{p.name}: {p.why_not(where)}" for p in candidates)
     raise UserError(f"No implementation of the {harness_type} harness can run {config.benchmark} here ({reasons}).")
+
+
+def refuse_served_only(harness, model) -> None:
+    """UserError for a model only serving engines run (ModelSpec.served_only) under a harness that needs a local
+    engine file."""
+    if model.served_only and harness.needs_engine:
+        raise UserError(f"{model.name} runs on serving engines only (the in-process decoder graph is not built for a "
+                        f"model of its size): add --harness_type=openai, with --endpoints=... naming your servers "
+                        f"(documentation/llm_serving.md), or run the substitute, --model=smollm2-135m-instruct.")

@@ -96,6 +96,10 @@ def user_conf_lines(model: str, scenario: Scenario, fields: Mapping[str, Any], r
                                                                             dataset_size)
     if sample_count != rules.performance_sample_count:
         lines.append(f"{key}.performance_sample_count_override = {sample_count}")
+    # mlperf.conf's accuracy_sample_count_override (gpt-oss-120b: 4395) is logged as the accuracy run's sample count
+    # whatever the data set holds; LoadGen issues only the samples there are. A smaller data set says so.
+    if rules.accuracy_sample_count is not None and dataset_size < rules.accuracy_sample_count:
+        lines.append(f"{key}.accuracy_sample_count_override = {dataset_size}")
 
     if count is not None:
         return [*lines, f"{key}.min_duration = 0", f"{key}.min_query_count = {count}"]

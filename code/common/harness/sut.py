@@ -32,9 +32,11 @@ _STOP = None
 
 class HarnessSUT(SUTBase):
     def __init__(self, scenario: Scenario, qsl: SampleLibrary, instances: Sequence[Infer], batch_size: int,
-                 batch_timeout_us: int = 0) -> None:
+                 batch_timeout_us: int = 0, direct_batches: bool = False) -> None:
         super().__init__(scenario)
         self.qsl = qsl
+        # The instances take batches not gathered yet (qsl.PendingBatch), to gather them into their own buffers.
+        self._batch = qsl.pending if direct_batches else qsl.gather
         self.instances = list(instances)
         self.batch_size = batch_size
         self.batch_timeout_s = batch_timeout_us / 1e6
@@ -118,7 +120,7 @@ class HarnessSUT(SUTBase):
             parts = []
             for start in range(0, len(indices), self.batch_size):
                 batch = indices[start:start + self.batch_size]
-                parts.append(infer(self.qsl.gather(batch), batch))
+                parts.append(infer(self._batch(batch), batch))
                 with self._lock:
                     self.counters.inferred += len(parts[-1])
             responses = Responses.join(parts)

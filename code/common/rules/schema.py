@@ -23,7 +23,10 @@ class ComplianceTest:
 
     TEST01 and TEST04 compare the compliance run's performance with the submission run (`compares_performance`);
     TEST01 also compares its sampled responses with the accuracy run (`samples_accuracy`); TEST06 checks the
-    sampled responses' output tokens on their own (`checks_output_tokens`), with no performance verdict.
+    sampled responses' output tokens on their own (`checks_output_tokens`), with no performance verdict; TEST07
+    scores a run over a whole compliance data set against an accuracy threshold (`scores_accuracy`) and TEST09
+    bounds the mean output length of a run over the whole performance data set (`checks_output_length`), neither
+    with a performance verdict.
 
     The performance verdict follows the round's verify_performance.py of the test. `score_kind` says what it
     compares: "raw" (TEST01: the detail log's figure as it is, latencies in ns for SingleStream/MultiStream,
@@ -55,6 +58,18 @@ class ComplianceTest:
     # accuracy_log_sampling_target the test's own audit.config fixes (TEST06: 100); TEST01's depends on the
     # benchmark (BenchmarkRules.test01_sampling_target).
     accuracy_log_sampling_target: int | None = None
+    # TEST07 (run_verification.py): the run logs every sample of the benchmark's compliance data set (the data set
+    # the benchmark names for the test, `Benchmark.compliance_dataset`), its accuracy log is scored by the
+    # benchmark's accuracy scorer, and the test passes when the score `score_pattern` finds (re.search, first
+    # match, group 1) is at least `accuracy_threshold` (the audit.config's test07_accuracy_threshold).
+    scores_accuracy: bool = False
+    accuracy_threshold: float | None = None
+    score_pattern: str = r"'exact_match':\s*([\d.]+)"
+    # TEST09 (run_verification.py): the run logs every sample of the performance data set, and the test passes when
+    # the mean output token count of the logged entries lies within `output_token_bounds` (min <= mean <= max; the
+    # audit.config's test09_min_output_tokens / test09_max_output_tokens).
+    checks_output_length: bool = False
+    output_token_bounds: tuple[float, float] | None = None
 
     def sampling_target(self, bench: "BenchmarkRules") -> int | None:
         """How many responses the compliance run logs into its accuracy log (LoadGen's sampling target): TEST01's
@@ -157,6 +172,14 @@ class BenchmarkRules:
     # The compliance tests the official checkers ask of a result, where they ask fewer than `compliance_tests`
     # (which the toolkit runs and stages, from the round's compliance README); None: the same.
     checker_compliance_tests: tuple[str, ...] | None = None
+    # Samples an accuracy run scores, where the accuracy data set differs from the performance one (the checkers'
+    # accuracy-sample-count, mlperf.conf's accuracy_sample_count_override); None: dataset_size.
+    accuracy_sample_count: int | None = None
+
+    @property
+    def accuracy_samples(self) -> int:
+        """How many samples an accuracy run of the whole accuracy data set covers."""
+        return self.accuracy_sample_count if self.accuracy_sample_count is not None else self.dataset_size
 
     def allows(self, system_type: SystemType) -> bool:
         """Whether the round has this benchmark in the suite of the system type."""

@@ -78,6 +78,57 @@ COMPLIANCE_TESTS = {
         checks_output_tokens=True,
         accuracy_log_sampling_target=100,
     ),
+    "TEST07": ComplianceTest(
+        name="TEST07",
+        description="runs the whole compliance data set (gpt-oss-120b: 990 GPQA questions) in performance mode, logs "
+                    "every response and scores them, to show that performance mode computes answers as accurate as "
+                    "the compliance threshold",
+        # compliance/TEST07/gpt-oss-120b/audit.config, line for line (the one benchmark of the round with TEST07);
+        # LoadGen reads the first six and ignores the threshold, which run_verification.py reads.
+        audit_config=(
+            "*.*.mode = 2",
+            "*.*.accuracy_log_rng_seed = 720381539243781796",
+            "*.*.accuracy_log_sampling_target = 990",
+            "*.*.min_query_count = 990",
+            "*.*.min_duration = 0",
+            "*.*.performance_issue_unique = 1",
+            "*.*.sample_concatenate_permutation = 0",
+            "*.*.test07_accuracy_threshold = 60.698",
+        ),
+        # Neither checker reads a TEST07 performance run: no tolerance applies.
+        performance_tolerance=0.0,
+        fast_tolerance=0.0,
+        compares_performance=False,
+        accuracy_log_sampling_target=990,
+        scores_accuracy=True,
+        accuracy_threshold=60.698,
+        # run_verification.py's default --score-pattern, which its README gives for gpt-oss-120b.
+        score_pattern=r"'exact_match':\s*([\d.]+)",
+    ),
+    "TEST09": ComplianceTest(
+        name="TEST09",
+        description="runs every sample of the performance data set once in performance mode and logs every "
+                    "response, to show that the mean output length stays within 10 % of the reference's (1278.20 "
+                    "tokens for gpt-oss-120b), so that no output is cut short for speed",
+        # compliance/TEST09/gpt-oss-120b/audit.config, line for line; LoadGen ignores the two bounds.
+        audit_config=(
+            "*.*.mode = 2",
+            "*.*.accuracy_log_rng_seed = 720381539243781796",
+            "*.*.accuracy_log_sampling_target = 10000",
+            "*.*.min_query_count = 6396",
+            "*.*.min_duration = 0",
+            "*.*.performance_issue_unique = 1",
+            "*.*.sample_concatenate_permutation = 0",
+            "*.*.test09_min_output_tokens = 1150.38",
+            "*.*.test09_max_output_tokens = 1406.02",
+        ),
+        performance_tolerance=0.0,
+        fast_tolerance=0.0,
+        compares_performance=False,
+        accuracy_log_sampling_target=10000,
+        checks_output_length=True,
+        output_token_bounds=(1150.38, 1406.02),
+    ),
 }
 
 # The checkers' ACC_PATTERN entries of the LLM metrics (evaluation.py prints one dict line:
@@ -87,6 +138,10 @@ ROUGE2 = r".*'rouge2':\s+'?([\d.]+)'?.*"
 ROUGEL = r".*'rougeL':\s+'?([\d.]+)'?.*"
 ROUGELSUM = r".*'rougeLsum':\s+'?([\d.]+)'?.*"
 GEN_LEN = r".*'gen_len':\s([\d.]+).*"
+# The reasoning benchmarks' and llama2-70b's (evaluate-accuracy.py, eval_accuracy.py, eval_mlperf_accuracy.py print
+# {'exact_match': 83.2, 'tokens_per_sample': 3890.1, ...} or {'rouge1': ..., 'tokens_per_sample': 294.4, ...}).
+EXACT_MATCH = r".*'exact_match':\s([\d.]+).*"
+TOKENS_PER_SAMPLE = r".*'tokens_per_sample':\s([\d.]+).*"
 
 
 def _llm_accuracy(rouge1: float, rouge2: float, rouge_l: float, rouge_lsum: float,
@@ -98,6 +153,22 @@ def _llm_accuracy(rouge1: float, rouge2: float, rouge_l: float, rouge_lsum: floa
             AccuracyMetric("ROUGEL", "rougeL", ROUGEL, rouge_l),
             AccuracyMetric("ROUGELSUM", "rougeLsum", ROUGELSUM, rouge_lsum),
             AccuracyMetric("GEN_LEN", "gen_len", GEN_LEN, gen_len, lower_fraction=0.9, upper_fraction=1.1))
+
+
+def _tokens_per_sample(reference: float, lower: float) -> AccuracyMetric:
+    """The checkers' TOKENS_PER_SAMPLE bounds: the accuracy-upper-limit at 1.1, and the accuracy-target table's
+    lower bound (0.9; 0 where the table holds none)."""
+    return AccuracyMetric("TOKENS_PER_SAMPLE", "tokens_per_sample", TOKENS_PER_SAMPLE, reference,
+                          lower_fraction=lower, upper_fraction=1.1)
+
+
+# The LLM benchmarks of the datacenter suite: Offline required, Server and Interactive optional, one of them asked
+# of a closed result (main.py Loader.check_scenarios, the old checker's last check).
+_LLM_DATACENTER = dict(
+    required_scenarios={DATACENTER: (S.Offline,), BOTH: (S.Offline,)},
+    optional_scenarios={DATACENTER: (S.Interactive, S.Server), BOTH: (S.Interactive, S.Server)},
+    required_one_of={DATACENTER: (S.Server, S.Interactive), BOTH: (S.Server, S.Interactive)},
+)
 
 
 BENCHMARKS = {
@@ -210,6 +281,78 @@ BENCHMARKS = {
         checker_compliance_tests=(),
         equal_issue=True,
         uses_token_latencies=True,
+    ),
+    "llama2-70b-99.9": BenchmarkRules(
+        submission_names={T.k_99_9: "llama2-70b-99.9"},
+        loadgen_model="llama2-70b",
+        interactive_loadgen_model="llama2-70b-interactive",
+        **_LLM_DATACENTER,
+        accuracy_metric="ROUGE1",
+        accuracy_reference=44.4312,
+        accuracy_pattern=ROUGE1,
+        # accuracy-target: ROUGE1/2/L at 99.9 %, TOKENS_PER_SAMPLE at 0.9; accuracy-upper-limit: TOKENS_PER_SAMPLE 1.1.
+        accuracy_metrics=(AccuracyMetric("ROUGE1", "rouge1", ROUGE1, 44.4312),
+                          AccuracyMetric("ROUGE2", "rouge2", ROUGE2, 22.0352),
+                          AccuracyMetric("ROUGEL", "rougeL", ROUGEL, 28.6162),
+                          _tokens_per_sample(294.45, 0.9)),
+        performance_sample_count=24576,
+        dataset_size=24576,
+        offline_min_samples=24576,
+        server_latency_ms=20_000.0,
+        compliance_tests=("TEST06",),
+        equal_issue=True,
+        uses_token_latencies=True,
+        token_latency_limits={S.Server: TokenLatencyLimits(ttft_ms=2000, tpot_ms=200),
+                              S.Interactive: TokenLatencyLimits(ttft_ms=450, tpot_ms=40)},
+    ),
+    "deepseek-r1": BenchmarkRules(
+        submission_names={T.k_99: "deepseek-r1"},
+        loadgen_model="deepseek-r1",
+        interactive_loadgen_model="deepseek-r1-interactive",
+        **_LLM_DATACENTER,
+        accuracy_metric="exact_match",
+        accuracy_reference=81.3582,
+        accuracy_pattern=EXACT_MATCH,
+        accuracy_metrics=(AccuracyMetric("exact_match", "exact_match", EXACT_MATCH, 81.3582),
+                          _tokens_per_sample(3886.2274, 0.9)),
+        performance_sample_count=4388,
+        dataset_size=4388,
+        offline_min_samples=4388,
+        server_latency_ms=60_000.0,
+        compliance_tests=("TEST06",),
+        equal_issue=True,
+        uses_token_latencies=True,
+        token_latency_limits={S.Server: TokenLatencyLimits(ttft_ms=2000, tpot_ms=80),
+                              S.Interactive: TokenLatencyLimits(ttft_ms=1500, tpot_ms=15)},
+    ),
+    "gpt-oss-120b": BenchmarkRules(
+        submission_names={T.k_99: "gpt-oss-120b"},
+        loadgen_model="gpt-oss-120b",
+        interactive_loadgen_model="gpt-oss-120b-interactive",
+        **_LLM_DATACENTER,
+        accuracy_metric="exact_match",
+        accuracy_reference=83.13,
+        accuracy_pattern=EXACT_MATCH,
+        # The checkers hold no lower bound on its tokens per sample, and an upper one of 1.1 x 9999.
+        accuracy_metrics=(AccuracyMetric("exact_match", "exact_match", EXACT_MATCH, 83.13),
+                          _tokens_per_sample(9999, 0.0)),
+        # Performance runs read perf_eval_ref (6396 prompts), accuracy runs acc_eval_inputs (4395: mlperf.conf's
+        # accuracy_sample_count_override).
+        performance_sample_count=6396,
+        dataset_size=6396,
+        accuracy_sample_count=4395,
+        # The checkers' OFFLINE_MIN_SPQ_SINCE_V4 (mlperf.conf sets no Offline min_query_count for it).
+        offline_min_samples=6396,
+        server_latency_ms=60_000.0,
+        compliance_tests=("TEST07", "TEST09"),
+        official_checker_defect="the old checker (submission_checker_old.py) crashes on every closed gpt-oss-120b "
+                                "result: it asks TEST07 and TEST09 for a verify_performance.txt their scripts never "
+                                "write, then reaches `raise NotImplemented` in its TEST07 accuracy check; main.py, "
+                                "the current checker, judges it",
+        equal_issue=True,
+        uses_token_latencies=True,
+        token_latency_limits={S.Server: TokenLatencyLimits(ttft_ms=3000, tpot_ms=80),
+                              S.Interactive: TokenLatencyLimits(ttft_ms=2000, tpot_ms=15)},
     ),
 }
 

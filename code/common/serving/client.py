@@ -6,9 +6,10 @@ It is one request-level engine (code/common/generation.py) over every endpoint: 
 endpoint with room, at most `in_flight` per endpoint; the rest wait here, in the order they came. Offline's one
 query of every sample is spread that way; Server's queries go out as they come.
 
-A request sends the prompt's token ids with the benchmark's generation settings (greedy: temperature 0; max and
-min output tokens; the model's EOS ids as stop tokens) and streams the answer (server-sent events). Its first
-token goes to the system under test at the first chunk that carries one, also when that chunk is the last; the rest
+A request sends the prompt's token ids with the benchmark's generation settings (the reference's sampling: greedy,
+or gpt-oss-120b's temperature 1; max and min output tokens; the model's EOS ids as stop tokens) and streams the
+answer (server-sent events). Its first token goes to the system under test at the first chunk that carries one,
+also when that chunk is the last; the rest
 at the final chunk (the one with a finish reason). The output's token ids come from the server where it returns
 them (vLLM's `return_token_ids`); otherwise the text is tokenized with the benchmark's tokenizer (the first token
 once the text so far makes two tokens, so that it is the one the whole text starts with), and EOS appended where
@@ -345,9 +346,14 @@ class ServingClient:
     def _body(self, state: _Endpoint, request: Request, max_tokens: int, server_ids: bool) -> bytes:
         settings = request.settings
         body = {"model": state.model, "prompt": request.prompt.tolist(), "max_tokens": int(max_tokens),
-                "min_tokens": min(int(settings.min_new_tokens), int(max_tokens)), "temperature": 0.0, "top_p": 1.0,
+                "min_tokens": min(int(settings.min_new_tokens), int(max_tokens)),
+                "temperature": float(settings.temperature), "top_p": float(settings.top_p),
                 "n": 1, "stream": True, "stop_token_ids": [int(t) for t in settings.eos_token_ids],
                 "ignore_eos": False}
+        if settings.top_k > 0:
+            body["top_k"] = int(settings.top_k)
+        if settings.seed is not None:
+            body["seed"] = int(settings.seed)
         if server_ids:
             body["return_token_ids"] = True
         return json.dumps(body, separators=(",", ":")).encode()

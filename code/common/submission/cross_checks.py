@@ -226,6 +226,9 @@ class AccuracyCheck:
             return   # a model the toolkit has no tables (nor scorer) for
         if not self.txt.is_file():
             return   # no accuracy.txt to compare with (TEST06/accuracy/ holds the sampled responses only)
+        patterns = [m.pattern for m in bench.accuracy_metrics] or [bench.accuracy_pattern]
+        if all(_first(re.compile(pattern), txt.splitlines()) is None for pattern in patterns):
+            return   # no score in it to compare with (TEST07/TEST09's holds the hash= line alone)
         provenance = self._provenance()
         if provenance is None:
             return

@@ -4,7 +4,10 @@ build/submission-staging/<division>/<submitter>/results/<system>/<benchmark>/<Sc
 stage_compliance verifies each compliance test again against the runs staged beside it, as the official scripts
 compare with the submitted performance/run_1 and accuracy/ logs, so a verdict never refers to another run. TEST06
 compares with no run: its sampled responses are checked again with the EOS token ids run_audit_harness recorded,
-and staged as compliance/TEST06/run_verification.py lays them out (verify_accuracy.txt, accuracy/).
+and staged as compliance/TEST06/run_verification.py lays them out (verify_accuracy.txt, accuracy/). TEST07 and
+TEST09 compare with no run either: TEST09's output lengths are verified again from its accuracy log, TEST07's
+verdict is staged with the very accuracy log it scored; both as their run_verification.py lays them out
+(verify_accuracy.txt or verify_output_len.txt, accuracy/, performance/run_1/).
 """
 from __future__ import annotations
 
@@ -14,8 +17,9 @@ from typing import Any, Callable
 
 from ..audit.verdicts import ACCURACY_FILES as TEST01_ACCURACY_FILES
 from ..audit.test06 import verify_test06
-from ..audit.verdicts import (PART3_FILES, TEST06_ACCURACY_LOG, VERIFIED_AGAINST, read_verified_against,
-                              verdict_problems)
+from ..audit.test09 import verify_test09
+from ..audit.verdicts import (JUDGED_LOG_SHA256, PART3_FILES, TEST06_ACCURACY_LOG, VERIFIED_AGAINST,
+                              read_verified_against, verdict_problems)
 from ..audit.verify import (Check, compare_accuracy_logs, read_accuracy_log, verify_performance,
                             verify_test01_accuracy)
 from ..benchmark_api import ResponseFormat
@@ -27,7 +31,8 @@ from ..records.metadata import RunRecord
 from ..records.reproduce import reproduce_command
 from ..paths import (ACCURACY_LOG, ACCURACY_TXT, CALIBRATION_DOC, COMPLIANCE_DIRS, DETAIL_LOG, DOCUMENTATION_DIR,
                      LOADGEN_LOGS, MEASUREMENTS_JSON, README, RESULTS_DIR, RUN_RECORD, SUMMARY_LOG, SYSTEMS_DIR,
-                     USER_CONF, VERIFY_ACCURACY, VERIFY_PERFORMANCE, Paths, accuracy_dir, performance_run_dir)
+                     USER_CONF, VERIFY_ACCURACY, VERIFY_OUTPUT_LEN, VERIFY_PERFORMANCE, Paths, accuracy_dir,
+                     performance_run_dir)
 from ..rules import RulesRound
 from ..user_files import read_json_file
 from .cross_checks import write_provenance
@@ -220,6 +225,8 @@ def stage_compliance_for(paths: Paths, rules: RulesRound, results_dir: Path, sys
         fix = f"make run_audit_harness RUN_ARGS=\"--benchmarks={benchmark} --scenarios={logged.value}\""
         if rules.compliance_tests[test].checks_output_tokens:
             problem = _stage_tokens(rules, test, source, results_dir, bench, target, response, logged, log, label)
+        elif rules.compliance_tests[test].scores_accuracy or rules.compliance_tests[test].checks_output_length:
+            problem = _stage_logged(rules, test, source, results_dir, bench, target, response, log, label)
         else:
             problem = _stage_test(paths, rules, test, source, results_dir, bench, target, response, log, label)
         if problem is None:
@@ -328,6 +335,50 @@ def _stage_tokens(rules: RulesRound, test: str, source: Path, results_dir: Path,
     (tmp / TEST06_ACCURACY_LOG).parent.mkdir(parents=True)
     (tmp / VERIFY_ACCURACY).write_text(text)
     shutil.copy2(accuracy_log, tmp / TEST06_ACCURACY_LOG)
+    problem = _replace_if_judged_right(tmp, dest, spec, bench, target, rules)
+    if problem is not None:
+        return problem
+    log(f"{label}: staged from {source}: {how}")
+    return None
+
+
+def _stage_logged(rules: RulesRound, test: str, source: Path, results_dir: Path, bench, target: AccuracyTarget,
+                  response: ResponseFormat, log: Log, label: str) -> str | None:
+    """Stage TEST07 or TEST09 with the compliance run's whole accuracy log and its logs: TEST09's output lengths
+    verified again from that log, TEST07's verdict as run_audit_harness wrote it, provided the log is the one it
+    scored; the reason it cannot be staged, or None."""
+    spec = rules.compliance_tests[test]
+    accuracy_log = accuracy_dir(source) / ACCURACY_LOG
+    if not accuracy_log.is_file():
+        return "no compliance run"
+    if spec.checks_output_length:
+        try:
+            check = verify_test09(read_accuracy_log(accuracy_log), spec.output_token_bounds, response.np_dtype)
+        except (OSError, ValueError) as error:
+            return f"its accuracy log cannot be read ({error})"
+        if not check.passed:
+            return f"the test fails ({check.summary})"
+        verdict, text, how = VERIFY_OUTPUT_LEN, check.text, f"verified again: {check.summary}"
+    else:
+        verdict = VERIFY_ACCURACY
+        if not (source / verdict).is_file():
+            return f"no verdict ({verdict}) in the compliance folder"
+        recorded = _verified_against(source, log).get(JUDGED_LOG_SHA256)
+        if recorded != sha256_file(accuracy_log):
+            return (f"its accuracy log is not the one its verdict scored ({'another one' if recorded else 'no record'}"
+                    f" in {VERIFIED_AGAINST})")
+        text, how = (source / verdict).read_text(errors="replace"), "its verdict on the accuracy log it scored"
+    dest = results_dir / test
+    tmp = results_dir / f".{test}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    accuracy_dir(tmp).mkdir(parents=True)
+    (tmp / verdict).write_text(text)
+    shutil.copy2(accuracy_log, accuracy_dir(tmp) / ACCURACY_LOG)
+    run_1 = performance_run_dir(source)
+    if all((run_1 / name).is_file() for name in PERFORMANCE_FILES):
+        performance_run_dir(tmp).mkdir(parents=True)
+        for name in PERFORMANCE_FILES:
+            shutil.copy2(run_1 / name, performance_run_dir(tmp) / name)
     problem = _replace_if_judged_right(tmp, dest, spec, bench, target, rules)
     if problem is not None:
         return problem

@@ -4,7 +4,9 @@ Per accuracy folder (`<Scenario>/accuracy/` and `<Scenario>/TEST01/accuracy/`): 
 append `hash=<sha256 of the untruncated json>` to accuracy.txt, then keep only the first and last
 `keep` characters of mlperf_log_accuracy.json. The hash line marks a folder as done, so a second
 run changes nothing. TEST06/accuracy/ (an LLM's sampled responses, with no accuracy.txt) stays whole, as the
-official truncate_accuracy_log.py leaves it.
+official truncate_accuracy_log.py leaves it; TEST07/accuracy/ and TEST09/accuracy/ (gpt-oss-120b's whole
+compliance logs, with no accuracy.txt) are cut too, their accuracy.txt written with the hash line alone, as the
+official script does.
 """
 from __future__ import annotations
 
@@ -21,7 +23,10 @@ from ..rules import RulesRound
 
 Log = Callable[[str], None]
 # <division>/<submitter>/results/<system>/<benchmark>/<Scenario>/[TEST01/]accuracy
-_PATTERNS = (f"*/*/{RESULTS_DIR}/*/*/*/{ACCURACY_DIR}", f"*/*/{RESULTS_DIR}/*/*/*/TEST01/{ACCURACY_DIR}")
+_PATTERNS = (f"*/*/{RESULTS_DIR}/*/*/*/{ACCURACY_DIR}",
+             *(f"*/*/{RESULTS_DIR}/*/*/*/{test}/{ACCURACY_DIR}" for test in ("TEST01", "TEST07", "TEST09")))
+# Compliance folders whose accuracy/ holds the log alone: truncation writes their accuracy.txt (the hash line).
+HASH_ONLY_TESTS = ("TEST07", "TEST09")
 # The line truncate_results appends to accuracy.txt; it marks the folder as truncated.
 HASH_LINE = re.compile(r"^hash=([0-9a-fA-F]{64})\s*$", re.MULTILINE)
 
@@ -95,11 +100,12 @@ def _truncate_json(json_path: Path, keep: int) -> bool:
 def _truncate_one(folder: Path, backup: Path, keep: int, log: Log) -> bool:
     """Truncate one accuracy folder; False when it already was."""
     json_path, txt_path = folder / ACCURACY_LOG, folder / ACCURACY_TXT
-    for needed in (json_path, txt_path):
+    hash_only = folder.parent.name in HASH_ONLY_TESTS
+    for needed in (json_path,) if hash_only else (json_path, txt_path):
         if not needed.is_file():
             raise UserError(f"{needed} is missing: an accuracy folder needs both {ACCURACY_LOG} and "
                             f"{ACCURACY_TXT}. Stage the accuracy run again.", exit_code=EXIT_FAILURE)
-    txt = _read_text(txt_path)
+    txt = _read_text(txt_path) if txt_path.is_file() else ""
     marked = HASH_LINE.search(txt)
     if marked:
         # An interrupted earlier call wrote the hash but not the cut json: finish it. Any other json
@@ -110,7 +116,8 @@ def _truncate_one(folder: Path, backup: Path, keep: int, log: Log) -> bool:
         return False
     # Backups first: nothing is changed in the staging tree before the full logs are safe.
     _backup(json_path, backup / ACCURACY_LOG, log)
-    _backup(txt_path, backup / ACCURACY_TXT, log)
+    if txt_path.is_file():
+        _backup(txt_path, backup / ACCURACY_TXT, log)
     digest = sha256_file(json_path)
     # Hash line before the cut: a crash in between leaves a state the next call can finish (above).
     sep = "" if txt == "" or txt.endswith("\n") else "\n"

@@ -14,7 +14,8 @@ class outside the user's custom.py, not typed on the command line):
   (an Offline-like throughput says nothing of the latency bound).
 
 A `--test_run` (the probe itself), AccuracyOnly (one pass over the data set, the time set by it, not by the figure),
-other backends (their configs' figures are per core of this machine), other scenarios, a value typed on the
+other backends (their configs' figures are per core of this machine), a config of another backend run with
+--backend=tensorrt (its figure is not NVIDIA's), other scenarios, a value typed on the
 command line (`--offline_expected_qps=90000` accepts NVIDIA's figure knowingly) and a value in custom.py
 (find_peak's or the user's) all run as configured.
 """
@@ -31,6 +32,7 @@ CHECKED_BACKENDS = ("tensorrt",)
 CUSTOM_CONFIG = "custom.py"     # the user's configs: add_custom_system's stubs and find_peak's measured values
 
 SHIPPED, OWN, TYPED = "shipped config", "custom config", "command line"
+OTHER_BACKEND = "shipped config of another backend"   # e.g. a CPU config run with --backend=tensorrt
 
 
 @dataclass(frozen=True)
@@ -73,12 +75,16 @@ def refusal(check: FirstRunCheck) -> str | None:
 
 
 def origin_of(config_class: type, field: str, source: str) -> str:
-    """SHIPPED when the config class's value of `field` is set by a class outside any custom.py (inherited or
-    not); OWN when a custom.py class sets it; otherwise `source` itself (command line, default, ...)."""
+    """SHIPPED when the config class is a TensorRT config (NVIDIA's) and its value of `field` is set by a class
+    outside any custom.py (inherited or not); OWN when a custom.py class sets it; OTHER_BACKEND for a class of
+    another backend (its figure was not written for TensorRT, e.g. a CPU config's per-core figure); otherwise
+    `source` itself (command line, default, ...)."""
     from ..config_registry import CONFIG_CLASS
 
     if not source.startswith(CONFIG_CLASS):
         return TYPED if source == "command line" else source
+    if getattr(config_class, "backend", None) not in CHECKED_BACKENDS:   # the class's own (or inherited) backend
+        return OTHER_BACKEND
     for cls in inspect.getmro(config_class):
         if field in vars(cls):
             try:

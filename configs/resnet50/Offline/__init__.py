@@ -13,7 +13,7 @@ class OfflineCPUBase(ResNet50Base):
 class OfflineGPUBase(ResNet50GPUBase):
     scenario = Scenario.Offline
     batch_size = 2048
-    instances = 2
+    instances = 2           # per GPU (NVIDIA's gpu_inference_streams): every GPU of an x8 system gets two
     offline_expected_qps = 90000.0
 
 

@@ -19,7 +19,7 @@ class ServerCPUBase(ResNet50Base):
 class ServerGPUBase(ResNet50GPUBase):
     scenario = Scenario.Server
     batch_size = 256
-    instances = 4
+    instances = 4           # per GPU (NVIDIA's gpu_inference_streams): every GPU of an x8 system gets four
     server_target_qps = 77000.0
     server_batch_timeout_us = 2000
 

@@ -18,32 +18,83 @@ IMPLEMENTATION = Field(
     "harnesses), the default falls back to python.", choices=("native", "python"))
 
 
-def backend_instances(run: HarnessRun) -> list:
-    """One inference callable per backend instance, each warmed up on the batch sizes it will see."""
-    from ...backends import create_backend, threads_per_instance
+class BackendInstances:
+    """The backend instances of a test and their inference callables (`calls`: `parallel_calls` per instance, each
+    served by a worker thread of its own); `close` frees the instances, once."""
+
+    def __init__(self, backends: list, calls: list) -> None:
+        self.backends, self.calls = backends, calls
+
+    @property
+    def direct_batches(self) -> bool:
+        return bool(self.backends) and all(getattr(b, "direct_batches", False) for b in self.backends)
+
+    def close(self) -> None:
+        """Close every instance (the last first), even when one fails to; the first failure is raised after."""
+        backends, self.backends = self.backends, []
+        failure: BaseException | None = None
+        for backend in reversed(backends):
+            try:
+                close = getattr(backend, "close", None)    # a plug-in's backend that is not a Backend may have none
+                if close is not None:
+                    close()
+            except BaseException as error:  # noqa: BLE001  raised below, after the others are closed
+                failure = failure or error
+        if failure is not None:
+            raise failure
+
+
+def backend_instances(run: HarnessRun, log=None) -> BackendInstances:
+    """The test's backend instances, each warmed up on the batch sizes it will see, and their inference callables.
+    A backend whose instances are per device (TensorRT: per GPU) gets `instances` on every device. Whatever was
+    made is closed again when making or warming up one fails."""
+    import sys
+
+    from ...backends import create_backend, get_plugin, threads_per_instance
+    from ...backends.registry import instance_count
     from ...constants import Scenario
     from ...engines.input_samples import engine_inputs
     from ...named_inputs import warmup_inputs
 
     spec, fields = run.spec, run.fields
-    count, batch_size = int(fields["instances"]), int(fields["batch_size"])
+    log = log or (lambda line: print(line, file=sys.stderr))
+    per_config, batch_size = int(fields["instances"]), int(fields["batch_size"])
+    count = instance_count(get_plugin(fields["backend"]), per_config)
+    if count != per_config:
+        log(f"{spec.label}: {fields['backend']} runs {per_config} instance(s) per device on {count // per_config} "
+            f"devices: {count} instances")
+    if fields.get("start_from_device") and spec.harness != PythonHarness.name:
+        from ...errors import UserError
+
+        raise UserError("start_from_device needs the python implementation of the lwis harness "
+                        "(--harness_impl=python): the native core gathers batches in host memory")
     threads = threads_per_instance(fields, spec.cpu_cores)
     inputs = engine_inputs(run.benchmark, {**fields, "model": spec.model})   # int8 for input_dtype=int8
-    backends = [create_backend(Path(spec.engine), backend=fields["backend"], input_names=[i.name for i in inputs],
-                               threads=threads, device=spec.engine_manifest.get("device", "cpu"), instance=index)
-                for index in range(count)]
-    # A runtime's first call at a new batch shape is slow; Server batches take every size up to batch_size.
-    sizes = range(1, batch_size + 1) if spec.scenario_enum is Scenario.Server and batch_size <= 16 \
-        else sorted({1, batch_size})
-    for backend in backends:
-        for size in sizes:
-            backend.infer(warmup_inputs(inputs, size))
+    made = BackendInstances([], [])
+    try:
+        for index in range(count):
+            made.backends.append(create_backend(Path(spec.engine), backend=fields["backend"],
+                                                input_names=[i.name for i in inputs], threads=threads,
+                                                device=spec.engine_manifest.get("device", "cpu"), instance=index))
+        if fields.get("start_from_device"):
+            for backend in made.backends:
+                backend.keep_inputs_on_device()
+        # A runtime's first call at a new batch shape is slow; Server batches take every size up to batch_size.
+        sizes = range(1, batch_size + 1) if spec.scenario_enum is Scenario.Server and batch_size <= 16 \
+            else sorted({1, batch_size})
+        for backend in made.backends:
+            for size in sizes:
+                backend.infer(warmup_inputs(inputs, size))
+    except BaseException:
+        made.close()
+        raise
     postprocess = run.benchmark.postprocessor(spec.model, run.samples)
 
     def make(backend):
         return lambda batch, indices: postprocess(backend.infer(batch), indices)
 
-    return [make(b) for b in backends]
+    made.calls = [make(b) for b in made.backends for _ in range(max(1, int(getattr(b, "parallel_calls", 1))))]
+    return made
 
 
 def batching(run: HarnessRun) -> tuple[int, int]:
@@ -69,7 +120,17 @@ class PythonHarness(_Lwis):
 
         inputs = engine_inputs(run.benchmark, {**run.fields, "model": run.spec.model})
         qsl = SampleLibrary(run.samples, run.spec.performance_sample_count, inputs)
-        return HarnessSUT(run.spec.scenario_enum, qsl, backend_instances(run), *batching(run)).start(), qsl
+        instances = backend_instances(run)
+        if run.fields.get("start_from_device"):     # each load goes to the GPUs before the test's clock runs
+            qsl.after_load.append(lambda loaded: [backend.upload(loaded) for backend in instances.backends])
+        try:
+            sut = HarnessSUT(run.spec.scenario_enum, qsl, instances.calls, *batching(run),
+                             direct_batches=instances.direct_batches)
+        except BaseException:
+            instances.close()
+            raise
+        sut.on_close(instances.close)
+        return sut.start(), qsl
 
 
 class NativeHarness(_Lwis):
@@ -139,4 +200,18 @@ class NativeHarness(_Lwis):
     def create(self, run: HarnessRun):
         from ..native_sut import native_system
 
-        return native_system(run.spec, run.benchmark, run.samples, lambda: backend_instances(run))
+        made: list[BackendInstances] = []
+
+        def python_instances() -> list:
+            made.append(backend_instances(run))
+            return made[-1].calls
+
+        try:
+            sut, qsl = native_system(run.spec, run.benchmark, run.samples, python_instances)
+        except BaseException:
+            for instances in made:
+                instances.close()
+            raise
+        for instances in made:
+            sut.on_close(instances.close)
+        return sut, qsl

@@ -172,14 +172,14 @@ class TextTokenizer:
     def token_to_id(self, token: str) -> int | None:
         return self._tokenizer.token_to_id(token)
 
-    def chat_prompt(self, user_message: str) -> str:
-        """The chat template rendered for one user turn and the start of the assistant's answer (the template's
-        default system message included), as text: encode it with add_bos=True."""
+    def chat_prompt(self, user_message: str, system: str = "") -> str:
+        """The chat template rendered for one user turn and the start of the assistant's answer, as text: encode it
+        with add_bos=True. `system` is the system message; empty: the template's default one, if it has one."""
         if not self.chat_template:
             raise UserError(f"The tokenizer from {self.source} has no chat template; use the plain prompt.",
                             exit_code=EXIT_FAILURE)
         return render_chat(self.chat_template, user_message, bos_token=self.token_text(self.bos_token_id),
-                           eos_token=self.token_text(self.eos_token_ids[0]))
+                           eos_token=self.token_text(self.eos_token_ids[0]), system=system)
 
     def fingerprint(self) -> str:
         """sha256 of everything that decides the ids and the prompts: the full tokenizer definition, BOS/EOS and
@@ -219,8 +219,10 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 # --- chat templates ------------------------------------------------------------------------------------------------
 
-def render_chat(template: str, user_message: str, *, bos_token: str = "", eos_token: str = "") -> str:
-    """Render a chat template for one user message plus the generation prompt.
+def render_chat(template: str, user_message: str, *, bos_token: str = "", eos_token: str = "",
+                system: str = "") -> str:
+    """Render a chat template for one user message (after a system message, where `system` is given) plus the
+    generation prompt.
 
     The two families the benchmark uses are rendered here without a template engine, so that prompts never depend
     on whether jinja2 happens to be installed: ChatML (SmolLM2: <|im_start|>role\\n...<|im_end|>, with the
@@ -228,10 +230,11 @@ def render_chat(template: str, user_message: str, *, bos_token: str = "", eos_to
     knowledge cutoff and default date). Any other template is rendered with jinja2, as Hugging Face does, if it
     is installed."""
     if "<|im_start|>" in template:
-        system = re.search(r"<\|im_start\|>system\n(.*?)<\|im_end\|>", template, re.DOTALL)
-        head = f"<|im_start|>system\n{system.group(1)}<|im_end|>\n" if system else ""
+        default = re.search(r"<\|im_start\|>system\n(.*?)<\|im_end\|>", template, re.DOTALL)
+        message = system or (default.group(1) if default else "")
+        head = f"<|im_start|>system\n{message}<|im_end|>\n" if message else ""
         return f"{head}<|im_start|>user\n{user_message}<|im_end|>\n<|im_start|>assistant\n"
-    if "<|start_header_id|>" in template:
+    if "<|start_header_id|>" in template and not system:
         head = bos_token if "bos_token" in template else ""
         if "Cutting Knowledge Date" in template:
             cutoff = re.search(r"Cutting Knowledge Date: ([^\\\"'\n]*)", template)
@@ -242,10 +245,11 @@ def render_chat(template: str, user_message: str, *, bos_token: str = "", eos_to
         content = user_message.strip() if "| trim" in template else user_message
         return (f"{head}<|start_header_id|>user<|end_header_id|>\n\n{content}<|eot_id|>"
                 "<|start_header_id|>assistant<|end_header_id|>\n\n")
-    return render_chat_jinja(template, user_message, bos_token=bos_token, eos_token=eos_token)
+    return render_chat_jinja(template, user_message, bos_token=bos_token, eos_token=eos_token, system=system)
 
 
-def render_chat_jinja(template: str, user_message: str, *, bos_token: str = "", eos_token: str = "") -> str:
+def render_chat_jinja(template: str, user_message: str, *, bos_token: str = "", eos_token: str = "",
+                      system: str = "") -> str:
     """Render with jinja2 as Hugging Face's apply_chat_template does (sandboxed, trim_blocks, lstrip_blocks)."""
     try:
         from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -259,5 +263,6 @@ def render_chat_jinja(template: str, user_message: str, *, bos_token: str = "", 
 
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
     env.globals["raise_exception"] = raise_exception
-    return env.from_string(template).render(messages=[{"role": "user", "content": user_message}],
+    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user_message}]
+    return env.from_string(template).render(messages=messages,
                                             add_generation_prompt=True, bos_token=bos_token, eos_token=eos_token)
