@@ -53,7 +53,7 @@ preprocess_data: $(VENV_STAMP) ## Write the preprocessed tensors and map files
 	@$(MAIN)
 generate_engines: $(VENV_STAMP) ## Build the engines (ONNX Runtime model or TensorRT plan)
 	@$(MAIN)
-selftest_gpu: $(VENV_STAMP) ## On an NVIDIA GPU: build small TensorRT plans, run them, compare with ONNX Runtime
+selftest_gpu: $(VENV_STAMP) ## On an NVIDIA GPU: CUDA round trips on every GPU; with TensorRT, small plans vs ONNX Runtime
 	@$(MAIN)
 calibrate: $(VENV_STAMP) ## Regenerate the INT8 calibration cache
 	@$(MAIN)

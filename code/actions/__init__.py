@@ -35,8 +35,9 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
     Action("download_data", "Fetch the data set, or say where to get it", "harness:DownloadData"),
     Action("preprocess_data", "Write preprocessed tensors and map files", "harness:PreprocessData"),
     Action("generate_engines", "Build the engine (ONNX Runtime model or TensorRT plan)", "harness:GenerateEngines"),
-    Action("selftest_gpu", "On an NVIDIA GPU: build small TensorRT plans (fp32, fp16, int8), run them on two streams "
-           "and compare with ONNX Runtime", "selftest_gpu:SelftestGpu"),
+    Action("selftest_gpu", "On an NVIDIA GPU: streams, events, pinned and device memory checked with a byte round "
+           "trip on every GPU; where TensorRT is installed, also small plans (fp32, fp16, int8) run on two streams "
+           "and compared with ONNX Runtime", "selftest_gpu:SelftestGpu"),
     Action("calibrate", "Regenerate the INT8 calibration cache", "harness:Calibrate"),
     Action("run_harness", "Run the selected benchmarks through LoadGen", "harness:RunHarness"),
     Action("run", "Main job: prepare and run the embedded default benchmark end to end", "harness:Run"),

@@ -38,7 +38,7 @@ class _PerConfig(Handler):
     def unique(self, *names: str):
         seen = {}
         for config in self.configs():
-            key = (config.benchmark, *(config[n] for n in names))
+            key = (config.benchmark, *(config.get(n) for n in names))
             seen.setdefault(key, config)
         return list(seen.items())
 
@@ -66,7 +66,22 @@ class PreprocessData(_PerConfig):
         for (benchmark, model, dataset), _ in self.unique("model", "dataset"):
             samples = get_benchmark(benchmark).preprocess(model, dataset, self.ctx.paths, self.ctx.log)
             self.ctx.log(f"{benchmark}: {len(samples)} preprocessed samples for {model} in {samples.directory}")
+        self._int8_forms()
         return EXIT_OK
+
+    def _int8_forms(self) -> None:
+        """The int8 form of each set an engine with int8 inputs reads (input_dtype=int8), calibrating first."""
+        from ..common.engines.builder import ensure_calibration
+        from ..common.engines.input_samples import preprocess_int8, wants_int8_input
+
+        for _, config in self.unique("model", "dataset", "backend", "precision", "input_dtype", "calibration_images",
+                                     "calibration_method", "calibration_percentile"):
+            if wants_int8_input(config.values):
+                benchmark = get_benchmark(config.benchmark)
+                ensure_calibration(config, self.ctx.paths, benchmark, self.ctx.log)
+                samples = preprocess_int8(benchmark, config.values, self.ctx.paths, self.ctx.log)
+                self.ctx.log(f"{config.benchmark}: {len(samples)} int8 samples for {config['model']} in "
+                             f"{samples.directory}")
 
 
 class GenerateEngines(_PerConfig):
@@ -93,7 +108,8 @@ class Calibrate(_PerConfig):
     def handle(self) -> int:
         from ..common.engines.builder import calibrate
 
-        for _, config in self.unique("model", "dataset", "calibration_images"):
+        for _, config in self.unique("model", "dataset", "calibration_images", "calibration_method",
+                                     "calibration_percentile"):
             path = calibrate(config, self.ctx.paths, get_benchmark(config.benchmark), self.ctx.log)
             self.ctx.log(f"{config.benchmark}: calibration cache written: {path}")
         return EXIT_OK

@@ -1,10 +1,17 @@
-"""selftest_gpu: the first thing to run on a machine with an NVIDIA GPU. It says which TensorRT, CUDA and GPUs are
-here, builds a small generated network into a TensorRT plan at fp32, fp16 and int8 (the same ONNX preparation and
-builder as `make generate_engines`), runs each plan on two instances (two execution contexts on two streams) at
-several batch sizes, and compares every output with ONNX Runtime on the CPU running the same prepared ONNX.
+"""selftest_gpu: the first thing to run on a machine with an NVIDIA GPU. It says which CUDA, GPUs and TensorRT are
+here, then checks in two parts:
 
-Everything it found is printed and written to build/selftest_gpu/report.json, so one run tells whether the GPU path
-works and, if not, where it stops. Exit status 0 only when every precision matched.
+1. CUDA (cuda-python only, runs whether TensorRT is installed or not): on every GPU, a stream, events, pinned host
+   memory and device buffers, and a round trip of a byte pattern host -> device -> device -> host, compared byte
+   for byte (selftest_cuda.py).
+2. TensorRT, when it is installed: a small generated network built into a TensorRT plan at fp32, fp16 and int8
+   (the same ONNX preparation and builder as `make generate_engines`), each plan run on two instances (two
+   execution contexts on two streams) at several batch sizes, every output compared with ONNX Runtime on the CPU
+   running the same prepared ONNX. Without TensorRT this part is skipped and said so.
+
+With no NVIDIA driver (or no GPU, or no cuda-python) it stops at once with the reason in words. Everything it found
+is printed and written to build/selftest_gpu/report.json, so one run tells whether the GPU path works and, if not,
+where it stops. Exit status 0 when every check that ran passed.
 """
 from __future__ import annotations
 
@@ -14,13 +21,16 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..common.errors import EXIT_FAILURE, EXIT_OK, UserError
 from ..common.fileio import write_atomically
 from .base import Handler
+
+if TYPE_CHECKING:
+    from .selftest_cuda import CudaCheckRuntime
 
 PLAN_BATCH = 8
 BATCHES = (1, 5, 8, 13)           # 13 > the plan's batch: the runner runs it in two parts
@@ -36,31 +46,67 @@ class SelftestGpu(Handler):
         out = self.ctx.paths.build / "selftest_gpu"
         out.mkdir(parents=True, exist_ok=True)
         try:
-            self._environment(report)
-            with tempfile.TemporaryDirectory(prefix="selftest_gpu.") as work:
-                report["precisions"] = {p: self._precision(p, Path(work), out) for p in TOLERANCE}
+            cuda = self._environment(report)
+            report["cuda_check"] = self._cuda_check(cuda, report["gpus"])
+            version = self._tensorrt(report)
+            if version is not None:
+                with tempfile.TemporaryDirectory(prefix="selftest_gpu.") as work:
+                    report["precisions"] = {p: self._precision(p, Path(work), out) for p in TOLERANCE}
         except UserError as error:
             report["stopped"] = str(error)
             self._write(out, report)
             raise
         self._write(out, report)
-        failed = [p for p, result in report["precisions"].items() if not result["ok"]]
+        failed = [f"GPU {c['device']} round trip" for c in report["cuda_check"] if not c["bytes_match"]]
+        failed += [p for p, result in report.get("precisions", {}).items() if not result["ok"]]
         if failed:
             self.ctx.log(f"selftest_gpu FAILED for {', '.join(failed)}: see {out / 'report.json'}")
             return EXIT_FAILURE
-        self.ctx.log(f"selftest_gpu passed: TensorRT plans at {', '.join(TOLERANCE)} match ONNX Runtime. "
-                     f"Report: {out / 'report.json'}. Next: make run")
+        if "precisions" not in report:
+            self.ctx.log(f"selftest_gpu: the CUDA part passed on {len(report['gpus'])} GPU(s); the TensorRT part did "
+                         f"not run ({report['tensorrt']}). Report: {out / 'report.json'}")
+            return EXIT_OK
+        self.ctx.log(f"selftest_gpu passed: CUDA round trips on {len(report['gpus'])} GPU(s), TensorRT plans at "
+                     f"{', '.join(TOLERANCE)} match ONNX Runtime. Report: {out / 'report.json'}. Next: make run")
         return EXIT_OK
 
-    def _environment(self, report: dict[str, Any]) -> None:
-        from ..common.backends.cuda_runtime import CudaError, CudaRuntime, describe_cuda_failure
+    def _tensorrt(self, report: dict[str, Any]) -> str | None:
+        """TensorRT's version; None (the reason in the report) when it is not installed."""
         from ..common.backends.tensorrt_backend import require_tensorrt
 
-        version = require_tensorrt()
+        try:
+            version = require_tensorrt()
+        except UserError as error:
+            report["tensorrt"] = f"not checked: {error}"
+            self.ctx.log(f"TensorRT: {error}. The TensorRT part (plans) is skipped.")
+            return None
         report["tensorrt"] = version
         self.ctx.log(f"TensorRT {version}")
+        return version
+
+    def _cuda_check(self, cuda: "CudaCheckRuntime", gpus: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        from ..common.backends.cuda_runtime import CudaError
+        from .selftest_cuda import check_device
+
+        results = []
+        for gpu in gpus:
+            try:
+                result = check_device(cuda, gpu["index"])
+            except CudaError as error:
+                raise UserError(f"GPU {gpu['index']}: {error}", exit_code=EXIT_FAILURE) from None
+            self.ctx.log(result.line())
+            results.append(result.as_dict())
+        return results
+
+    def _environment(self, report: dict[str, Any]) -> "CudaCheckRuntime":
+        from ..common.backends.cuda_runtime import CudaError, describe_cuda_failure
+        from .selftest_cuda import CudaCheckRuntime, cuda_readiness
+
+        reason = cuda_readiness()
+        if reason is not None:
+            raise UserError(reason, exit_code=EXIT_FAILURE)
         try:
-            cuda = CudaRuntime()
+            cuda = CudaCheckRuntime()
             driver, runtime = cuda.versions()
             devices = [cuda.device_info(i) for i in range(cuda.device_count())]
         except CudaError as error:
@@ -72,6 +118,7 @@ class SelftestGpu(Handler):
                      + ("; ".join(f"{d.index}: {d.name} (sm {d.compute_capability})" for d in devices) or "none"))
         if not devices:
             raise UserError("CUDA sees no GPU (check nvidia-smi and CUDA_VISIBLE_DEVICES).", exit_code=EXIT_FAILURE)
+        return cuda
 
     def _precision(self, precision: str, work: Path, out: Path) -> dict[str, Any]:
         from ..common.backends.tensorrt_backend import TensorRTBackend

@@ -170,6 +170,14 @@ _CORE: Mapping[str, Field] = _fields(
           "reference's --total-sample-count). Fewer is a development cap: accuracy is then scored on those only.",
           minimum=1, maximum=100_000_000),
     Field("calibration_images", int, 100, "Images in the INT8 calibration list.", minimum=1, maximum=1_000_000),
+    Field("input_dtype", str, "fp32", "Type of the engine's inputs: int8 (TensorRT INT8 engines) quantizes the "
+          "samples once in preprocessing with the calibrated input scale (a quarter of float32's bytes), as NVIDIA's "
+          "ResNet-50 engines take them.", choices=("fp32", "int8")),
+    Field("calibration_method", str, "minmax", "How INT8 activation ranges are computed from the calibration list: "
+          "minmax (smallest and largest value), entropy (TensorRT's KL-divergence threshold), percentile "
+          "(calibration_percentile of |x|).", choices=("minmax", "entropy", "percentile")),
+    Field("calibration_percentile", float, None, "With calibration_method=percentile: the percentile of |x| taken as "
+          "the range (default 99.999).", minimum=50.0, maximum=100.0),
     # LoadGen settings written to user.conf
     Field("offline_expected_qps", float, None, "Expected Offline throughput (samples/s); sizes the query.",
           scenarios=_OFFLINE, required=True, minimum=0.001, maximum=1e9),

@@ -198,9 +198,10 @@ class Paths:
         key = re.sub(r"[^A-Za-z0-9.-]+", "_", f"{runtime_version}-{gpu_name}-sm{compute_capability}").strip("_")
         return self.build / "engines" / "timing_caches" / f"{key}.cache"
 
-    def calibration_cache(self, benchmark: str, model: str, dataset: str, count: int) -> Path:
-        """INT8 activation ranges computed on a calibration list (`make calibrate` rewrites it)."""
-        return self.build / "calibration" / benchmark / f"{model}-{dataset}-{count}.calib.json"
+    def calibration_cache(self, benchmark: str, model: str, dataset: str, count: int, method_suffix: str = "") -> Path:
+        """INT8 activation ranges computed on a calibration list (`make calibrate` rewrites it); `method_suffix`
+        names a method other than MinMax (calibration_ranges.CalibrationChoice.file_suffix)."""
+        return self.build / "calibration" / benchmark / f"{model}-{dataset}-{count}{method_suffix}.calib.json"
 
     # -- logs ------------------------------------------------------------------------------------
     @cached_property

@@ -19,6 +19,7 @@ and the message names the file and the `make preprocess_data` command that repai
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -42,8 +43,8 @@ MANIFEST = "manifest.json"
 FILES = "files"     # manifest key: {file name: {"size": bytes, "mtime_ns": int, "sha256": hex}} of every file written
 
 
-def preprocess_hint(benchmark: str, model: str, dataset: str) -> str:
-    return f'make preprocess_data RUN_ARGS="--benchmarks={benchmark} --model={model} --dataset={dataset}"'
+def preprocess_hint(benchmark: str, model: str, dataset: str, extra_args: str = "") -> str:
+    return f'make preprocess_data RUN_ARGS="--benchmarks={benchmark} --model={model} --dataset={dataset}{extra_args}"'
 
 
 @dataclass(frozen=True)
@@ -63,10 +64,11 @@ class Store:
     # What the samples are made from, as it is now (e.g. {"count": 20, "source_val_map_sha256": ...}); None when
     # the raw data set is not there to compare (then an existing folder is trusted for what it says it is).
     sources: dict[str, Any] | None = None
+    hint_args: str = ""             # more RUN_ARGS the make preprocess_data command of this set needs
 
     @property
     def hint(self) -> str:
-        return preprocess_hint(self.benchmark, self.model, self.dataset)
+        return preprocess_hint(self.benchmark, self.model, self.dataset, self.hint_args)
 
     @property
     def identity(self) -> dict[str, Any]:
@@ -260,6 +262,36 @@ def open_store(store: Store, cls: type[Samples] = PreprocessedSamples) -> Sample
                         f"{manifest.get('count')}. Run `{store.hint}` again.", exit_code=EXIT_FAILURE)
     values = np.array([v for _, v in entries], dtype=np.int64).reshape(len(entries), len(store.columns))
     return cls(directory, [name for name, _ in entries], values, tuple(store.columns), manifest, store.hint)
+
+
+# -- the int8 form of a set ----------------------------------------------------------------------------
+
+INT8_SUFFIX = "-int8"    # the int8 form of a set lives beside it: <model>-int8
+
+
+def int8_store(store: Store, scale: float, hint_args: str) -> Store:
+    """The int8 form of the float set `store` (engines with int8 inputs, engines/int8_input.py): the same samples
+    quantized with `scale`, in a folder beside it. Its manifest records the scale and the identity of the float set
+    it was made from, so another calibration or another float set reads as stale (with the float set gone, the
+    int8 set is trusted for what it says it is)."""
+    found = read_manifest(store.directory)
+    sources = None if found is None else {
+        "count": found.get("count"), "float_set_manifest_sha256": set_identity(store.directory)["manifest_sha256"]}
+    return dataclasses.replace(
+        store, directory=store.directory.with_name(store.directory.name + INT8_SUFFIX), dtype="int8",
+        preprocessing=f"{store.preprocessing}, then QuantizeLinear to int8 with scale {float(scale)!r}",
+        sources=sources, hint_args=hint_args)
+
+
+def write_int8_store(float_set: "PreprocessedSamples", store: Store, scale: float, log: Log,
+                     cls: type[Samples] = PreprocessedSamples) -> Samples:  # type: ignore[assignment]
+    """Write (or reuse) `store`, the int8 form of `float_set` (int8_store), quantizing each float sample once."""
+    from .engines.int8_input import quantize
+
+    samples = [SourceSample(float_set.directory / name, name, tuple(int(v) for v in float_set.values[index]))
+               for index, name in enumerate(float_set.file_names)]
+    return write_store(store, samples, lambda path: quantize(np.load(path, allow_pickle=False), scale), log,
+                       float_set.hint, cls)
 
 
 # -- writing --------------------------------------------------------------------------------------

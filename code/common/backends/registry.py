@@ -50,6 +50,7 @@ class BuildRequest:
     timing_cache: Path | None         # persistent tactic timings (TensorRT), None where the backend has none
     log: Callable[[str], None]
     decoder: bool = False             # an LLM decoder graph with its weights in an external-data file beside it
+    input_dtype: str = "fp32"         # "int8": INT8 engines take inputs quantized in preprocessing (TensorRT)
 
 
 class BackendPlugin(Protocol):

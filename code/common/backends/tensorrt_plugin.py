@@ -88,7 +88,8 @@ class TensorRTPlugin:
         with tempfile.TemporaryDirectory(prefix="tensorrt.") as work:
             prepared = Path(work) / "prepared.onnx"
             request.log(f"preparing the ONNX model for TensorRT ({request.precision}) ...")
-            tensorrt_onnx.prepare(request.model, prepared, request.precision, request.calibration_cache)
+            tensorrt_onnx.prepare(request.model, prepared, request.precision, request.calibration_cache,
+                                  request.input_dtype)
             tensorrt_builder.build_plan(prepared, request.engine, batch_size=request.batch_size,
                                         workspace_bytes=request.workspace_bytes, timing_cache=request.timing_cache,
                                         log=request.log)

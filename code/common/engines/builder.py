@@ -15,7 +15,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from ..named_inputs import named_sample, stack_batch
 from ..records.reproduce import config_command
 from .manifest import BUILDER_VERSION, CalibrationInfo, EngineManifest, engine_problem
 from . import onnxruntime_builder as ort_builder
+from .calibration_ranges import CalibrationChoice, compute_ranges
 
 CALIBRATION_BATCH = 10   # samples per calibration inference: bounds the calibrator's memory
 
@@ -93,18 +94,33 @@ def _expected_manifest(config: ResolvedConfig, model_digest: str, runtime_versio
     if config["precision"] == "int8":
         digest = sha256_file(cache) if cache is not None and cache.is_file() else "missing"
         calibration = CalibrationInfo(config["dataset"], int(config["calibration_images"]),
-                                      ort_builder.CALIBRATION_METHOD, digest)
+                                      CalibrationChoice.of(config).label, digest)
     return EngineManifest(
         benchmark=config.benchmark, model=config["model"], model_sha256=model_digest,
         backend=config["backend"], precision=config["precision"], batch_size=engine_batch_size(config),
         device=hardware.device, runtime_version=runtime_version, opt_level=plugin.opt_level,
-        quantization=plugin.quantization(config["precision"]) if calibration else None, calibration=calibration,
+        quantization=_quantization(plugin, config) if calibration else None, calibration=calibration,
         gpu_name=hardware.gpu_name, compute_capability=hardware.compute_capability)
+
+
+def _quantization(plugin: BackendPlugin, config: ResolvedConfig) -> str:
+    """The plug-in's quantization recipe, and how the engine's inputs come (an int8 input changes the engine)."""
+    recipe = plugin.quantization(config["precision"])
+    return recipe if input_dtype(config) == "fp32" else f"{recipe}; int8 inputs, calibrated scales"
+
+
+def input_dtype(config: ResolvedConfig) -> str:
+    """The engine's input type: "int8" only where the config asks for it on an INT8 engine of a backend that takes
+    it (TensorRT); otherwise "fp32"."""
+    asked = str(config.get("input_dtype") or "fp32")
+    if asked == "int8" and config["backend"] != "tensorrt":
+        raise UserError(f"input_dtype=int8 is for TensorRT INT8 engines, not --backend={config['backend']}.")
+    return asked
 
 
 def _calibration_cache(config: ResolvedConfig, paths: Paths) -> Path:
     return paths.calibration_cache(config.benchmark, config["model"], config["dataset"],
-                                   int(config["calibration_images"]))
+                                   int(config["calibration_images"]), CalibrationChoice.of(config).file_suffix)
 
 
 # -- calibration -------------------------------------------------------------------------------------
@@ -140,29 +156,37 @@ def _ensure_calibration(config: ResolvedConfig, paths: Paths, benchmark: Benchma
     cache = _calibration_cache(config, paths)
     model, model_digest = require_model(config, paths)
     samples = _calibration_samples(config, paths, benchmark)
+    choice = CalibrationChoice.of(config)
     inputs: dict[str, Any] = {
         "benchmark": config.benchmark, "model": config["model"], "model_sha256": model_digest,
         "dataset": config["dataset"], "count": int(config["calibration_images"]), "samples": len(samples),
-        "samples_sha256": _samples_sha256(samples), "method": ort_builder.CALIBRATION_METHOD,
+        "samples_sha256": _samples_sha256(samples), "method": choice.label,
         "runtime_version": ort_builder.runtime_version(), "builder_version": BUILDER_VERSION,
     }
     if not force and ort_builder.calibration_cache_inputs(cache) == inputs:
         log(f"calibration cache up to date: {cache}")
         return cache
     log(f"calibrating {config['model']} on {len(samples)} {config['dataset']} samples "
-        f"({ort_builder.CALIBRATION_METHOD}) ...")
+        f"({choice.label}) ...")
     model_inputs = benchmark.models[config["model"]].inputs
-    batches = (stack_batch(samples[i:i + CALIBRATION_BATCH], model_inputs)
-               for i in range(0, len(samples), CALIBRATION_BATCH))
+
+    def batches() -> Iterator[dict[str, np.ndarray]]:
+        return (stack_batch(samples[i:i + CALIBRATION_BATCH], model_inputs)
+                for i in range(0, len(samples), CALIBRATION_BATCH))
     with tempfile.TemporaryDirectory(prefix="calibrate.") as work:
         try:
             prepared = ort_builder.prepare_model(model, Path(work), for_quantization=True)
         except ort_builder.UnreadableModel as error:
             raise _unreadable_model(config, model, error) from None
-        ranges = ort_builder.compute_ranges(prepared, batches)
+        ranges = compute_ranges(prepared, batches, choice)
     ort_builder.write_calibration_cache(cache, ranges, inputs)
     log(f"calibration cache written: {cache}")
     return cache
+
+
+def ensure_calibration(config: ResolvedConfig, paths: Paths, benchmark: Benchmark, log: Log) -> Path:
+    """The INT8 calibration cache of this config, computed only when missing or computed from other inputs."""
+    return _ensure_calibration(config, paths, benchmark, log, force=False)
 
 
 def calibrate(config: ResolvedConfig, paths: Paths, benchmark: Benchmark, log: Log) -> Path:
@@ -202,7 +226,7 @@ def build_engine(config: ResolvedConfig, system_id: str, paths: Paths, benchmark
     request = BuildRequest(model=model, engine=engine, precision=config["precision"],
                            batch_size=int(config["batch_size"]), hardware=hardware, calibration_cache=cache,
                            workspace_bytes=int(config.get("workspace_size") or FIELDS["workspace_size"].default),
-                           timing_cache=timing_cache, log=log, decoder=decoder)
+                           timing_cache=timing_cache, log=log, decoder=decoder, input_dtype=input_dtype(config))
     try:
         plugin.build(request)
     except ort_builder.UnreadableModel as error:

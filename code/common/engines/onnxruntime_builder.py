@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from onnxruntime.quantization import TensorsData
 
 OPT_LEVEL = "ORT_ENABLE_EXTENDED"
-CALIBRATION_METHOD = "MinMax"
+CALIBRATION_METHOD = "MinMax"      # the default; calibration_ranges.py computes the others
 QUANTIZATION = "QDQ; weights QInt8 per-channel reduce_range; activations QUInt8; ORT quantize_static"
 SUPPORTED_PRECISIONS = ("fp32", "int8")
 _CACHE_KEY = "toolkit_inputs"   # our key in ORT's calibration JSON; ORT's loader ignores keys it does not know
@@ -169,7 +169,8 @@ def nodes_touching(model: Path, tensors: set[str]) -> list[str]:
 def quantize(prepared: Path, cache: Path, dest: Path) -> None:
     """Static QDQ quantization of a prepared model with the cached ranges (no calibration run here). Nodes that
     touch a tensor of non-finite range stay in float."""
-    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.calibrate import load_tensors_data
 
     bad = non_finite_ranges(cache)
     excluded = nodes_touching(prepared, bad)
@@ -178,9 +179,10 @@ def quantize(prepared: Path, cache: Path, dest: Path) -> None:
         payload["data"] = {name: entry for name, entry in payload["data"].items() if name not in bad}
         cache = Path(dest).with_name("finite_ranges.json")
         cache.write_text(json.dumps(payload))
+    method = load_tensors_data(cache).calibration_method   # quantize_static insists it matches the cache's
     quantize_static(str(prepared), str(dest), calibration_data_reader=None, quant_format=QuantFormat.QDQ,
                     per_channel=True, reduce_range=True, activation_type=QuantType.QUInt8,
-                    weight_type=QuantType.QInt8, calibrate_method=CalibrationMethod[CALIBRATION_METHOD],
+                    weight_type=QuantType.QInt8, calibrate_method=method,
                     calibration_cache_path=str(cache), nodes_to_exclude=excluded)
 
 

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import EXIT_FAILURE, UserError
 from ..fileio import atomic_path
+from . import int8_input
 from . import onnxruntime_builder as ort_builder
 
 if TYPE_CHECKING:
@@ -64,6 +65,16 @@ _QUANTIZE_OPTIONS: dict[str, Any] = {
 def check_precision(precision: str) -> None:
     if precision not in PRECISIONS:
         raise UserError(f"TensorRT engines support precisions {', '.join(PRECISIONS)}, not '{precision}'.")
+
+
+def check_input_dtype(precision: str, input_dtype: str) -> None:
+    """UserError unless `input_dtype` is one of int8_input.INPUT_DTYPES and fits `precision`."""
+    if input_dtype not in int8_input.INPUT_DTYPES:
+        raise UserError(f"input_dtype={input_dtype!r} is not valid. Valid choices: "
+                        f"{', '.join(int8_input.INPUT_DTYPES)}.")
+    if input_dtype == "int8" and precision != "int8":
+        raise UserError(f"input_dtype=int8 goes with --precision=int8 (its scale comes from the INT8 calibration), "
+                        f"not {precision}.")
 
 
 def _require_cache(calibration_cache: Path | None) -> Path:
@@ -185,14 +196,18 @@ def _quantize(model: Path, cache: Path, dest: Path) -> None:
                     extra_options={**_QUANTIZE_OPTIONS, "OpTypesToExcludeOutputQuantization": list(_WEIGHTED_OPS)})
 
 
-def prepare(source: Path, dest: Path, precision: str, calibration_cache: Path | None = None) -> None:
-    """Write to `dest` (atomically) the ONNX model TensorRT parses for `precision` ("fp32", "fp16", "int8").
+def prepare(source: Path, dest: Path, precision: str, calibration_cache: Path | None = None,
+            input_dtype: str = "fp32") -> None:
+    """Write to `dest` (atomically) the ONNX model TensorRT parses for `precision` ("fp32", "fp16", "int8");
+    input_dtype "int8" (int8 precision only) makes the model's inputs int8 with their calibrated scales
+    (int8_input.py).
 
     UserError for an unknown precision, a missing calibration cache (int8) or a model with external data;
     onnxruntime_builder.UnreadableModel when `source` is not readable ONNX."""
     import onnx
 
     check_precision(precision)
+    check_input_dtype(precision, input_dtype)
     cache = _require_cache(calibration_cache) if precision == "int8" else None
     _check_source(Path(source))
     with tempfile.TemporaryDirectory(prefix="tensorrt_onnx.") as tmp:
@@ -207,6 +222,8 @@ def prepare(source: Path, dest: Path, precision: str, calibration_cache: Path | 
             quantized = work / "quantized.onnx"
             _quantize(sanitized, cache, quantized)
             model = onnx.load(str(quantized))
+            if input_dtype == "int8":
+                model = int8_input.with_int8_input(model, int8_input.int8_input_scales(model, cache))
         with atomic_path(Path(dest), ".tmp.onnx") as out:
             onnx.save(model, str(out))
 

@@ -160,7 +160,10 @@ def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecor
     paths = Paths.create(scratch=spec.scratch, log_dir=log_dir)
     sut = None
     try:
-        samples = samples_for_run(benchmark.preprocessed(spec.model, spec.dataset, paths),
+        from ..engines.input_samples import engine_samples
+
+        fields = {**spec.config.get("fields", {}), "model": spec.model, "dataset": spec.dataset}
+        samples = samples_for_run(engine_samples(benchmark, fields, paths),   # int8 form for input_dtype=int8
                                   spec.mode_enum is TestMode.AccuracyOnly, spec.audit_test)
         sut, qsl = _system_under_test(spec, plugin, benchmark, samples, paths, log_dir)
         user_conf = write_user_conf(log_dir / USER_CONF, spec.user_conf)

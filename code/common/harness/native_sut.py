@@ -174,8 +174,11 @@ def native_system(spec, benchmark, samples: PreprocessedSet, python_instances: C
     from ..backends import threads_per_instance
     from ..backends.registry import get_plugin
 
+    from ..engines.input_samples import engine_inputs
+
     fields = spec.fields
-    qsl = NativeSampleLibrary(samples, spec.performance_sample_count, benchmark.models[spec.model].inputs)
+    qsl = NativeSampleLibrary(samples, spec.performance_sample_count,
+                              engine_inputs(benchmark, {**fields, "model": spec.model}))   # int8: input_dtype=int8
     name = get_plugin(fields["backend"]).native_backend
     if name is None:
         instances = python_instances()

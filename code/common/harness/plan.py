@@ -224,6 +224,7 @@ def plan_entry(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, run
     audit_lines = ctx.rules.compliance_tests[audit_test].audit_config if audit_test else ()
     settings = loadgen_settings(scenario, [*user_conf, *audit_lines], ctx.rules, rules)
     measurement = find_measurement(runs, ctx.system.system_id, benchmark_name, scenario, fields)
+    refuse_unmeasured_figure(ctx, config, mode, audit_test, measurement)
     speed = (measured_speed(scenario, measurement, settings) if measurement else None) or \
         config_speed(scenario, fields, settings)
     sampling = ctx.rules.compliance_tests[audit_test].sampling_target(rules) if audit_test else None
@@ -252,6 +253,28 @@ def device_set(benchmark, fields: Mapping[str, Any], samples: int) -> tuple[int,
                  else 0 for size in spec.shape]
         sample_bytes += int(np.prod(sizes, dtype=np.int64)) * np.dtype(spec.dtype).itemsize
     return samples, samples * sample_bytes
+
+
+def refuse_unmeasured_figure(ctx, config, mode: TestMode, audit_test: str | None,
+                             measurement: EarlierRun | None) -> None:
+    """UserError when a TensorRT test would run on the shipped config's QPS figure without a measurement of this
+    machine (tuning/first_run.py says which tests, and the commands that measure)."""
+    from ..tuning.first_run import QPS_FIELDS, FirstRunCheck, origin_of, refusal
+
+    field = QPS_FIELDS.get(config.scenario)
+    if field is None or audit_test is not None or config["backend"] != "tensorrt":
+        return
+    _, config_class = ctx.registry.lookup(config.benchmark, config.scenario, [config.key.system_id],
+                                          config.key.workload)
+    measured = None
+    if measurement is not None and measurement.metric_unit != TOKENS_PER_S:
+        measured = float(measurement.metric)
+    check = FirstRunCheck(config.benchmark, config.scenario, config["backend"], mode, bool(ctx.args.test_run), field,
+                          config[field], origin_of(config_class, field, config.sources[field]), measured,
+                          str(measurement.folder) if measurement is not None else "")
+    reason = refusal(check)
+    if reason is not None:
+        raise UserError(reason)
 
 
 def plan_harness(ctx, selection: Sequence[tuple[str, Scenario, TestMode]]) -> Plan:

@@ -38,6 +38,7 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
               qps_scale: float = 1.0, purpose: str = "submission") -> RunSpec:
     """Resolve and check everything a test needs before any process starts."""
     from ..engines.builder import locate_engine
+    from ..engines.input_samples import engine_samples
     from ..preprocessed_store import set_identity
     from .selection import choose, refuse_served_only
 
@@ -49,8 +50,8 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
     harness.preflight(fields, ctx.args, ctx.paths)
     model, dataset = fields["model"], fields["dataset"]
     target = ctx.args.workload.accuracy_target
-    samples = samples_for_run(benchmark.preprocessed(model, dataset, ctx.paths), mode is TestMode.AccuracyOnly,
-                              audit_test)
+    samples = samples_for_run(engine_samples(benchmark, fields, ctx.paths),   # int8 form for input_dtype=int8
+                              mode is TestMode.AccuracyOnly, audit_test)
     if harness.needs_engine:
         engine = locate_engine(config, ctx.system.system_id, ctx.paths, benchmark)
         manifest = json.loads(ctx.paths.engine_manifest(engine).read_text())

@@ -53,6 +53,7 @@ def backend_instances(run: HarnessRun, log=None) -> BackendInstances:
     from ...backends import create_backend, get_plugin, threads_per_instance
     from ...backends.registry import instance_count
     from ...constants import Scenario
+    from ...engines.input_samples import engine_inputs
     from ...named_inputs import warmup_inputs
 
     spec, fields = run.spec, run.fields
@@ -68,7 +69,7 @@ def backend_instances(run: HarnessRun, log=None) -> BackendInstances:
         raise UserError("start_from_device needs the python implementation of the lwis harness "
                         "(--harness_impl=python): the native core gathers batches in host memory")
     threads = threads_per_instance(fields, spec.cpu_cores)
-    inputs = run.benchmark.models[spec.model].inputs
+    inputs = engine_inputs(run.benchmark, {**fields, "model": spec.model})   # int8 for input_dtype=int8
     made = BackendInstances([], [])
     try:
         for index in range(count):
@@ -113,10 +114,11 @@ class PythonHarness(_Lwis):
     description = "in process: Python worker threads batch and call the backend instances"
 
     def create(self, run: HarnessRun):
+        from ...engines.input_samples import engine_inputs
         from ..qsl import SampleLibrary
         from ..sut import HarnessSUT
 
-        inputs = run.benchmark.models[run.spec.model].inputs
+        inputs = engine_inputs(run.benchmark, {**run.fields, "model": run.spec.model})
         qsl = SampleLibrary(run.samples, run.spec.performance_sample_count, inputs)
         instances = backend_instances(run)
         if run.fields.get("start_from_device"):     # each load goes to the GPUs before the test's clock runs

@@ -1,0 +1,95 @@
+"""A first TensorRT run is sized from this machine, not from NVIDIA's published figures.
+
+The shipped GPU configs carry NVIDIA's expected QPS (resnet50 H100: 90,000 Offline, 77,000 Server). LoadGen sizes
+an Offline run as 1.1 x expected QPS x 600 s of samples, so a machine that does a fifth of that runs for an hour
+instead of eleven minutes, and a Server target above what it sustains is INVALID after its full length. So before
+a full-length PerformanceOnly TensorRT run in Offline or Server whose figure is still the shipped one (a config
+class outside the user's custom.py, not typed on the command line):
+
+- with no measurement on this system (an earlier completed performance run of the same speed-defining fields, as
+  plan.find_measurement finds it), the run is refused with the commands that measure, each minutes: a `--test_run`
+  (LoadGen's about 10 s of work at the expected figure: the warm-up probe) or `make find_peak`, which measures and
+  writes the value into this system's custom.py;
+- with one, Offline is refused with the measured figure to pass (or find_peak to write it), Server with find_peak
+  (an Offline-like throughput says nothing of the latency bound).
+
+A `--test_run` (the probe itself), AccuracyOnly (one pass over the data set, the time set by it, not by the figure),
+other backends (their configs' figures are per core of this machine), a config of another backend run with
+--backend=tensorrt (its figure is not NVIDIA's), other scenarios, a value typed on the
+command line (`--offline_expected_qps=90000` accepts NVIDIA's figure knowingly) and a value in custom.py
+(find_peak's or the user's) all run as configured.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..constants import Scenario, TestMode
+
+QPS_FIELDS = {Scenario.Offline: "offline_expected_qps", Scenario.Server: "server_target_qps"}
+CHECKED_BACKENDS = ("tensorrt",)
+CUSTOM_CONFIG = "custom.py"     # the user's configs: add_custom_system's stubs and find_peak's measured values
+
+SHIPPED, OWN, TYPED = "shipped config", "custom config", "command line"
+OTHER_BACKEND = "shipped config of another backend"   # e.g. a CPU config run with --backend=tensorrt
+
+
+@dataclass(frozen=True)
+class FirstRunCheck:
+    """What decides whether a test may run on its configured figure."""
+
+    benchmark: str
+    scenario: Scenario
+    backend: str
+    test_mode: TestMode
+    test_run: bool
+    field: str | None               # QPS_FIELDS[scenario]; None for other scenarios
+    value: float | None
+    origin: str                     # SHIPPED, OWN, TYPED, or another source (e.g. "embedded default")
+    measured: float | None = None   # samples/s of an earlier performance run on this system, same speed fields
+    measured_where: str = ""        # its folder
+
+
+def refusal(check: FirstRunCheck) -> str | None:
+    """Why the test must not run on its figure, with the commands that measure it; None when it may run."""
+    if (check.backend not in CHECKED_BACKENDS or check.field is None or check.test_run
+            or check.test_mode is not TestMode.PerformanceOnly or check.origin != SHIPPED):
+        return None
+    scenario = check.scenario.value.lower()
+    probe = (f'make run_harness RUN_ARGS="--benchmarks={check.benchmark} --scenarios=offline '
+             f'--test_mode=PerformanceOnly --test_run"')
+    peak = f'make find_peak RUN_ARGS="--benchmarks={check.benchmark} --scenarios={scenario}"'
+    head = (f"{check.benchmark} {check.scenario.value} on TensorRT: {check.field}={check.value:g} is the shipped "
+            "config's figure (NVIDIA's, for their machine and harness), not a measurement of this one; a "
+            f"full-length run sized by it can take hours{' and end INVALID' if scenario == 'server' else ''}.")
+    if check.measured is None:
+        return (f"{head} Measure first (minutes): {probe} (a warm-up probe; its samples/s sizes the next runs), or "
+                f"{peak} (finds the value and writes it into this system's custom.py). To run on the shipped "
+                f"figure anyway, give it: --{check.field}={check.value:g}.")
+    if check.scenario is Scenario.Offline:
+        return (f"{head} This system measured {check.measured:.5g} samples/s ({check.measured_where}): run with "
+                f"--{check.field}={check.measured:.5g}, or {peak} to write a confirmed value into custom.py.")
+    return (f"{head} The Server target must hold the latency bound, which only a Server search measures: {peak}. "
+            f"To run on the shipped figure anyway, give it: --{check.field}={check.value:g}.")
+
+
+def origin_of(config_class: type, field: str, source: str) -> str:
+    """SHIPPED when the config class is a TensorRT config (NVIDIA's) and its value of `field` is set by a class
+    outside any custom.py (inherited or not); OWN when a custom.py class sets it; OTHER_BACKEND for a class of
+    another backend (its figure was not written for TensorRT, e.g. a CPU config's per-core figure); otherwise
+    `source` itself (command line, default, ...)."""
+    from ..config_registry import CONFIG_CLASS
+
+    if not source.startswith(CONFIG_CLASS):
+        return TYPED if source == "command line" else source
+    if getattr(config_class, "backend", None) not in CHECKED_BACKENDS:   # the class's own (or inherited) backend
+        return OTHER_BACKEND
+    for cls in inspect.getmro(config_class):
+        if field in vars(cls):
+            try:
+                where = Path(inspect.getsourcefile(cls) or "")
+            except TypeError:
+                return SHIPPED
+            return OWN if where.name == CUSTOM_CONFIG else SHIPPED
+    return SHIPPED
