@@ -183,15 +183,19 @@ def test_llama2_is_scored_as_evaluate_accuracy_py_prints_it(tmp_path: Path):
 def test_a_benchmark_with_one_accuracy_target_uses_it_unless_told():
     targets = {name: bench.accuracy_targets for name, bench in RULES.benchmarks.items()}
 
-    def workload(*argv: str):
-        args = parse_run_args(["--action=run_harness", *argv], ["run_harness"], list(RULES.benchmarks),
-                              list(RULES.benchmarks))
-        return args.with_only_accuracy_target(targets).workload.accuracy_target
+    def args(*argv: str):
+        parsed = parse_run_args(["--action=run_harness", *argv], ["run_harness"], list(RULES.benchmarks),
+                                list(RULES.benchmarks))
+        return parsed.with_only_accuracy_target(targets)
 
-    assert workload("--benchmarks=llama2-70b-99.9") is AccuracyTarget.k_99_9
-    assert workload("--benchmarks=gpt-oss-120b") is AccuracyTarget.k_99
-    assert workload("--benchmarks=llama2-70b-99.9,resnet50") is AccuracyTarget.k_99     # each is then checked
-    assert workload("--benchmarks=llama2-70b-99.9", "--accuracy_target=99") is AccuracyTarget.k_99
+    assert args("--benchmarks=llama2-70b-99.9").workload.accuracy_target is AccuracyTarget.k_99_9
+    assert args("--benchmarks=gpt-oss-120b").workload.accuracy_target is AccuracyTarget.k_99
+    mixed = args("--benchmarks=llama2-70b-99.9,resnet50")
+    assert mixed.workload.accuracy_target is AccuracyTarget.k_99
+    assert mixed.workload_for("llama2-70b-99.9").accuracy_target is AccuracyTarget.k_99_9
+    assert mixed.workload_for("resnet50").accuracy_target is AccuracyTarget.k_99
+    told = args("--benchmarks=llama2-70b-99.9", "--accuracy_target=99")
+    assert told.workload_for("llama2-70b-99.9").accuracy_target is AccuracyTarget.k_99     # then refused, named
 
 
 def test_the_closed_models_run_on_serving_engines_only():

@@ -170,7 +170,7 @@ class RunAuditHarness(Handler):
                     or against.get("accuracy_log_sha256") != sha256_file(log):
                 return None
         if verdict_problems(folder, test, self.ctx.rules.benchmark(config.benchmark),
-                            self.ctx.args.workload.accuracy_target, self.ctx.rules):
+                            self.ctx.args.workload_for(config.benchmark).accuracy_target, self.ctx.rules):
             return None
         return f"PASS already against {performance.log_dir} (verdict in {folder})"
 
@@ -344,7 +344,7 @@ class RunAuditHarness(Handler):
             texts[name] = benchmark.score(record.model, record.dataset, log, self.ctx.paths).text + "\n"
             write_atomically(part3 / name, texts[name])
         rules = self.ctx.rules
-        target = self.ctx.args.workload.accuracy_target
+        target = self.ctx.args.workload_for(record.benchmark).accuracy_target
         verdict = part3_verdict(*texts.values(), rules.benchmark(record.benchmark).accuracy_pattern,
                                 rules.part3_delta_percent.get(target, 1.0))
         return check, verdict, whole

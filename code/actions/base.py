@@ -38,7 +38,7 @@ class Context:
         """The config of a test as it will run (the harness implementation settled: harness/registry.py)."""
         from ..common.harness.selection import settle
 
-        config = self.registry.resolve(benchmark, scenario, self.system.candidates, self.args.workload,
+        config = self.registry.resolve(benchmark, scenario, self.system.candidates, self.args.workload_for(benchmark),
                                        overrides=self.args.fields_for(benchmark),
                                        cpu_cores=self.system.info.cpu.cores, override_sources=self.args.filled_in)
         return settle(config, self.args.workload.harness_type.value, self.paths.build)

@@ -102,7 +102,7 @@ class AddCustomSystem(Handler):
             for scenario in ctx.args.scenarios:
                 if not ctx.registry.systems_for(benchmark, scenario):
                     continue
-                _, parent = ctx.registry.lookup(benchmark, scenario, candidates[1:], ctx.args.workload)
+                _, parent = ctx.registry.lookup(benchmark, scenario, candidates[1:], ctx.args.workload_for(benchmark))
                 plan.append((ctx.paths.custom_config_file(benchmark, scenario), parent, scenario))
         if not plan:
             raise UserError("No benchmark and scenario selected that has configs; nothing was written.")

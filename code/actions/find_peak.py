@@ -224,7 +224,7 @@ def provenance(ctx, config, field: str, confirmed: ConfirmResult) -> list[str]:
 def plan_target(ctx, benchmark: str, scenario: Scenario) -> Target:
     """The custom.py class of this system for the selection; created from the nearest system's class (and the
     system registered) when missing, as add_custom_system does."""
-    system_id, workload = ctx.system.system_id, ctx.args.workload
+    system_id, workload = ctx.system.system_id, ctx.args.workload_for(benchmark)
     path = ctx.paths.custom_config_file(benchmark, scenario)
     existing = ctx.registry.entries.get(ConfigKey(benchmark, scenario, system_id, workload))
     if existing is not None:
@@ -266,7 +266,8 @@ def write_value(ctx, target: Target, benchmark: str, scenario: Scenario, field: 
                         f"(prefilled from {target.parent.__name__}) in {shown_path(target.path, repo)}")
         write_atomically(target.path, set_class_field(target.path.read_text(), target.class_name, field, value,
                                                       comment))
-        check_loads(target.path, ConfigKey(benchmark, scenario, system_id, ctx.args.workload), field, value)
+        check_loads(target.path, ConfigKey(benchmark, scenario, system_id, ctx.args.workload_for(benchmark)), field,
+                    value)
     said.append(f"wrote {field} = {literal(value)} into class {target.class_name} of {shown_path(target.path, repo)}; "
                 f"check it with: make show_config RUN_ARGS=\"--benchmarks={benchmark} --scenarios={scenario.value}\"")
     return said

@@ -66,6 +66,8 @@ class RunArgs:
     # Run flags and config fields the toolkit set, not the user -> why (e.g. "embedded default"). Resolved like
     # typed ones; recorded apart (config.sources, the record's invocation).
     filled_in: Mapping[str, str] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
+    # Benchmarks whose only accuracy target differs from the workload's (with_only_accuracy_target) -> that target.
+    benchmark_targets: Mapping[str, AccuracyTarget] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
     dry_run: bool = False              # multi-test commands: print the plan and stop
     resume: bool = False               # multi-test commands: continue in the LOG_DIR of an interrupted one
     retries: int = DEFAULT_RETRIES     # with --resume: runs again of a test that is not VALID
@@ -82,18 +84,27 @@ class RunArgs:
 
 
     def with_only_accuracy_target(self, targets: Mapping[str, Sequence[AccuracyTarget]]) -> "RunArgs":
-        """These arguments with the accuracy target of benchmarks that have only one (llama2-70b-99.9: 99.9 %),
-        where the user named none (--accuracy_target, --config_ver) and every selected benchmark has that one."""
+        """These arguments with the accuracy target of each benchmark that lacks the one asked for and has only
+        another (llama2-70b-99.9: 99.9 %), where the user named none (--accuracy_target, --config_ver): `workload_for`
+        gives it. When every selected benchmark has that one target, it becomes the workload's."""
         if self.explicit & {"accuracy_target", "config_ver"}:
             return self
-        own = {tuple(targets[name]) for name in self.benchmarks if name in targets}
-        if len(own) != 1:
+        own = {name: tuple(targets[name]) for name in self.benchmarks if name in targets}
+        only = {name: found[0] for name, found in own.items()
+                if self.workload.accuracy_target not in found and len(found) == 1}
+        if not only:
             return self
-        (only,) = own
-        if len(only) != 1 or only[0] is self.workload.accuracy_target:
-            return self
-        return dataclasses.replace(self, workload=dataclasses.replace(self.workload, accuracy_target=only[0]),
+        workload = self.workload
+        if len(only) == len(self.benchmarks) and len(set(only.values())) == 1:
+            workload = dataclasses.replace(workload, accuracy_target=next(iter(only.values())))
+        return dataclasses.replace(self, workload=workload, benchmark_targets=MappingProxyType(only),
                                    filled_in=MappingProxyType({**self.filled_in, "accuracy_target": "benchmark"}))
+
+    def workload_for(self, benchmark: str) -> WorkloadSetting:
+        """The workload setting a benchmark's tests run under: the one asked for, with the benchmark's only
+        accuracy target where it has no other (with_only_accuracy_target)."""
+        target = self.benchmark_targets.get(benchmark)
+        return dataclasses.replace(self.workload, accuracy_target=target) if target is not None else self.workload
     def fields_for(self, benchmark: str) -> Mapping[str, Any]:
         """The config fields given or filled in for `benchmark`: what its resolved configs take over."""
         return MappingProxyType({**self.benchmark_fields.get(benchmark, {}), **self.overrides})

@@ -49,7 +49,7 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
     refuse_served_only(harness, model_spec)
     harness.preflight(fields, ctx.args, ctx.paths)
     model, dataset = fields["model"], fields["dataset"]
-    target = ctx.args.workload.accuracy_target
+    target = ctx.args.workload_for(benchmark_name).accuracy_target
     samples = samples_for_run(engine_samples(benchmark, fields, ctx.paths),   # int8 form for input_dtype=int8
                               mode is TestMode.AccuracyOnly, audit_test)
     if harness.needs_engine:
@@ -91,7 +91,7 @@ def check_selection(ctx, benchmark_name: str, fields: Mapping[str, Any]):
         raise UserError(f"{model} takes at most {limit} sample(s) per call, so batch_size={batch_size} cannot run; "
                         f"use --batch_size={limit} (more instances, --instances, give it parallelism).")
     rules = ctx.rules.benchmark(benchmark_name)
-    target = ctx.args.workload.accuracy_target
+    target = ctx.args.workload_for(benchmark_name).accuracy_target
     if target not in rules.accuracy_targets:
         raise UserError(f"{benchmark_name} has no {target.percent_label} % accuracy target in {ctx.rules.version}; "
                         f"valid: {', '.join(t.value for t in rules.accuracy_targets)}.")
