@@ -1,4 +1,4 @@
-"""A first TensorRT run is sized from this machine (tuning/first_run.py): which tests run on their configured
+"""A first TensorRT run is sized from this machine (harness/first_run.py): which tests run on their configured
 figure and which are refused with the commands that measure, on generated checks and config classes, and through
 the plan of run_harness --dry_run with the shipped H100 config."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from code.common.constants import Scenario, TestMode
-from code.common.tuning.first_run import OTHER_BACKEND, OWN, SHIPPED, TYPED, FirstRunCheck, origin_of, refusal
+from code.common.harness.first_run import OTHER_BACKEND, OWN, SHIPPED, TYPED, FirstRunCheck, origin_of, refusal
 from code.main import main
 
 SHIPPED_OFFLINE = FirstRunCheck("resnet50", Scenario.Offline, "tensorrt", TestMode.PerformanceOnly, False,

@@ -148,9 +148,8 @@ def test_int8_input_is_refused_where_it_does_not_fit(tmp_path: Path) -> None:
 
 
 def test_the_int8_form_of_a_preprocessed_set(tmp_path: Path) -> None:
-    from code.common.preprocessed_store import (
-        SourceSample, Store, int8_store, open_store, write_int8_store, write_store,
-    )
+    from code.common.engines.int8_input import write_int8_store
+    from code.common.preprocessed_store import SourceSample, Store, int8_store, open_store, write_store
 
     raw = tmp_path / "raw"
     raw.mkdir()

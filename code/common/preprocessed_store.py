@@ -283,17 +283,6 @@ def int8_store(store: Store, scale: float, hint_args: str) -> Store:
         sources=sources, hint_args=hint_args)
 
 
-def write_int8_store(float_set: "PreprocessedSamples", store: Store, scale: float, log: Log,
-                     cls: type[Samples] = PreprocessedSamples) -> Samples:  # type: ignore[assignment]
-    """Write (or reuse) `store`, the int8 form of `float_set` (int8_store), quantizing each float sample once."""
-    from .engines.int8_input import quantize
-
-    samples = [SourceSample(float_set.directory / name, name, tuple(int(v) for v in float_set.values[index]))
-               for index, name in enumerate(float_set.file_names)]
-    return write_store(store, samples, lambda path: quantize(np.load(path, allow_pickle=False), scale), log,
-                       float_set.hint, cls)
-
-
 # -- writing --------------------------------------------------------------------------------------
 
 def _convert_one(source: Path, dest: Path, convert: Callable[[Path], np.ndarray], shape: tuple[int, ...],

@@ -13,8 +13,9 @@ import numpy as np
 from ..common.benchmark_api import Log
 from ..common.fileio import sha256_file
 from ..common.paths import Paths
+from ..common.engines.int8_input import write_int8_store
 from ..common.preprocessed_store import (FILES, MANIFEST, PreprocessedSamples, SourceSample, Store, int8_store,
-                                         open_store, output_name, preprocess_hint as _hint, write_int8_store,
+                                         open_store, output_name, preprocess_hint as _hint,
                                          write_store)
 from .datasets import VAL_MAP, check_dataset, download_hint, parse_val_map, read_val_map
 from .models import BENCHMARK, facts, preprocess_function

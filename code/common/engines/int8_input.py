@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
+from ..benchmark_api import Log
 from ..errors import EXIT_FAILURE, UserError
+from ..preprocessed_store import PreprocessedSamples, Samples, SourceSample, Store, write_store
 
 if TYPE_CHECKING:
     import onnx
@@ -122,3 +124,12 @@ def int8_input_scales(model: "onnx.ModelProto", cache: Path) -> dict[str, float]
     initializers = {i.name for i in model.graph.initializer}
     return {v.name: input_scale(cache, v.name) for v in model.graph.input
             if v.name not in initializers and v.type.tensor_type.elem_type == TensorProto.FLOAT}
+
+
+def write_int8_store(float_set: PreprocessedSamples, store: Store, scale: float, log: Log,
+                     cls: type[Samples] = PreprocessedSamples) -> Samples:  # type: ignore[assignment]
+    """Write (or reuse) `store`, the int8 form of `float_set` (int8_store), quantizing each float sample once."""
+    samples = [SourceSample(float_set.directory / name, name, tuple(int(v) for v in float_set.values[index]))
+               for index, name in enumerate(float_set.file_names)]
+    return write_store(store, samples, lambda path: quantize(np.load(path, allow_pickle=False), scale), log,
+                       float_set.hint, cls)

@@ -257,12 +257,12 @@ def device_set(benchmark, fields: Mapping[str, Any], samples: int) -> tuple[int,
 
 def refuse_unmeasured_figure(ctx, config, mode: TestMode, audit_test: str | None,
                              measurement: EarlierRun | None) -> None:
-    """UserError when a TensorRT test would run on the shipped config's QPS figure without a measurement of this
-    machine (tuning/first_run.py says which tests, and the commands that measure)."""
-    from ..tuning.first_run import QPS_FIELDS, FirstRunCheck, origin_of, refusal
+    """UserError when a test would run on the shipped config's QPS figure (NVIDIA's) without a measurement of this
+    machine (first_run.py says which tests and backends, and the commands that measure)."""
+    from .first_run import QPS_FIELDS, FirstRunCheck, origin_of, refusal
 
     field = QPS_FIELDS.get(config.scenario)
-    if field is None or audit_test is not None or config["backend"] != "tensorrt":
+    if field is None or audit_test is not None:
         return
     _, config_class = ctx.registry.lookup(config.benchmark, config.scenario, [config.key.system_id],
                                           config.key.workload)
