@@ -50,7 +50,10 @@ def scored(imagenet_mobilenet, tmp_path_factory):  # noqa: F811
     return paths, images, labels, _top1(fp32, images, labels)
 
 
-@pytest.mark.parametrize("method", ["minmax", "entropy", "percentile"])
+# entropy and percentile build a histogram of every activation over the calibration images (2 to 3 minutes each on
+# two cores): `make test_all` runs them; their range logic is tested on generated data in test_calibration_ranges.py.
+@pytest.mark.parametrize("method", ["minmax", pytest.param("entropy", marks=pytest.mark.slow),
+                                    pytest.param("percentile", marks=pytest.mark.slow)])
 def test_calibration_methods_top1_on_imagenet_sample(scored, method: str, tmp_path: Path) -> None:
     from code.common.engines.builder import calibrate
     from code.resnet50.benchmark import BENCHMARK
