@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..common.benchmark_api import Log, ModelSpec, ServingFolder
-from ..common.errors import EXIT_FAILURE, UserError, choose
+from ..common.errors import choose
 from ..common.fileio import sha256_file
 from ..common.paths import Paths
 from ..llm import substitute
+from ..llm.checkpoint import require_checkpoint
 from ..llm.substitute import CONVERTER_VERSION, DECODER_IO, SMOLLM2, TOKENS, stamp_file  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
@@ -85,12 +86,7 @@ def _checkpoint_identity(paths: Paths, benchmark: str) -> str:
 
 def _require_checkpoint(paths: Paths, benchmark: str) -> Path:
     folder = checkpoint_dir(paths, benchmark)
-    missing = [name for name in ("config.json", "tokenizer.json") if not (folder / name).is_file()]
-    if not folder.is_dir() or missing or not any(folder.glob("*.safetensors")):
-        what = "is missing" if not folder.is_dir() else f"lacks {', '.join(missing) or '*.safetensors'}"
-        raise UserError(f"The {LLAMA} checkpoint folder {folder} {what}. " + LLAMA_HOW_TO.format(where=folder),
-                        exit_code=EXIT_FAILURE)
-    return folder
+    return require_checkpoint(folder, LLAMA, LLAMA_HOW_TO.format(where=folder))
 
 
 def download_model(model: str, paths: Paths, log: Log, benchmark: str = BENCHMARK) -> Path:

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..common.benchmark_api import Log, ModelSpec, ServingFolder
-from ..common.errors import EXIT_FAILURE, UserError
 from ..common.fileio import sha256_file
 from ..common.paths import Paths
 from ..llm import substitute as _substitute
+from ..llm.checkpoint import require_checkpoint
 
 if TYPE_CHECKING:
     from ..llm.tokenizer import TextTokenizer
@@ -46,13 +46,9 @@ class ClosedModel:
 def checkpoint(model: ClosedModel, benchmark: str, paths: Paths) -> Path:
     """The user's checkpoint folder; UserError saying where it goes and where to get it when it is incomplete."""
     folder = paths.model_dir(benchmark) / model.checkpoint_dir
-    missing = [name for name in ("config.json", "tokenizer.json") if not (folder / name).is_file()]
-    if not folder.is_dir() or missing or not any(folder.glob("*.safetensors")):
-        what = "is missing" if not folder.is_dir() else f"lacks {', '.join(missing) or '*.safetensors'}"
-        raise UserError(f"The {model.name} checkpoint folder {folder} {what}. {model.how_to_get} Put or link the "
-                        f"checkpoint folder (config.json, tokenizer.json, *.safetensors) at {folder}; it is served "
-                        f"by an OpenAI-compatible serving engine (--harness_type=openai).", exit_code=EXIT_FAILURE)
-    return folder
+    return require_checkpoint(folder, model.name, f"{model.how_to_get} Put or link the checkpoint folder (config.json, "
+                                                  f"tokenizer.json, *.safetensors) at {folder}; it is served by an "
+                                                  f"OpenAI-compatible serving engine (--harness_type=openai).")
 
 
 def download_model(model: ClosedModel | None, benchmark: str, paths: Paths, log: Log) -> Path:
