@@ -7,7 +7,6 @@ accuracy.txt that the round's checker reads, with the value the benchmark report
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from pathlib import Path
@@ -101,8 +100,7 @@ def _generate(benchmark, model: str, model_file: Path, paths: Paths, max_new_tok
     from code.common.backends.onnxruntime_decoder import OnnxRuntimeDecoder
     from code.common.harness.llm_baseline import greedy_static
 
-    settings = dataclasses.replace(benchmark.generation(model, {"batch_size": 1}, paths),
-                                   max_new_tokens=max_new_tokens)
+    settings = benchmark.generation(model, {"batch_size": 1, "max_output_tokens": max_new_tokens}, paths)
     decoder = OnnxRuntimeDecoder(model_file, threads=1, max_batch=1)
     return lambda prompt: [greedy_static(decoder, [prompt[:256]], settings).outputs[0]]
 

@@ -158,8 +158,13 @@ def test_llm_configs_load_from_their_module_names_with_the_generation_knobs():
         assert GENERIC_CPU in registry.systems_for("llama3.1-8b", scenario)
     assert registry.systems_for("llama3.1-8b", Scenario.SingleStream) == []
     assert GENERIC_CPU in registry.systems_for("llama3.1-8b-edge", Scenario.SingleStream)
-    config = registry.resolve("llama3.1-8b", Scenario.Interactive, [GENERIC_CPU], WorkloadSetting(), cpu_cores=2)
+    config = registry.resolve("llama3.1-8b", Scenario.Interactive, [GENERIC_CPU], WorkloadSetting(), cpu_cores=2,
+                              benchmark_defaults={"max_output_tokens": 128})
     assert config["max_output_tokens"] == 128 and config["max_input_tokens"] == 0
+    assert config.sources["max_output_tokens"] == "benchmark default"
+    # without the benchmark's defaults, the catalogue's: no cap of its own
+    bare = registry.resolve("llama3.1-8b", Scenario.Interactive, [GENERIC_CPU], WorkloadSetting(), cpu_cores=2)
+    assert bare["max_output_tokens"] is None and bare.sources["max_output_tokens"] == "default"
     assert config["server_target_qps"] > 0      # the Server knobs apply to Interactive
     resnet = ConfigRegistry.load(["resnet50"])
     resolved = resnet.resolve("resnet50", Scenario.Offline, [GENERIC_CPU], WorkloadSetting(), cpu_cores=2)

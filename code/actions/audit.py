@@ -110,7 +110,7 @@ class RunAuditHarness(Handler):
         ctx, wanted = self.ctx, (self.ctx.args.audit_test or "").upper()
         plans, missing = [], []
         for benchmark, scenario in ctx.selected():
-            config = ctx.resolve(benchmark, scenario)
+            config = ctx.resolve(benchmark, scenario, TestMode.PerformanceOnly)   # compliance runs' mode
             tests = [t for t in ctx.rules.benchmark(benchmark).compliance_tests if not wanted or t == wanted]
             if not tests:
                 continue

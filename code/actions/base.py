@@ -7,7 +7,7 @@ from typing import Callable
 
 from ..common.arguments import RunArgs
 from ..common.config_registry import ConfigRegistry, ResolvedConfig
-from ..common.constants import Scenario
+from ..common.constants import Scenario, TestMode
 from ..common.paths import Paths
 from ..common.rules import RulesRound
 from ..common.systems import SystemInfo, SystemMatch, match_system
@@ -34,13 +34,18 @@ class Context:
             self._registry = ConfigRegistry.load(self.args.benchmarks)
         return self._registry
 
-    def resolve(self, benchmark: str, scenario: Scenario) -> ResolvedConfig:
-        """The config of a test as it will run (the harness implementation settled: harness/registry.py)."""
+    def resolve(self, benchmark: str, scenario: Scenario, mode: TestMode | None = None) -> ResolvedConfig:
+        """The config of a test of `mode` as it will run (the harness implementation settled: harness/registry.py);
+        `mode` None: of no test in particular (a default the benchmark sets per test mode is then the one of
+        performance runs, and its source says so)."""
+        from ..common.benchmark_api import get_benchmark
         from ..common.harness.selection import settle
 
         config = self.registry.resolve(benchmark, scenario, self.system.candidates, self.args.workload_for(benchmark),
                                        overrides=self.args.fields_for(benchmark),
-                                       cpu_cores=self.system.info.cpu.cores, override_sources=self.args.filled_in)
+                                       cpu_cores=self.system.info.cpu.cores, override_sources=self.args.filled_in,
+                                       benchmark_defaults=getattr(get_benchmark(benchmark), "field_defaults", None),
+                                       mode=mode)
         return settle(config, self.args.workload.harness_type.value, self.paths.build)
 
     def selected(self) -> list[tuple[str, Scenario]]:

@@ -15,8 +15,11 @@ class ShowConfig(Handler):
         if not selected:
             self.ctx.log("No config matches the selected benchmarks and scenarios.")
             return EXIT_FAILURE
+        # With --test_mode, the config of that kind of run; without, of none in particular (a benchmark default set
+        # per kind of run names both values).
+        mode = self.ctx.args.test_mode if "test_mode" in self.ctx.args.explicit else None
         for benchmark, scenario in selected:
-            config = self.ctx.resolve(benchmark, scenario)
+            config = self.ctx.resolve(benchmark, scenario, mode)
             self.ctx.log(f"\n{benchmark} {scenario.value} [{config.workload.name}] from {config.source_class}"
                          f" ({config.match})")
             width = max(len(name) for name in config.values)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Protocol, Sequence, Union
 
 import numpy as np
@@ -253,6 +254,11 @@ class Benchmark(Protocol):
     # and the speed hints of that model where they differ from the configs' (written for the configs' model),
     # e.g. {"offline_expected_qps": PerCore(30.0)}.
     embedded_default: Mapping[str, Any]
+    # The benchmark's own defaults of catalogue fields: what its reference does where no config class or command
+    # line says otherwise (an LLM's output cap), between the config classes and the catalogue's defaults. A value
+    # the reference sets per kind of run is a config_registry.ByTestMode (gpt-oss-120b: 32768 output tokens in
+    # accuracy runs, 10240 in the others). Optional: a benchmark without defaults of its own need not define it.
+    field_defaults: Mapping[str, Any]
 
     def download_model(self, model: str, paths: Paths, log: Log) -> Path:
         """Make the model's ONNX file exist at paths.model_file(...) and return it, or raise UserError saying how."""
@@ -307,6 +313,7 @@ class PackagedBenchmark:
 
     package: str                               # e.g. "code.resnet50"
     generates_tokens: bool = False
+    field_defaults: Mapping[str, Any] = MappingProxyType({})   # none of its own: the catalogue's
 
     def _module(self, name: str):
         return importlib.import_module(f"{self.package}.{name}")

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import MappingProxyType, ModuleType
 from typing import Any, Iterable, Mapping
 
-from .constants import Scenario, WorkloadSetting
+from .constants import Scenario, TestMode, WorkloadSetting
 from .errors import UserError
 from .paths import config_package
 from .fields import FIELDS, NVIDIA_NAMES_WITHOUT_COUNTERPART, Field
@@ -35,6 +35,7 @@ _CLASS_ONLY = frozenset({"benchmark", "scenario"})
 # (COMMAND_LINE) or a value the toolkit filled in for it, under a source of its own (RunArgs.filled_in).
 COMMAND_LINE = "command line"
 CONFIG_CLASS = "config class"
+BENCHMARK_DEFAULT = "benchmark default"     # the benchmark's own default (a closed model's reference cap)
 FIELD_DEFAULT = "default"
 
 
@@ -48,7 +49,8 @@ def set_by_invocation(source: str) -> bool:
     """Whether a value with this source was set for the run (typed, or filled in by the toolkit) rather than
     taken from the config classes or the field catalogue (a default may say why it is what it is: "default (...)"):
     such values must be given again to repeat the run."""
-    return not (source.startswith(CONFIG_CLASS) or source == FIELD_DEFAULT or source.startswith(f"{FIELD_DEFAULT} ("))
+    return not (source.startswith(CONFIG_CLASS) or source.startswith(BENCHMARK_DEFAULT) or source == FIELD_DEFAULT
+                or source.startswith(f"{FIELD_DEFAULT} ("))
 
 
 def given_values(values: Mapping[str, Any], sources: Mapping[str, str]) -> dict[str, Any]:
@@ -72,6 +74,32 @@ class PerCore:
     def resolve(self, cores: int, field_type: type) -> Any:
         value = self.per_core * max(1, cores)
         return field_type(round(value)) if field_type is int else float(value)
+
+
+@dataclass(frozen=True)
+class ByTestMode:
+    """A benchmark default that the reference sets per kind of run: `accuracy` in AccuracyOnly runs, `performance`
+    in every other (performance runs, and the compliance tests, which run in performance mode)."""
+
+    performance: Any
+    accuracy: Any
+
+    def value(self, mode: TestMode | None) -> Any:
+        return self.accuracy if mode is TestMode.AccuracyOnly else self.performance
+
+    def source(self, mode: TestMode | None) -> str:
+        """The source as show_config prints it: the mode the value is for, and the other mode's value when the
+        config is resolved for no test in particular."""
+        if mode is None:
+            return f"{BENCHMARK_DEFAULT}, for performance runs; {self.accuracy!r} in accuracy runs"
+        return f"{BENCHMARK_DEFAULT}, for {'accuracy' if mode is TestMode.AccuracyOnly else 'performance'} runs"
+
+
+def benchmark_default(value: Any, mode: TestMode | None) -> tuple[Any, str]:
+    """(value, source) of a benchmark default for a test of `mode` (None: no test in particular)."""
+    if isinstance(value, ByTestMode):
+        return value.value(mode), value.source(mode)
+    return value, BENCHMARK_DEFAULT
 
 
 @dataclass(frozen=True, order=True)
@@ -170,7 +198,11 @@ class ResolvedConfig:
     source_class: str                 # file and class the values came from
     match: str                        # how the system was matched ("exact" or "nearest ...")
     values: Mapping[str, Any]
-    sources: Mapping[str, str]        # field -> "command line" | "config class" | "default" | what filled it in
+    sources: Mapping[str, str]        # field -> "command line" | "config class" | "benchmark default" | "default" |
+    #                                   what filled it in
+    # The benchmark's own defaults for this config's kind of run (the reference's values), whatever won: a run at
+    # them is a reference run, and two runs of different kinds that are both at theirs compute alike.
+    benchmark_defaults: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     def given(self) -> dict[str, Any]:
         """The fields the invocation set (typed or filled in by the toolkit), by name."""
@@ -199,6 +231,7 @@ class ResolvedConfig:
             "benchmark": self.benchmark, "scenario": self.scenario.value, "system_id": self.key.system_id,
             "workload_setting": self.workload.name, "config_class": self.source_class, "match": self.match,
             "fields": dict(self.values), "sources": dict(self.sources),
+            "benchmark_defaults": dict(self.benchmark_defaults),
         }
 
 
@@ -289,17 +322,21 @@ class ConfigRegistry:
 
     def resolve(self, benchmark: str, scenario: Scenario, candidates: Iterable[str], workload: WorkloadSetting,
                 overrides: Mapping[str, Any] | None = None, cpu_cores: int = 1,
-                override_sources: Mapping[str, str] | None = None) -> ResolvedConfig:
-        """Precedence: command line > config class > field default. Overrides for fields that do not
-        apply to this scenario are ignored (one command line may drive several scenarios).
+                override_sources: Mapping[str, str] | None = None,
+                benchmark_defaults: Mapping[str, Any] | None = None, mode: TestMode | None = None) -> ResolvedConfig:
+        """Precedence: command line > config class > the benchmark's own defaults > field default. Overrides for
+        fields that do not apply to this scenario are ignored (one command line may drive several scenarios).
         `override_sources` names where an override came from when the user did not type it (e.g. "embedded
-        default"); it changes the recorded source, never the precedence."""
+        default"); it changes the recorded source, never the precedence. `benchmark_defaults` may hold ByTestMode
+        values, taken for `mode` (None: a config for no test in particular, e.g. show_config)."""
         candidates = list(candidates)
         key, config_class = self.lookup(benchmark, scenario, candidates, workload)
         from_class = class_values(config_class)
         backend = (overrides or {}).get("backend", from_class.get("backend", FIELDS["backend"].default))
         values: dict[str, Any] = {}
         sources: dict[str, str] = {}
+        own: dict[str, tuple[Any, str]] = {name: benchmark_default(value, mode)
+                                           for name, value in (benchmark_defaults or {}).items()}
         for name, spec in FIELDS.items():
             if not spec.applies_to(scenario, backend, benchmark):
                 continue
@@ -310,6 +347,9 @@ class ConfigRegistry:
                 if isinstance(from_class[name], PerCore):
                     sources[name] = f"{CONFIG_CLASS} ({from_class[name].per_core:g} per core x {cpu_cores} cores)"
                     spec.check(values[name], source=f"{_where(config_class)} ({sources[name]})")
+            elif name in own:
+                values[name], sources[name] = own[name]
+                spec.check(values[name], source=f"{benchmark}'s {sources[name]}")
             else:
                 values[name], sources[name] = spec.default, FIELD_DEFAULT
         missing = [n for n, spec in FIELDS.items() if n in values and spec.required and values[n] is None]
@@ -317,7 +357,9 @@ class ConfigRegistry:
             raise UserError(f"{_where(config_class)} leaves required field(s) unset: {', '.join(missing)}.")
         match = "exact" if key.system_id == candidates[0] else f"nearest known system {key.system_id}"
         return ResolvedConfig(key=key, source_class=_where(config_class), match=match,
-                              values=MappingProxyType(values), sources=MappingProxyType(sources))
+                              values=MappingProxyType(values), sources=MappingProxyType(sources),
+                              benchmark_defaults=MappingProxyType({name: value for name, (value, _) in own.items()
+                                                                   if name in values}))
 
 
 def resolve_value(spec: Field, value: Any, cpu_cores: int) -> Any:

@@ -156,8 +156,9 @@ _CORE: Mapping[str, Field] = _fields(
     Field("max_input_tokens", int, 0, "Prompt tokens at most: a longer article is cut to fit (0: no cap, as the "
           "reference). A capped run is for development: the cap is recorded in metadata.json and user.conf.",
           generative=True, minimum=0, maximum=1_000_000),
-    Field("max_output_tokens", int, 128, "Output tokens per sample at most (the reference generates up to 128; "
-          "fewer is a development cap, recorded like max_input_tokens).",
+    Field("max_output_tokens", int, None, "Output tokens per sample at most (default: the benchmark's reference "
+          "cap for the kind of run, e.g. 128 for llama3.1-8b, 32768 in gpt-oss-120b's accuracy runs and 10240 in "
+          "its others; another value is a development cap, recorded like max_input_tokens).",
           generative=True, minimum=1, maximum=1_000_000),
     Field("prefill_batch", int, 1, "Waiting prompts prefilled together when sequences join the running batch "
           "(larger: more throughput; smaller: running sequences wait less per output token).",

@@ -2,8 +2,9 @@
 OpenAI-compatible serving engine) or the embedded substitute SmolLM2-135M-Instruct (open division) answering the
 mixed reasoning set, scored by exact match as the reference's eval_accuracy.py scores it.
 
-The reference (language/deepseek-r1/utils/backend_registry.py) decodes greedily (temperature 0, top_p 1) up to
-20000 new tokens (MAX_OSL), after prompts of at most 3136 tokens plus 4 of chat template.
+The reference (language/deepseek-r1/utils/backend_registry.py) decodes greedily (temperature 0, top_p 1, seed 42 on
+its vLLM and SGLang backends, no min_tokens) up to 20000 new tokens (MAX_OSL) in every run, after prompts of at most
+3136 tokens plus 4 of chat template.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from ..llm_tasks.responses import Outputs
 from . import datasets as _datasets
 
 MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS, TEMPLATE_TOKENS = 3136, 20_000, 4
+REFERENCE_SEED = 42
 
 DEEPSEEK_R1 = ClosedModel(
     name="deepseek-r1", hf_id="deepseek-ai/DeepSeek-R1",
@@ -37,6 +39,8 @@ class DeepSeekBenchmark(TaskBenchmark):
     closed = DEEPSEEK_R1
     task_datasets = _datasets.DATASETS
     reference_max_new_tokens = MAX_OUTPUT_TOKENS
+    reference_min_new_tokens = 0
+    seed = REFERENCE_SEED
     # What `make run RUN_ARGS=--benchmarks=deepseek-r1` runs: the substitute on 16 sample items, answers capped at 64
     # tokens (recorded in user.conf and metadata.json). Prompts are not capped: a cap cuts the end of the prompt's
     # text, where these prompts put the question after their few-shot examples.

@@ -26,8 +26,9 @@ from . import datasets as _datasets
 from . import models as _models
 
 RESPONSE_DTYPE = "int32"
-# The reference's sampling parameters (SUT_VLLM.py): temperature 0 (greedy), max_tokens 128, min_tokens 1.
-REFERENCE_MAX_NEW_TOKENS = 128
+# The reference's sampling parameters (SUT_VLLM.py, every run): temperature 0 (greedy; top_k 1, top_p 1), seed 42,
+# max_tokens 128, min_tokens 1, ending at the model's EOS.
+REFERENCE_MAX_NEW_TOKENS, REFERENCE_MIN_NEW_TOKENS, REFERENCE_SEED = 128, 1, 42
 
 
 @lru_cache(maxsize=4)
@@ -43,6 +44,7 @@ class LlamaBenchmark(PackagedBenchmark):
     datasets: Mapping[str, DatasetSpec] = _datasets.DATASETS
     response = ResponseFormat(dtype=RESPONSE_DTYPE, fields=("token_id",), records_per_sample=None,
                               typical_records=REFERENCE_MAX_NEW_TOKENS)
+    field_defaults: Mapping[str, Any] = {"max_output_tokens": REFERENCE_MAX_NEW_TOKENS}
     # What `make run RUN_ARGS=--benchmarks=llama3.1-8b` runs: the substitute on 24 sample articles, prompts capped
     # at 512 tokens and outputs at 64, so that a performance and an accuracy run end in minutes on 2 cores. The
     # caps are recorded in user.conf and metadata.json; an uncapped run is `--max_input_tokens=0
@@ -75,9 +77,11 @@ class LlamaBenchmark(PackagedBenchmark):
         return _tokenizer(model, str(paths.scratch), self.name)
 
     def generation(self, model: str, fields: Mapping[str, Any], paths: Paths) -> GenerationSettings:
-        """Greedy, up to max_output_tokens (the reference: 128), ending at the model's EOS tokens."""
+        """Greedy, up to max_output_tokens (the benchmark's default: the reference's 128), ending at the model's EOS
+        tokens."""
         tokenizer = self.tokenizer(model, paths)
-        return GenerationSettings(max_new_tokens=int(fields.get("max_output_tokens") or REFERENCE_MAX_NEW_TOKENS),
+        return GenerationSettings(max_new_tokens=int(fields["max_output_tokens"]),
+                                  min_new_tokens=REFERENCE_MIN_NEW_TOKENS, seed=REFERENCE_SEED,
                                   eos_token_ids=tuple(int(i) for i in tokenizer.eos_token_ids),
                                   max_batch=int(fields.get("batch_size") or 1),
                                   prefill_batch=int(fields.get("prefill_batch") or 1),

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..common.benchmark_api import (AccuracyResult, DatasetSpec, Log, ModelSpec, PackagedBenchmark, Postprocess,
                                     ResponseFormat, Responses, ServingFolder)
+from ..common.config_registry import ByTestMode
 from ..common.errors import UserError, choose
 from ..common.generation import GenerationSettings
 from ..common.paths import Paths
@@ -35,8 +36,11 @@ class TaskBenchmark(PackagedBenchmark):
     generates_tokens = True
     closed: _models.ClosedModel
     task_datasets: Mapping[str, TaskDataset]
-    # The reference's generation: output cap, sampling (temperature 0: greedy), seed.
-    reference_max_new_tokens: int
+    # The reference's generation: output cap (one number, or one per kind of run), the fewest output tokens before
+    # an EOS may end a sequence (min_tokens: 0 where the reference leaves the engine's default), sampling
+    # (temperature 0: greedy), seed. The cap is the benchmark's default of max_output_tokens (`field_defaults`).
+    reference_max_new_tokens: int | ByTestMode
+    reference_min_new_tokens: int = 1
     temperature: float = 0.0
     top_p: float = 1.0
     top_k: int = -1
@@ -52,9 +56,15 @@ class TaskBenchmark(PackagedBenchmark):
         return hash(self.name)
 
     @property
+    def field_defaults(self) -> Mapping[str, Any]:
+        return {"max_output_tokens": self.reference_max_new_tokens}
+
+    @property
     def response(self) -> ResponseFormat:    # type: ignore[override]
+        cap = self.reference_max_new_tokens
+        performance_cap = cap.performance if isinstance(cap, ByTestMode) else cap
         return ResponseFormat(dtype=RESPONSE_DTYPE, fields=("token_id",), records_per_sample=None,
-                              typical_records=min(self.reference_max_new_tokens, 4096))
+                              typical_records=min(performance_cap, 4096))
 
     @property
     def models(self) -> Mapping[str, ModelSpec]:
@@ -124,9 +134,11 @@ class TaskBenchmark(PackagedBenchmark):
 
     # -- generation and responses ---------------------------------------------------------------------------
     def generation(self, model: str, fields: Mapping[str, Any], paths: Paths) -> GenerationSettings:
+        """The reference's generation under the resolved `fields` (max_output_tokens is the reference's cap for the
+        test's kind of run unless the config or the command line set another)."""
         tokenizer = self.tokenizer(model, paths)
         return GenerationSettings(
-            max_new_tokens=int(fields.get("max_output_tokens") or self.reference_max_new_tokens),
+            max_new_tokens=int(fields["max_output_tokens"]), min_new_tokens=self.reference_min_new_tokens,
             eos_token_ids=tuple(int(i) for i in tokenizer.eos_token_ids),
             max_batch=int(fields.get("batch_size") or 1),
             prefill_batch=int(fields.get("prefill_batch") or 1),

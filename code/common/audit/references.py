@@ -32,7 +32,9 @@ class Reference:
 
 def _differences(record: RunRecord, config: ResolvedConfig) -> list[str]:
     fields = record.config.fields
-    return [f"{name}={fields.get(name)}, not {config[name]}" for name in differing_fields(fields, config.values)]
+    return [f"{name}={fields.get(name)}, not {config[name]}"
+            for name in differing_fields(fields, config.values, record.config.benchmark_defaults,
+                                         config.benchmark_defaults)]
 
 
 def find_references(roots: Iterable[Path], system_id: str, config: ResolvedConfig,

@@ -34,6 +34,7 @@ from ..errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK
 from ..fileio import write_atomically
 from ..paths import ACCURACY_LOG, ACCURACY_TXT, AUDIT_CONFIG, HARNESS_ERROR, USER_CONF, Paths
 from ..rules import get_round
+from ..records.computation import development_caps
 from ..records.loadgen_log import cut_logs, read_detail
 from .lifecycle import ChildGuard
 from ..records.metadata import (COMPLETED, FAILED, INTERRUPTED, AccuracyRecord, ConfigRecord, DataRecord, Durations,
@@ -242,7 +243,8 @@ def _endpoints(sut) -> tuple:
 
 
 def _results(spec: RunSpec, plugin, benchmark, paths: Paths, log_dir: Path, seconds: float) -> dict[str, Any]:
-    """The outcome fields of a completed test's record."""
+    """The outcome fields of a completed test's record. A closed-division run that does not generate as the
+    reference does (a development cap) is never submittable, whatever LoadGen and the scorer say."""
     log = read_detail(log_dir)
     result: dict[str, Any] = {
         "loadgen": LoadGenRecord(
@@ -269,6 +271,10 @@ def _results(spec: RunSpec, plugin, benchmark, paths: Paths, log_dir: Path, seco
                                               threshold=spec.accuracy_threshold, meets_target=meets),
                    "valid": log.errors == (), "submittable": log.errors == () and not spec.test_run,
                    "reasons": tuple(f"LoadGen reported an error: {e}" for e in log.errors)}
+    caps = development_caps(spec.fields, spec.config.get("benchmark_defaults") or {}) \
+        if spec.division == "closed" else []
+    if caps:
+        result |= {"submittable": False, "reasons": (*result["reasons"], *caps)}
     return result
 
 

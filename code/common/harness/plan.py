@@ -14,7 +14,7 @@ A compliance test's audit.config overrides user.conf as it does in LoadGen (TEST
 The speed is the newest earlier run of the same system, benchmark, scenario and speed-defining fields when there
 is one ("measured"), else the config's expected QPS or latency ("from config"). An LLM's measured figure is
 tokens per second (Offline, Server); the plan counts samples, so it divides by the tokens a sample generates at
-most, the run's max_output_tokens (the reference: 128). The reference's summaries nearly fill it (its GEN_LEN,
+most, the run's max_output_tokens (by default the benchmark's reference cap: llama3.1-8b's 128). The reference's summaries nearly fill it (its GEN_LEN,
 8,167,644 characters over 13,368 samples, is 611 characters a summary, what 128 tokens of English at 4 to 5
 characters a token make), it is known before any run, and where outputs end earlier the plan errs on the long
 side, never promising less time than a test takes. Disk: each test's small logs (detail and summary logs,
@@ -215,7 +215,7 @@ def plan_entry(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, run
     from .runner import check_selection
     from .settings import effective_dataset_size, performance_sample_count, samples_responses, user_conf_lines
 
-    config = ctx.resolve(benchmark_name, scenario)
+    config = ctx.resolve(benchmark_name, scenario, mode)
     fields = config.values
     benchmark, _, rules = check_selection(ctx, benchmark_name, fields)
     size = effective_dataset_size(fields, dataset_size(benchmark, fields["dataset"], rules))
@@ -295,7 +295,7 @@ def plan_harness(ctx, selection: Sequence[tuple[str, Scenario, TestMode]]) -> Pl
             paths.run_log_dir(ctx.system.system_id, benchmark, scenario, mode)
         test = plan_entry(ctx, benchmark, scenario, mode, runs, folder=folder)
         if ctx.args.resume and folder is not None:
-            attempts = find_attempts(folder, runs, unreadable, ctx.resolve(benchmark, scenario).values,
+            attempts = find_attempts(folder, runs, unreadable, ctx.resolve(benchmark, scenario, mode).values,
                                      ctx.args.test_run)
             test = resume_test(test, attempts, ctx.args.retries)
         elif ctx.args.resume:    # nothing to resume: a first attempt, run again like any under --resume

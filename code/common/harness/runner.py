@@ -42,7 +42,7 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
     from ..preprocessed_store import set_identity
     from .selection import choose, refuse_served_only
 
-    config = ctx.resolve(benchmark_name, scenario)
+    config = ctx.resolve(benchmark_name, scenario, mode)
     fields = config.values
     benchmark, model_spec, rules = check_selection(ctx, benchmark_name, fields)
     harness = choose(config, ctx.args.workload.harness_type.value, ctx.paths.build)

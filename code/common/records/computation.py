@@ -21,9 +21,37 @@ GENERATION_CAPS = ("max_input_tokens", "max_output_tokens", "total_sample_count"
 COMPUTATION_FIELDS = ("model", "dataset", "backend", "precision", *GENERATION_CAPS)
 
 
-def differing_fields(have: Mapping[str, Any], want: Mapping[str, Any]) -> list[str]:
-    """The COMPUTATION_FIELDS whose values differ: empty when the two configs compute the same."""
-    return [name for name in COMPUTATION_FIELDS if have.get(name) != want.get(name)]
+def differing_fields(have: Mapping[str, Any], want: Mapping[str, Any],
+                     have_reference: Mapping[str, Any] | None = None,
+                     want_reference: Mapping[str, Any] | None = None) -> list[str]:
+    """The COMPUTATION_FIELDS whose values differ: empty when the two configs compute the same. `*_reference`: each
+    config's benchmark defaults for its kind of run; a field at its reference value on both sides is the same
+    computation although the values differ (gpt-oss-120b's accuracy run generates up to 32768 tokens, its
+    performance run up to 10240, as the reference does)."""
+    have_reference, want_reference = have_reference or {}, want_reference or {}
+
+    def at_reference(name: str) -> bool:
+        return name in have_reference and name in want_reference and \
+            have.get(name) == have_reference[name] and want.get(name) == want_reference[name]
+
+    return [name for name in COMPUTATION_FIELDS if have.get(name) != want.get(name) and not at_reference(name)]
+
+
+def development_caps(fields: Mapping[str, Any], reference: Mapping[str, Any]) -> list[str]:
+    """Why a closed-division run does not generate as the reference does, one sentence each (empty: it does):
+    an output cap other than the benchmark's default for its kind of run (`reference`, the config's
+    benchmark_defaults), or a prompt cap (the reference cuts no prompt)."""
+    reasons = []
+    cap, wanted = fields.get("max_output_tokens"), reference.get("max_output_tokens")
+    if wanted is not None and cap != wanted:
+        reasons.append(f"max_output_tokens={cap} where the reference generates up to {wanted} tokens in this kind "
+                       f"of run: a development cap, which the closed division does not allow. Run it again without "
+                       f"--max_output_tokens (the benchmark's default is the reference's).")
+    if fields.get("max_input_tokens"):
+        reasons.append(f"max_input_tokens={fields['max_input_tokens']} cuts the prompts, which the reference does "
+                       f"not: a development cap, which the closed division does not allow. Run it again with "
+                       f"--max_input_tokens=0.")
+    return reasons
 
 
 def engine_identity(record: RunRecord) -> str:
@@ -39,7 +67,9 @@ def computation_differences(record: RunRecord, other: RunRecord) -> list[str]:
     """How `record` computes something else than `other`, one phrase each (empty: the same computation). The data
     is compared only where both records name it (records written before it was kept do not)."""
     mine, theirs = record.config.fields, other.config.fields
-    differences = [f"{name}={mine.get(name)}, not {theirs.get(name)}" for name in differing_fields(mine, theirs)]
+    differences = [f"{name}={mine.get(name)}, not {theirs.get(name)}"
+                   for name in differing_fields(mine, theirs, record.config.benchmark_defaults,
+                                                other.config.benchmark_defaults)]
     if engine_identity(record) != engine_identity(other):
         differences.append(f"another engine (sha256 {engine_identity(record)[:12] or 'unknown'}, not "
                            f"{engine_identity(other)[:12] or 'unknown'})")

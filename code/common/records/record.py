@@ -47,6 +47,9 @@ class ConfigRecord:
     system_id: str = ""       # whose config class was taken: a nearest known system when this one has none
     config_class: str = ""
     match: str = ""
+    # The benchmark's own defaults for the test's kind of run (the reference's values; config_registry): records
+    # written before they were kept have none.
+    benchmark_defaults: Mapping[str, Any] = field(default_factory=dict)
 
     def given(self) -> dict[str, Any]:
         """The fields the invocation set (typed, or filled in by the toolkit): what repeats the config."""
