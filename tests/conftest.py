@@ -156,3 +156,26 @@ def scratch(tmp_path_factory) -> Path:
         assert main([f"--action={action}", f"--scratch_path={paths.scratch}", "--scenarios=offline", *EMBEDDED],
                      log=lambda _: None) == 0, action
     return paths.scratch
+
+
+# Names of other nodes in the tests' cluster, and the addresses they resolve to here (no DNS needed): node1 and
+# node1-ib are two names of one machine.
+OTHER_NODES = {"node1": "10.0.0.1", "node1-ib": "10.0.0.1", "node2": "10.0.0.2", "a": "10.0.0.3", "n": "10.0.0.4"}
+
+
+@pytest.fixture
+def other_nodes(monkeypatch):
+    """OTHER_NODES resolve (to their addresses) as if the machines were on the network; other names as usual."""
+    import socket
+
+    from code.common.serving import machines
+
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, *args, **kwargs):
+        return real(OTHER_NODES.get(host, host), *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    machines.resolve.cache_clear()
+    yield OTHER_NODES
+    machines.resolve.cache_clear()

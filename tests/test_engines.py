@@ -219,6 +219,29 @@ def test_int8_calibrates_caches_and_stays_close(paths: Paths) -> None:
     assert locate_engine(_config(precision="int8"), SYSTEM, paths, bench) == int8.path
 
 
+def test_a_calibration_cache_of_a_changed_source_is_refused_naming_make_calibrate(paths: Paths) -> None:
+    """The cache records what its samples were read from (the preprocessed set's manifest, which records the data
+    set's sources): a set made again from an edited source stops the run before the engine is used."""
+    bench = FakeBenchmark()
+    preprocessed = paths.preprocessed_dir(BENCH, MODEL, DATASET)
+    preprocessed.mkdir(parents=True)
+    (preprocessed / "manifest.json").write_text(json.dumps({"count": 40, "source_val_map_sha256": "a" * 64}))
+    int8 = build_engine(_config(precision="int8"), SYSTEM, paths, bench, lambda _: None)
+    cache = paths.calibration_cache(BENCH, MODEL, DATASET, 12)
+    assert locate_engine(_config(precision="int8"), SYSTEM, paths, bench) == int8.path
+    kept = {path: path.read_bytes() for path in (cache, int8.path)}
+    (preprocessed / "manifest.json").write_text(json.dumps({"count": 40, "source_val_map_sha256": "b" * 64}))
+    with pytest.raises(UserError) as refused:
+        locate_engine(_config(precision="int8"), SYSTEM, paths, bench)
+    message = str(refused.value)
+    assert refused.value.exit_code == 1 and str(cache) in message and str(preprocessed) in message
+    assert 'make calibrate RUN_ARGS="--benchmarks=fakebench --scenarios=Offline --precision=int8"' in message
+    assert {path: path.read_bytes() for path in kept} == kept            # nothing rewritten by the refusal
+    calibrate(_config(precision="int8"), paths, bench, lambda _: None)      # as the message says: calibrate,
+    assert build_engine(_config(precision="int8"), SYSTEM, paths, bench, lambda _: None).rebuilt   # then build
+    assert locate_engine(_config(precision="int8"), SYSTEM, paths, bench) == int8.path
+
+
 def test_calibration_samples_preferred(paths: Paths) -> None:
     bench = GeneratorBenchmark()
     result = build_engine(_config(precision="int8"), SYSTEM, paths, bench, lambda _: None)

@@ -1,6 +1,7 @@
 """--resume and --retries: a test with a VALID record in LOG_DIR is skipped, an INVALID, failed, interrupted or
-record-less one runs again into a retry folder beside the first, nothing is overwritten, and staging still chooses
-the right run among the attempts. The harness runs use a fake child process (tests/resume_child.py: a first attempt
+record-less one runs again into a retry folder beside the first, a completed one made with other settings (config
+fields, harness, --endpoints, --test_run) stops the plan, nothing is overwritten, and staging still chooses the
+right run among the attempts. The harness runs use a fake child process (tests/resume_child.py: a first attempt
 ends INVALID, a retry VALID), so no LoadGen test runs."""
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ from code.actions.harness import RunHarness
 from code.common.arguments import parse_run_args
 from code.common.constants import Scenario, TestMode
 from code.common.paths import RUN_RECORD
+from code.common.errors import UserError
 from code.common.records.metadata import read_metadata, write_metadata
+from code.common.records.record import EndpointRecord
 from code.common.harness.plan import FROM_CONFIG
 from code.common.harness.planned import PlannedTest, Speed, earlier_runs
-from code.common.harness.resume import find_attempts, resume_paths, resume_test
+from code.common.harness.resume import AskedFor, find_attempts, refuse_other_settings, resume_paths, resume_test
 from code.common.paths import Paths
 from code.common.rules import get_round
 from code.common.submission.runs import choose_runs, load_records
@@ -71,11 +74,18 @@ def _record(folder: Path, **changes) -> Path:
     return folder
 
 
-def _attempts(first: Path, retries: int = 1, test_run: bool = True) -> PlannedTest:
+def _find(first: Path, test_run: bool = True, endpoints: tuple[str, ...] = (), **fields):
     unreadable: dict[Path, str] = {}
     runs = earlier_runs([first.parent], lambda path, reason: unreadable.__setitem__(Path(path).parent.resolve(),
                                                                                    reason))
-    return resume_test(_planned(), find_attempts(first, runs, unreadable, FIELDS, test_run), retries)
+    asked = AskedFor.of({**FIELDS, **fields}, test_run, "lwis_k_99_MaxP", endpoints)
+    return find_attempts(first, runs, unreadable, asked)
+
+
+def _attempts(first: Path, retries: int = 1, test_run: bool = True) -> PlannedTest:
+    attempts = _find(first, test_run)
+    assert attempts.other_settings is None, attempts.other_settings
+    return resume_test(_planned(), attempts, retries)
 
 
 def test_a_valid_record_of_the_same_computation_is_skipped(tmp_path):
@@ -92,7 +102,8 @@ def test_a_valid_record_of_the_same_computation_is_skipped(tmp_path):
     ({"valid": False}, "INVALID"),
     ({"status": "interrupted"}, "interrupted"),
     ({"status": "failed"}, "failed"),
-    ({"valid": True, "model": "resnet50_v1.5"}, "computes something else (model=resnet50_v1.5)"),
+    ({"status": "failed", "model": "resnet50_v1.5"},
+     "failed, made with other settings (model: resnet50_v1.5 then, mobilenet_v2 now)"),
 ])
 def test_invalid_failed_interrupted_or_other_runs_run_again_into_a_retry_folder(tmp_path, earlier, why):
     first = _record(tmp_path / "PerformanceOnly", **earlier)
@@ -120,7 +131,45 @@ def test_a_test_never_started_runs_in_its_own_folder_and_retries_0_runs_no_faile
     assert (test.folder, test.retry, test.retries_left, test.skip) == (first, 0, 2, None)
     _record(first, valid=False)
     assert _attempts(first, retries=0).skip == f"not VALID ({first}: INVALID) and --retries=0 runs it no more"
-    assert _attempts(first, test_run=False).note.endswith("computes something else (a --test_run)")
+
+
+def _endpoint(host: str, port: int, local: bool = False) -> EndpointRecord:
+    return EndpointRecord(host=host, port=port, protocol="http", local=local)
+
+
+@pytest.mark.parametrize("earlier, now, what", [
+    ({"valid": True, "batch_size": 8}, {}, "batch_size: 8 then, 4 now"),
+    ({"valid": True, "model": "resnet50_v1.5"}, {}, "model: resnet50_v1.5 then, mobilenet_v2 now"),
+    ({"valid": False}, {"test_run": False}, "--test_run: yes then, no now"),
+    ({"valid": True, "endpoints": [("node1", 8000)]}, {"endpoints": ("http://node2:8000",)},
+     "--endpoints: node1:8000 then, node2:8000 now"),
+    ({"valid": True, "endpoints": [("node1", 8000), ("node2", 8000)]}, {"endpoints": ("http://node1:8000",)},
+     "--endpoints: node1:8000,node2:8000 then, node1:8000 now"),
+    ({"valid": True, "endpoints": [("127.0.0.1", 8000, True)]}, {"endpoints": ("http://node1:8000",)},
+     "--endpoints: none (servers the test starts itself) then, node1:8000 now"),
+])
+def test_a_finished_test_made_otherwise_is_neither_reused_nor_run_beside(tmp_path, other_nodes, earlier, now, what):
+    servers = earlier.pop("endpoints", [])
+    first = tmp_path / "PerformanceOnly"
+    first.mkdir()
+    record = make_record(log_dir=str(first), **earlier)
+    write_metadata(first, record.replace(endpoints=tuple(_endpoint(*server) for server in servers)))
+    attempts = _find(first, **now)
+    assert attempts.done is None and attempts.other_settings == f"{first}: {what}"
+    with pytest.raises(UserError) as refused:
+        refuse_other_settings(tmp_path, [f"resnet50 Offline PerformanceOnly in {attempts.other_settings}"])
+    message = str(refused.value)
+    assert refused.value.exit_code == 2 and what in message and str(first) in message
+    assert "another LOG_DIR=..." in message and "drop --resume" in message
+
+
+def test_the_same_servers_by_other_names_are_reused(tmp_path, other_nodes):
+    first = tmp_path / "PerformanceOnly"
+    first.mkdir()
+    servers = (_endpoint("node1", 8000), _endpoint("localhost", 8001), _endpoint("127.0.0.1", 9000, local=True))
+    write_metadata(first, make_record(log_dir=str(first)).replace(endpoints=servers))
+    attempts = _find(first, endpoints=("http://node1-ib:8000", "http://127.0.0.1:8001"))
+    assert attempts.other_settings is None and attempts.done is not None
 
 
 # -- --retries --------------------------------------------------------------------------------------------------
@@ -171,9 +220,10 @@ def test_resume_skips_done_tests_and_reruns_the_others_into_retry_folders(scratc
     assert main(["--action=generate_engines", *HARNESS_FLAGS, f"--scratch_path={scratch}"], log=lambda _: None) == 0
     system_id = _system_id(scratch, tmp_path)
     base = tmp_path / "logs" / system_id / "resnet50"
-    done = _record(base / "Offline/PerformanceOnly", valid=True, system_id=system_id)
+    done = _record(base / "Offline/PerformanceOnly", valid=True, system_id=system_id,
+                   config=_config(scratch, tmp_path, Scenario.Offline))
     stopped = _record(base / "SingleStream/PerformanceOnly", status="interrupted", scenario="SingleStream",
-                      system_id=system_id)
+                      system_id=system_id, config=_config(scratch, tmp_path, Scenario.SingleStream))
     kept = {folder: (folder / RUN_RECORD).read_bytes() for folder in (done, stopped)}
 
     lines: list[str] = []
@@ -210,12 +260,30 @@ def test_resume_skips_done_tests_and_reruns_the_others_into_retry_folders(scratc
     assert "Total: 0 to run, 3 skipped" in "\n".join(lines)
     assert sorted(p for p in (tmp_path / "logs").rglob("*")) == before
 
+    # resumed with other settings: stopped before anything runs, naming the test and the setting, nothing written
+    lines.clear()
+    with pytest.raises(UserError) as refused:
+        _run_harness(scratch, tmp_path / "logs", lines, "--resume", "--batch_size=2")
+    message = str(refused.value)
+    assert refused.value.exit_code == 2 and f"resnet50 Offline PerformanceOnly in {done}" in message
+    assert "batch_size: " in message and " then, 2 now" in message and "another LOG_DIR" in message
+    assert sorted(p for p in (tmp_path / "logs").rglob("*")) == before
 
-def _system_id(scratch: Path, tmp_path: Path) -> str:
+
+def _context(scratch: Path, tmp_path: Path) -> Context:
     paths = Paths.create(scratch=scratch, log_dir=tmp_path / "logs")
     args = parse_run_args(["--action=run_harness", *HARNESS_FLAGS], list(ACTIONS),
                           available_benchmarks(paths, ROUND), list(ROUND.benchmarks))
-    return Context(args=args, paths=paths, rules=ROUND, detect=SystemDetector().detect).system.system_id
+    return Context(args=args, paths=paths, rules=ROUND, detect=SystemDetector().detect)
+
+
+def _system_id(scratch: Path, tmp_path: Path) -> str:
+    return _context(scratch, tmp_path).system.system_id
+
+
+def _config(scratch: Path, tmp_path: Path, scenario: Scenario):
+    """The resolved config the harness would run the test with now (what a reused record must have been made with)."""
+    return _context(scratch, tmp_path).resolve("resnet50", scenario)
 
 
 def test_without_resume_a_failed_test_is_not_run_again(scratch, tmp_path):

@@ -35,9 +35,52 @@ def test_a_malformed_endpoint_names_the_flag_and_the_form(text):
         parse_endpoint(text)
 
 
-def test_a_server_named_twice_is_refused():
+def test_a_server_named_twice_is_refused(other_nodes):
     with pytest.raises(UserError, match="twice"):
         parse_endpoints(["http://a:8000", "a:8000"])
+
+
+@pytest.mark.parametrize("first, second", [
+    ("http://127.0.0.1:8000", "http://localhost:8000"),     # loopback by address and by name
+    ("http://0.0.0.0:8000", "http://127.0.0.1:8000"),       # the wildcard address a server binds to is this machine
+    ("http://[::1]:8000", "127.0.0.1:8000"),
+    ("http://node1:8000", "http://node1-ib:8000"),          # two names of one machine
+    ("http://node2:8000", "http://10.0.0.2:8000/v1"),       # a name and its address
+])
+def test_one_server_under_two_names_is_refused_naming_both(other_nodes, first, second):
+    with pytest.raises(UserError) as refused:
+        parse_endpoints([first, "http://node2:9000", second])
+    message = str(refused.value)
+    assert refused.value.exit_code == 2 and "twice" in message and "port 8000" in message
+    assert parse_endpoint(first).url in message and parse_endpoint(second).url in message
+
+
+def test_several_servers_of_one_machine_are_one_node(other_nodes):
+    from code.common.serving.machines import THIS_MACHINE, count_machines, machine_key
+
+    urls = ["http://127.0.0.1:8000", "http://localhost:8001", "http://node1:8000", "http://node1-ib:8001",
+            "http://node2:8000"]
+    assert len(parse_endpoints(urls)) == 5           # other ports: five servers
+    assert count_machines(["127.0.0.1", "localhost", "node1", "node1-ib", "node2"]) == 3
+    assert machine_key("localhost") == machine_key("0.0.0.0") == THIS_MACHINE
+    assert machine_key("node1-ib") == "10.0.0.1" and count_machines([]) == 1
+
+
+def test_a_name_that_does_not_resolve_is_refused_naming_it():
+    with pytest.raises(UserError) as refused:
+        parse_endpoints(["http://127.0.0.1:8000", "http://no-such-host.invalid:8000"])
+    assert refused.value.exit_code == 2 and "'no-such-host.invalid' does not resolve" in str(refused.value)
+
+
+def test_the_run_refuses_one_server_under_two_names_before_anything_runs(tmp_path, capsys):
+    from code.main import main
+
+    port = 18_000
+    code = main(["--action=run_harness", "--benchmarks=llama3.1-8b", "--harness_type=openai",
+                 f"--endpoints=http://127.0.0.1:{port},http://localhost:{port}", f"--log_dir={tmp_path / 'logs'}"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"http://127.0.0.1:{port}" in err and f"http://localhost:{port}" in err
+    assert not (tmp_path / "logs").exists()
 
 
 def test_the_policies_pick_as_they_say():

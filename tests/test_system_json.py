@@ -302,3 +302,20 @@ def test_measurements_with_an_empty_fact_are_refused() -> None:
     assert measurements_problems({"retraining": False}) == [
         "input_data_types is missing", "retraining is false, which must be a non-empty string",
         "starting_weights_filename is missing", "weight_data_types is missing", "weight_transformations is missing"]
+
+
+def test_number_of_nodes_counts_machines_not_endpoints_or_their_names(other_nodes):
+    """The record keeps each server's machine (its host name resolved when the test ran): several ports of one host,
+    or two names of one machine, are one node; records written before it counted hosts by their names."""
+    from code.common.harness.child import _endpoints
+    from code.common.records.record import EndpointRecord
+    from tests.run_records import make_record
+
+    served = [("127.0.0.1", 8000), ("localhost", 8001), ("node1", 8000), ("node1-ib", 8001)]
+    sut = SimpleNamespace(endpoint_records=lambda: [{"host": host, "port": port, "protocol": "http"}
+                                                    for host, port in served])
+    endpoints = _endpoints(sut)
+    assert [e.machine for e in endpoints] == ["this machine", "this machine", "10.0.0.1", "10.0.0.1"]
+    assert make_record().replace(endpoints=endpoints).nodes == 2
+    older = tuple(EndpointRecord(host=host, port=port, protocol="http") for host, port in served)
+    assert make_record().replace(endpoints=older).nodes == 4 and make_record().nodes == 1

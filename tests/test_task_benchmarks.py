@@ -149,6 +149,54 @@ def test_each_kind_of_run_reads_its_part_of_the_gpt_oss_files(tmp_path: Path):
     assert (part_for(data, True, None), part_for(data, False, None)) == (ACCURACY, PERFORMANCE)
 
 
+def test_a_data_set_file_edited_after_preprocess_data_is_refused_for_runs_and_scoring(tmp_path: Path):
+    """A ground truth edited in the accuracy file after its prompts were made: the run (which opens the prompts) and
+    the scoring (which reads the references) stop, naming the file and the make preprocess_data command; the
+    other parts' runs go on, and preprocessing again makes the set current."""
+    import pandas as pd
+
+    paths = Paths.create(scratch=tmp_path)
+    folder = paths.dataset_dir("gpt_oss_eval")
+    for name, count in (("perf/perf_eval_ref.parquet", 3), ("acc/acc_eval_inputs.parquet", 2)):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame({"dataset": ["aime25"] * count, "ground_truth": ["7"] * count,
+                      "input_tokens": [np.arange(4 + i) for i in range(count)]}).to_parquet(folder / name)
+    GPT_OSS.preprocess("gpt-oss-120b", "gpt_oss_eval", paths, print)
+    accuracy_file = folder / "acc/acc_eval_inputs.parquet"
+    manifest = json.loads((paths.preprocessed_dir("gpt-oss-120b", "gpt-oss-120b", "gpt_oss_eval")
+                           / "manifest.json").read_text())
+    edited = pd.read_parquet(accuracy_file)
+    edited.loc[1, "ground_truth"] = "8"
+    edited.to_parquet(accuracy_file)
+    hint = 'make preprocess_data RUN_ARGS="--benchmarks=gpt-oss-120b --model=gpt-oss-120b --dataset=gpt_oss_eval"'
+    with pytest.raises(UserError) as refused:
+        GPT_OSS.preprocessed("gpt-oss-120b", "gpt_oss_eval", paths)
+    assert refused.value.exit_code == 1 and str(accuracy_file) in str(refused.value) and hint in str(refused.value)
+    log = _accuracy_log(tmp_path / "mlperf_log_accuracy.json", {0: [1, 2], 1: [3]})
+    with pytest.raises(UserError, match=re.escape(str(accuracy_file))):
+        GPT_OSS.outputs("gpt-oss-120b", "gpt_oss_eval", log, paths)
+    after = json.loads((paths.preprocessed_dir("gpt-oss-120b", "gpt-oss-120b", "gpt_oss_eval")
+                        / "manifest.json").read_text())
+    assert after == manifest                                  # nothing rewritten by the refusals
+    GPT_OSS.preprocess("gpt-oss-120b", "gpt_oss_eval", paths, print)
+    assert len(GPT_OSS.preprocessed("gpt-oss-120b", "gpt_oss_eval", paths)) == 3
+
+
+def test_a_llama2_sample_edited_after_preprocess_data_is_refused(tmp_path: Path):
+    paths = Paths.create(scratch=tmp_path)
+    LLAMA2.download_data("openorca_sample", paths, print)
+    LLAMA2.preprocess("llama2-70b-chat", "openorca_sample", paths, print)
+    linked = next(p for p in paths.dataset_dir("openorca_sample").iterdir() if p.is_symlink())
+    rows = linked.read_text().splitlines()
+    row = json.loads(rows[3])
+    row["output"] = "an edited reference"
+    linked.unlink()                                           # the user's own copy, edited (the shared file stays)
+    linked.write_text("\n".join([*rows[:3], json.dumps(row), *rows[4:]]) + "\n")
+    with pytest.raises(UserError) as refused:
+        LLAMA2.preprocessed("llama2-70b-chat", "openorca_sample", paths)
+    assert str(linked) in str(refused.value) and "--benchmarks=llama2-70b-99.9" in str(refused.value)
+
+
 # -- scoring ----------------------------------------------------------------------------------------------------
 class _WordTokenizer:
     """Token id i is word i of a fixed list: enough to write and read accuracy logs."""

@@ -83,15 +83,19 @@ def test_the_repository_holds_the_python_model_and_is_rewritten_whole(tmp_path):
     assert "class TritonPythonModel" in (repository / "resnet50" / "1" / "model.py").read_text()
 
 
-def test_endpoints_are_host_port_pairs_named_once():
+def test_endpoints_are_host_port_pairs_named_once(other_nodes):
     assert parse_endpoints("node1:8001, 10.0.0.2:8001,[::1]:9001") == ("node1:8001", "10.0.0.2:8001", "[::1]:9001")
     for text, message in (("node1", "is not host:port"), ("node1:99999", "is not host:port"),
-                          ("a:8001,a:8001", "names a:8001 twice"), (" , ", "is empty")):
-        with pytest.raises(UserError, match=message):
+                          ("a:8001,a:8001", "names one server twice"), (" , ", "is empty"),
+                          ("localhost:8001,127.0.0.1:8001", "twice, as localhost:8001 and as 127.0.0.1:8001"),
+                          ("node2:8001,10.0.0.2:8001", "twice, as node2:8001 and as 10.0.0.2:8001"),
+                          ("node1:8001,nowhere.invalid:8001", "'nowhere.invalid' does not resolve")):
+        with pytest.raises(UserError, match=message) as refused:
             parse_endpoints(text)
+        assert refused.value.exit_code == 2
 
 
-def test_endpoints_need_the_triton_harness():
+def test_endpoints_need_the_triton_harness(other_nodes):
     with pytest.raises(UserError, match=r"--harness_type=openai\) and the Triton harness \(--harness_type=triton\)"):
         parse_run_args(["--action=run_harness", "--triton_endpoints=node1:8001"], ["run_harness"], ["resnet50"])
     args = parse_run_args(["--action=run_harness", TRITON, "--triton_endpoints=node1:8001,node2:8001"],
@@ -203,7 +207,7 @@ def test_two_servers_serve_one_run_with_the_in_process_harness_results(triton_en
     assert sum(e.samples for e in served.values()) == 20
     assert {e.engine_sha256 for e in served.values()} == {remote.engine.manifest["engine_sha256"]}
     assert all(e.protocol == "grpc" and e.model == "resnet50" and e.extras["server_version"] for e in served.values())
-    assert remote.nodes == 2       # two hosts by their names, though one machine
+    assert remote.nodes == 1       # two servers of one machine, by two names
 
 
 def _kill_once_serving(server: TritonServer, stop: threading.Event) -> None:
@@ -363,7 +367,7 @@ def test_make_run_stops_before_any_step_where_the_triton_environment_cannot_be_m
     assert not (repo / "build" / "engines").exists() and not list(logs.rglob("metadata.json"))
 
 
-def test_only_a_local_triton_server_needs_the_triton_environment():
+def test_only_a_local_triton_server_needs_the_triton_environment(other_nodes):
     from code.common.harness.registry import HARNESSES
 
     def needs(*flags: str, for_run: bool = True) -> bool:

@@ -119,3 +119,32 @@ class DamagedInput(UserError):
 
     def __init__(self, what: str, remedy: str) -> None:
         super().__init__(f"{what}. {remedy}", exit_code=EXIT_FAILURE)
+
+
+# -- the source files derived data is made from ---------------------------------------------------------------
+
+_SOURCE_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+def source_sha256(path: Path) -> str:
+    """The sha256 of a source file (a data set file that prompts or samples are made from), hashed once per command:
+    remembered by the file's path, size and modification time, so a file that changes is hashed again and judged by
+    its content."""
+    path = Path(path).resolve()
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if key not in _SOURCE_DIGESTS:
+        _SOURCE_DIGESTS[key] = sha256_file(path)
+    return _SOURCE_DIGESTS[key]
+
+
+def changed_source(path: Path, recorded: str | None) -> str | None:
+    """Why the source file `path` is not the one whose sha256 was `recorded` when something was made from it (a
+    clause to follow its name), or None when it is, or when it is absent here (nothing to compare: the derived data
+    is trusted for what it says it is)."""
+    if not recorded or not Path(path).is_file():
+        return None
+    now = source_sha256(path)
+    if now == recorded:
+        return None
+    return f"changed since it was made from it (sha256 {recorded[:12]} then, {now[:12]} now)"

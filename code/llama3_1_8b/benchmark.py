@@ -97,7 +97,9 @@ class LlamaBenchmark(PackagedBenchmark):
     def score(self, model: str, dataset: str, accuracy_log: Path, paths: Paths) -> AccuracyResult:
         """ROUGE and GEN_LEN as the reference evaluation.py computes them, against the data set's references."""
         from .accuracy import score_accuracy_log
+        from .preprocessing import check_source
 
+        check_source(model, dataset, paths, self.name)
         articles = _datasets.load_articles(dataset, paths)
         tokenizer = self.tokenizer(model, paths)
         if not accuracy_log.is_file():

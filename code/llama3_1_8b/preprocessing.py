@@ -21,8 +21,8 @@ import numpy as np
 
 from ..common.benchmark_api import Log
 from ..common.errors import EXIT_FAILURE, UserError
-from ..common.fileio import atomic_path, sha256_file
-from ..common.integrity import FileDigest, problem
+from ..common.fileio import atomic_path
+from ..common.integrity import FileDigest, changed_source, problem, source_sha256
 from ..common.paths import Paths
 from ..llm.prompt_set import PromptSet
 from . import datasets as _datasets
@@ -41,7 +41,7 @@ def preprocess_hint(benchmark: str, model: str, dataset: str) -> str:
 def _manifest(model: str, dataset: str, paths: Paths, benchmark: str) -> dict:
     source = _datasets.dataset_file(dataset, paths)
     return {"format": FORMAT_VERSION, "benchmark": benchmark, "model": model, "dataset": dataset,
-            "dataset_sha256": sha256_file(source) if source.is_file() else None,
+            "dataset_sha256": source_sha256(source) if source.is_file() else None,
             "tokenizer": _models.tokenizer_source(model, paths, benchmark),
             "template": _datasets.PROMPT_TEMPLATE, "chat_template": _models.facts(model).chat_template,
             "uses_tok_input": _uses_tok_input(model, dataset)}
@@ -153,4 +153,22 @@ def preprocessed(model: str, dataset: str, paths: Paths, benchmark: str = _model
             manifest.get("samples") != len(prompts) or manifest.get("template") != _datasets.PROMPT_TEMPLATE:
         raise UserError(f"The preprocessed prompts in {directory} were made by another version or from other "
                         f"inputs. Run `{hint}` again.", exit_code=EXIT_FAILURE)
+    check_source(model, dataset, paths, benchmark, manifest)
     return prompts
+
+
+def check_source(model: str, dataset: str, paths: Paths, benchmark: str = _models.BENCHMARK,
+                 manifest: dict | None = None) -> None:
+    """UserError naming the data set file and `make preprocess_data` when it changed since its prompts were made
+    (the prompts would be the old articles, the references the new); nothing to compare without prompts."""
+    if manifest is None:
+        try:
+            manifest = json.loads((_directory(benchmark, model, dataset, paths) / MANIFEST_FILE).read_text())
+        except (OSError, ValueError):
+            return
+    source = _datasets.dataset_file(dataset, paths)
+    why = changed_source(source, manifest.get("dataset_sha256") if isinstance(manifest, dict) else None)
+    if why is not None:
+        raise UserError(f"The data set file {source} {why}: the preprocessed prompts of {model} are the old ones, "
+                        f"and the summaries would be scored against the new references. Run "
+                        f"`{preprocess_hint(benchmark, model, dataset)}` again.", exit_code=EXIT_FAILURE)

@@ -155,7 +155,11 @@ class TaskBenchmark(PackagedBenchmark):
     # -- scoring --------------------------------------------------------------------------------------------
     def outputs(self, model: str, dataset: str, accuracy_log: Path, paths: Paths, audit_test: str | None = None) \
             -> tuple[list[TaskItem], Outputs]:
-        """The items of the part the log's run read and the log's decoded responses."""
+        """The items of the part the log's run read and the log's decoded responses; UserError naming `make
+        preprocess_data` when that part's file changed since its prompts were made."""
+        data = self.task_dataset(dataset)
+        _prompts.check_sources(self.name, model, data, paths,
+                               parts=[_datasets.part_for(data, True, audit_test)])
         items = self.items(dataset, paths, accuracy=True, audit_test=audit_test)
         tokenizer = self.tokenizer(model, paths)
         outputs = read_outputs(accuracy_log, len(items),

@@ -22,8 +22,8 @@ import numpy as np
 
 from ..common.benchmark_api import Log
 from ..common.errors import EXIT_FAILURE, UserError
-from ..common.fileio import atomic_path, sha256_file
-from ..common.integrity import FileDigest, problem
+from ..common.fileio import atomic_path
+from ..common.integrity import FileDigest, changed_source, problem, source_sha256
 from ..common.paths import Paths
 from ..llm.prompt_set import PromptSet
 from .datasets import TaskDataset, file_of, load_items, part_for
@@ -90,7 +90,7 @@ def _manifest(benchmark: str, model: str, dataset: TaskDataset, source: PromptSo
     files = {}
     for part in dataset.parts:
         path = file_of(dataset, part, paths)
-        files[part] = sha256_file(path) if path.is_file() else None
+        files[part] = source_sha256(path) if path.is_file() else None
     return {"format": FORMAT_VERSION, "benchmark": benchmark, "model": model, "dataset": dataset.name,
             "dataset_sha256": files, "tokenizer": source.tokenizer_identity, "chat_template": source.chat_template}
 
@@ -178,6 +178,25 @@ def _damage(directory: Path, manifest: dict, dataset: TaskDataset) -> str | None
     return None
 
 
+def check_sources(benchmark: str, model: str, dataset: TaskDataset, paths: Paths, manifest: dict | None = None,
+                  parts: Sequence[str] | None = None) -> None:
+    """UserError naming the data set file and `make preprocess_data` when a file of `parts` (default: all) changed
+    since its prompts were made: its prompts would be the old ones and its references the new. Without
+    preprocessed prompts there is nothing to compare."""
+    manifest = manifest if manifest is not None else \
+        _read_manifest(paths.preprocessed_dir(benchmark, model, dataset.name))
+    if manifest is None:
+        return
+    recorded = manifest.get("dataset_sha256") or {}
+    for part in parts if parts is not None else dataset.parts:
+        path = file_of(dataset, part, paths)
+        why = changed_source(path, recorded.get(part) if isinstance(recorded, dict) else None)
+        if why is not None:
+            raise UserError(f"The data set file {path} {why}: the preprocessed prompts of {model} are the old ones, "
+                            f"and the answers would be scored against the new references. Run "
+                            f"`{preprocess_hint(benchmark, model, dataset.name)}` again.", exit_code=EXIT_FAILURE)
+
+
 def preprocess_hint(benchmark: str, model: str, dataset: str) -> str:
     return f'make preprocess_data RUN_ARGS="--benchmarks={benchmark} --model={model} --dataset={dataset}"'
 
@@ -197,6 +216,7 @@ def preprocessed(benchmark: str, model: str, dataset: TaskDataset, paths: Paths)
     damage = _damage(directory, manifest, dataset)
     if damage is not None:
         raise UserError(f"{damage}. Run `{hint}`: it makes the prompts again.", exit_code=EXIT_FAILURE)
+    check_sources(benchmark, model, dataset, paths, manifest)
     parts = {}
     for part in dataset.parts:
         path = directory / prompts_file(part)

@@ -29,6 +29,7 @@ from ..paths import Paths
 from ..fileio import sha256_file
 from ..model_files import verified_model
 from ..named_inputs import named_sample, stack_batch
+from ..preprocessed_store import set_identity
 from ..records.reproduce import config_command
 from .manifest import BUILDER_VERSION, CalibrationInfo, EngineManifest, engine_problem
 from . import onnxruntime_builder as ort_builder
@@ -150,6 +151,35 @@ def _samples_sha256(samples: list[dict[str, np.ndarray]]) -> str:
     return digest.hexdigest()
 
 
+def _samples_source(config: ResolvedConfig, paths: Paths) -> str:
+    """What the calibration samples were read from: the sha256 of the preprocessed set's manifest (which records
+    the set's own sources, e.g. the data set's list), "" where the benchmark keeps no such set."""
+    directory = paths.preprocessed_dir(config.benchmark, config["model"], config["dataset"])
+    return set_identity(directory)["manifest_sha256"]
+
+
+def calibration_source_problem(config: ResolvedConfig, paths: Paths, model_digest: str) -> str | None:
+    """Why the INT8 calibration cache of this config was computed from another model or other calibration
+    samples than there are now (a sentence naming the cache and `make calibrate`), or None. Cheap: digests the
+    toolkit already has, no sample is read."""
+    cache = _calibration_cache(config, paths)
+    recorded = ort_builder.calibration_cache_inputs(cache)
+    if recorded is None:
+        return None
+    changed = []
+    if recorded.get("model_sha256") != model_digest:
+        changed.append("the model")
+    source = _samples_source(config, paths)
+    if "samples_source_sha256" in recorded and recorded["samples_source_sha256"] != source:
+        changed.append(f"the calibration samples (the preprocessed set in "
+                       f"{paths.preprocessed_dir(config.benchmark, config['model'], config['dataset'])})")
+    if not changed:
+        return None
+    return (f"The calibration cache {cache} was computed from another {' and '.join(changed)} than there is now. "
+            f"Run {config_command('calibrate', config)}, then {config_command('generate_engines', config)} builds "
+            f"the engine again from it.")
+
+
 def _ensure_calibration(config: ResolvedConfig, paths: Paths, benchmark: Benchmark, log: Log,
                         force: bool) -> Path:
     """The calibration cache, recomputed unless it exists and was computed from exactly these inputs."""
@@ -160,7 +190,8 @@ def _ensure_calibration(config: ResolvedConfig, paths: Paths, benchmark: Benchma
     inputs: dict[str, Any] = {
         "benchmark": config.benchmark, "model": config["model"], "model_sha256": model_digest,
         "dataset": config["dataset"], "count": int(config["calibration_images"]), "samples": len(samples),
-        "samples_sha256": _samples_sha256(samples), "method": choice.label,
+        "samples_sha256": _samples_sha256(samples), "samples_source_sha256": _samples_source(config, paths),
+        "method": choice.label,
         "runtime_version": ort_builder.runtime_version(), "builder_version": BUILDER_VERSION,
     }
     if not force and ort_builder.calibration_cache_inputs(cache) == inputs:
@@ -261,6 +292,10 @@ def locate_engine(config: ResolvedConfig, system_id: str, paths: Paths, benchmar
     command = config_command("generate_engines", config)
     _, model_digest = require_model(config, paths)
     cache = _calibration_cache(config, paths) if config["precision"] == "int8" else None
+    if cache is not None:
+        stale = calibration_source_problem(config, paths, model_digest)
+        if stale is not None:
+            raise UserError(stale, exit_code=EXIT_FAILURE)
     expected = _expected_manifest(config, model_digest, runtime_version, hardware, cache)
     reason = engine_problem(engine, paths.engine_manifest(engine), expected)
     if reason is None:

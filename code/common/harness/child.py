@@ -238,8 +238,13 @@ def _failure(error: Exception, log_dir: Path) -> str:
 
 
 def _endpoints(sut) -> tuple:
-    """The servers the test's inference ran on, as its record keeps them (none for a harness in this process)."""
-    return tuple(load_part(EndpointRecord, r, "endpoints") for r in sut.endpoint_records()) if sut else ()
+    """The servers the test's inference ran on, as its record keeps them (none for a harness in this process), each
+    with the machine its host name resolves to."""
+    from ..serving.machines import machine_key
+
+    records = sut.endpoint_records() if sut else []
+    return tuple(load_part(EndpointRecord, {**r, "machine": machine_key(str(r["host"]))}, "endpoints")
+                 for r in records)
 
 
 def _results(spec: RunSpec, plugin, benchmark, paths: Paths, log_dir: Path, seconds: float) -> dict[str, Any]:

@@ -37,7 +37,7 @@ from ..errors import EXIT_FAILURE, UserError
 from ..rules import BenchmarkRules, RulesRound
 from ..records.metadata import COMPLETED
 from .planned import EarlierRun, PlannedTest, Speed, earlier_runs, format_duration
-from .resume import find_attempts, resume_test
+from .resume import AskedFor, find_attempts, refuse_other_settings, resume_test
 from .settings import STREAM_LATENCY_FIELDS
 
 MEASURED, FROM_CONFIG = "measured", "from config"
@@ -289,18 +289,22 @@ def plan_harness(ctx, selection: Sequence[tuple[str, Scenario, TestMode]]) -> Pl
         ctx.log(skipped_line(path, reason))
 
     runs = earlier_runs([paths.logs_root, paths.log_dir], skipped)
-    tests = []
+    tests, made_otherwise = [], []
     for benchmark, scenario, mode in selection:
         folder = None if paths.log_dir_is_default else \
             paths.run_log_dir(ctx.system.system_id, benchmark, scenario, mode)
         test = plan_entry(ctx, benchmark, scenario, mode, runs, folder=folder)
         if ctx.args.resume and folder is not None:
-            attempts = find_attempts(folder, runs, unreadable, ctx.resolve(benchmark, scenario, mode).values,
-                                     ctx.args.test_run)
+            config = ctx.resolve(benchmark, scenario, mode)
+            asked = AskedFor.of(config.values, ctx.args.test_run, config.workload.name, ctx.args.endpoints)
+            attempts = find_attempts(folder, runs, unreadable, asked)
+            if attempts.other_settings is not None:
+                made_otherwise.append(f"{test.label} in {attempts.other_settings}")
             test = resume_test(test, attempts, ctx.args.retries)
         elif ctx.args.resume:    # nothing to resume: a first attempt, run again like any under --resume
             test = dataclasses.replace(test, retries_left=ctx.args.retries)
         tests.append(test)
+    refuse_other_settings(paths.log_dir, made_otherwise)
     new = "a new folder, created when the first test starts" if paths.log_dir_is_default else ""
     return Plan(tuple(tests), paths.log_dir, new)
 

@@ -30,6 +30,10 @@ class EarlierRun:
     metric: float | None            # the headline figure: samples/s (Offline, Server), ms per query (SS, MS)
     finished: str
     metric_unit: str = ""           # its unit: samples/s, ms, or an LLM's tokens/s (Offline, Server)
+    workload_setting: str = ""      # e.g. lwis_k_99_MaxP: the harness type among others
+    # The running servers it sent its queries to (--endpoints; not those the test started itself): (host, port,
+    # machine), the machine "" in records written before it was kept.
+    servers: tuple[tuple[str, int, str], ...] = ()
 
     @property
     def done(self) -> bool:
@@ -52,7 +56,9 @@ def earlier_runs(roots: Iterable[Path], skipped: Callable[[Path, str], None]) ->
             scenario=record.scenario.value, test_mode=record.test_mode.value, audit_test=record.audit_test,
             purpose=record.purpose, status=record.status, valid=record.valid is True, test_run=record.test_run,
             fields=record.config.fields, metric=record.metric.value if record.metric else None,
-            finished=record.finished or "", metric_unit=record.metric.unit if record.metric else ""))
+            finished=record.finished or "", metric_unit=record.metric.unit if record.metric else "",
+            workload_setting=record.config.workload_setting,
+            servers=tuple((e.host, e.port, e.machine) for e in record.endpoints if not e.local)))
     return runs
 
 

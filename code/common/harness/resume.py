@@ -1,7 +1,10 @@
 """--resume: continue an interrupted run_harness or run in its LOG_DIR, never overwriting a result.
 
 The LOG_DIR is the one given (LOG_DIR=...) or else the newest under build/logs. A planned test whose run folder, or
-one of its retry folders, holds a completed VALID record of the same computation is skipped. One whose attempts
+one of its retry folders, holds a completed VALID record made as asked now is skipped: the same resolved config
+fields, workload setting (harness), --test_run and running servers (--endpoints, compared as machines and ports).
+A completed record made otherwise stops the plan, saying what differs: reusing it would stage a result of other
+settings, and running again beside it would leave two kinds of runs in one LOG_DIR. One whose attempts
 are all INVALID, failed, interrupted, unreadable or without a record runs again into a fresh retry folder beside
 the first (`Paths.retry_run_dir`: `<test mode>-retry<k>`); a test that never started runs in its own folder. In one
 invocation a test runs again at most --retries times. Every attempt keeps its folder and record: staging ranks
@@ -11,12 +14,16 @@ interrupted one.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
+from urllib.parse import urlsplit
 
+from ..errors import UserError
 from ..paths import RETRY_SUFFIX, Paths
-from ..records.computation import differing_fields
+from ..records.metadata import COMPLETED
+from ..serving.machines import machine_key
 from .planned import EarlierRun, PlannedTest, earlier_runs
 
 
@@ -35,13 +42,34 @@ def resume_paths(paths: Paths, log: Callable[[str], None]) -> Paths:
 
 
 @dataclass(frozen=True)
+class AskedFor:
+    """How a planned test is asked to be made now: what an earlier record must match to be reused."""
+
+    fields: Mapping[str, Any]                   # the resolved config fields
+    test_run: bool
+    workload_setting: str = ""
+    servers: tuple[tuple[str, int], ...] = ()   # --endpoints as (host, port); none: servers the test starts itself
+
+    @classmethod
+    def of(cls, fields: Mapping[str, Any], test_run: bool, workload_setting: str, endpoints: Sequence[str]) \
+            -> "AskedFor":
+        """From the run flags: `endpoints` as --endpoints gives them (host:port, or http://host:port)."""
+        servers = []
+        for endpoint in endpoints:
+            split = urlsplit(endpoint if "://" in endpoint else f"//{endpoint}")
+            servers.append((str(split.hostname), int(split.port or 0)))
+        return cls(fields, test_run, workload_setting, tuple(servers))
+
+
+@dataclass(frozen=True)
 class Attempts:
     """What LOG_DIR holds of one planned test."""
 
     run_dir: Path                       # the first attempt's folder
-    done: EarlierRun | None             # a completed VALID run of the same computation
+    done: EarlierRun | None             # a completed VALID run made as asked now
     not_done: tuple[str, ...]           # each earlier attempt that does not count, and why
     last_retry: int                     # the highest retry folder that exists (0: none)
+    other_settings: str | None = None   # a completed attempt made otherwise: its folder and what differs
 
     @property
     def next_folder(self) -> Path:
@@ -50,17 +78,38 @@ class Attempts:
         return Paths.retry_run_dir(self.run_dir, self.last_retry + 1)
 
 
-def _differences(run: EarlierRun, fields: Mapping, test_run: bool) -> list[str]:
-    """How `run` differs from the test as planned now (empty: it computes the same)."""
-    differences = [f"{name}={run.fields.get(name)}" for name in differing_fields(run.fields, fields)]
-    if run.test_run != test_run:
-        differences.append("a --test_run" if run.test_run else "not a --test_run")
+def _plain(value: Any) -> Any:
+    """A value as its record keeps it (JSON): tuples are lists there."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def _servers_text(servers: Sequence[tuple[str, int]]) -> str:
+    if not servers:
+        return "none (servers the test starts itself)"
+    return ",".join(f"[{host}]:{port}" if ":" in host else f"{host}:{port}" for host, port in servers)
+
+
+def _differences(run: EarlierRun, asked: AskedFor) -> list[str]:
+    """How `run` was made otherwise than the test as asked now, each "what: <then> then, <now> now" (empty: the
+    same). Config fields are compared where the record holds them (a field added since is not in older ones)."""
+    differences = [f"{name}: {run.fields[name]} then, {asked.fields[name]} now" for name in sorted(run.fields)
+                   if name in asked.fields and _plain(run.fields[name]) != _plain(asked.fields[name])]
+    if run.workload_setting and asked.workload_setting and run.workload_setting != asked.workload_setting:
+        differences.append(f"workload setting: {run.workload_setting} then, {asked.workload_setting} now")
+    then = {(machine or machine_key(host), port) for host, port, machine in run.servers}
+    if then != {(machine_key(host), port) for host, port in asked.servers}:
+        differences.append(f"--endpoints: {_servers_text([(h, p) for h, p, _ in run.servers])} then, "
+                           f"{_servers_text(asked.servers)} now")
+    if run.test_run != asked.test_run:
+        differences.append(f"--test_run: {'yes' if run.test_run else 'no'} then, {'yes' if asked.test_run else 'no'}"
+                           f" now")
     return differences
 
 
-def find_attempts(run_dir: Path, runs: Sequence[EarlierRun], unreadable: Mapping[Path, str], fields: Mapping,
-                  test_run: bool) -> Attempts:
-    """The attempts of the test first run in `run_dir`; `unreadable`: folder -> why its metadata.json is unusable."""
+def find_attempts(run_dir: Path, runs: Sequence[EarlierRun], unreadable: Mapping[Path, str],
+                  asked: AskedFor) -> Attempts:
+    """The attempts of the test first run in `run_dir`; `unreadable`: folder -> why its metadata.json is unusable.
+    A completed attempt made otherwise than `asked` ends the search: `other_settings` says how."""
     by_folder = {run.folder.resolve(): run for run in runs}
     retries = Paths.retry_run_dirs(run_dir)
     folders = ([run_dir] if run_dir.is_dir() else []) + retries
@@ -68,18 +117,29 @@ def find_attempts(run_dir: Path, runs: Sequence[EarlierRun], unreadable: Mapping
     not_done = []
     for folder in folders:
         run = by_folder.get(folder.resolve())
-        differences = _differences(run, fields, test_run) if run is not None else []
+        differences = _differences(run, asked) if run is not None else []
         if run is None:
             why = unreadable.get(folder.resolve())
             not_done.append(f"{folder}: " + (f"unreadable metadata.json ({why})" if why else
                                              "no metadata.json (stopped without a record, or still running)"))
+        elif differences and run.status == COMPLETED:
+            return Attempts(run_dir, None, tuple(not_done), last_retry, f"{folder}: {'; '.join(differences)}")
         elif differences:
-            not_done.append(f"{folder}: computes something else ({', '.join(differences)})")
+            not_done.append(f"{folder}: {run.outcome()}, made with other settings ({'; '.join(differences)})")
         elif run.done:
             return Attempts(run_dir, run, tuple(not_done), last_retry)
         else:
             not_done.append(f"{folder}: {run.outcome()}")
     return Attempts(run_dir, None, tuple(not_done), last_retry)
+
+
+def refuse_other_settings(log_dir: Path, made_otherwise: Sequence[str]) -> None:
+    """UserError (exit 2) naming each test LOG_DIR holds that was made otherwise than asked now, and what to do."""
+    if made_otherwise:
+        raise UserError(f"--resume reuses a test only when it was made as asked now, and LOG_DIR={log_dir} holds "
+                        f"{len(made_otherwise)} made otherwise: " + " | ".join(made_otherwise) + ". Resume with the "
+                        f"settings they were made with, give another LOG_DIR=... for these, or drop --resume (a new "
+                        f"timestamped LOG_DIR).")
 
 
 def resume_test(test: PlannedTest, attempts: Attempts, retries: int) -> PlannedTest:

@@ -117,6 +117,14 @@ class EndpointRecord:
     samples: int = 0          # samples in them
     transport: str = ""       # how requests carried their data (e.g. "grpc", "system shared memory")
     extras: Mapping[str, Any] = field(default_factory=dict)   # what only its kind of harness reports
+    # The machine it ran on, its host name resolved when the test ran ("this machine", or the lowest address the
+    # name resolved to): two spellings of one machine count once. Records written before it was kept have "".
+    machine: str = ""
+
+    @property
+    def node(self) -> str:
+        """The machine, as far as the record knows it: its resolved name, else the host as given."""
+        return self.machine or self.host
 
     @property
     def address(self) -> str:
@@ -213,8 +221,9 @@ class RunRecord:
 
     @property
     def nodes(self) -> int:
-        """Machines that ran the inference: the distinct hosts of its endpoints, else this one."""
-        return max(1, len({endpoint.host for endpoint in self.endpoints}))
+        """Machines that ran the inference: the distinct machines of its endpoints (several ports of one host, or
+        two names of it, are one), else this one."""
+        return max(1, len({endpoint.node for endpoint in self.endpoints}))
 
     def given_fields(self) -> dict[str, Any]:
         """The config fields this test's invocation set, typed or filled in: with the selection, they give the

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from ..errors import UserError
+from .machines import refuse_aliases
 
 DEFAULT_SCHEME = "http"
 
@@ -45,14 +46,10 @@ def parse_endpoint(text: str, flag: str = "--endpoints") -> Endpoint:
 
 
 def parse_endpoints(items: tuple[str, ...] | list[str], flag: str = "--endpoints") -> tuple[Endpoint, ...]:
-    """Each entry parsed; a server named twice is refused (each would get twice its share)."""
+    """Each entry parsed and its host resolved; a server named twice, under one spelling or two (localhost and
+    127.0.0.1), is refused: it would get twice its share."""
     endpoints = tuple(parse_endpoint(item, flag) for item in items)
-    seen: set[Endpoint] = set()
-    for endpoint in endpoints:
-        if endpoint in seen:
-            raise UserError(f"{flag} names {endpoint.url} twice; name each server once (a node that runs two servers "
-                            f"gives each its own port).")
-        seen.add(endpoint)
+    refuse_aliases([(endpoint.url, endpoint.host, endpoint.port) for endpoint in endpoints], flag)
     if not endpoints:
         raise UserError(f"{flag} is empty: give the base URL of each running server, e.g. "
                         f"{flag}=http://node1:8000,http://node2:8000.")

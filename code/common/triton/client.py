@@ -8,14 +8,17 @@ import re
 from dataclasses import dataclass
 
 from ..errors import EXIT_FAILURE, UserError
+from ..serving.machines import refuse_aliases
 
 DEFAULT_GRPC_PORT = 8001
 _HOST_PORT = re.compile(r"^(?P<host>[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]):(?P<port>\d{1,5})$")
 
 
 def parse_endpoints(text: str) -> tuple[str, ...]:
-    """`host1:8001,host2:8001` -> ("host1:8001", "host2:8001"); UserError on a malformed or repeated one."""
+    """`host1:8001,host2:8001` -> ("host1:8001", "host2:8001"); UserError on a malformed one, a name that does not
+    resolve, or one server named twice (under one spelling or two)."""
     endpoints: list[str] = []
+    servers: list[tuple[str, str, int]] = []
     for part in (p.strip() for p in text.split(",")):
         if not part:
             continue
@@ -23,9 +26,9 @@ def parse_endpoints(text: str) -> tuple[str, ...]:
         if match is None or not 0 < int(match["port"]) < 65536:
             raise UserError(f"--endpoints: '{part}' is not host:port (for example "
                             f"node1:{DEFAULT_GRPC_PORT},node2:{DEFAULT_GRPC_PORT}: each server's gRPC port).")
-        if part in endpoints:
-            raise UserError(f"--endpoints names {part} twice; each server once.")
         endpoints.append(part)
+        servers.append((part, match["host"].removeprefix("[").removesuffix("]"), int(match["port"])))
+    refuse_aliases(servers)
     if not endpoints:
         raise UserError("--endpoints is empty: give host:port of each running Triton server, "
                         f"for example node1:{DEFAULT_GRPC_PORT},node2:{DEFAULT_GRPC_PORT}.")
