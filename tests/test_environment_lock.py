@@ -216,7 +216,8 @@ def test_the_running_environment_is_the_lock():
     """`make test` runs in the bootstrapped .venv: it must hold exactly the main lock."""
     state = lock_state(Path(sys.prefix))
     if state.installed_from is None:
-        pytest.skip(f"{sys.prefix} was not installed by the toolkit's bootstrap")
+        pytest.skip(f"{sys.prefix} was not installed by the toolkit's bootstrap (make test runs in the .venv it "
+                    f"installs from requirements/main.txt)")
     assert state.differences == ()
 
 
