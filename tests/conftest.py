@@ -86,7 +86,7 @@ def triton_venv() -> Path:
         find_installation(paths.triton_venv)
     except UserError as why:
         pytest.skip(f"the Triton environment {paths.triton_venv} cannot be made here: {why} (make build "
-                    f'RUN_ARGS="--harness_type=triton" makes it where PyPI is reachable)')
+                    f'RUN_ARGS="--harness_type=triton" makes it, printing the installer\'s messages)')
     return paths.triton_venv
 
 
