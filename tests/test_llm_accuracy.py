@@ -9,7 +9,6 @@ compared with its tools/submission/submission_checker/constants.py.
 from __future__ import annotations
 
 import json
-import os
 import re
 import runpy
 from pathlib import Path
