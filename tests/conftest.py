@@ -69,6 +69,27 @@ def native_lib() -> Path:
         pytest.skip(f"the native core cannot be built here: {why}")
 
 
+@pytest.fixture(scope="session")
+def triton_venv() -> Path:
+    """Triton Inference Server's environment (.venv-triton), made once per session as `make run` makes it for the
+    Triton harness (the plug-in's make_environment: the bootstrap, hash-checked from requirements/triton.txt;
+    nothing to do when it is up to date); skips, saying why, where it cannot be made."""
+    from types import SimpleNamespace
+
+    from code.common.errors import UserError
+    from code.common.harness.registry import HARNESSES
+    from code.common.triton.server import find_installation
+
+    paths = Paths.create()
+    try:
+        HARNESSES.get("triton").make_environment(SimpleNamespace(paths=paths))
+        find_installation(paths.triton_venv)
+    except UserError as why:
+        pytest.skip(f"the Triton environment {paths.triton_venv} cannot be made here: {why} (make build "
+                    f'RUN_ARGS="--harness_type=triton" makes it, printing the installer\'s messages)')
+    return paths.triton_venv
+
+
 def default_stop_signals() -> None:
     """In a toolkit process a test starts (preexec_fn): the stop signals as a terminal would deliver them, even where
     this test runs with some ignored (a background job of a non-interactive shell ignores SIGINT, nohup SIGHUP)."""

@@ -26,15 +26,15 @@ from code.common.submission.staging import _stage_logged, stage_compliance_for
 from code.common.submission.truncate import truncate_tree
 from tests import multiple_choice_benchmark as mc
 from tests.conftest import REPO
-from tests.official_tools import inference_dir, run_test07_verification, run_test09_verification
+from tests.official_tools import NOT_AT_HAND, inference_dir, run_test07_verification, run_test09_verification
 from tests.synthetic_logs import token_entry
 
 RULES = get_round("v6.1")
 TEST07, TEST09 = RULES.compliance_tests["TEST07"], RULES.compliance_tests["TEST09"]
 GPT_OSS = RULES.benchmark("gpt-oss-120b")
 LOW, HIGH = TEST09.output_token_bounds
-needs_checkout = pytest.mark.skipif(inference_dir() is None, reason="MLPERF_INFERENCE_DIR does not point at a "
-                                    "checkout of mlcommons/inference: the official scripts were not run")
+needs_checkout = pytest.mark.skipif(inference_dir() is None,
+                                    reason=f"{NOT_AT_HAND}: the official scripts were not run")
 
 
 @pytest.fixture(autouse=True, scope="module")

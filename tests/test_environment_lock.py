@@ -16,6 +16,7 @@ from tests.conftest import REPO
 
 sys.path.insert(0, str(REPO / "scripts"))
 import bootstrap_venv  # noqa: E402
+import lock_env  # noqa: E402
 
 ENV = envlock()
 
@@ -175,6 +176,31 @@ def test_a_lock_edited_after_a_good_install_is_refused_not_recorded(tmp_path, in
     assert _probe(venv).stdout.strip() == "1.0"
 
 
+def test_make_lock_keeps_the_versions_a_lock_pins_unless_told_to_upgrade(tmp_path, monkeypatch):
+    """A new pin changes that package and what it needs; every other package keeps the version its lock had,
+    although the registry has a newer one."""
+    uv = bootstrap_venv.ensure_uv()
+    if uv is None:
+        pytest.skip("uv could not be installed from requirements/uv.txt here (the package registry must be "
+                    "reachable once: make .venv/.toolkit-deps.sha256 installs it)")
+    wheels = tmp_path / "wheels"
+    older, _ = _wheel(wheels, "1.0"), _wheel(wheels, "2.0")
+    monkeypatch.setenv("UV_NO_INDEX", "1")                      # the two wheels made here, nothing else
+    monkeypatch.setattr(lock_env.envlock, "REPO", tmp_path)     # where the lock is written and named from
+    env = lock_env.envlock.Environment("probe", (), standalone=True)
+    data = {"tool": {"toolkit": {"environments": {"probe": {"dependencies": ["toolkit-probe"],
+                                                            "find-links": [str(wheels)]}}}}}
+    lock = _lock(tmp_path / "probe.txt", older)
+    lock_env.compile_lock(uv, ["toolkit-probe"], lock, env, data)
+    assert lock_env.envlock.locked_versions(lock) == {"toolkit-probe": "1.0"}
+    assert lock.read_text().startswith(lock_env.envlock.DIGEST_PREFIX)
+    lock_env.compile_lock(uv, ["toolkit-probe"], lock, env, data, upgrade=True)
+    assert lock_env.envlock.locked_versions(lock) == {"toolkit-probe": "2.0"}
+    fresh = tmp_path / "fresh.txt"
+    lock_env.compile_lock(uv, ["toolkit-probe"], fresh, env, data)          # no lock yet: the newest
+    assert lock_env.envlock.locked_versions(fresh) == {"toolkit-probe": "2.0"}
+
+
 def test_drift_names_each_package_that_differs(tmp_path):
     locked = {"numpy": "2.4.6", "onnx": "1.23.2", "colorama": "0.4.6"}
     installed = {"numpy": "2.4.6", "onnx": "1.22.0", "six": "1.16.0", "pip": "24.0"}
@@ -190,7 +216,8 @@ def test_the_running_environment_is_the_lock():
     """`make test` runs in the bootstrapped .venv: it must hold exactly the main lock."""
     state = lock_state(Path(sys.prefix))
     if state.installed_from is None:
-        pytest.skip(f"{sys.prefix} was not installed by the toolkit's bootstrap")
+        pytest.skip(f"{sys.prefix} was not installed by the toolkit's bootstrap (make test runs in the .venv it "
+                    f"installs from requirements/main.txt)")
     assert state.differences == ()
 
 

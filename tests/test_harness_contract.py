@@ -213,9 +213,12 @@ def _args(harness_type: str, endpoints: tuple[str, ...] = ()):
 
 
 @pytest.mark.parametrize("name, scenario, kind", cases())
-def test_every_harness_completes_every_sample_once_with_its_engines_response(name, scenario, kind, engine, tmp_path):
+def test_every_harness_completes_every_sample_once_with_its_engines_response(name, scenario, kind, engine, tmp_path,
+                                                                           request):
     from contextlib import ExitStack
 
+    if HARNESSES.get(name).harness_type == "triton":
+        request.getfixturevalue("triton_venv")    # its local server's environment, made as make run makes it
     out = tmp_path / "run"
     out.mkdir()
     with ExitStack() as servers:

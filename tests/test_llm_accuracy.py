@@ -9,7 +9,6 @@ compared with its tools/submission/submission_checker/constants.py.
 from __future__ import annotations
 
 import json
-import os
 import re
 import runpy
 from pathlib import Path
@@ -23,7 +22,7 @@ from code.llama3_1_8b.accuracy import (LlmAccuracy, accuracy_result, accuracy_ta
                                        score_accuracy_log, score_outputs, split_sentences)
 from code.llama3_1_8b.datasets import (DATASETS, PROMPT_TEMPLATE, Article, calibration_indices, dataset_file,
                                        detokenize_ptb, download_data, download_hint, load_articles, prompt_text)
-from tests.official_tools import evaluation_function, inference_dir, nltk_with_punkt_tab
+from tests.official_tools import NOT_AT_HAND, evaluation_function, inference_dir, nltk_with_punkt_tab
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -144,7 +143,7 @@ def test_texts_are_postprocessed_as_evaluation_py_does(nltk_punkt_tab) -> None:
     the texts the scorer scores, and so its GEN_LEN; and the reference pins the versions the toolkit follows."""
     checkout = inference_dir()
     if checkout is None:
-        pytest.skip("MLPERF_INFERENCE_DIR does not point at a checkout of the inference repository")
+        pytest.skip(f"{NOT_AT_HAND}: evaluation.py's postprocess_text was not run")
     postprocess_text = evaluation_function(checkout, "postprocess_text", nltk=nltk_punkt_tab)
     references, outputs = _texts()
     predictions = outputs[:len(references)]
@@ -368,13 +367,10 @@ def test_targets_are_the_rounds() -> None:
         accuracy_targets("llama2-70b-99")
 
 
-@pytest.mark.skipif(not os.environ.get("MLPERF_INFERENCE_DIR"),
-                    reason="MLPERF_INFERENCE_DIR does not point at a checkout of the inference repository")
+@pytest.mark.skipif(inference_dir() is None,
+                    reason=f"{NOT_AT_HAND}: the checker's constants were not read")
 def test_recorded_checker_facts_match_the_checkout() -> None:
-    constants = Path(os.environ["MLPERF_INFERENCE_DIR"]) / "tools" / "submission" / "submission_checker" / \
-        "constants.py"
-    if not constants.is_file():
-        pytest.skip(f"{constants} is absent")
+    constants = inference_dir() / "tools" / "submission" / "submission_checker" / "constants.py"
     official = runpy.run_path(str(constants))
     assert {name: official["ACC_PATTERN"][name] for name in ACC_PATTERN} == ACC_PATTERN
     config = official["MODEL_CONFIG"]["v6.1"]

@@ -16,7 +16,7 @@ from code.common.constants import AccuracyTarget, Scenario, SystemType
 from code.common.records.loadgen_log import read_detail
 from code.common.records.verdict import explain
 from code.common.rules import get_round
-from tests.official_tools import inference_dir, load_official_module
+from tests.official_tools import NOT_AT_HAND, inference_dir, load_official_module
 from tests.synthetic_logs import llm_server_detail, write_detail
 
 RULES = get_round("v6.1")
@@ -24,8 +24,8 @@ LLAMA, EDGE = RULES.benchmark("llama3.1-8b"), RULES.benchmark("llama3.1-8b-edge"
 # The round's other LLM benchmarks, whose tables are checked against the same official files.
 TASKS = tuple(RULES.benchmark(name) for name in ("llama2-70b-99.9", "deepseek-r1", "gpt-oss-120b"))
 K99 = AccuracyTarget.k_99
-needs_checkout = pytest.mark.skipif(inference_dir() is None, reason="MLPERF_INFERENCE_DIR does not point at a "
-                                    "checkout of mlcommons/inference: the official files were not read again")
+needs_checkout = pytest.mark.skipif(inference_dir() is None,
+                                    reason=f"{NOT_AT_HAND}: the official files were not read again")
 
 
 # -- the tables ---------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from code.common.submission.staging import stage_compliance_for
 from code.common.submission.truncate import truncate_tree
 from tests.official_corpus import (HASH, LLM_INTERACTIVE, TEST06_CASES, TEST06_EOS, TEST06_PASS, SampledCase, _llm,
                                    build_tree, perf_values, rouge_line, sampled_log, write_run)
-from tests.official_tools import inference_dir, run_test06_verification
+from tests.official_tools import NOT_AT_HAND, inference_dir, run_test06_verification
 from tests.synthetic_logs import token_entry
 from tests.test_checker import FIX
 
@@ -34,8 +34,8 @@ RULES = get_round("v6.1")
 TEST06 = RULES.compliance_tests["TEST06"]
 RESPONSE = ResponseFormat(dtype="int32", fields=("token_id",), records_per_sample=None, typical_records=128)
 EOS_ID = 128009          # Llama 3.1 Instruct's <|eot_id|>: any id the caller gives counts
-needs_checkout = pytest.mark.skipif(inference_dir() is None, reason="MLPERF_INFERENCE_DIR does not point at a "
-                                    "checkout of mlcommons/inference: run_verification.py was not run again")
+needs_checkout = pytest.mark.skipif(inference_dir() is None,
+                                    reason=f"{NOT_AT_HAND}: run_verification.py was not run again")
 
 
 # -- the verification ----------------------------------------------------------------------------------------

@@ -17,11 +17,11 @@ from code.common.rules import get_round
 from code.common.submission.checker import check_submission
 from tests.official_corpus import (ACCURACY_PAIRS, CRASH, PASS, PERFORMANCE_PAIRS, TREE_CASES, AccuracyPair,
                                    PerformancePair, TreeCase, accuracy_log, build_tree, write_run)
-from tests.official_tools import inference_dir, run_checker, run_verify_accuracy, run_verify_performance
+from tests.official_tools import NOT_AT_HAND, inference_dir, run_checker, run_verify_accuracy, run_verify_performance
 
 RULES = get_round("v6.1")
-needs_checkout = pytest.mark.skipif(inference_dir() is None, reason="MLPERF_INFERENCE_DIR does not point at a "
-                                    "checkout of mlcommons/inference: the official tools were not re-run")
+needs_checkout = pytest.mark.skipif(inference_dir() is None,
+                                    reason=f"{NOT_AT_HAND}: the official tools were not re-run")
 
 
 def test_the_official_tools_beside_the_repository_are_used():

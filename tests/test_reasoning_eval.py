@@ -3,10 +3,11 @@ sandboxed LiveCodeBench runs and the figures, against facts of the official v6.1
 
 The expected values below were produced by the official functions themselves (language/deepseek-r1/
 eval_accuracy.py and language/gpt-oss-120b/eval_accuracy.py of mlcommons/inference, with PRM800K's grader at the
-submodule's commit 7ecc794) on the same inputs; test_official_functions_agree reruns that comparison when
-MLPERF_INFERENCE_REPO points at a checkout of the inference repository (its prm800k submodule initialised for
-the MATH part). The official rows of the DeepSeek-R1 data set come from ../shared/data (skipped, naming the path,
-where it is absent). No GPQA data is used: its texts here are synthetic.
+submodule's commit 7ecc794) on the same inputs; the test_official_* tests rerun that comparison on the official
+tools MLPERF_INFERENCE_DIR points at (conftest points it at ../shared/mlcommons-inference, which holds both
+eval_accuracy.py files; the MATH-500 grader and lcb_runner need a checkout of mlcommons/inference with its
+submodules initialised). The official rows of the DeepSeek-R1 data set come from ../shared/data (skipped, naming
+the path, where it is absent). No GPQA data is used: its texts here are synthetic.
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from code.reasoning_eval.lcb_tests import (SOURCE_OFFICIAL, SOURCE_PUBLIC_ONLY, 
                                           statement_example_tests)
 from code.reasoning_eval.scoring import (DATASET_REPEATS, accuracy_targets, gpt_oss_final_score, score_deepseek,
                                          score_gpt_oss)
+from tests.official_tools import NOT_AT_HAND, inference_dir
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -453,13 +455,10 @@ def test_targets_of_the_round() -> None:
         accuracy_targets("llama2-70b-99")
 
 
-@pytest.mark.skipif(not os.environ.get("MLPERF_INFERENCE_DIR"),
-                    reason="MLPERF_INFERENCE_DIR does not point at the official tools")
+@pytest.mark.skipif(inference_dir() is None,
+                    reason=f"{NOT_AT_HAND}: the checker's constants were not read")
 def test_recorded_checker_facts_match_the_official_constants() -> None:
-    constants = Path(os.environ["MLPERF_INFERENCE_DIR"]) / "tools" / "submission" / "submission_checker" / \
-        "constants.py"
-    if not constants.is_file():
-        pytest.skip(f"{constants} is absent")
+    constants = inference_dir() / "tools" / "submission" / "submission_checker" / "constants.py"
     official = runpy.run_path(str(constants))
     assert {name: official["ACC_PATTERN"][name] for name in ACC_PATTERN} == ACC_PATTERN
     config = official["MODEL_CONFIG"]["v6.1"]
@@ -474,6 +473,18 @@ def test_recorded_checker_facts_match_the_official_constants() -> None:
 
 
 # -- the official functions themselves --------------------------------------------------------------
+
+def _official_scorers() -> Path:
+    """The official tools MLPERF_INFERENCE_DIR points at, when they hold both benchmarks' eval_accuracy.py."""
+    checkout = inference_dir()
+    if checkout is None:
+        pytest.skip(f"{NOT_AT_HAND}: the official eval_accuracy.py files were not run")
+    for benchmark in ("deepseek-r1", "gpt-oss-120b"):
+        script = checkout / "language" / benchmark / "eval_accuracy.py"
+        if not script.is_file():
+            pytest.skip(f"{script} is absent: point MLPERF_INFERENCE_DIR at a checkout of mlcommons/inference")
+    return checkout
+
 
 def _official_module(checkout: Path, benchmark: str, work: Path, monkeypatch: pytest.MonkeyPatch):
     """The benchmark's eval_accuracy.py, imported from a copy beside its prm800k submodule (transformers, which
@@ -494,17 +505,13 @@ def _official_module(checkout: Path, benchmark: str, work: Path, monkeypatch: py
     spec = importlib.util.spec_from_file_location(name, folder / "eval_accuracy.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module, (prm800k / "prm800k" / "grading" / "grader.py").is_file()
+    return module
 
 
-@pytest.mark.skipif(not os.environ.get("MLPERF_INFERENCE_REPO"),
-                    reason="MLPERF_INFERENCE_REPO does not point at a checkout of mlcommons/inference")
-def test_official_functions_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, math_libraries: None) -> None:
-    pytest.importorskip("pandas", reason="the official eval_accuracy.py imports pandas")
-    pytest.importorskip("tqdm", reason="the official eval_accuracy.py imports tqdm")
-    checkout = Path(os.environ["MLPERF_INFERENCE_REPO"])
-    deepseek, deepseek_math = _official_module(checkout, "deepseek-r1", tmp_path, monkeypatch)
-    gpt_oss, gpt_oss_math = _official_module(checkout, "gpt-oss-120b", tmp_path, monkeypatch)
+def test_official_extractors_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    checkout = _official_scorers()
+    deepseek = _official_module(checkout, "deepseek-r1", tmp_path, monkeypatch)
+    gpt_oss = _official_module(checkout, "gpt-oss-120b", tmp_path, monkeypatch)
     for text, want_deepseek, want_gpt_oss in GPQA_FACTS:
         assert deepseek.parse_multiple_choice(text, "D") == want_deepseek == extract.deepseek_multiple_choice(text, "D")
         assert gpt_oss.parse_multiple_choice(text, "D") == want_gpt_oss == extract.gpt_oss_multiple_choice(text, "D")
@@ -515,14 +522,24 @@ def test_official_functions_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         assert deepseek.parse_aime_answer(text) == gpt_oss.parse_aime_answer(text) == want
     for text, want_deepseek, want_gpt_oss in CODE_FACTS:
         assert deepseek.parse_code(text) == want_deepseek and gpt_oss.parse_code(text) == want_gpt_oss
-    if DEEPSEEK_ROWS.is_file():
-        for row in _jsonl(DEEPSEEK_ROWS):
-            text = row["ref_output"]
-            assert deepseek.parse_boxed_math(text) == extract.boxed_answer(text)
-            assert gpt_oss.parse_code(text) == extract.gpt_oss_code(text)
-            assert gpt_oss.parse_multiple_choice(text, "J") == extract.gpt_oss_multiple_choice(text, "J")
-    if not (deepseek_math and gpt_oss_math):
-        pytest.skip("the checkout's prm800k submodule is not initialised: the MATH-500 comparison did not run")
+    for row in _jsonl(DEEPSEEK_ROWS):
+        text = row["ref_output"]
+        assert deepseek.parse_boxed_math(text) == extract.boxed_answer(text)
+        assert gpt_oss.parse_code(text) == extract.gpt_oss_code(text)
+        assert gpt_oss.parse_multiple_choice(text, "J") == extract.gpt_oss_multiple_choice(text, "J")
+
+
+def test_official_math500_grader_agrees(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        math_libraries: None) -> None:
+    checkout = _official_scorers()
+    for benchmark in ("deepseek-r1", "gpt-oss-120b"):
+        grader = checkout / "language" / benchmark / "submodules" / "prm800k" / "prm800k" / "grading" / "grader.py"
+        if not grader.is_file():
+            pytest.skip(f"{grader} is absent (PRM800K's grader is a git submodule of mlcommons/inference, not among "
+                        f"the official files copied beside the repository): point MLPERF_INFERENCE_DIR at a checkout "
+                        f"after `git submodule update --init language/{benchmark}/submodules/prm800k`")
+    deepseek = _official_module(checkout, "deepseek-r1", tmp_path, monkeypatch)
+    gpt_oss = _official_module(checkout, "gpt-oss-120b", tmp_path, monkeypatch)
     from code.reasoning_eval.evaluators import check_math
 
     for given, truth, want in MATH_FACTS:
@@ -562,12 +579,12 @@ def _lcb_verdicts(lcb: Path, problem: ProblemTests, code: str, timeout: int) -> 
     return json.loads(lines[-1][len("RESULT:"):])
 
 
-@pytest.mark.skipif(not os.environ.get("MLPERF_INFERENCE_REPO"),
-                    reason="MLPERF_INFERENCE_REPO does not point at a checkout of mlcommons/inference")
 def test_lcb_runner_gives_the_same_verdicts(triplet_problem: ProblemTests) -> None:
-    lcb = Path(os.environ["MLPERF_INFERENCE_REPO"]) / "language" / "deepseek-r1" / "submodules" / "LiveCodeBench"
+    lcb = _official_scorers() / "language" / "deepseek-r1" / "submodules" / "LiveCodeBench"
     if not (lcb / "lcb_runner" / "evaluation" / "testing_util.py").is_file():
-        pytest.skip(f"{lcb} is not initialised (git submodule update --init)")
+        pytest.skip(f"{lcb} is absent (lcb_runner is a git submodule of mlcommons/inference, not among the official "
+                    f"files copied beside the repository): point MLPERF_INFERENCE_DIR at a checkout after "
+                    f"`git submodule update --init language/deepseek-r1/submodules/LiveCodeBench`")
     stdin_problem = statement_example_tests("abc001_a", STDIN_STATEMENT)
     reference = _jsonl(DEEPSEEK_ROWS)[0]["ref_extracted_answer"]
     cases = [(triplet_problem, reference)]

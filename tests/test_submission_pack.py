@@ -26,7 +26,8 @@ TARBALL = "mlperf-inference-ACME-submission.tar.gz"
 ENCRYPTED, ENCRYPTED_SHA1 = "mlperf_submission_ACME.tar.gz", "mlperf_submission_ACME.sha1"
 OFFICIAL_SCRIPT = Path("tools/submission/pack_submission.sh")
 needs_tools = pytest.mark.skipif(any(shutil.which(t) is None for t in ("openssl", "sha1sum", "tar", "bash")),
-                                 reason="needs openssl, sha1sum, tar and bash")
+                                 reason="needs openssl, sha1sum, tar and bash on the PATH (apt-get install openssl "
+                                        "coreutils tar bash)")
 
 # pack_submission.sh's --unpack branch, literally, except that openssl reads the passphrase from stdin
 # instead of asking for it: compare sha1sum's line with the .sha1 file's content, decrypt, untar.

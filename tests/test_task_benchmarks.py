@@ -260,16 +260,16 @@ def test_the_closed_models_run_on_serving_engines_only():
 
 
 def _reference_script(relative: str) -> Path:
-    """A file of the reference implementations: in MLPERF_INFERENCE_DIR's checkout when it has the language/
-    folders, else in MLPERF_INFERENCE_REPO's (the official tools beside the repository hold the checkers only)."""
-    import os
+    """A file of the reference implementations, in the official tools MLPERF_INFERENCE_DIR points at (conftest
+    points it at ../shared/mlcommons-inference, which holds the LLM benchmarks' scorers)."""
+    from tests.official_tools import NOT_AT_HAND, inference_dir
 
-    for variable in ("MLPERF_INFERENCE_DIR", "MLPERF_INFERENCE_REPO"):
-        root = os.environ.get(variable)
-        if root and (Path(root) / relative).is_file():
-            return Path(root) / relative
-    pytest.skip(f"{relative} is not in the checkout MLPERF_INFERENCE_DIR or MLPERF_INFERENCE_REPO points at "
-                f"(set MLPERF_INFERENCE_REPO to a checkout of mlcommons/inference): the reference was not run")
+    root = inference_dir()
+    if root is None:
+        pytest.skip(f"{NOT_AT_HAND}: {relative} was not run")
+    if not (root / relative).is_file():
+        pytest.skip(f"{root / relative} is absent: point MLPERF_INFERENCE_DIR at a checkout of mlcommons/inference")
+    return root / relative
 
 
 def test_llama2_scores_as_the_reference_evaluate_accuracy_py(tmp_path: Path, monkeypatch, capsys):
