@@ -43,8 +43,16 @@ $(foreach variable,$(DATA_VARIABLES),$(if $(call line_break_in,$(variable)),$(ca
 	truncate_results export_submission check_submission pack_submission add_custom_system lock clean test test_all \
 	serve_triton serve_llm
 
+# make asks the bootstrap when a file below is newer than the stamp, and also when the stamp ("<environment>
+# <sha256 of its lock>") does not name the digest of that lock now (a lock changed under an old time); the
+# bootstrap decides by the digest alone and installs nothing when it matches.
 $(VENV_STAMP): requirements/main.txt scripts/bootstrap_venv.py scripts/envlock.py
 	@$(PYTHON_BOOTSTRAP) scripts/bootstrap_venv.py --venv "$(VENV)"
+installed_environment := $(file <$(VENV_STAMP))
+ifneq ($(word 2,$(installed_environment)),$(firstword $(shell sha256sum \
+	'requirements/$(subst ',,$(firstword $(installed_environment) main)).txt' 2>/dev/null)))
+.PHONY: $(VENV_STAMP)
+endif
 
 help: ## List the targets and variables
 	@$(PYTHON_BOOTSTRAP) scripts/make_help.py Makefile
