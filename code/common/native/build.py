@@ -93,6 +93,19 @@ def tools_missing() -> list[str]:
     return [tool for tool in ("cmake", "c++") if shutil.which(tool) is None]
 
 
+def cannot_build() -> str | None:
+    """Why the core cannot be built here (no compiler, cmake or pybind11), known without building; None when it
+    can be tried (the LoadGen sdist is still to be fetched)."""
+    import importlib.util
+
+    missing = tools_missing()
+    if missing:
+        return f"{' and '.join(missing)} not found"
+    if importlib.util.find_spec("pybind11") is None:
+        return "pybind11 is not installed in this environment"
+    return None
+
+
 def fetch_sdist(cache: Path) -> Path:
     """The LoadGen sdist in `cache`, downloaded once from the package registry and checked against its sha256."""
     sdist = cache / LOADGEN_SDIST
@@ -136,13 +149,10 @@ def _fingerprint() -> str:
 
 def build_native(build_root: Path, cache: Path, log=print, jobs: int = 2) -> NativeBuild:
     """Build (or find up to date) the native core under build_root/native; NativeUnavailable when it cannot be."""
-    missing = tools_missing()
-    if missing:
-        raise NativeUnavailable(f"{' and '.join(missing)} not found")
-    try:
-        import pybind11
-    except ImportError:
-        raise NativeUnavailable("pybind11 is not installed in this environment") from None
+    why = cannot_build()
+    if why is not None:
+        raise NativeUnavailable(why)
+    import pybind11
     root, lib = build_dir(build_root), lib_dir(build_root)
     why = not_ready(build_root)
     if why is None:
