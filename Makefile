@@ -18,12 +18,24 @@ SYSTEM_NAME ?=
 # value is its raw text ($(value ...): make expands nothing in it) in single quotes (a ' in it written '\''),
 # and none is exported (make would expand it for the environment). Python splits RUN_ARGS into flags as a shell
 # splits words (quotes group, nothing runs) and refuses a setting given twice with different values.
-unexport RUN_ARGS SUBMITTER MLPERF_SCRATCH_PATH LOG_DIR BENCHMARKS SYSTEM_NAME
+DATA_VARIABLES := RUN_ARGS SUBMITTER MLPERF_SCRATCH_PATH LOG_DIR BENCHMARKS SYSTEM_NAME
+unexport $(DATA_VARIABLES)
 shell_word = '$(subst ','\'',$(value $(1)))'
 flag = $(if $(value $(2)),--$(1)=$(call shell_word,$(2)))
 MAIN = $(PY) -m code.main --action=$@ $(call flag,scratch_path,MLPERF_SCRATCH_PATH) $(call flag,log_dir,LOG_DIR) \
 	$(call flag,submitter,SUBMITTER) $(call flag,benchmarks,BENCHMARKS) $(call flag,system_name,SYSTEM_NAME) \
 	$(call flag,run_args,RUN_ARGS)
+
+# make cuts a recipe into commands at each line break, so a value holding one would reach the shell as a command
+# of its own: refused while make reads this file, before any recipe runs (`make -i` cannot ignore a parse error).
+define newline
+
+
+endef
+carriage_return := $(shell printf '\r')
+line_break_in = $(or $(findstring $(newline),$(value $(1))),$(findstring $(carriage_return),$(value $(1))))
+refuse_line_break = $(error $(1) holds a line break, which make would run as a command of its own: give $(1) on one line)
+$(foreach variable,$(DATA_VARIABLES),$(if $(call line_break_in,$(variable)),$(call refuse_line_break,$(variable))))
 
 .DEFAULT_GOAL := help
 .PHONY: help prebuild build link_dirs show_config download_model download_data preprocess_data generate_engines \
@@ -31,8 +43,16 @@ MAIN = $(PY) -m code.main --action=$@ $(call flag,scratch_path,MLPERF_SCRATCH_PA
 	truncate_results export_submission check_submission pack_submission add_custom_system lock clean test test_all \
 	serve_triton serve_llm
 
+# make asks the bootstrap when a file below is newer than the stamp, and also when the stamp ("<environment>
+# <sha256 of its lock>") does not name the digest of that lock now (a lock changed under an old time); the
+# bootstrap decides by the digest alone and installs nothing when it matches.
 $(VENV_STAMP): requirements/main.txt scripts/bootstrap_venv.py scripts/envlock.py
 	@$(PYTHON_BOOTSTRAP) scripts/bootstrap_venv.py --venv "$(VENV)"
+installed_environment := $(file <$(VENV_STAMP))
+ifneq ($(word 2,$(installed_environment)),$(firstword $(shell sha256sum \
+	'requirements/$(subst ',,$(firstword $(installed_environment) main)).txt' 2>/dev/null)))
+.PHONY: $(VENV_STAMP)
+endif
 
 help: ## List the targets and variables
 	@$(PYTHON_BOOTSTRAP) scripts/make_help.py Makefile

@@ -95,6 +95,13 @@ def install(venv_dir: Path, lock: Path, installer: str = "", extra: list[str] = 
              f"reachable")
 
 
+def is_current(venv_dir: Path, env: envlock.Environment, digest: str) -> bool:
+    """Whether `venv_dir` holds `env` installed from the lock whose sha256 is `digest`: decided by content alone,
+    so a lock touched but unchanged installs nothing, and one changed under an old time is installed."""
+    installed, installed_digest = envlock.installed_environment(venv_dir)
+    return (venv_dir / "bin" / "python").exists() and installed == env and installed_digest == digest
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--extras", default=None,
@@ -117,9 +124,9 @@ def main() -> int:
     if sys.version_info < (3, 11):
         sys.exit(f"bootstrap: Python 3.11 or newer is required, this is {sys.version.split()[0]}")
     digest = envlock.file_sha256(env.lock)
-    python, stamp = venv_dir / "bin" / "python", venv_dir / envlock.STAMP_NAME
-    if python.exists() and installed is env and installed_digest == digest:
-        stamp.touch()  # newer than the lock again, so make stops asking
+    stamp = venv_dir / envlock.STAMP_NAME
+    if is_current(venv_dir, env, digest):
+        stamp.touch()  # newer than the lock again, so make's time check stops asking
         return 0
     print(f"Installing the locked environment {env.lock.relative_to(envlock.REPO)} into {venv_dir} ...", flush=True)
     # Wheels the registry lacks (vLLM's CPU build of torch) come from the environment's find-links.

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -233,3 +235,50 @@ def test_a_pin_under_an_environment_marker_counts_only_where_the_marker_holds(tm
                     f"either==6.0 ; sys_platform == 'nonexistent-os' or python_full_version >= '{here}' \\\n"
                     f"neither==7.0 ; sys_platform == 'nonexistent-os' or python_full_version < '{here}' \\\n")
     assert ENV.locked_versions(lock) == {"pkg": "2.0", "plain": "4.0", "either": "6.0"}
+
+
+def _venv_with_stamp(folder: Path, text: str, mtime_s: float) -> Path:
+    """A venv folder whose python is this one and whose stamp says `text`, dated `mtime_s`."""
+    (folder / "bin").mkdir(parents=True)
+    (folder / "bin" / "python").symlink_to(sys.executable)
+    stamp = folder / ENV.STAMP_NAME
+    stamp.write_text(text)
+    os.utime(stamp, (mtime_s, mtime_s))
+    return stamp
+
+
+def _make_calls_the_bootstrap(venv: Path) -> bool:
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    done = subprocess.run(["make", "-n", "show_config", f"VENV={venv}"], cwd=REPO, env=env, capture_output=True,
+                          text=True, check=True)
+    return "bootstrap_venv.py" in done.stdout
+
+
+def test_the_bootstrap_decides_by_the_lock_digest_not_by_times(tmp_path):
+    """A stamp older than the lock (the lock touched, unchanged): make asks, the bootstrap installs nothing."""
+    main_env = bootstrap_venv.envlock.environment_named("main")   # the bootstrap's own copy of envlock
+    digest = ENV.file_sha256(main_env.lock)
+    stamp = _venv_with_stamp(tmp_path / "venv", f"main {digest}\n", 0)
+    assert _make_calls_the_bootstrap(tmp_path / "venv")
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "bootstrap_venv.py"), "--venv",
+                           str(tmp_path / "venv")], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and "Installing" not in done.stdout + done.stderr, done.stdout + done.stderr
+    assert stamp.read_text() == f"main {digest}\n"
+    assert not _make_calls_the_bootstrap(tmp_path / "venv")      # dated now, so make's time check is quiet again
+    assert bootstrap_venv.is_current(tmp_path / "venv", main_env, digest)
+    assert not bootstrap_venv.is_current(tmp_path / "venv", main_env, "0" * 64)          # another lock's content
+    assert not bootstrap_venv.is_current(tmp_path / "venv", bootstrap_venv.envlock.environment_named("tensorrt"),
+                                         digest)
+
+
+def test_make_asks_the_bootstrap_when_the_lock_content_differs_from_the_stamp(tmp_path):
+    """A stamp newer than every file make compares, naming another digest than the lock's (a lock changed under
+    an old time): make still asks the bootstrap; with the lock's digest it does not."""
+    later = time.time() + 3600
+    _venv_with_stamp(tmp_path / "old", f"main {'0' * 64}\n", later)
+    assert _make_calls_the_bootstrap(tmp_path / "old")
+    _venv_with_stamp(tmp_path / "current", f"main {ENV.file_sha256(ENV.environment_named('main').lock)}\n", later)
+    assert not _make_calls_the_bootstrap(tmp_path / "current")
+    _venv_with_stamp(tmp_path / "tensorrt", f"tensorrt {ENV.file_sha256(ENV.environment_named('main').lock)}\n",
+                     later)
+    assert _make_calls_the_bootstrap(tmp_path / "tensorrt")      # the digest of main's lock, not of tensorrt's

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -198,3 +199,22 @@ def test_a_damaged_native_build_is_not_ready_and_names_the_file(native_lib: Path
         _flip_middle_byte(victim)
     why = not_ready(build_root)
     assert why is not None and str(victim) in why and "`make build` rebuilds it" in why
+
+
+def test_the_native_build_is_judged_by_content_not_by_time(native_lib: Path, tmp_path: Path) -> None:
+    """Every built file touched but unchanged: still ready (nothing rebuilt). The largest one (libloadgen.so, over
+    the size below which every file is hashed anyway) changed with its size and recorded time put back: not ready."""
+    build_root = tmp_path / "build"
+    shutil.copytree(native_lib, lib_dir(build_root))
+    recorded = json.loads((native_lib / STAMP).read_text())["files"]
+    later = time.time_ns() + 10**9
+    for name in recorded:
+        os.utime(lib_dir(build_root) / name, ns=(later, later))
+    assert not_ready(build_root) is None
+    largest = max(recorded, key=lambda name: recorded[name]["size"])
+    victim = lib_dir(build_root) / largest
+    _flip_middle_byte(victim)
+    os.utime(victim, ns=(recorded[largest]["mtime_ns"], recorded[largest]["mtime_ns"]))
+    assert victim.stat().st_size == recorded[largest]["size"]
+    why = not_ready(build_root)
+    assert why is not None and str(victim) in why and "sha256" in why

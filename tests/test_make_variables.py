@@ -97,3 +97,35 @@ def test_one_setting_given_two_values_through_make_is_refused():
     same = make("show_config", "BENCHMARKS=resnet50", "RUN_ARGS=--benchmarks=resnet50 --scenarios=offline "
                                                        "--batch_size=8 --gpu_batch_size=8")
     assert same.returncode == 0, same.stderr
+
+
+def refused_by_make(done: subprocess.CompletedProcess, variable: str) -> None:
+    """make refused the value while reading the Makefile: its one line naming the variable, status 2, no recipe."""
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and f"{variable} holds a line break" in lines[0], done.stderr
+    assert f"give {variable} on one line" in lines[0] and done.stdout == "", done.stdout
+
+
+@pytest.mark.parametrize("ignore_errors", [[], ["-i"]])
+@pytest.mark.parametrize("variable, action", [
+    ("RUN_ARGS", "run_harness"), ("SUBMITTER", "show_config"), ("LOG_DIR", "report"),
+    ("MLPERF_SCRATCH_PATH", "run"), ("BENCHMARKS", "show_config"), ("SYSTEM_NAME", "show_config"),
+])
+@pytest.mark.parametrize("line_break", ["\n", "\r"])
+def test_a_line_break_in_a_make_variable_is_refused_before_any_shell_sees_it(witness, ignore_errors, variable,
+                                                                                action, line_break):
+    text = f"--benchmarks=resnet50{line_break}touch {witness}/second-line"
+    done = make(*ignore_errors, action, f"{variable}={text}")
+    refused_by_make(done, variable)
+    assert sorted(p.name for p in witness.iterdir()) == []
+
+
+def test_a_line_break_beside_make_and_shell_syntax_stays_text(witness):
+    """The check reads the raw value: a `$(shell ...)` or backquotes in it run neither while make looks for the
+    line break nor after."""
+    text = f"$(shell touch {witness}/make)\n`touch {witness}/backquote` $$(touch {witness}/dollar)"
+    for ignore_errors in ([], ["-i"]):
+        done = make(*ignore_errors, "run_harness", f"RUN_ARGS={text}")
+        refused_by_make(done, "RUN_ARGS")
+    assert sorted(p.name for p in witness.iterdir()) == []

@@ -4,6 +4,7 @@ failure and interruption paths."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -131,3 +132,101 @@ def test_a_failing_backend_fails_a_native_run_naming_the_error(scratch, native_l
     assert record.error == ("RuntimeError: the inference failed during the run: RuntimeError: injected device "
                             "failure")
     assert Paths.create().build in native_lib.parents
+
+
+# -- the core wanted but not there: said on the console, built by make run ------------------------------------------
+def _context(tmp_path: Path, action: str, *flags: str):
+    """An invocation whose build folder (tmp_path/build) holds no native core."""
+    from code.actions import ACTIONS
+    from code.actions.base import Context
+    from code.common.arguments import parse_run_args
+    from code.common.rules import get_round
+    from code.main import available_benchmarks
+    from .conftest import recorded_detector
+
+    paths = Paths.create(scratch=tmp_path / "scratch", log_dir=tmp_path / "logs", repo=tmp_path)
+    args = parse_run_args([f"--action={action}", *flags], list(ACTIONS),
+                          available_benchmarks(Paths.create(), get_round()))
+    system = recorded_detector("kvm_epyc_2core_lscpu.txt", None).detect()
+    lines: list[str] = []
+    return Context(args=args, paths=paths, rules=get_round(), detect=lambda: system, log=lines.append), lines
+
+
+def test_a_default_that_falls_back_from_a_missing_core_says_so_on_the_console(tmp_path):
+    from code.actions.harness import RunHarness
+
+    ctx, lines = _context(tmp_path, "run_harness", *EMBEDDED, "--scenarios=offline", "--test_run", "--dry_run")
+    assert RunHarness(ctx).run() == 0
+    [note] = [line for line in lines if line.startswith("Note:")]
+    assert note.startswith("Note: resnet50 Offline runs the Python harness, not the native core (the default "
+                           "--harness_impl): the native core is not built; run make build"), note
+    assert lines.index(note) < next(i for i, line in enumerate(lines) if line.startswith("Plan:"))
+
+
+def test_a_default_that_falls_back_from_a_damaged_core_names_the_file(native_lib, tmp_path):
+    from code.actions.harness import RunHarness
+    from code.common.native.build import lib_dir
+
+    ctx, lines = _context(tmp_path, "run_harness", *EMBEDDED, "--scenarios=offline", "--test_run", "--dry_run")
+    shutil.copytree(native_lib, lib_dir(ctx.paths.build))
+    victim = next(lib_dir(ctx.paths.build).glob("toolkit_native*.so"))
+    victim.write_bytes(victim.read_bytes()[:1000])
+    assert RunHarness(ctx).run() == 0
+    [note] = [line for line in lines if line.startswith("Note:")]
+    assert f"the native core's {victim} is 1000 bytes" in note and "run make build" in note, note
+    assert ctx.resolve("resnet50", Scenario.Offline)["harness_impl"] == "python"
+
+
+def test_make_run_plans_the_core_it_will_build_where_run_harness_asks_for_make_build(tmp_path):
+    from code.actions.harness import Run, RunHarness
+
+    ctx, lines = _context(tmp_path, "run", "--harness_impl=native", "--dry_run")
+    assert Run(ctx).run() == 0
+    assert "Note: the native core is not built: make run builds it before the first test (resnet50 Offline runs " \
+           "on it)." in lines
+    ctx, _ = _context(tmp_path, "run_harness", *EMBEDDED, "--scenarios=offline", "--harness_impl=native",
+                      "--dry_run")
+    with pytest.raises(UserError, match=r"not built \(`make build` builds it\)") as error:
+        RunHarness(ctx).run()
+    assert error.value.exit_code == 2
+
+
+@pytest.mark.parametrize("asked", [True, False])
+def test_make_run_builds_the_core_and_says_what_runs_where_it_cannot(tmp_path, monkeypatch, native_lib, asked):
+    """make run's environment step builds the core for the tests that run on it (here a copy of this checkout's
+    build stands for the compile). Where the build fails: asked for, exit 1 with the reason; the default, one
+    console line and the tests run the Python harness."""
+    import code.common.native.build as native_build
+    from code.common.harness.registry import HARNESSES
+    from code.common.native.build import NativeBuild, NativeUnavailable, lib_dir
+
+    flags = [*EMBEDDED, "--scenarios=offline", *(["--harness_impl=native"] if asked else [])]
+    ctx, lines = _context(tmp_path, "run", *flags)
+    ctx.environment_made = True
+    native = HARNESSES.get("native")
+
+    def copy_of_the_build(build_root, cache, log=print, jobs=2):
+        shutil.copytree(native_lib, lib_dir(build_root))
+        return NativeBuild(lib_dir(build_root), built_now=True)
+
+    monkeypatch.setattr(native_build, "build_native", copy_of_the_build)
+    native.make_environment(ctx)
+    assert not_ready(ctx.paths.build) is None and ctx.resolve("resnet50", Scenario.Offline)["harness_impl"] == "native"
+
+    shutil.rmtree(lib_dir(ctx.paths.build))
+
+    def no_compiler(build_root, cache, log=print, jobs=2):
+        raise NativeUnavailable("c++ not found")
+
+    monkeypatch.setattr(native_build, "build_native", no_compiler)
+    if asked:
+        with pytest.raises(UserError, match=r"--harness_impl=native: the native harness core cannot be built here "
+                                            r"\(c\+\+ not found\)") as error:
+            native.make_environment(ctx)
+        assert error.value.exit_code == 1
+        return
+    native.make_environment(ctx)
+    assert lines[-1].startswith("Note: resnet50 Offline runs the Python harness, not the native core (the default "
+                                "--harness_impl): it could not be built here (c++ not found)"), lines[-1]
+    ctx.environment_made = False
+    assert ctx.resolve("resnet50", Scenario.Offline)["harness_impl"] == "python"

@@ -400,3 +400,29 @@ def test_a_test_that_issues_each_sample_once_is_sized_by_the_data_set():
     speed = Speed(2.0, "measured", "a test")
     assert estimate(Scenario.Offline, TestMode.PerformanceOnly, settings, speed, 16, 256)[:3] == (1, 16, 8.0)
     assert estimate(Scenario.Offline, TestMode.PerformanceOnly, settings, speed, 4000, 256)[1] == 990
+
+
+def test_an_llm_test_run_is_planned_and_read_back_as_loadgen_issues_it(tmp_path):
+    """make run's llama3.1-8b test run: 24 samples loaded (total_sample_count), a query of min_query_count 8
+    asked. LoadGen pads the Offline query to the 24 of the performance set (equal issue) and logs
+    generated_samples_per_query 24 beside the effective_samples_per_query 8 asked (a real run on 2 cores: 24
+    samples at 0.10666/s, 225 s). The plan, the duration read back from the log and the test run's note say 24."""
+    from code.common.harness.settings import user_conf_lines as conf
+    from code.common.records.loadgen_log import read_detail
+    from code.common.records.verdict import explain
+    from tests.synthetic_logs import write_detail
+
+    ctx = _llm_context(tmp_path, "--scenarios=offline", "--max_output_tokens=64", "--total_sample_count=24",
+                       "--offline_expected_qps=0.8", "--test_run")
+    test = plan_entry(ctx, "llama3.1-8b", Scenario.Offline, TestMode.PerformanceOnly, [])
+    fields = ctx.resolve("llama3.1-8b", Scenario.Offline).values
+    lines = conf("llama3_1-8b", Scenario.Offline, fields, ROUND.benchmark("llama3.1-8b"), 13_368, True)
+    assert "llama3_1-8b.Offline.min_query_count = 8" in lines and test.samples == 24
+    write_detail(tmp_path / "run", {"effective_scenario": "Offline", "result_validity": "VALID",
+                                    "result_min_duration_met": True, "effective_samples_per_query": 8,
+                                    "generated_samples_per_query": 24, "result_samples_per_second": 0.10666,
+                                    "effective_min_duration_ms": 0})
+    log = read_detail(tmp_path / "run")
+    assert log.offline_query_samples == test.samples
+    assert log.run_duration_s == pytest.approx(225, abs=1)            # not 8 / 0.10666 = 75 s
+    assert "it ran one query of 24 samples" in explain(log, {}, test_run=True).reasons[-1]

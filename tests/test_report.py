@@ -327,3 +327,39 @@ def test_a_read_only_reports_folder_is_named_not_an_internal_error(tmp_path: Pat
     assert "internal error" not in out and "Traceback" not in out
     assert f"The report cannot be written in {folder} (Permission denied)" in done.stderr, out
     assert "make that folder writable" in done.stderr
+
+
+def test_two_log_dirs_of_one_name_get_a_report_each(paths: Paths, tmp_path: Path):
+    """/tmp/a/run1 and /tmp/b/run1: the second report is written beside the first, never over it."""
+    first, second = tmp_path / "a" / "run1", tmp_path / "b" / "run1"
+    run_folder(first.parent, first.name, "Offline", value=111.0)
+    run_folder(second.parent, second.name, "Offline", value=222.0)
+    assert report(paths, log_dir=first)[0] == 0 and report(paths, log_dir=second)[0] == 0
+    names = {paths.report_name(first), paths.report_name(second)}
+    assert len(names) == 2 and all(name.startswith("run1-") for name in names), names
+    assert "111.0 samples/s" in paths.report_html(paths.report_name(first)).read_text()
+    assert "222.0 samples/s" in paths.report_html(paths.report_name(second)).read_text()
+    assert paths.report_name(tmp_path / "a" / ".." / "a" / "run1") == paths.report_name(first)   # one folder, one name
+    assert paths.report_name(paths.logs_root / NEW) == NEW                 # build/logs/<timestamp> keeps its name
+
+
+def test_a_log_dir_named_all_does_not_take_the_all_report(paths: Paths):
+    run_folder(paths.logs_root, "all", "Offline", value=333.0)
+    assert report(paths, "--all")[0] == 0
+    assert report(paths, log_dir=paths.logs_root / "all")[0] == 0
+    assert paths.report_name(paths.logs_root / "all") != "all"
+    assert "999.0 samples/s" in paths.report_html("all").read_text()      # the --all page is still every run's
+
+
+def test_a_report_folder_of_other_runs_is_never_replaced(paths: Paths, tmp_path: Path):
+    """A report folder records the folders it reports; one that names others stops the report (exit 1), the
+    page and plots as they were."""
+    assert report(paths)[0] == 0
+    page = paths.report_html(NEW)
+    paths.report_source(NEW).write_text(f"{tmp_path / 'elsewhere'}\n")
+    before = page.read_bytes()
+    with pytest.raises(UserError) as error:
+        report(paths)
+    assert error.value.exit_code == 1
+    assert str(tmp_path / "elsewhere") in str(error.value) and str(paths.report_dir(NEW)) in str(error.value)
+    assert page.read_bytes() == before

@@ -22,6 +22,9 @@ class Context:
     rules: RulesRound
     detect: Callable[[], SystemInfo]
     log: Callable[[str], None] = print
+    # make run makes the harness environment (e.g. builds the native core) before its first test: until it has,
+    # what it will make counts as there when the harness implementation is settled.
+    environment_made: bool = False
     _registry: ConfigRegistry | None = field(default=None, repr=False)
 
     @cached_property
@@ -46,7 +49,7 @@ class Context:
                                        cpu_cores=self.system.info.cpu.cores, override_sources=self.args.filled_in,
                                        benchmark_defaults=getattr(get_benchmark(benchmark), "field_defaults", None),
                                        mode=mode)
-        return settle(config, self.args.workload.harness_type.value, self.paths.build)
+        return settle(config, self.args.workload.harness_type.value, self.paths.build, self.environment_made)
 
     def selected(self) -> list[tuple[str, Scenario]]:
         """(benchmark, scenario) pairs the user asked for that have configs."""

@@ -46,6 +46,13 @@ def make_harness_environment(ctx, for_run: bool) -> None:
             plugin.make_environment(ctx)
 
 
+def harness_notices(ctx) -> list[str]:
+    """What the selected harness's plug-ins say before a run's plan (e.g. a default that fell back, and why)."""
+    from ..common.harness.registry import of_type
+
+    return [line for plugin in of_type(ctx.args.workload.harness_type.value) for line in plugin.notices(ctx)]
+
+
 class Prebuild(Handler):
     def handle(self) -> int:
         make_harness_environment(self.ctx, for_run=False)

@@ -15,7 +15,7 @@ from ..common.harness.planned import PlannedTest
 from ..common.harness.resume import outcome_in, resume_paths
 from ..common.harness.runner import CHILD, plan_test, refuse_taken_run_dir, run_test, summary_line
 from .base import Context, Handler
-from .environment import make_harness_environment
+from .environment import harness_notices, make_harness_environment
 from .locks import measuring
 
 # What `make run` runs when RUN_ARGS leave it open: resnet50, Offline, a short test run, performance then accuracy,
@@ -140,6 +140,8 @@ class RunHarness(Handler):
         # make run downloads or preprocesses anything; so it comes first, and a dry run or a full disk stops the
         # command before any long step (prepare).
         plan = plan_harness(self.ctx, selection)
+        for line in harness_notices(self.ctx):
+            self.ctx.log(line)
         if not announce(plan, self.ctx.args.dry_run, self.ctx.log, self.free_space(plan.where)):
             return EXIT_OK
         for test in plan.to_run:   # a LOG_DIR given: its folders are known, so a taken one stops us before prepare
@@ -213,7 +215,7 @@ class Run(RunHarness):
     """Everything from the model download to the results, for the embedded default by default."""
 
     def __init__(self, ctx: Context) -> None:
-        ctx = with_embedded_default(ctx)
+        ctx = dataclasses.replace(with_embedded_default(ctx), environment_made=True)   # prepare makes it
         if "test_mode" not in ctx.args.explicit:   # both modes (test_modes): recorded as filled in
             ctx = dataclasses.replace(ctx, args=ctx.args.fill_in(RUN_TEST_MODES_SOURCE, test_mode=ctx.args.test_mode))
         super().__init__(ctx)
@@ -225,5 +227,7 @@ class Run(RunHarness):
 
     def prepare(self) -> None:
         make_harness_environment(self.ctx, for_run=True)   # as make build would (e.g. a local server's, the core)
+        # From here the tests are judged by what was made: a core that could not be built falls back (a default).
+        self.ctx.environment_made = False
         for step in (DownloadModel, DownloadData, PreprocessData, GenerateEngines):
             step(self.ctx).run()

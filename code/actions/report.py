@@ -7,8 +7,8 @@ from pathlib import Path
 
 from ..common.errors import EXIT_FAILURE, EXIT_OK, UserError
 from ..common.records.metadata import skipped_line
-from ..common.paths import shown_path
-from ..common.report.collect import ReportRow, Scope, newest_log_dir, ordered, read_rows, report_name
+from ..common.paths import ALL_RUNS_REPORT, shown_path
+from ..common.report.collect import ReportRow, Scope, newest_log_dir, ordered, read_rows
 from ..common.report.text import plural
 from .base import Handler
 
@@ -73,14 +73,14 @@ class Report(Handler):
         paths = self.ctx.paths
         if self.ctx.args.all_runs:
             shown = " and ".join(shown_path(root, paths.repo) for root in roots)
-            return Scope("all", f"Every run under {shown}", tuple(roots))
+            return Scope(ALL_RUNS_REPORT, f"Every run under {shown}", tuple(roots))
         if given is not None:
-            return Scope(report_name(given, paths.logs_root), f"Runs in LOG_DIR {shown_path(given, paths.repo)}",
+            return Scope(paths.report_name(given), f"Runs in LOG_DIR {shown_path(given, paths.repo)}",
                          (given,))
         newest = newest_log_dir(every, paths.logs_root)
         if newest is None:   # nothing usable anywhere: the message names build/logs
             return Scope("none", f"Runs under {shown_path(paths.logs_root, paths.repo)}", (paths.logs_root,))
-        return Scope(report_name(newest, paths.logs_root),
+        return Scope(paths.report_name(newest),
                      f"Runs of the newest LOG_DIR {shown_path(newest, paths.repo)} (RUN_ARGS=--all: every run "
                      f"under {shown_path(paths.logs_root, paths.repo)})", (newest,))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import glob
+import hashlib
 import itertools
 import re
 from dataclasses import dataclass
@@ -21,6 +22,9 @@ LOG_DIR_FORMAT = "%Y.%m.%d-%H.%M.%S"
 _STAMPED_LOG_DIR = re.compile(r"^(\d{4}\.\d\d\.\d\d-\d\d\.\d\d\.\d\d)(?:-(\d+))?$")   # LOG_DIR_FORMAT[-n]
 RETRY_SUFFIX = "-retry"   # <test mode>-retry<k>: the run folder of a test's k-th retry (--resume)
 SCRATCH_SUBDIRS = ("data", "models", "preprocessed_data")
+ALL_RUNS_REPORT = "all"          # build/reports/all: the report of every run (make report RUN_ARGS=--all)
+REPORT_SOURCE = "report_of.txt"  # in a report folder: the folders whose runs it reports
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 # -- names inside a run folder and a submission tree: the official layout, spelled here alone ---------------------
 # A run folder: LoadGen's logs (their names in a submission tree too) and what the toolkit writes beside them.
@@ -271,6 +275,21 @@ class Paths:
     @property
     def reports_root(self) -> Path:
         return self.build / "reports"
+
+    def report_name(self, log_dir: Path) -> str:
+        """The report folder name of the runs in `log_dir`, one per LOG_DIR: a LOG_DIR directly under build/logs
+        keeps its own name (build/logs/2026.11.23-01.56.13 -> 2026.11.23-01.56.13); any other folder gets its last
+        name and a digest of its whole path (/tmp/a/run1 -> run1-<8 hex digits>), so /tmp/b/run1 gets another."""
+        folder, root = Path(log_dir).resolve(), self.logs_root.resolve()
+        if folder.parent == root and _PLAIN_NAME.fullmatch(folder.name) and folder.name != ALL_RUNS_REPORT:
+            return folder.name
+        digest = hashlib.sha256(str(folder).encode()).hexdigest()[:8]
+        return f"{re.sub(r'[^A-Za-z0-9._-]+', '_', folder.name).strip('._') or 'logs'}-{digest}"
+
+    def report_source(self, name: str) -> Path:
+        """The file in a report folder naming the folders of runs it reports: a report of others is never
+        replaced."""
+        return self.report_dir(name) / REPORT_SOURCE
 
     def report_dir(self, name: str) -> Path:
         """`build/reports/<name>/`: one report (HTML page and its plots) of the runs of one scope."""

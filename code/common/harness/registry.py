@@ -48,6 +48,9 @@ class Selection:
     generates_tokens: bool
     harness_type: str          # the --harness_type value
     build_root: Path           # the build folder (compiled parts, e.g. the native core)
+    # The command makes what the harness needs before its first test (make run: make_environment), so a part
+    # that is missing but can be made here does not rule the implementation out.
+    environment_made: bool = False
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,11 @@ class HarnessPlugin:
 
     def make_environment(self, ctx) -> None:
         """Make (or check, when up to date) what this harness needs beyond .venv."""
+
+    def notices(self, ctx) -> list[str]:
+        """Console lines before a run's plan: what the selected tests run on that is not what was wanted (a default
+        that fell back), why, and what fixes it."""
+        return []
 
     def capabilities(self, ctx) -> list[tuple[str, str, str]]:
         """Rows of `make build`'s table: (component, version or state, details)."""

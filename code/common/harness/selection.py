@@ -13,20 +13,23 @@ from ..errors import UserError
 from .registry import HARNESSES, IMPL_FIELD, HarnessPlugin, Selection, of_type
 
 
-def selection(config: ResolvedConfig, harness_type: str, build_root: Path) -> Selection:
+def selection(config: ResolvedConfig, harness_type: str, build_root: Path,
+              environment_made: bool = False) -> Selection:
     return Selection(config.benchmark, config["model"], generates_tokens(config.benchmark), harness_type,
-                     Path(build_root))
+                     Path(build_root), environment_made)
 
 
-def settle(config: ResolvedConfig, harness_type: str, build_root: Path) -> ResolvedConfig:
+def settle(config: ResolvedConfig, harness_type: str, build_root: Path,
+           environment_made: bool = False) -> ResolvedConfig:
     """`config` with the implementation that will run: the one `harness_impl` names where it can, else (where the
     value is the default) the first of the harness type's that can, with the reason in the value's source (kept in
     metadata.json; still a default, so a command that repeats the run does not ask for it). UserError when the
-    invocation asked for an implementation that cannot run."""
+    invocation asked for an implementation that cannot run. `environment_made`: the command makes the harness's
+    environment before its first test (make run), so what it would make does not count as missing."""
     asked = config.get(IMPL_FIELD)
     if asked is None:
         return config
-    where = selection(config, harness_type, build_root)
+    where = selection(config, harness_type, build_root, environment_made)
     candidates = of_type(harness_type, where.generates_tokens)
     named = next((p for p in candidates if p.implementation == asked), None) or \
         next((p for p in HARNESSES.loaded() if p.implementation == asked), None)

@@ -9,7 +9,7 @@ fields (the file is used as shipped, never regenerated). Measured: a build takes
 Output: build/native/lib/{libloadgen.so, mlperf_loadgen*.so, toolkit_native*.so, toolkit_native.pyi} and a stamp
 naming what it was built from and the digest of every file the build wrote; a build whose sources (all of native/)
 and compiler flags are unchanged and whose files are as written is not redone (a deleted, truncated or changed file
-means rebuild). Which C++ backends the core holds is CMake's choice (native/CMakeLists.txt: one option each).
+means rebuild). Both are decided by content (sha256), never by modification times. Which C++ backends the core holds is CMake's choice (native/CMakeLists.txt: one option each).
 """
 from __future__ import annotations
 
@@ -67,14 +67,43 @@ def not_ready(build_root: Path) -> str | None:
         return "the native core's build records no digests of its files (`make build` rebuilds it)"
     for name, entry in files.items():
         digest = FileDigest.from_dict(entry)
-        why = "has no readable digest" if digest is None else problem(lib / name, digest)
+        why = "has no readable digest" if digest is None else _content_problem(lib / name, digest)
         if why is not None:
             return f"the native core's {lib / name} {why} (`make build` rebuilds it)"
     return None
 
 
+def _content_problem(path: Path, recorded: FileDigest) -> str | None:
+    """Why `path` does not hold the bytes the build wrote, decided by its sha256 whatever its time says (a file
+    changed under its old time is found; one touched but unchanged is not rebuilt). Asked for every config a
+    command resolves, so a file is hashed again only when its inode or change time (which no one sets back) moved."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return "is missing"
+    return _hashed_problem(str(path), stat.st_ino, stat.st_size, stat.st_ctime_ns, recorded)
+
+
+@functools.lru_cache(maxsize=64)
+def _hashed_problem(path: str, inode: int, size: int, changed_ns: int, recorded: FileDigest) -> str | None:
+    return problem(Path(path), recorded, always_hash=True)
+
+
 def tools_missing() -> list[str]:
     return [tool for tool in ("cmake", "c++") if shutil.which(tool) is None]
+
+
+def cannot_build() -> str | None:
+    """Why the core cannot be built here (no compiler, cmake or pybind11), known without building; None when it
+    can be tried (the LoadGen sdist is still to be fetched)."""
+    import importlib.util
+
+    missing = tools_missing()
+    if missing:
+        return f"{' and '.join(missing)} not found"
+    if importlib.util.find_spec("pybind11") is None:
+        return "pybind11 is not installed in this environment"
+    return None
 
 
 def fetch_sdist(cache: Path) -> Path:
@@ -120,13 +149,10 @@ def _fingerprint() -> str:
 
 def build_native(build_root: Path, cache: Path, log=print, jobs: int = 2) -> NativeBuild:
     """Build (or find up to date) the native core under build_root/native; NativeUnavailable when it cannot be."""
-    missing = tools_missing()
-    if missing:
-        raise NativeUnavailable(f"{' and '.join(missing)} not found")
-    try:
-        import pybind11
-    except ImportError:
-        raise NativeUnavailable("pybind11 is not installed in this environment") from None
+    why = cannot_build()
+    if why is not None:
+        raise NativeUnavailable(why)
+    import pybind11
     root, lib = build_dir(build_root), lib_dir(build_root)
     why = not_ready(build_root)
     if why is None:

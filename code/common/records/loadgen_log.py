@@ -135,12 +135,20 @@ class LoadGenLog:
         return int(self.values.get("effective_min_duration_ms", 0))
 
     @property
+    def offline_query_samples(self) -> int:
+        """The samples of the Offline query LoadGen issued: generated_samples_per_query, which is padded to a
+        multiple of the performance sample set in equal-issue mode (the LLMs: a test run's min_query_count 8 over
+        24 loaded samples issues 24), where effective_samples_per_query stays what the settings asked."""
+        v = self.values
+        return int(float(v.get("generated_samples_per_query") or v.get("effective_samples_per_query") or 0))
+
+    @property
     def run_duration_s(self) -> float | None:
         """Duration of the measured part of the run, from LoadGen's own figures."""
         v = self.values
         if self.scenario is Scenario.Offline:
             per_s = float(v.get("result_samples_per_second", 0))
-            return int(v.get("effective_samples_per_query", 0)) / per_s if per_s > 0 else None
+            return self.offline_query_samples / per_s if per_s > 0 else None
         qps = float(v.get("result_qps_with_loadgen_overhead", 0))
         return int(v.get("result_query_count", 0)) / qps if qps > 0 else None
 

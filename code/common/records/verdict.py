@@ -41,7 +41,7 @@ def _test_run_note(log: LoadGenLog) -> str:
     percentile = _judged_percentile(log)
     needed = early_stopping_min_queries(percentile) if percentile is not None else None
     if min_s == 0 and log.scenario is Scenario.Offline:
-        ran = f"it ran one query of {v.get('effective_samples_per_query')} samples instead of the rules' 600 s"
+        ran = f"it ran one query of {log.offline_query_samples} samples instead of the rules' 600 s"
     elif min_s == 0 and percentile is not None:
         ran = (f"it ran {v.get('effective_min_query_count')} queries instead of the rules' 600 s (early stopping "
                f"needs {needed} for the {percentile * 100:g}th percentile)")

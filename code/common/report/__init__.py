@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from ..errors import EXIT_FAILURE, UserError
 from ..fileio import write_atomically
 from ..paths import Paths
 from .collect import Latencies, ReportRow, Scope, history, latency_bound_ms, read_latencies, target
@@ -48,6 +49,19 @@ def _history_series(runs: Sequence[ReportRow], latencies: Callable[[ReportRow], 
                                                   (accuracy_label, accuracy)) if points]
 
 
+def refuse_another_source(paths: Paths, scope: Scope) -> str:
+    """The text naming the folders `scope` reports; UserError (exit 1) when its report folder already holds the
+    report of other folders, which this one would replace."""
+    source = "".join(f"{Path(root).resolve()}\n" for root in scope.roots)
+    recorded = paths.report_source(scope.name)
+    earlier = recorded.read_text(errors="replace") if recorded.is_file() else source
+    if earlier != source:
+        raise UserError(f"{paths.report_dir(scope.name)} holds the report of {earlier.strip()} (its {recorded.name}), "
+                        f"not of {source.strip()}: move that folder away, then run make report again.",
+                        exit_code=EXIT_FAILURE)
+    return source
+
+
 def write_report(paths: Paths, scope: Scope, rows: Sequence[ReportRow], every_row: Sequence[ReportRow],
                  skipped: Sequence[tuple[Path, str]], rules_bound_ms: Callable[[str], float | None],
                  history_roots: str, now: dt.datetime | None = None) -> Written:
@@ -55,6 +69,7 @@ def write_report(paths: Paths, scope: Scope, rows: Sequence[ReportRow], every_ro
     Plots of an earlier report of the same name that this one does not draw are removed."""
     from . import plots
 
+    source = refuse_another_source(paths, scope)
     written: list[Path] = []
 
     def save(plot: str, png: bytes) -> bytes:
@@ -86,6 +101,7 @@ def write_report(paths: Paths, scope: Scope, rows: Sequence[ReportRow], every_ro
                 history_roots=history_roots, groups=tuple(groups),
                 skipped=tuple((str(p), reason) for p, reason in skipped), repo=paths.repo)
     html_path = write_atomically(paths.report_html(scope.name), render(page))
+    write_atomically(paths.report_source(scope.name), source)
     for stale in set(paths.report_dir(scope.name).glob("*.png")) - set(written):
         stale.unlink(missing_ok=True)
     return Written(html_path, tuple(written))

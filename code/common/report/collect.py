@@ -6,7 +6,6 @@ never looks inside a record.
 from __future__ import annotations
 
 import datetime as dt
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -180,13 +179,6 @@ class Scope:
 
     def holds(self, row: ReportRow) -> bool:
         return any(row.record_path.is_relative_to(root) for root in self.roots)
-
-
-def report_name(folder: Path, logs_root: Path) -> str:
-    """A folder name for the report of `folder`: its path below build/logs (or its own name), made safe."""
-    folder, logs_root = folder.absolute(), logs_root.absolute()
-    relative = folder.relative_to(logs_root).parts if folder.is_relative_to(logs_root) else (folder.name,)
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", "_".join(relative)).strip("._") or "logs"
 
 
 def newest_log_dir(rows: Iterable[ReportRow], logs_root: Path) -> Path | None:

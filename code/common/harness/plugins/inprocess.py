@@ -133,13 +133,25 @@ class PythonHarness(_Lwis):
         return sut.start(), qsl
 
 
+def _tests(configs, verb: str) -> str:
+    """`resnet50 Offline runs` / `resnet50 Offline, resnet50 Server run`."""
+    tests = list(dict.fromkeys(f"{c.benchmark} {c.scenario.value}" for c in configs))
+    return f"{', '.join(tests)} {verb}{'s' if len(tests) == 1 else ''}"
+
+
+def fallen_back(configs, why: str, fix: str) -> str:
+    """The console line of tests that run the Python harness where the default is the native core."""
+    return (f"Note: {_tests(configs, 'run')} the Python harness, not the native core (the default --harness_impl): "
+            f"{why}; {fix} to run on the core, or set --harness_impl=python to choose Python.")
+
+
 class NativeHarness(_Lwis):
     name = implementation = "native"
     description = "in process: the native core (C++) issues, batches and completes; the backend is called per batch"
     overhead_figures = "code.actions.bench_native:native_figures"
 
     def why_not(self, selection: Selection) -> str | None:
-        from ...native.build import not_ready
+        from ...native.build import cannot_build, not_ready
 
         if selection.harness_type != LWIS:
             return (f"the {selection.harness_type} harness has one implementation, in Python (the native core "
@@ -147,27 +159,67 @@ class NativeHarness(_Lwis):
         if selection.generates_tokens:
             return (f"{selection.benchmark} streams tokens through the LLM harness (continuous batching), which is "
                     f"Python; the native core serves models of one call per batch")
-        return not_ready(selection.build_root)
+        missing = not_ready(selection.build_root)
+        if missing is not None and selection.environment_made and cannot_build() is None:
+            return None      # make run builds it before the first test (make_environment)
+        return missing
 
     def needs_environment(self, args, for_run: bool) -> bool:
         return for_run and args.workload.harness_type.value == LWIS
 
     def make_environment(self, ctx) -> None:
-        """Compile the core (as `make build` does) when a test of the selection would run on it but it is not built
-        yet; where it cannot be built, say why: the tests then run the Python implementation."""
+        """Compile the core (as `make build` does) when a test of the selection would run on it but it is not built,
+        or not as built. Where it cannot be built: UserError (exit 1) when the command line asked for it, else one
+        console line saying so, and the tests run the Python implementation."""
+        from ...config_registry import set_by_invocation
+        from ...errors import EXIT_FAILURE, UserError
         from ...native.build import NativeUnavailable, build_native, not_ready
-        from ...config_registry import fallback_source
         from ..registry import IMPL_FIELD
 
-        missing = not_ready(ctx.paths.build)
-        if missing is None or not any(ctx.resolve(b, s).sources.get(IMPL_FIELD) == fallback_source(missing)
-                                      for b, s in ctx.selected()):
+        if not_ready(ctx.paths.build) is None:
+            return
+        wanted = [ctx.resolve(b, s) for b, s in ctx.selected()]
+        wanted = [config for config in wanted if config.get(IMPL_FIELD) == self.implementation]
+        if not wanted:
             return
         try:
             built = build_native(ctx.paths.build, ctx.paths.download_cache, log=ctx.log)
             ctx.log(f"native harness core: built in {built.lib}")
         except NativeUnavailable as why:
-            ctx.log(f"native harness core: not built ({why}); the tests run the Python harness")
+            reason, _, output = str(why).strip().partition("\n")     # a failed compile: its output, then the line
+            if output:
+                ctx.log(output)
+                reason = f"{reason.rstrip(':')}, its output is above"
+            if any(set_by_invocation(config.sources[IMPL_FIELD]) for config in wanted):
+                raise UserError(f"--{IMPL_FIELD}=native: the native harness core cannot be built here ({reason}); "
+                                f"see make build for what it needs, or leave --{IMPL_FIELD} out to run the Python "
+                                f"harness.", exit_code=EXIT_FAILURE) from None
+            ctx.log(fallen_back(wanted, f"it could not be built here ({reason})",
+                                "see make build for what it needs"))
+
+    def notices(self, ctx) -> list[str]:
+        """Where the core is not built, or damaged: the tests whose default, the core, fell back to Python (the
+        reason and `make build`), or under make run the tests it will build the core for."""
+        from ...config_registry import fallback_source
+        from ...native.build import cannot_build, not_ready
+        from ..registry import IMPL_FIELD
+
+        missing = not_ready(ctx.paths.build)
+        if missing is None:
+            return []
+        why, blocked = missing.partition(" (`make build`")[0], cannot_build()
+        configs = [ctx.resolve(b, s) for b, s in ctx.selected()]
+        if ctx.environment_made and blocked is None:
+            native = [c for c in configs if c.get(IMPL_FIELD) == self.implementation]
+            return [f"Note: {why}: make run builds it before the first test ({_tests(native, 'run')} on it)."] \
+                if native else []
+        fell = [c for c in configs if c.sources.get(IMPL_FIELD) == fallback_source(missing)]
+        if not fell:
+            return []
+        if blocked is not None:
+            return [fallen_back(fell, f"{why}, and it cannot be built here ({blocked})",
+                                "see make build for what it needs")]
+        return [fallen_back(fell, why, "run make build")]
 
     def capabilities(self, ctx) -> list[tuple[str, str, str]]:
         """Compile the core (LoadGen from its pinned sdist, native/src) where a compiler is found."""
