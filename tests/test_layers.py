@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                     "code/common/constants.py", "code/common/paths.py", "code/common/disk_full.py",
                     "code/common/fileio.py", "code/common/integrity.py", "code/common/locking.py",
                     "code/common/user_files.py", "code/common/environment_lock.py", "code/common/registry_fetch.py",
-                    "code/common/torch_checkpoint.py", "code/common/registry.py")),
+                    "code/common/torch_checkpoint.py", "code/common/registry.py", "code/common/processes.py")),
     ("fields, rules, systems", ("code/common/fields.py", "code/common/config_registry.py", "code/common/rules/*",
                                 "code/common/systems/*")),
     ("records", ("code/common/records/*",)),
@@ -88,7 +88,7 @@ CORE = ("code/common/records/*", "code/common/submission/*", "code/common/audit/
         "code/common/harness/registry.py", "code/common/harness/base.py", "code/common/harness/sut.py",
         "code/common/harness/qsl.py", "code/common/harness/progress.py", "code/common/harness/spec.py",
         "code/common/harness/plan.py", "code/common/harness/planned.py", "code/common/harness/resume.py",
-        "code/common/harness/child.py", "code/common/harness/runner.py", "code/common/harness/lifecycle.py",
+        "code/common/harness/child.py", "code/common/harness/runner.py", "code/common/processes.py",
         "code/common/harness/claim.py", "code/common/harness/settings.py")
 PLUG_IN_NAMES = {
     "benchmark": ("resnet", "yolo", "llama", "mobilenet", "nanodet", "smollm", "retinanet", "bert", "dlrm",
