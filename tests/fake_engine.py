@@ -8,7 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
-from code.common.backends.tensorrt_backend import TensorInfo
+from code.common.backends.tensorrt_loader import TensorInfo
 from tests.fake_cuda import FakeCuda
 
 SAMPLE = (3, 4)

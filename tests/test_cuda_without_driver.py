@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from code.common.backends import cuda_runtime, tensorrt_backend
+from code.common.backends import cuda_runtime, tensorrt_backend, tensorrt_loader, tensorrt_runner
 from code.common.backends.cuda_runtime import CudaCalls, CudaError, CudaRuntime, describe_cuda_failure
 from code.common.errors import UserError
 
@@ -114,11 +114,11 @@ class UntouchedContext:
 
 
 def test_the_stream_runner_stops_at_its_first_cuda_call(cuda: CudaRuntime):
-    tensors = [tensorrt_backend.TensorInfo("input", True, np.dtype(np.float32), (-1, 3, 8, 8)),
-               tensorrt_backend.TensorInfo("logits", False, np.dtype(np.float32), (-1, 10))]
+    tensors = [tensorrt_loader.TensorInfo("input", True, np.dtype(np.float32), (-1, 3, 8, 8)),
+               tensorrt_loader.TensorInfo("logits", False, np.dtype(np.float32), (-1, 10))]
     context = UntouchedContext()
     with pytest.raises(CudaError, match=rf"cudaSetDevice failed: CUDA error 35 \({CUDA_TEXT}\)"):
-        tensorrt_backend.StreamRunner(tensors, context, cuda, 4, ["input"])
+        tensorrt_runner.StreamRunner(tensors, context, cuda, 4, ["input"])
     assert context.calls == []
 
 
@@ -141,10 +141,10 @@ def recorded_tensorrt(cuda, monkeypatch):
     rtx = pytest.importorskip("tensorrt_rtx_bindings", reason="TensorRT-RTX has wheels for Linux x86-64 only")
     recorded = RecordingModule(rtx)
     monkeypatch.setitem(sys.modules, "tensorrt", recorded)
-    monkeypatch.setattr(tensorrt_backend, "trt", tensorrt_backend.trt)
-    tensorrt_backend.logger.cache_clear()
+    monkeypatch.setattr(tensorrt_loader, "trt", tensorrt_loader.trt)
+    tensorrt_loader.logger.cache_clear()
     yield recorded
-    tensorrt_backend.logger.cache_clear()
+    tensorrt_loader.logger.cache_clear()
 
 
 def test_the_backend_creates_no_tensorrt_object_before_cuda_answers(recorded_tensorrt, tmp_path: Path):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from code.common.harness.lifecycle import ChildGuard
+from code.common.processes import ChildGuard
 from code.common.records.metadata import RunRecord, find_metadata, read_metadata
 from code.common.harness.spec import RunSpec
 from code.main import StopSignal, interrupted_status, main, raise_on_stop_signals

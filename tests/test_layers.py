@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                     "code/common/constants.py", "code/common/paths.py", "code/common/disk_full.py",
                     "code/common/fileio.py", "code/common/integrity.py", "code/common/locking.py",
                     "code/common/user_files.py", "code/common/environment_lock.py", "code/common/registry_fetch.py",
-                    "code/common/torch_checkpoint.py", "code/common/registry.py")),
+                    "code/common/torch_checkpoint.py", "code/common/registry.py", "code/common/processes.py")),
     ("fields, rules, systems", ("code/common/fields.py", "code/common/config_registry.py", "code/common/rules/*",
                                 "code/common/systems/*")),
     ("records", ("code/common/records/*",)),
@@ -82,13 +82,21 @@ CYCLE_EXCEPTIONS: dict[frozenset[str], str] = {
         "names Field in its type hints only (TYPE_CHECKING)",
 }
 
+# Packages of one layer that import each other one way only: (importer, imported) -> why. The other way round, the
+# imported package reaches the importer only through the plug-in interfaces (registry, base), a lower layer.
+ONE_WAY_PACKAGES: dict[tuple[str, str], str] = {
+    ("code/common/backends", "code/common/engines"):
+        "a backend plug-in builds through engines/ (ONNX preparation, calibration, ONNX Runtime session options) and "
+        "keeps its own builder beside its runner; engines/ picks a backend through the registry, never imports one",
+}
+
 # The core: what every benchmark, backend and harness goes through, which names none of them in its code (string
 # literals and identifiers, imports included; comments and docstrings may).
 CORE = ("code/common/records/*", "code/common/submission/*", "code/common/audit/*",
         "code/common/harness/registry.py", "code/common/harness/base.py", "code/common/harness/sut.py",
         "code/common/harness/qsl.py", "code/common/harness/progress.py", "code/common/harness/spec.py",
         "code/common/harness/plan.py", "code/common/harness/planned.py", "code/common/harness/resume.py",
-        "code/common/harness/child.py", "code/common/harness/runner.py", "code/common/harness/lifecycle.py",
+        "code/common/harness/child.py", "code/common/harness/runner.py", "code/common/processes.py",
         "code/common/harness/claim.py", "code/common/harness/settings.py")
 PLUG_IN_NAMES = {
     "benchmark": ("resnet", "yolo", "llama", "mobilenet", "nanodet", "smollm", "retinanet", "bert", "dlrm",
@@ -261,6 +269,17 @@ def test_no_import_cycle():
     assert not unexpected, f"import cycles: {unexpected}"
     stale = [sorted(cycle) for cycle in CYCLE_EXCEPTIONS if cycle not in found]
     assert not stale, f"cycles no longer there, remove them from CYCLE_EXCEPTIONS: {stale}"
+
+
+def test_one_way_packages_are_imported_one_way():
+    interfaces = next(n for n, (name, _) in enumerate(LAYERS) if name == "registries and plug-in interfaces")
+    found = []
+    for (importer, imported), _why in ONE_WAY_PACKAGES.items():
+        for path, module in modules().items():
+            if path.startswith(imported + "/"):
+                found += [f"{path} imports {target}" for target in sorted(imports(module))
+                          if target.startswith(importer + "/") and layer_of(target) > interfaces]
+    assert not found, "imports against a one-way package pair (ONE_WAY_PACKAGES):\n" + "\n".join(found)
 
 
 def _docstrings(tree: ast.Module) -> set[int]:

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from code.common.errors import UserError
+from code.common.processes import free_port, group_members
 from code.common.serving import engines, local_server
 from code.common.serving.engines import ServeSettings
 
@@ -107,25 +108,25 @@ class _FakeServer(local_server.LocalServer):
 
 
 def test_a_local_server_answers_then_stops_leaving_no_process(tmp_path):
-    settings = ServeSettings(model_path="m", served_name="tiny", port=local_server.free_port(), host="127.0.0.1")
+    settings = ServeSettings(model_path="m", served_name="tiny", port=free_port(), host="127.0.0.1")
     server = _FakeServer(settings, tmp_path, tmp_path / "logs" / "vllm.log", env=dict(os.environ))
     with server.start():
         assert server.wait_ready(timeout_s=60, poll_s=0.1) is server
         assert server.endpoint == f"http://127.0.0.1:{settings.port}"
         assert local_server.greedy_token_ids(server.endpoint, "tiny", [1, 2, 3], 2) == [7, 2]
-        assert len(local_server.group_members(server.process.pid)) == 2    # the server and its child
-        assert server in local_server._running
-    assert not server.running() and local_server.group_members(server.process.pid) == []
-    assert server not in local_server._running
+        assert len(group_members(server.process.pid)) == 2    # the server and its child
+        assert server in local_server.LocalServer.started
+    assert not server.running() and group_members(server.process.pid) == []
+    assert server not in local_server.LocalServer.started
     assert "--served-model-name tiny" in (tmp_path / "logs" / "vllm.log").read_text()
 
 
 def test_stop_all_ends_every_server_this_process_started(tmp_path):
-    settings = ServeSettings(model_path="m", served_name="tiny", port=local_server.free_port(), host="127.0.0.1")
+    settings = ServeSettings(model_path="m", served_name="tiny", port=free_port(), host="127.0.0.1")
     server = _FakeServer(settings, tmp_path, tmp_path / "vllm.log", env=dict(os.environ)).start()
     server.wait_ready(timeout_s=60, poll_s=0.1)
     local_server.stop_all()
-    assert local_server.group_members(server.process.pid) == [] and not local_server._running
+    assert group_members(server.process.pid) == [] and not local_server.LocalServer.started
 
 
 def test_a_server_that_exits_is_reported_with_its_log(tmp_path):
@@ -133,7 +134,7 @@ def test_a_server_that_exits_is_reported_with_its_log(tmp_path):
         def command(self):
             return [sys.executable, "-c", "print('no model here'); raise SystemExit(3)"]
 
-    settings = ServeSettings(model_path="m", served_name="tiny", port=local_server.free_port())
+    settings = ServeSettings(model_path="m", served_name="tiny", port=free_port())
     server = Exiting(settings, tmp_path, tmp_path / "vllm.log", env=dict(os.environ)).start()
     started = time.monotonic()
     with pytest.raises(UserError, match=r"exited \(status 3\)[\s\S]*no model here"):

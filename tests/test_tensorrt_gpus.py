@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from code.common.backends import cuda_runtime, tensorrt_backend
+from code.common.backends import cuda_runtime, tensorrt_backend, tensorrt_loader
 from code.common.backends.tensorrt_backend import TensorRTBackend
 from code.common.backends.tensorrt_plugin import TensorRTPlugin
 from code.common.errors import UserError
@@ -90,17 +90,17 @@ def gpus(monkeypatch, tmp_path):
     """A function (gpu count, fail_context) -> (fake CUDA, plan path) that makes the backend use the fakes."""
     def install(count: int, fail_context: bool = False) -> tuple[FakeCuda, Path]:
         cuda = FakeCuda(gpus=count)
-        monkeypatch.setattr(tensorrt_backend, "trt", fake_tensorrt(cuda, fail_context))
+        monkeypatch.setattr(tensorrt_loader, "trt", fake_tensorrt(cuda, fail_context))
         monkeypatch.setattr(tensorrt_backend, "require_tensorrt", lambda: "11.4.0-fake")
         monkeypatch.setattr(tensorrt_backend, "CudaRuntime", lambda: cuda)
         monkeypatch.setattr(cuda_runtime, "CudaRuntime", lambda: cuda)
-        tensorrt_backend.logger.cache_clear()
+        tensorrt_loader.logger.cache_clear()
         plan = tmp_path / "model.plan"
         plan.write_bytes(b"plan")
         return cuda, plan
 
     yield install
-    tensorrt_backend.logger.cache_clear()
+    tensorrt_loader.logger.cache_clear()
 
 
 def _devices(cuda: FakeCuda, name: str) -> list[int]:
@@ -186,7 +186,7 @@ def test_missing_tensorrt_libraries_are_told_apart_from_a_missing_tensorrt(monke
     monkeypatch.delitem(sys.modules, "tensorrt", raising=False)
     monkeypatch.syspath_prepend(str(_module_folder(tmp_path, body)))
     with pytest.raises(UserError) as refused:
-        tensorrt_backend.require_tensorrt()
+        tensorrt_loader.require_tensorrt()
     assert "bindings are installed but its libraries do not load" in str(refused.value)
     assert "not installed" not in str(refused.value) and refused.value.exit_code == 1
     assert ("libnvinfer" in str(refused.value)) or ("tensorrt_libs_that_are_not_there" in str(refused.value))
@@ -195,7 +195,7 @@ def test_missing_tensorrt_libraries_are_told_apart_from_a_missing_tensorrt(monke
 def test_a_missing_tensorrt_says_it_is_not_installed(monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, "tensorrt", None)      # import tensorrt: ModuleNotFoundError for tensorrt
     with pytest.raises(UserError, match="TensorRT is not installed here"):
-        tensorrt_backend.require_tensorrt()
+        tensorrt_loader.require_tensorrt()
 
 
 @pytest.mark.parametrize("system", ["H100_SXM_80GBx8", "H200_SXM_141GBx8", "H100_SXM_80GBx1"])

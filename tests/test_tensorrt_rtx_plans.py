@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from code.common.backends import tensorrt_backend
+from code.common.backends import tensorrt_builder, tensorrt_loader
 from code.common.engines import onnxruntime_builder as ort_builder
-from code.common.engines import tensorrt_builder, tensorrt_onnx
+from code.common.engines import tensorrt_onnx
 from code.common.errors import UserError
 from tests import resnet50_shaped_onnx
 from tests.conftest import SHARED
@@ -112,11 +112,11 @@ def rtx_as_tensorrt():
     recorder = RecordingLogger()
     with pytest.MonkeyPatch.context() as patch:
         patch.setitem(sys.modules, "tensorrt", rtx)
-        patch.setattr(tensorrt_backend, "trt", tensorrt_backend.trt)     # require_tensorrt() rebinds it
+        patch.setattr(tensorrt_loader, "trt", tensorrt_loader.trt)     # require_tensorrt() rebinds it
         patch.setattr(tensorrt_builder, "logger", lambda: recorder)
-        tensorrt_backend.logger.cache_clear()
+        tensorrt_loader.logger.cache_clear()
         yield rtx, log
-    tensorrt_backend.logger.cache_clear()
+    tensorrt_loader.logger.cache_clear()
 
 
 # -- the models, prepared and built as the toolkit does -----------------------------------------------------

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from code.common.backends.cuda_runtime import CudaError
-from code.common.backends.tensorrt_backend import StreamRunner, TensorInfo, numpy_dtype
+from code.common.backends.tensorrt_loader import TensorInfo, numpy_dtype
+from code.common.backends.tensorrt_runner import StreamRunner
 from code.common.errors import UserError
 from tests.fake_cuda import FakeCuda
 from tests.fake_engine import SAMPLE, TENSORS, WEIGHTS, FakeContext
@@ -148,7 +149,7 @@ def test_the_context_methods_the_runner_calls_exist_in_tensorrt_10_and_11() -> N
     TensorRT 11.4's IExecutionContext satisfies it); the recorded names list says whether 10.16 has them too."""
     from pathlib import Path
 
-    from code.common.backends.tensorrt_backend import ExecutionContext
+    from code.common.backends.tensorrt_runner import ExecutionContext
 
     facts = {}
     for line in (Path(__file__).parent / "data" / "tensorrt_api_names.txt").read_text().splitlines():
@@ -285,7 +286,7 @@ def test_a_pending_batch_is_gathered_straight_into_pinned_memory() -> None:
 
 
 def test_start_from_device_uploads_the_set_once_per_gpu_and_gathers_on_the_gpu() -> None:
-    from code.common.backends.tensorrt_backend import ResidentSets
+    from code.common.backends.tensorrt_resident import ResidentSets
 
     cuda = FakeCuda(gpus=2)
     residents = ResidentSets()
@@ -339,7 +340,7 @@ def test_a_pending_batch_larger_than_the_plan_is_run_in_parts() -> None:
 
 
 def test_start_from_device_refuses_a_set_stored_in_a_type_the_engine_cannot_take() -> None:
-    from code.common.backends.tensorrt_backend import ResidentSets
+    from code.common.backends.tensorrt_resident import ResidentSets
 
     cuda = FakeCuda()
     runner = _runner(max_batch=4, cuda=cuda)[0]

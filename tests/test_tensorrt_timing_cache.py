@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from code.common.engines.tensorrt_builder import _use_timing_cache
+from code.common.backends.tensorrt_builder import _use_timing_cache
 
 HERE = b"trt-11.4|H100|"          # the header of a cache this TensorRT writes on this GPU
 

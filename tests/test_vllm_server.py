@@ -11,8 +11,8 @@ import pytest
 from code.common.benchmark_api import get_benchmark
 from code.common.errors import UserError
 from code.common.paths import Paths
-from code.common.serving.local_server import (_http_json, greedy_token_ids, group_members, start_local_server,
-                                              vllm_python)
+from code.common.processes import group_members
+from code.common.serving.local_server import _http_json, greedy_token_ids, start_local_server, vllm_python
 from code.main import main
 from tests.conftest import SHARED, SMOLLM2, seed_downloads
 

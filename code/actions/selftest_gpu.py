@@ -72,7 +72,7 @@ class SelftestGpu(Handler):
 
     def _tensorrt(self, report: dict[str, Any]) -> str | None:
         """TensorRT's version; None (the reason in the report) when it is not installed."""
-        from ..common.backends.tensorrt_backend import require_tensorrt
+        from ..common.backends.tensorrt_loader import require_tensorrt
 
         try:
             version = require_tensorrt()
@@ -121,8 +121,9 @@ class SelftestGpu(Handler):
         return cuda
 
     def _precision(self, precision: str, work: Path, out: Path) -> dict[str, Any]:
+        from ..common.backends import tensorrt_builder
         from ..common.backends.tensorrt_backend import TensorRTBackend
-        from ..common.engines import probe_model, tensorrt_builder, tensorrt_onnx
+        from ..common.engines import probe_model, tensorrt_onnx
 
         folder = work / precision
         folder.mkdir()

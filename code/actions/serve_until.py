@@ -8,8 +8,7 @@ import threading
 from typing import Sequence
 
 from ..common.errors import EXIT_FAILURE, EXIT_OK, UserError
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+from ..common.processes import STOP_SIGNALS
 
 
 def serve_until_stopped(ctx, server, what: str, port: int, announce: Sequence[str]) -> int:

@@ -13,15 +13,13 @@ INT8 batch 1 239 / 282 / 117, batch 32 266 / 276 / 137.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
+from ..engines.onnxruntime_session import session_options
 from ..errors import EXIT_FAILURE, UserError
 from .base import Backend
-
-if TYPE_CHECKING:
-    import onnxruntime
 
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
@@ -52,19 +50,6 @@ def providers_for(device: str) -> list[str]:
                         f"(available: {', '.join(available_providers())}). Rebuild the engine here with "
                         "`make generate_engines`, or install onnxruntime-gpu.", exit_code=EXIT_FAILURE)
     return [CUDA, CPU]
-
-
-def session_options(threads: int, level: str = "ORT_ENABLE_ALL") -> "onnxruntime.SessionOptions":
-    """One sequential session: parallelism comes from intra-op threads and from instances, not inter-op."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = max(0, int(threads))   # 0: ORT picks (physical cores)
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
-    options.log_severity_level = 3                         # errors only; warnings are not the user's business
-    return options
 
 
 class OnnxRuntimeBackend(Backend):

@@ -34,8 +34,9 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from ..engines.onnxruntime_session import session_options
 from ..errors import EXIT_FAILURE, UserError
-from .onnxruntime_backend import CPU, session_options
+from .onnxruntime_backend import CPU
 
 if TYPE_CHECKING:
     import onnxruntime

@@ -34,7 +34,7 @@ class TensorRTPlugin:
 
     @property
     def opt_level(self) -> str:
-        from ..engines.tensorrt_builder import OPT_LEVEL
+        from .tensorrt_builder import OPT_LEVEL
 
         return OPT_LEVEL
 
@@ -47,7 +47,7 @@ class TensorRTPlugin:
         return None
 
     def runtime_version(self) -> str:
-        from .tensorrt_backend import require_tensorrt
+        from .tensorrt_loader import require_tensorrt
 
         return f"tensorrt {require_tensorrt()}"
 
@@ -81,7 +81,8 @@ class TensorRTPlugin:
         return QUANTIZATION if precision == "int8" else None
 
     def build(self, request: BuildRequest) -> None:
-        from ..engines import tensorrt_builder, tensorrt_onnx
+        from ..engines import tensorrt_onnx
+        from . import tensorrt_builder
 
         if request.decoder:
             raise UserError(DECODER_NOT_YET)

@@ -91,7 +91,7 @@ def optimize(source: Path, engine: Path, providers: list[str]) -> None:
     """Let ORT optimize `source` for `providers` and save the result atomically as `engine`."""
     import onnxruntime as ort
 
-    from ..backends.onnxruntime_backend import session_options
+    from .onnxruntime_session import session_options
 
     with atomic_path(engine, ".tmp.onnx") as tmp:   # ORT picks the format from the extension
         options = session_options(threads=1, level=OPT_LEVEL)

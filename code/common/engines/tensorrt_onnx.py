@@ -272,7 +272,7 @@ def cpu_reference_session(model: Path, threads: int = 0) -> "onnxruntime.Inferen
     an artefact of that CPU, not the accuracy of the model. threads: intra-op threads, 0 lets ORT choose."""
     import onnxruntime as ort
 
-    from ..backends.onnxruntime_backend import session_options
+    from .onnxruntime_session import session_options
 
     return ort.InferenceSession(str(model), session_options(threads, level="ORT_DISABLE_ALL"),
                                 providers=["CPUExecutionProvider"])

@@ -2,7 +2,7 @@
 
 Writes LoadGen's logs, user.conf, accuracy.txt (AccuracyOnly) and, last, metadata.json into the run folder.
 Exit status 0 when the test ran to its end (VALID or not), 1 when it failed, 128 + N when signal N stopped it
-and 129 when the process that started it went away (see lifecycle.py); a stopped test is `interrupted`.
+and 129 when the process that started it went away (see processes.py); a stopped test is `interrupted`.
 The optional second argument is the read end of the parent's watch pipe.
 
 A test whose LoadGen logs did not reach their end (loadgen_log.cut_logs) is never `completed`. When the disk
@@ -33,10 +33,10 @@ from ..disk_full import disk_full_cause, disk_full_sentence, folder_of, looks_fu
 from ..errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK
 from ..fileio import write_atomically
 from ..paths import ACCURACY_LOG, ACCURACY_TXT, AUDIT_CONFIG, HARNESS_ERROR, USER_CONF, Paths
+from ..processes import ChildGuard
 from ..rules import get_round
 from ..records.computation import development_caps
 from ..records.loadgen_log import cut_logs, read_detail
-from .lifecycle import ChildGuard
 from ..records.metadata import (COMPLETED, FAILED, INTERRUPTED, AccuracyRecord, ConfigRecord, DataRecord, Durations,
                        EngineRecord, Invocation, LoadGenRecord, RunRecord, SystemRecord, log_digests,
                        reserve_record_space, write_metadata)

@@ -2,7 +2,7 @@
 
 A stop signal (Ctrl-C, or SIGTERM/SIGHUP raised as KeyboardInterrupt by code.main) is forwarded to the child,
 the test is recorded as interrupted (so staging never takes it for a result) and the interrupt propagates; a
-parent that dies without a chance to forward anything takes the child with it (lifecycle.py). A child that
+parent that dies without a chance to forward anything takes the child with it (processes.py). A child that
 dies without a record gets a `failed` one. Only a compliance test hands LoadGen an audit.config; every other
 test refuses a run folder that holds one. A test that failed because the disk filled stops the command (exit
 status 1, the record's sentence): the tests after it would find the disk as full.
@@ -13,7 +13,6 @@ import errno
 import json
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -24,13 +23,14 @@ from ..constants import Scenario, TestMode
 from ..disk_full import DiskFull, disk_full_cause, disk_full_sentence, is_disk_full_sentence, looks_full, why
 from ..errors import EXIT_FAILURE, UserError, choose
 from ..paths import AUDIT_CONFIG, RUN_RECORD
+from ..processes import signal_name, start_in_group, stop_group, watch_pipe
 from .claim import claim_run_dir, refuse_used_run_dir
-from .lifecycle import signal_name, stop_child, watch_pipe
 from ..records.metadata import FAILED, INTERRUPTED, RunRecord, read_metadata, write_metadata
 from .settings import performance_sample_count, samples_responses, user_conf_lines
 from .spec import RunSpec
 
 CHILD = "code.common.harness.child"
+STOP_GRACE_S = 10             # how long a stopped child may take to write its record before SIGKILL
 
 
 def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_dir: Path | None = None,
@@ -145,8 +145,9 @@ def run_test(spec: RunSpec, repo: Path, log: Callable[[str], None] = print,
     log(f"\n=== {spec.label} ({spec.model} on {spec.dataset}) -> {run_dir}")
     child_end, parent_end = watch_pipe()   # the child sees end-of-file when this process ends
     try:
-        child = subprocess.Popen([sys.executable, "-m", child_module, str(spec_path), str(child_end)], cwd=repo,
-                                 start_new_session=True, pass_fds=(child_end,))
+        # The child asks for its own signal when this process dies (processes.ChildGuard), none is set here.
+        child = start_in_group([sys.executable, "-m", child_module, str(spec_path), str(child_end)], cwd=repo,
+                               pass_fds=(child_end,), death_signal=None)
     except BaseException:
         os.close(parent_end)
         raise
@@ -156,7 +157,7 @@ def run_test(spec: RunSpec, repo: Path, log: Callable[[str], None] = print,
         returncode = child.wait()
     except KeyboardInterrupt as stop:
         signum = getattr(stop, "signum", signal.SIGINT)
-        stop_child(child, signum)
+        stop_group(child, signum, STOP_GRACE_S)
         if spec.audit_config:
             (run_dir / AUDIT_CONFIG).unlink(missing_ok=True)
         how = "the user (Ctrl-C)" if signum == signal.SIGINT else signal_name(signum)

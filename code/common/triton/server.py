@@ -10,26 +10,23 @@ Facts it is built on (nvidia-pytriton 0.7.0, Triton 2.51.0):
 - On stop, in-flight requests finish; new gRPC requests are still served until the process exits, so the
   harness stops sending before it stops the server.
 
-The server runs in a session of its own (its python-backend stubs are its children: one signal to the group ends
-them all) and asks the kernel for SIGTERM when the process that started it dies, so it never outlives a test.
-Every server started here is stopped by `stop_all()` too, which the harness child calls when it is stopped.
+The server lives as every process the toolkit starts does (processes.py): in a process group of its own (its
+python-backend stubs are its children: one signal to the group ends them all), sent SIGTERM when the thread that
+started it ends, so it never outlives a test. Every server started here is stopped by `stop_all()` too, which the
+harness child calls when it is stopped.
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import sysconfig
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import EXIT_FAILURE, UserError
 from ..paths import Paths
+from ..processes import ProcessSet, ServerProcess
 
 ENVIRONMENT = "triton"
 BUILD_HINT = 'make build RUN_ARGS="--harness_type=triton"'
@@ -37,11 +34,7 @@ READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 20.0
 STOP_GRACE_S = 4.0           # a stopped harness child's share of the 10 s its parent waits for it
 EXIT_TIMEOUT_S = 5           # tritonserver --exit-timeout-secs: how long in-flight requests may take at stop
-PR_SET_PDEATHSIG = 1
 SHARED_MEMORY_DIR = "/dev/shm"
-
-_running: set["TritonServer"] = set()
-_running_lock = threading.Lock()
 
 
 def triton_venv() -> Path:
@@ -106,26 +99,21 @@ def server_environment(installation: Installation) -> dict[str, str]:
     return env
 
 
-def _die_with_parent():
-    """A preexec_fn: SIGTERM to the server when the thread that started it ends (Linux; None elsewhere). libc is
-    loaded here, before the fork: the forked child only makes the one system call."""
-    if not sys.platform.startswith("linux"):
-        return None
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-    return lambda: prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-
-
-class TritonServer:
+class TritonServer(ServerProcess):
     """One tritonserver process serving `repository` on `grpc_port` (HTTP and metrics off)."""
+
+    started = ProcessSet()
+    log_lines = 20
+    stop_timeout_s = STOP_TIMEOUT_S
+    group_ends_alone = False     # python backend stubs left behind by the server are killed with it
 
     def __init__(self, repository: Path, grpc_port: int, log_path: Path, *, installation: Installation | None = None,
                  work_dir: Path | None = None) -> None:
+        super().__init__(log_path)
         self.installation = installation or find_installation()
         self.repository = Path(repository)
         self.grpc_port = int(grpc_port)
-        self.log_path = Path(log_path)
         self.work_dir = Path(work_dir or Paths.create().triton)
-        self.process: subprocess.Popen | None = None
         # The python backend's shared memory regions (/dev/shm/<prefix>*), removed once the server has ended:
         # a server that was killed cannot remove its own.
         self.shm_prefix = f"mlperf-triton-{os.getpid()}-{self.grpc_port}-"
@@ -143,13 +131,7 @@ class TritonServer:
                 f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}"]
 
     def start(self) -> "TritonServer":
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(self.command(), env=server_environment(self.installation), stdout=log,
-                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            start_new_session=True, preexec_fn=_die_with_parent())
-        with _running_lock:
-            _running.add(self)
+        self.launch(self.command(), env=server_environment(self.installation))
         return self
 
     def wait_ready(self, models: list[str], timeout_s: float = READY_TIMEOUT_S) -> "TritonServer":
@@ -175,65 +157,16 @@ class TritonServer:
                         f"({problem}). The end of its log ({self.log_path}):\n{self.log_tail()}",
                         exit_code=EXIT_FAILURE)
 
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
-        """SIGTERM to the server's group (in-flight requests finish), SIGKILL after `timeout_s`."""
-        process = self.process
-        if process is not None and process.poll() is None:
-            _signal_group(process, signal.SIGTERM)
-            try:
-                process.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                _signal_group(process, signal.SIGKILL)
-                process.wait()
-        if process is not None:
-            _signal_group(process, signal.SIGKILL)   # python backend stubs left behind, if any
+    def stop(self, timeout_s: float | None = None) -> None:
+        """SIGTERM to the server's group (in-flight requests finish), SIGKILL after `timeout_s`; then its python
+        backend's shared memory regions are removed (a killed server cannot remove its own)."""
+        super().stop(timeout_s)
+        if self.process is not None:
             for region in Path(SHARED_MEMORY_DIR).glob(f"{self.shm_prefix}*"):
                 region.unlink(missing_ok=True)
-        with _running_lock:
-            _running.discard(self)
-
-    def kill(self) -> None:
-        """SIGKILL, no grace: what a crashed node looks like to the clients."""
-        if self.process is not None and self.process.poll() is None:
-            _signal_group(self.process, signal.SIGKILL)
-            self.process.wait()
-
-    def log_tail(self, lines: int = 20) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
-
-    def __enter__(self) -> "TritonServer":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-def _signal_group(process: subprocess.Popen, signum: int) -> None:
-    try:
-        os.killpg(process.pid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def stop_all(timeout_s: float = STOP_GRACE_S) -> None:
     """Stop every server this process started (a stopped harness child calls it before it exits, within the
     time its parent gives it)."""
-    with _running_lock:
-        servers = list(_running)
-    for server in servers:
-        server.stop(timeout_s)
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on now (for a local server)."""
-    import socket
-
-    with socket.socket() as probe_socket:
-        probe_socket.bind(("127.0.0.1", 0))
-        return probe_socket.getsockname()[1]
+    TritonServer.started.stop_all(timeout_s)

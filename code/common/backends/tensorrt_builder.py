@@ -16,9 +16,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from ..backends.tensorrt_backend import dims_tuple, logger, require_tensorrt
 from ..errors import EXIT_FAILURE, UserError
 from ..fileio import atomic_path, write_atomically
+from .tensorrt_loader import dims_tuple, logger, require_tensorrt
 
 if TYPE_CHECKING:   # type-checked against stubs/tensorrt (generated from the TensorRT 11.4 bindings)
     import tensorrt as trt
