@@ -22,7 +22,7 @@ import json
 from typing import Any
 
 from ..generation import GenerationSettings
-from ..prompts import AUDIO, IMAGE, TEXT, TOKEN_IDS, Audio, Chat, Image, Prompt, Text
+from ..prompts import AUDIO, IMAGE, TEXT, TOKEN_IDS, Audio, Image, Prompt, Text, parts_of
 
 JSON_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
 # What a choice of an answer carries: (token ids as sent or None, text, finish reason or None).
@@ -51,8 +51,6 @@ class Payload:
 
     def refuse(self, prompt: Prompt) -> None:
         """ValueError when `prompt` has parts this API does not carry."""
-        from ..prompts import parts_of
-
         extra = parts_of(prompt) - self.parts
         if extra:
             raise ValueError(f"{self.path} carries {', '.join(sorted(self.parts))}, not {', '.join(sorted(extra))}")
