@@ -28,9 +28,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                                 "code/common/systems/*")),
     ("records", ("code/common/records/*",)),
     # The registries and what a plug-in implements or is handed: benchmark, backend and harness interfaces, the
-    # token generation protocols, the harness base (sample library, system under test, progress, run spec).
+    # token generation protocols and the prompts they take, the harness base (sample library, system under test,
+    # progress, run spec).
     ("registries and plug-in interfaces", (
         "code/common/benchmark_api.py", "code/common/named_inputs.py", "code/common/generation.py",
+        "code/common/prompts.py",
         "code/common/decoder_graph.py", "code/common/model_files.py", "code/common/preprocessed_store.py",
         "code/common/backends/__init__.py", "code/common/backends/base.py",
         "code/common/backends/registry.py", "code/common/engines/__init__.py", "code/common/engines/manifest.py",

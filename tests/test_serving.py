@@ -164,9 +164,10 @@ def prompts(count: int) -> list[Request]:
     return [Request(i, np.arange(i, i + 3 + i % 4, dtype=np.int64), GENERATION) for i in range(count)]
 
 
-def run_client(urls, requests, settings: ClientSettings | None = None, encode=encode_test_text):
+def run_client(urls, requests, settings: ClientSettings | None = None, encode=encode_test_text,
+               probe=np.arange(1, 6)):
     client = ServingClient(parse_endpoints(urls), settings or ClientSettings(model="m", metrics_interval_s=0.2),
-                           GENERATION, np.arange(1, 6), encode=encode)
+                           GENERATION, probe, encode=encode)
     stream = Recorder(len(requests))
     client.open(stream)
     try:

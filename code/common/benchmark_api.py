@@ -17,6 +17,7 @@ import numpy as np
 
 from .errors import UserError
 from .paths import Paths
+from .prompts import TOKEN_IDS
 from .registry import Registry
 
 if TYPE_CHECKING:
@@ -87,6 +88,13 @@ class ModelSpec:
     served_name: str = ""
     # Only serving engines run it (a checkpoint too large for the in-process decoder graph; --harness_type=openai).
     served_only: bool = False
+    # What a prompt of a model that generates is made of (prompts.PARTS): token ids (every text benchmark), or chat
+    # content such as ("text", "image") for a vision-language model; the engines that cannot take them refuse the
+    # test before it starts. Its samples load as prompts.Prompt (token arrays, or prompts.Chat).
+    prompt_parts: tuple[str, ...] = (TOKEN_IDS,)
+    # The serving API its prompts go to (serving/payloads.py: completions, chat, transcriptions); "": the one its
+    # prompt parts choose.
+    serving_api: str = ""
 
 
 @dataclass(frozen=True)
@@ -291,8 +299,9 @@ class Benchmark(Protocol):
         """For a benchmark that generates tokens (an LLM): how the harness generates with `model` under the
         resolved config `fields` (output cap, EOS ids from the model's tokenizer under `paths`, batch). The
         harness then streams tokens (continuous batching, first-token and per-token latencies) instead of running
-        fixed-size batches, `preprocessed` samples are 1-D prompt token arrays and responses are the generated
-        tokens. None for every other benchmark."""
+        fixed-size batches, `preprocessed` samples are prompts (code/common/prompts.py: 1-D token arrays, or chats
+        of text, images and audio, as the model's `prompt_parts` say) and responses are the generated tokens.
+        None for every other benchmark."""
 
     def serving_folder(self, model: str, paths: Paths, log: Log, remake: bool = False) -> ServingFolder:
         """For a benchmark that generates tokens: the model as a Hugging Face folder for serving engines, made

@@ -1,7 +1,7 @@
 """Token generation: what the LLM system under test drives, whatever runs the model. Two levels:
 
-- a request-level engine (`RequestEngine`): submit one prompt's token ids with its generation settings, receive its
-  output as a stream of token chunks (the first, more, the final), as a serving engine (vLLM, SGLang,
+- a request-level engine (`RequestEngine`): submit one prompt (prompts.py: token ids, or chat messages of text,
+  images and audio) with its generation settings, receive its output as a stream of token chunks (the first, more, the final), as a serving engine (vLLM, SGLang,
   TensorRT-LLM's trtllm-serve, through an HTTP client) offers. The LLM system under test (harness/llm_sut.py)
   drives any number of them.
 - a step-level decoder (`Decoder`, below): the harness batches continuously itself, in this process
@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 import numpy as np
+
+from .prompts import TOKEN_IDS, Prompt
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,7 @@ class Request:
     """One prompt to generate for: `id` is the caller's (the SUT's) and comes back with every chunk."""
 
     id: int
-    prompt: np.ndarray                   # 1-D integer token ids
+    prompt: Prompt                       # token ids (1-D integers) or a chat (prompts.py)
     settings: GenerationSettings         # output cap, EOS ids, min_new_tokens: where the output ends
 
 
@@ -130,6 +132,9 @@ class RequestEngine(Protocol):
     once at the end (outstanding requests are dropped; a second close does nothing)."""
 
     name: str                            # for messages: which engine failed
+    # The parts of a prompt it takes (prompts.PARTS): a test whose model is prompted otherwise is refused before it
+    # starts, never failed request by request.
+    prompt_parts: frozenset[str] = frozenset({TOKEN_IDS})
 
     def open(self, stream: TokenStream) -> None: ...
 

@@ -30,6 +30,7 @@ from typing import Sequence
 import numpy as np
 
 from ..generation import DecodeBatch, Decoder, GenerationSettings, Prefill, Request, TokenStream
+from ..prompts import TOKEN_IDS
 
 JOIN_TIMEOUT_S = 30.0
 
@@ -60,6 +61,7 @@ class ContinuousBatchingEngine:
     """A request-level engine over `decoders` (one scheduler thread each), all generating with `settings`."""
 
     name = "in-process continuous batching"
+    prompt_parts = frozenset({TOKEN_IDS})   # the decoder graph's input; a test of other prompts is refused at its plan
 
     def __init__(self, decoders: Sequence[Decoder], settings: GenerationSettings) -> None:
         if settings.max_batch < 1 or settings.prefill_batch < 1 or settings.max_new_tokens < 1:

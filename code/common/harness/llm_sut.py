@@ -38,6 +38,7 @@ import numpy as np
 from ..benchmark_api import PreprocessedSet
 from ..constants import Scenario
 from ..generation import Decoder, GenerationSettings, Request, RequestEngine
+from ..prompts import Prompt, checked
 from .batching_engine import ContinuousBatchingEngine
 from .base import QSLBase, SUTBase
 
@@ -46,13 +47,13 @@ MIN_REPORTED_TOKENS = 2        # LoadGen's least n_tokens of a completion under 
 
 
 class PromptLibrary(QSLBase):
-    """The QSL of an LLM: keeps the performance set's prompts (1-D integer token arrays) in memory."""
+    """The QSL of an LLM: keeps the performance set's prompts (prompts.py: token ids or chats) in memory."""
 
     def __init__(self, samples: PreprocessedSet, performance_count: int) -> None:
         self.samples = samples
         self.total = len(samples)
         self.performance_count = min(performance_count, self.total)
-        self._prompts: dict[int, np.ndarray] = {}
+        self._prompts: dict[int, Prompt] = {}
         self._lock = threading.Lock()
 
     def load(self, indices: Sequence[int]) -> None:
@@ -67,18 +68,14 @@ class PromptLibrary(QSLBase):
                 kept.pop(int(index), None)
             self._prompts = kept
 
-    def prompt(self, index: int) -> np.ndarray:
+    def prompt(self, index: int) -> Prompt:
         prompt = self._prompts.get(index)
         if prompt is None:
             raise RuntimeError(f"sample {index} was issued but not loaded by LoadGen")
         return prompt
 
-    def _checked(self, index: int) -> np.ndarray:
-        prompt = np.ascontiguousarray(self.samples.load(index))
-        if prompt.ndim != 1 or prompt.dtype.kind not in "iu" or len(prompt) == 0:
-            raise ValueError(f"prompt {index} must be a non-empty 1-D array of integer token ids; "
-                             f"it has shape {prompt.shape} and dtype {prompt.dtype}")
-        return prompt
+    def _checked(self, index: int) -> Prompt:
+        return checked(self.samples.load(index), index)
 
 
 class _Output:

@@ -9,6 +9,7 @@ from ..constants import Scenario
 from ..generation import GenerationSettings
 from ..serving.client import ClientSettings, ServingClient
 from ..serving.endpoints import parse_endpoints
+from ..serving.payloads import payload_for
 from .llm_sut import PromptLibrary, StreamingSUT
 
 
@@ -58,7 +59,9 @@ def serving_system(run):
     if fields.get("max_input_tokens"):
         samples = samples.capped(int(fields["max_input_tokens"]))
     prompts = PromptLibrary(samples, spec.performance_sample_count)
-    model = run.benchmark.models[spec.model].served_name or spec.model
+    model_spec = run.benchmark.models[spec.model]
+    model = model_spec.served_name or spec.model
+    api = payload_for(frozenset(model_spec.prompt_parts), model_spec.serving_api)
     urls = list(spec.harness_options.get("endpoints", ()))
     servers = []
     if not urls:
@@ -70,7 +73,7 @@ def serving_system(run):
         endpoints = parse_endpoints(urls)
         local = endpoints if servers else ()
         client = ServingClient(endpoints, client_settings(fields, model), run.generation, samples.load(0),
-                               encode=text_encoder(run), local=local)
+                               encode=text_encoder(run), local=local, api=api)
         sut = ServingSUT(spec.scenario_enum, prompts, client, run.generation, servers).start()
     except BaseException:
         for server in servers:

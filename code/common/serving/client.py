@@ -1,22 +1,26 @@
-"""The openai harness's engine: streamed `/v1/completions` from OpenAI-compatible servers (vLLM, SGLang,
+"""The openai harness's engine: the transport of streamed requests to OpenAI-compatible servers (vLLM, SGLang,
 TensorRT-LLM's trtllm-serve), one HTTP client per endpoint, all on one asyncio event loop in a thread of its own.
+What a request's body is and how an answer's choices read is the payload builder's (payloads.py: `/v1/completions`
+with token ids, `/v1/chat/completions` with text, images and audio, `/v1/audio/transcriptions`); sessions,
+streaming, scheduling, faults, token ids and metrics are the same for every API, here.
 
 It is one request-level engine (code/common/generation.py) over every endpoint: the LLM system under test
 (harness/llm_sut.py) submits each issued sample as a request, and the scheduler (scheduler.py) sends it to an
 endpoint with room, at most `in_flight` per endpoint; the rest wait here, in the order they came. Offline's one
 query of every sample is spread that way; Server's queries go out as they come.
 
-A request sends the prompt's token ids with the benchmark's generation settings (the reference's sampling: greedy,
-or gpt-oss-120b's temperature 1; max and min output tokens; the model's EOS ids as stop tokens) and streams the
-answer (server-sent events). Its first token goes to the system under test at the first chunk that carries one,
-also when that chunk is the last; the rest
+A request sends the prompt with the benchmark's generation settings (the reference's sampling: greedy, or
+gpt-oss-120b's temperature 1; max and min output tokens; the model's EOS ids as stop tokens) and streams the answer
+(server-sent events; a server that answers with one JSON document instead is read as one final chunk). Its first
+token goes to the system under test at the first chunk that carries one, also when that chunk is the last; the rest
 at the final chunk (the one with a finish reason). The output's token ids come from the server where it returns
 them (vLLM's `return_token_ids`); otherwise the text is tokenized with the benchmark's tokenizer (the first token
 once the text so far makes two tokens, so that it is the one the whole text starts with), and EOS appended where
 the output ended on it. Which of the two each endpoint gave is in the run's record.
 
 Before the test, `open` checks every endpoint for real: it must list the benchmark's model in `/v1/models`
-(another model is refused), answer a short generation, and then a few warm-up requests. During the test each
+(another model is refused), answer a short generation, and then a few warm-up requests, each made from the first
+sample's prompt whatever its parts (prompts.probe: a token prompt's first ids, a chat whole). During the test each
 endpoint's `/metrics` is polled (requests, queue time, prefix-cache hits, into the record); a poll that cannot
 reach the server fails the run, so an endpoint that dies with nothing in flight is noticed too.
 
@@ -37,8 +41,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..generation import GenerationSettings, Request, TokenStream
+from ..prompts import Prompt, checked, parts_of, probe, size
 from .endpoints import Endpoint
 from .metrics import MetricsWatch, parse
+from .payloads import Payload, payload_for
 from .scheduler import Scheduler
 
 TOKEN_IDS_MODES = ("auto", "server", "text")
@@ -46,8 +52,7 @@ SERVER_IDS = "server"          # the record's word for token ids the server retu
 TEXT_IDS = "tokenized text"    # ... and for ids tokenized here from the streamed text
 PROBE_TOKENS = 2               # output tokens of the health check's generation
 WARMUP_TOKENS = 8              # ... and of each warm-up request
-TRANSPORT = "HTTP, streamed /v1/completions"
-JSON_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+TRANSPORT = "HTTP, streamed"  # the record's word for it, with the API's path
 
 
 class EndpointFailed(RuntimeError):
@@ -104,15 +109,19 @@ class ServingClient:
     """A request-level engine over OpenAI-compatible `endpoints` (see the module's docstring)."""
 
     def __init__(self, endpoints: Sequence[Endpoint], settings: ClientSettings, generation: GenerationSettings,
-                 probe_prompt: np.ndarray, *, encode: Callable[[str], list[int]] | None = None,
-                 local: Sequence[Endpoint] = ()) -> None:
+                 probe_prompt: Prompt | np.ndarray, *, encode: Callable[[str], list[int]] | None = None,
+                 local: Sequence[Endpoint] = (), api: Payload | None = None) -> None:
+        """`probe_prompt` (the first sample's) makes the health check's and the warm-up's requests; `api` writes
+        the bodies (by default the builder for the probe prompt's parts)."""
         if not endpoints:
             raise ValueError("the openai harness needs at least one endpoint")
         if settings.token_ids not in TOKEN_IDS_MODES:
             raise ValueError(f"token_ids must be one of {', '.join(TOKEN_IDS_MODES)}, not {settings.token_ids!r}")
         self.settings = settings
         self.generation = generation
-        self.probe_prompt = np.asarray(probe_prompt).reshape(-1)[:16]
+        self.probe_prompt = probe(checked(probe_prompt, 0))
+        self.api = api or payload_for(parts_of(self.probe_prompt))
+        self.prompt_parts = self.api.parts
         self.encode = encode
         self.endpoints = [_Endpoint(e, e in set(local)) for e in endpoints]
         self.name = ", ".join(e.url for e in endpoints)
@@ -165,7 +174,7 @@ class ServingClient:
         return [{"host": e.endpoint.host, "port": e.endpoint.port, "protocol": e.endpoint.scheme,
                  "model": e.model or self.settings.model, "local": e.local, "requests": e.answered,
                  "samples": e.answered,
-                 "transport": TRANSPORT,
+                 "transport": f"{TRANSPORT} {self.api.path}",
                  "extras": {"serving_engine": e.engine, "serving_engine_version": e.version,
                             "served_models": list(e.served), "token_ids": e.token_ids, "output_tokens": e.output_tokens,
                             "in_flight_limit": self.settings.in_flight, "most_in_flight": e.most_in_flight,
@@ -286,7 +295,7 @@ class ServingClient:
         queue, scheduler = self._queue, self.scheduler
         while queue and self._failure is None:
             request = queue[0]
-            number = scheduler.pick(len(request.prompt))
+            number = scheduler.pick(size(request.prompt))
             if number is None:
                 return
             queue.popleft()
@@ -302,7 +311,7 @@ class ServingClient:
         except BaseException as error:  # noqa: BLE001  any failure of a request fails the run
             self._fail(error)
         finally:
-            self.scheduler.done(number, len(request.prompt))
+            self.scheduler.done(number, size(request.prompt))
             self._tasks.pop(request.id, None)
             self._dispatch()
 
@@ -343,21 +352,6 @@ class ServingClient:
                 await state.session.close()
 
     # -- one request -----------------------------------------------------------------------------
-    def _body(self, state: _Endpoint, request: Request, max_tokens: int, server_ids: bool) -> bytes:
-        settings = request.settings
-        body = {"model": state.model, "prompt": request.prompt.tolist(), "max_tokens": int(max_tokens),
-                "min_tokens": min(int(settings.min_new_tokens), int(max_tokens)),
-                "temperature": float(settings.temperature), "top_p": float(settings.top_p),
-                "n": 1, "stream": True, "stop_token_ids": [int(t) for t in settings.eos_token_ids],
-                "ignore_eos": False}
-        if settings.top_k > 0:
-            body["top_k"] = int(settings.top_k)
-        if settings.seed is not None:
-            body["seed"] = int(settings.seed)
-        if server_ids:
-            body["return_token_ids"] = True
-        return json.dumps(body, separators=(",", ":")).encode()
-
     async def _generate(self, state: _Endpoint, request: Request, max_tokens: int, report: bool) -> list[int] | None:
         """Stream one request's answer; report its chunks (report) and count it. Returns its token ids (None
         when the server sent text without ids in server mode: only the probe asks)."""
@@ -365,25 +359,19 @@ class ServingClient:
 
         server_ids = state.token_ids == SERVER_IDS
         output = _Output()
+        data, headers = self.api.body(state.model, request.prompt, request.settings, max_tokens, server_ids)
         try:
-            async with state.session.post(state.url + "/v1/completions", data=self._body(state, request, max_tokens,
-                                                                                         server_ids),
-                                          headers=JSON_HEADERS) as response:
+            async with state.session.post(state.url + self.api.path, data=data, headers=headers) as response:
                 if response.status != 200:
                     detail = (await response.text())[:300]
                     raise EndpointFailed(f"{state.url} answered HTTP {response.status} to a completion request: "
                                          f"{detail}")
-                async for line in response.content:
-                    if not line.startswith(b"data:"):
-                        continue       # blank lines between events, comments, event names
-                    payload = line[5:].strip()
-                    if payload == b"[DONE]":
-                        break
-                    if output.finish is not None:
-                        continue       # e.g. a usage chunk after the final one
-                    missing = self._take(state, request, output, payload, server_ids, report)
-                    if missing:
-                        return None
+                if response.content_type == "application/json":    # a whole answer, not a stream
+                    missing = self._take(state, request, output, await response.read(), server_ids, report)
+                else:
+                    missing = await self._read_stream(response, state, request, output, server_ids, report)
+                if missing:
+                    return None
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as error:
             raise EndpointFailed(f"{state.url}: {_describe(error, self.settings)}") from None
         if output.finish is None:
@@ -394,12 +382,27 @@ class ServingClient:
         state.answered += report
         return output.tokens
 
+    async def _read_stream(self, response, state: _Endpoint, request: Request, output: _Output, server_ids: bool,
+                           report: bool) -> bool:
+        """The server-sent events of one answer, up to [DONE]; True as _take says."""
+        async for line in response.content:
+            if not line.startswith(b"data:"):
+                continue       # blank lines between events, comments, event names
+            payload = line[5:].strip()
+            if payload == b"[DONE]":
+                break
+            if output.finish is not None:
+                continue       # e.g. a usage chunk after the final one
+            if self._take(state, request, output, payload, server_ids, report):
+                return True
+        return False
+
     def _take(self, state: _Endpoint, request: Request, output: _Output, payload: bytes, server_ids: bool,
               report: bool) -> bool:
         """One chunk. True when the server sent a choice without token ids in server mode (the probe finds out)."""
         try:
             chunk = json.loads(payload)
-            choices = chunk.get("choices") if isinstance(chunk, dict) else None
+            choices = self.api.choices(chunk)
             error = chunk.get("error") if isinstance(chunk, dict) else None
         except ValueError:
             choices, error, chunk = None, None, None
@@ -411,8 +414,11 @@ class ServingClient:
         for choice in choices:
             if not isinstance(choice, dict):
                 raise EndpointFailed(f"{state.url} sent a malformed choice in a stream chunk: {payload[:200]!r}")
+            read = self.api.read(choice)
+            if read is None:
+                continue
+            ids, text, finish = read
             if server_ids:
-                ids = choice.get("token_ids")
                 if ids is None:
                     if not report:
                         return True
@@ -422,8 +428,7 @@ class ServingClient:
                     raise EndpointFailed(f"{state.url} sent token_ids that are not a list: {payload[:200]!r}")
                 output.tokens.extend(ids)
             else:
-                output.text.append(str(choice.get("text") or ""))
-            finish = choice.get("finish_reason")
+                output.text.append(text)
             if finish is not None:
                 output.finish = str(finish)
         if server_ids:

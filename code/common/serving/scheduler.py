@@ -6,7 +6,8 @@ those with room:
 - `round_robin`: the next endpoint in turn;
 - `fewest_requests`: the one with the fewest requests in flight (round robin among equals);
 - `fewest_input_tokens`: the one with the fewest prompt tokens in flight (round robin among equals), which evens
-  out prefill work when prompt lengths vary widely.
+  out prefill work when prompt lengths vary widely (a chat prompt, which the server tokenizes, counts by its size:
+  prompts.size).
 """
 from __future__ import annotations
 

@@ -1,29 +1,37 @@
 """A small OpenAI-compatible streaming server of the toolkit's own, for the openai harness's fault tests and for
-`make bench`'s ceiling figures: it answers `/v1/completions` the way vLLM does (server-sent events, the generated
-token ids in each chunk with `return_token_ids`), `/v1/models`, `/version` and `/metrics`, as fast as it can or
-with the delays and faults it is told to play.
+`make bench`'s ceiling figures: it answers `/v1/completions`, `/v1/chat/completions` (streamed, or one JSON answer
+when the request says `"stream": false`) and `/v1/audio/transcriptions` (multipart) the way vLLM does (server-sent
+events, the generated token ids in each chunk with `return_token_ids`), `/v1/models`, `/version` and `/metrics`, as
+fast as it can or with the delays and faults it is told to play. It keeps the chat and transcription requests it
+answered (`received`: their JSON bodies, their forms' fields and files), so that a test sees what reached it.
 
 Its output is a pure function of the prompt, so that runs through one or several servers give the same accuracy
-log: output token i of a prompt is `first + (prompt[-1] + i) % 1000`, and its text is " t<id>" per token (so a
-client that tokenizes the text reads it back with `encode_test_text`). With `eos_every=k`, a prompt whose last id is
-a multiple of k ends on EOS after its first (min_tokens-respecting) tokens, with finish reason "stop".
+log: output token i of a prompt is `first + (key + i) % 1000`, and its text is " t<id>" per token (so a client that
+tokenizes the text reads it back with `encode_test_text`). A token prompt's key is its last id; a chat's or an
+audio clip's is `content_key` of its parts (text, and the bytes of images and audio as decoded from the request).
+With `eos_every=k`, a prompt whose key is a multiple of k ends on EOS after its first (min_tokens-respecting)
+tokens, with finish reason "stop".
 
 Faults (`fault`): `http_error` (every completion answers HTTP 500), `break` (the connection closes after
 `fault_after` chunks), `malformed` (chunk `fault_after` is not JSON), `stall` (no chunk after `fault_after`),
 `no_token_ids` (text only, as servers without vLLM's extension), `one_chunk` (the whole answer in one chunk),
-`slow_first` (the first token after `first_delay_s`). Run: `python -m code.common.serving.test_server --port 8000
+`slow_first` (the first token after `first_delay_s`), `no_stream` (one JSON answer, as a server that does not
+stream). Run: `python -m code.common.serving.test_server --port 8000
 --model NAME [--fault ...]`; it prints "listening on <url>" once it accepts connections.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import threading
+import zlib
 from dataclasses import dataclass
+from typing import Any
 
 FIRST_ID = 10
-FAULTS = ("", "http_error", "break", "malformed", "stall", "no_token_ids", "one_chunk", "slow_first")
+FAULTS = ("", "http_error", "break", "malformed", "stall", "no_token_ids", "one_chunk", "slow_first", "no_stream")
 
 
 def output_ids(prompt: list[int], count: int, eos: int | None = None, eos_every: int = 0,
@@ -36,6 +44,32 @@ def output_ids(prompt: list[int], count: int, eos: int | None = None, eos_every:
         if stop < count:
             ids = ids[:stop - 1] + [eos] if stop > 1 else [eos]
     return ids
+
+
+def content_key(parts: list[str | bytes]) -> int:
+    """The key of a chat or an audio request: the CRC-32 of its parts in order (text as UTF-8, media as bytes)."""
+    crc = 0
+    for part in parts:
+        crc = zlib.crc32(part.encode() if isinstance(part, str) else part, crc)
+    return crc
+
+
+def chat_parts(messages: list) -> list[str | bytes]:
+    """The parts of chat `messages` as content_key reads them: text, and the bytes of data-URL images and of
+    input_audio clips."""
+    parts: list[str | bytes] = []
+    for message in messages:
+        content = message.get("content")
+        for item in [{"type": "text", "text": content}] if isinstance(content, str) else content:
+            if item["type"] == "text":
+                parts.append(item["text"])
+            elif item["type"] == "image_url":
+                parts.append(base64.b64decode(item["image_url"]["url"].split(",", 1)[1], validate=True))
+            elif item["type"] == "input_audio":
+                parts.append(base64.b64decode(item["input_audio"]["data"], validate=True))
+            else:
+                raise ValueError(f"unknown content type {item['type']!r}")
+    return parts
 
 
 def encode_test_text(text: str) -> list[int]:
@@ -64,6 +98,7 @@ class StreamingServer:
         self.requests = 0            # completions answered to their end
         self.tokens = 0
         self.running = 0
+        self.received: list[dict[str, Any]] = []   # chat bodies; transcription forms ({field: str or bytes})
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner = None
@@ -80,6 +115,8 @@ class StreamingServer:
         app.router.add_get("/version", self._version)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_post("/v1/completions", self._completions)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/v1/audio/transcriptions", self._transcriptions)
         return app
 
     async def serve(self) -> None:
@@ -151,35 +188,73 @@ class StreamingServer:
         return web.Response(text=text, content_type="text/plain")
 
     async def _completions(self, request):
+        body = await request.json()
+        return await self._answer(request, body, [int(body["prompt"][-1])] if body.get("prompt") else [],
+                                  int(body.get("max_tokens", 16)), "text_completion")
+
+    async def _chat(self, request):
+        body = await request.json()
+        self.received.append(body)
+        try:
+            key = content_key(chat_parts(body.get("messages") or []))
+        except (ValueError, KeyError, TypeError, IndexError) as error:
+            from aiohttp import web
+
+            return web.json_response({"error": {"message": f"bad messages: {error}"}}, status=400)
+        return await self._answer(request, body, [key], int(body.get("max_completion_tokens", 16)),
+                                  "chat.completion.chunk")
+
+    async def _transcriptions(self, request):
+        form = await request.post()
+        fields = {name: (value.file.read() if hasattr(value, "file") else str(value)) for name, value in form.items()}
+        self.received.append(fields)
+        body = {**fields, "stream": fields.get("stream") == "true"}
+        parts = [fields["prompt"]] if fields.get("prompt") else []
+        return await self._answer(request, body, [content_key([*parts, fields.get("file", b"")])],
+                                  int(fields.get("max_completion_tokens", 16)), "transcription.chunk")
+
+    async def _answer(self, request, body: dict, prompt: list[int], max_tokens: int, kind: str):
         from aiohttp import web
 
         settings = self.settings
-        body = await request.json()
         if settings.fault == "http_error":
             return web.json_response({"error": {"message": "the test server fails on purpose", "code": 500}},
                                      status=500)
         if body.get("model") != settings.model:
             return web.json_response({"error": {"message": f"model {body.get('model')} does not exist"}}, status=404)
-        prompt = body["prompt"]
         eos = (body.get("stop_token_ids") or [None])[0]
-        ids = output_ids(prompt, int(body.get("max_tokens", 16)), eos, settings.eos_every,
-                         int(body.get("min_tokens") or 1))
-        with_ids = bool(body.get("return_token_ids")) and settings.fault != "no_token_ids"
+        ids = output_ids(prompt, max_tokens, eos, settings.eos_every, int(body.get("min_tokens") or 1))
+        with_ids = bool(body.get("return_token_ids")) and settings.fault != "no_token_ids" \
+            and kind != "transcription.chunk"
+        if body.get("stream") is False or settings.fault == "no_stream":
+            return web.json_response(self._whole(ids, eos, with_ids, kind))
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         self.running += 1
         try:
             await response.prepare(request)
-            await self._stream(request, response, ids, eos, with_ids)
+            await self._stream(request, response, ids, eos, with_ids, kind)
         except ConnectionError:
             pass             # the client went away (or the fault closed the connection)
         finally:
             self.running -= 1
         return response
 
-    async def _stream(self, request, response, ids: list[int], eos: int | None, with_ids: bool) -> None:
+    def _whole(self, ids: list[int], eos: int | None, with_ids: bool, kind: str) -> dict:
+        """One JSON answer (a request with "stream": false)."""
+        choice = _choice(ids, eos, with_ids, kind, True)
+        if kind == "chat.completion.chunk":
+            choice["message"] = {"role": "assistant", **choice.pop("delta")}
+        self.requests += 1
+        self.tokens += len(ids)
+        return {"object": kind.removesuffix(".chunk"), "model": self.settings.model, "choices": [choice]}
+
+    async def _stream(self, request, response, ids: list[int], eos: int | None, with_ids: bool, kind: str) -> None:
         settings = self.settings
         step = len(ids) if settings.fault == "one_chunk" else max(1, settings.tokens_per_chunk)
         first_delay = settings.first_delay_s
+        if kind != "text_completion":       # a chat stream opens with the role, as vLLM's does
+            await response.write(_event({"object": kind, "model": settings.model, "choices": [
+                {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}))
         for number, start in enumerate(range(0, len(ids), step)):
             if settings.fault in ("break", "malformed", "stall") and number == settings.fault_after:
                 if settings.fault == "break":
@@ -195,19 +270,29 @@ class StreamingServer:
                 await asyncio.sleep(settings.chunk_delay_s)
             part = ids[start:start + step]
             last = start + step >= len(ids)
-            finish = ("stop" if part[-1] == eos else "length") if last else None
-            if eos is not None and part[-1] == eos:
-                text = "".join(f" t{i}" for i in part[:-1])
-            else:
-                text = "".join(f" t{i}" for i in part)
-            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
-            if with_ids:
-                choice["token_ids"] = part
-            await response.write(b"data: " + json.dumps({"object": "text_completion", "model": settings.model,
-                                                         "choices": [choice]}).encode() + b"\n\n")
+            await response.write(_event({"object": kind, "model": settings.model,
+                                         "choices": [_choice(part, eos, with_ids, kind, last)]}))
         await response.write(b"data: [DONE]\n\n")
         self.requests += 1
         self.tokens += len(ids)
+
+
+def _choice(part: list[int], eos: int | None, with_ids: bool, kind: str, last: bool) -> dict:
+    """One choice of `part`'s tokens in the shape of `kind`'s answers (text for completions, a delta otherwise)."""
+    finish = ("stop" if part[-1] == eos else "length") if last else None
+    text = "".join(f" t{i}" for i in (part[:-1] if eos is not None and part[-1] == eos else part))
+    choice: dict[str, Any] = {"index": 0}
+    if kind == "text_completion":
+        choice.update(text=text, logprobs=None, finish_reason=finish)
+    else:
+        choice.update(delta={"content": text}, finish_reason=finish)
+    if with_ids:
+        choice["token_ids"] = part
+    return choice
+
+
+def _event(data: dict) -> bytes:
+    return b"data: " + json.dumps(data).encode() + b"\n\n"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..registry import HarnessPlugin, HarnessRun
+from ..registry import HarnessPlugin, HarnessRun, Selection
+
+
+def prompt_parts(selection: Selection) -> tuple[str, ...]:
+    """What the prompts of the test's model are made of (ModelSpec.prompt_parts); () for a model the benchmark does
+    not have (the plan refuses it, naming the models)."""
+    from ...benchmark_api import IMPLEMENTATIONS, get_benchmark
+
+    if selection.benchmark not in IMPLEMENTATIONS:
+        return ()
+    model = get_benchmark(selection.benchmark).models.get(selection.model)
+    return model.prompt_parts if model is not None else ()
 
 
 def decoders(run: HarnessRun) -> list:
@@ -36,6 +47,18 @@ class LLMHarness(HarnessPlugin):
     generates_tokens = True
     description = "in process: continuous batching over the backend's decoder instances, tokens streamed to LoadGen"
     bench_figures = "code.actions.bench_llm:llm_bench"
+
+    def why_not(self, selection: Selection) -> str | None:
+        """The decoder graph takes token ids: a model prompted with chat content (text, images, audio) is refused
+        before any test starts."""
+        from ..batching_engine import ContinuousBatchingEngine
+
+        other = set(prompt_parts(selection)) - ContinuousBatchingEngine.prompt_parts
+        if not other:
+            return None
+        return (f"the in-process decoder takes prompts of token ids, and {selection.model}'s prompts are made of "
+                f"{', '.join(sorted(prompt_parts(selection)))}: run it with --harness_type=openai on a serving engine "
+                f"that takes them")
 
     def create(self, run: HarnessRun):
         from ..llm_sut import LLMSut, PromptLibrary

@@ -45,6 +45,21 @@ class OpenAIHarness(HarnessPlugin):
               "auto (the server's where it returns them).", generative=True, choices=("auto", "server", "text")),
     )
 
+    def why_not(self, selection) -> str | None:
+        """Prompts that no serving API carries (serving/payloads.py) are refused before any test starts."""
+        from ...benchmark_api import get_benchmark
+        from ...serving.payloads import payload_for
+        from .llm import prompt_parts
+
+        parts = prompt_parts(selection)
+        if not parts:
+            return None
+        try:
+            payload_for(frozenset(parts), get_benchmark(selection.benchmark).models[selection.model].serving_api)
+        except ValueError as error:
+            return f"{selection.model}'s prompts cannot be sent: {error}"
+        return None
+
     def preflight(self, fields, args, paths) -> None:
         if not args.endpoints:
             from ...serving.local_server import check_local_server

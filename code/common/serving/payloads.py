@@ -1,0 +1,188 @@
+"""The payload builders of the openai harness: one per API of OpenAI-compatible servers, each writing a request's
+body from its prompt (code/common/prompts.py) and generation settings, and reading the choices of an answer (a
+stream chunk, or a whole answer where a server does not stream). Everything else (sessions, streaming, scheduling,
+faults, token ids against text, metrics) is the transport's (client.py), the same for every API.
+
+- `completions`: `/v1/completions` with the prompt's token ids (every text benchmark: the reference feeds the model
+  its data set's token ids);
+- `chat`: `/v1/chat/completions`, messages of text, images as `image_url` data URLs and audio as `input_audio`
+  (base64 of the bytes the data set stores, never decoded or recompressed);
+- `transcriptions`: `/v1/audio/transcriptions`, the multipart form vLLM serves Whisper on (the audio file as stored,
+  a text part as the decoder's prompt).
+
+The generation settings are the reference's wherever the API carries them: sampling (temperature, top_p, top_k, a
+seed), the output cap, min_tokens and the model's EOS ids as stop tokens (chat and completions), and vLLM's
+`return_token_ids` where the transport reads the server's token ids. A model says which API serves it
+(`ModelSpec.serving_api`); by default its prompt parts choose (`payload_for`).
+"""
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from ..generation import GenerationSettings
+from ..prompts import AUDIO, IMAGE, TEXT, TOKEN_IDS, Audio, Image, Prompt, Text, parts_of
+
+JSON_HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+# What a choice of an answer carries: (token ids as sent or None, text, finish reason or None).
+Choice = tuple[Any, str, "str | None"]
+
+
+class Payload:
+    """One API: its path, the prompt parts it carries, its body and how its answers read."""
+
+    name: str
+    path: str
+    parts: frozenset[str]
+
+    def body(self, model: str, prompt: Prompt, settings: GenerationSettings, max_tokens: int,
+             server_ids: bool) -> tuple[Any, dict[str, str]]:
+        """(the request's body: bytes or aiohttp form data, its headers)."""
+        raise NotImplementedError
+
+    def choices(self, message: Any) -> list | None:
+        """The choices of a stream chunk or of a whole answer (None: it is not an answer of this API)."""
+        return message.get("choices") if isinstance(message, dict) else None
+
+    def read(self, choice: dict) -> Choice | None:
+        """What one choice carries; None for a choice that carries nothing yet (a chat stream's role header)."""
+        raise NotImplementedError
+
+    def refuse(self, prompt: Prompt) -> None:
+        """ValueError when `prompt` has parts this API does not carry."""
+        extra = parts_of(prompt) - self.parts
+        if extra:
+            raise ValueError(f"{self.path} carries {', '.join(sorted(self.parts))}, not {', '.join(sorted(extra))}")
+
+
+def _sampling(body: dict, settings: GenerationSettings) -> dict:
+    if settings.top_k > 0:
+        body["top_k"] = int(settings.top_k)
+    if settings.seed is not None:
+        body["seed"] = int(settings.seed)
+    return body
+
+
+def _json(body: dict) -> tuple[bytes, dict[str, str]]:
+    return json.dumps(body, separators=(",", ":")).encode(), JSON_HEADERS
+
+
+class Completions(Payload):
+    name, path, parts = "completions", "/v1/completions", frozenset({TOKEN_IDS})
+
+    def body(self, model, prompt, settings, max_tokens, server_ids):
+        self.refuse(prompt)
+        body = {"model": model, "prompt": prompt.tolist(), "max_tokens": int(max_tokens),
+                "min_tokens": min(int(settings.min_new_tokens), int(max_tokens)),
+                "temperature": float(settings.temperature), "top_p": float(settings.top_p),
+                "n": 1, "stream": True, "stop_token_ids": [int(t) for t in settings.eos_token_ids],
+                "ignore_eos": False}
+        _sampling(body, settings)
+        if server_ids:
+            body["return_token_ids"] = True
+        return _json(body)
+
+    def read(self, choice):
+        return choice.get("token_ids"), str(choice.get("text") or ""), choice.get("finish_reason")
+
+
+class ChatCompletions(Payload):
+    name, path, parts = "chat", "/v1/chat/completions", frozenset({TEXT, IMAGE, AUDIO})
+
+    def body(self, model, prompt, settings, max_tokens, server_ids):
+        self.refuse(prompt)
+        messages = [{"role": m.role, "content": [_content(part) for part in m.content]} for m in prompt.messages]
+        body = {"model": model, "messages": messages, "max_completion_tokens": int(max_tokens),
+                "min_tokens": min(int(settings.min_new_tokens), int(max_tokens)),
+                "temperature": float(settings.temperature), "top_p": float(settings.top_p),
+                "n": 1, "stream": True, "stop_token_ids": [int(t) for t in settings.eos_token_ids],
+                "ignore_eos": False}
+        _sampling(body, settings)
+        if server_ids:
+            body["return_token_ids"] = True
+        return _json(body)
+
+    def read(self, choice):
+        message = choice.get("delta") if "delta" in choice else choice.get("message")
+        text = str((message or {}).get("content") or "") if isinstance(message, dict) else ""
+        ids, finish = choice.get("token_ids"), choice.get("finish_reason")
+        if ids is None and not text and finish is None:
+            return None            # the stream's first chunk names the role only
+        return ids, text, finish
+
+
+class Transcriptions(Payload):
+    """vLLM's Whisper endpoint. It streams text (no token ids): the transport tokenizes it with the benchmark's
+    tokenizer. A whole (non-streamed) answer has no finish reason; it is read as ended by the model ("stop")."""
+
+    name, path, parts = "transcriptions", "/v1/audio/transcriptions", frozenset({AUDIO, TEXT})
+
+    def body(self, model, prompt, settings, max_tokens, server_ids):
+        import aiohttp
+
+        self.refuse(prompt)
+        contents = list(prompt.contents())
+        audio = [part for part in contents if isinstance(part, Audio)]
+        if len(audio) != 1:
+            raise ValueError(f"{self.path} takes one audio clip per request, not {len(audio)}")
+        form = aiohttp.FormData()
+        form.add_field("file", audio[0].data, filename=f"audio.{_audio_format(audio[0])}",
+                       content_type=audio[0].media_type)
+        fields = {"model": model, "response_format": "json", "stream": "true",
+                  "temperature": repr(float(settings.temperature)), "top_p": repr(float(settings.top_p)),
+                  "max_completion_tokens": str(int(max_tokens))}
+        text = "".join(part.text for part in contents if isinstance(part, Text))
+        if text:
+            fields["prompt"] = text
+        for name, value in _sampling({}, settings).items():
+            fields[name] = str(value)
+        for name, value in fields.items():
+            form.add_field(name, value)
+        return form, {"Accept": "text/event-stream"}
+
+    def choices(self, message):
+        if isinstance(message, dict) and "choices" not in message and isinstance(message.get("text"), str):
+            return [{"delta": {"content": message["text"]}, "finish_reason": "stop"}]
+        return super().choices(message)
+
+    read = ChatCompletions.read
+
+
+PAYLOADS: dict[str, type[Payload]] = {p.name: p for p in (Completions, ChatCompletions, Transcriptions)}
+
+
+def payload_for(parts: frozenset[str] | set[str], api: str = "") -> Payload:
+    """The builder of `api` (a PAYLOADS name), or where none is named the one for prompts of `parts`: token ids go to
+    /v1/completions, audio without images to /v1/audio/transcriptions (how vLLM serves Whisper), any other chat to
+    /v1/chat/completions. ValueError naming the parts when the API cannot carry them."""
+    if api and api not in PAYLOADS:
+        raise ValueError(f"no serving API is named {api!r}; the APIs are {', '.join(PAYLOADS)}")
+    if not api:
+        api = "completions" if TOKEN_IDS in parts else "transcriptions" if AUDIO in parts and IMAGE not in parts \
+            else "chat"
+    payload = PAYLOADS[api]()
+    extra = set(parts) - payload.parts
+    if extra:
+        raise ValueError(f"{payload.path} cannot carry prompts of {', '.join(sorted(extra))}")
+    return payload
+
+
+def _content(part) -> dict:
+    if isinstance(part, Text):
+        return {"type": "text", "text": part.text}
+    if isinstance(part, Image):
+        return {"type": "image_url", "image_url": {"url": data_url(part.media_type, part.data)}}
+    return {"type": "input_audio", "input_audio": {"data": base64.b64encode(part.data).decode("ascii"),
+                                                   "format": _audio_format(part)}}
+
+
+def data_url(media_type: str, data: bytes) -> str:
+    """An RFC 2397 data URL of `data`, base64: the stored bytes travel unchanged."""
+    return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def _audio_format(part: Audio) -> str:
+    """The `format` of an input_audio part (wav, mp3, flac, ...) from its media type."""
+    subtype = part.media_type.split("/", 1)[1].split(";")[0].removeprefix("x-")
+    return {"mpeg": "mp3", "wave": "wav", "vnd.wave": "wav"}.get(subtype, subtype)
