@@ -13,6 +13,7 @@ from code.common.errors import UserError
 from code.common.paths import Paths
 from code.common.rules import get_round
 from code.common.records.metadata import EngineRecord, RunRecord
+from code.common.records.record import EndpointRecord
 from code.common.records.reproduce import record_selection, reproduce_command
 from code.common.submission.measurements import calibration_markdown
 from code.common.submission.runs import choose_runs
@@ -45,6 +46,42 @@ def test_best_valid_performance_and_matching_latest_accuracy():
     reasons = " | ".join(choice.passed_over)
     for why in ("INVALID run", "failed run", "interrupted run", "test run (--test_run; stage it with --allow_test_runs"):
         assert why in reasons
+
+
+def served(run: RunRecord, model: str, engine: str = "vllm", version: str = "0.10.1", folder: str = "") -> RunRecord:
+    """`run` as the openai harness records it: no engine file (an empty manifest), one server of `model`."""
+    extras = {"serving_engine": engine, "serving_engine_version": version, "served_models": [model]}
+    if folder:
+        extras["model_folder_sha256"] = folder
+    return run.replace(engine=EngineRecord(path="", manifest={}),
+                       endpoints=(EndpointRecord(host="127.0.0.1", port=8000, protocol="http", model=model,
+                                                 extras=extras),))
+
+
+@pytest.mark.parametrize("accuracy_server, pairs", [
+    ({"model": "HuggingFaceTB/SmolLM2-135M-Instruct"}, True),
+    ({"model": "Qwen/Qwen2.5-0.5B-Instruct"}, False),                                    # another served model
+    ({"model": "HuggingFaceTB/SmolLM2-135M-Instruct", "engine": "sglang"}, False),       # another serving engine
+    ({"model": "HuggingFaceTB/SmolLM2-135M-Instruct", "version": "0.11.0"}, False),      # another version of it
+    ({"model": "HuggingFaceTB/SmolLM2-135M-Instruct", "folder": "ab" * 32}, False),      # another model folder
+])
+def test_serving_engine_runs_pair_by_what_their_servers_served(accuracy_server, pairs):
+    performance = served(record(finished="2"), "HuggingFaceTB/SmolLM2-135M-Instruct")
+    accuracy = served(record("AccuracyOnly", finished="3"), **accuracy_server)
+    choice = choose_runs([performance, accuracy], allow_test_runs=False)[("box", "resnet50", Scenario.Offline)]
+    assert (choice.accuracy is accuracy) is pairs
+    if not pairs:
+        assert choice.accuracy is None
+        assert ", not HuggingFaceTB/SmolLM2-135M-Instruct on vllm 0.10.1)" in choice.other_accuracy[0]
+
+
+def test_a_serving_engine_run_never_pairs_with_an_in_process_one():
+    performance = served(record(finished="2"), "HuggingFaceTB/SmolLM2-135M-Instruct")
+    accuracy = record("AccuracyOnly", finished="3").replace(engine=EngineRecord(path="", manifest={}))
+    choice = choose_runs([performance, accuracy], allow_test_runs=False)[("box", "resnet50", Scenario.Offline)]
+    assert choice.accuracy is None
+    assert "other servers (no server, not HuggingFaceTB/SmolLM2-135M-Instruct on vllm 0.10.1)" in \
+        choice.other_accuracy[0]
 
 
 def test_dry_runs_take_test_runs_but_never_failed_ones():
