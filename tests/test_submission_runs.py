@@ -296,3 +296,27 @@ def test_a_damaged_verification_record_never_stops_stage_compliance(tmp_path):
     assert len(problems) == 1 and "TEST04" in problems[0]          # TEST01 staged: verified again from its logs
     assert (results / "TEST01" / "verify_performance.txt").is_file()
     assert any("verified_against.json cannot be read" in line for line in log)
+
+
+def test_a_result_refused_by_stage_results_takes_its_earlier_staged_copy_with_it(tmp_path):
+    from code.common.submission.runs import Choice
+
+    handler, logs = _stage_results(tmp_path)
+    handler.ctx.args.submitter = "Org"
+    paths = handler.ctx.paths
+    earlier = paths.results_dir(paths.staging, "closed", "Org", "box", "resnet", Scenario.Server)
+    (earlier / "performance" / "run_1").mkdir(parents=True)
+    (earlier / "performance" / "run_1" / "mlperf_log_summary.txt").write_text("an earlier Server run\n")
+    systems = paths.submitter_root(paths.staging, "closed", "Org") / "systems"
+    systems.mkdir(parents=True)
+    (systems / "box.json").write_text("{}\n")
+    closed = Choice(performance=record(scenario="Server").replace(division="closed"))
+    handler.choices = lambda: {("box", "resnet50", Scenario.Server): closed}
+    handler._system_type = lambda: SystemType.edge      # the closed division has no Server for an edge system
+    with pytest.raises(UserError, match="Nothing staged") as refused:
+        handler.handle()
+    assert refused.value.exit_code == 1
+    [line] = [line for line in logs if line.startswith("not staged:")]
+    assert "the closed division has no Server for resnet on a edge system" in line
+    assert f"The copy of box resnet50 Server staged earlier ({earlier}) was removed" in line
+    assert not earlier.exists() and not (systems / "box.json").exists()

@@ -106,12 +106,20 @@ class StageResults(_SubmissionStep):
                 continue
             why = self._refusal(key, choice, system_type)
             if why:
+                removed = staging.unstage_scenario(ctx.paths, submitter, key[0], self._names(key), key[2])
+                if removed:
+                    why += " " + staging.removed_note(f"{key[0]} {key[1]} {key[2].value}", removed)
                 refused.append(why)
                 ctx.log(f"not staged: {why}")
                 continue
             if choice.accuracy is None:
                 ctx.log(self._no_accuracy_line(key, choice))
-            dest = staging.stage_scenario(ctx.paths, ctx.rules, submitter, key, choice, ctx.log)
+            try:
+                dest = staging.stage_scenario(ctx.paths, ctx.rules, submitter, key, choice, ctx.log)
+            except UserError as error:     # this scenario's logs or measurements: the others are still staged
+                refused.append(str(error))
+                ctx.log(f"not staged: {error}")
+                continue
             staging.stage_system_files(ctx.paths, choice.division, submitter, key[0], nodes.get(key[0], 1), ctx.log)
             staged.setdefault((key[0], key[1]), set()).add(key[2])
             divisions[(key[0], key[1])] = dest.parent
@@ -128,6 +136,10 @@ class StageResults(_SubmissionStep):
         gaps = f"; {len(missing)} required scenario(s) missing" if missing else ""
         ctx.log(f"Staged in {ctx.paths.staging}{gaps}")
         return 1 if refused else 0
+
+    def _names(self, key) -> tuple[str, ...]:
+        """Every folder name the benchmark of `key` may be staged under (one per accuracy target)."""
+        return tuple(dict.fromkeys(self.ctx.rules.benchmark(key[1]).submission_names.values()))
 
     @staticmethod
     def _no_accuracy_line(key, choice) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ..audit.verdicts import ACCURACY_FILES as TEST01_ACCURACY_FILES
 from ..audit.test06 import verify_test06
@@ -52,11 +52,23 @@ def _replace_dir(source_files: dict[str, Path], dest: Path) -> None:
 
 def stage_scenario(paths: Paths, rules: RulesRound, submitter: str, key: Key, choice: Choice, log: Log) -> Path:
     system_id, benchmark, scenario = key
-    performance, accuracy = choice.performance, choice.accuracy
-    bench_rules = rules.benchmark(benchmark)
-    name = submission_benchmark(bench_rules, performance)
+    name = submission_benchmark(rules.benchmark(benchmark), choice.performance)
     dest = paths.results_dir(paths.staging, choice.division, submitter, system_id, name, scenario)
     label = f"{system_id} {name} {scenario.value}"
+    try:
+        return _stage_scenario(paths, dest, label, name, key, choice, log)
+    except (UserError, OSError) as error:
+        # Never a mix of this run's files and an earlier one's, nor an earlier result kept as if it were this one.
+        names = (name, *rules.benchmark(benchmark).submission_names.values())
+        removed = unstage_scenario(paths, submitter, system_id, dict.fromkeys(names), scenario)
+        if not removed or not isinstance(error, UserError):
+            raise
+        raise UserError(f"{error} {removed_note(label, removed)}", exit_code=error.exit_code) from error
+
+
+def _stage_scenario(paths: Paths, dest: Path, label: str, name: str, key: Key, choice: Choice, log: Log) -> Path:
+    system_id, benchmark, scenario = key
+    performance, accuracy = choice.performance, choice.accuracy
     measured = paths.measurements_dir(system_id, name, scenario)
     if not all((measured / f).is_file() for f in (MEASUREMENTS_JSON, USER_CONF, README)):
         raise UserError(f"{measured} is incomplete: run `make generate_conf_files` first.", exit_code=EXIT_FAILURE)
@@ -94,6 +106,38 @@ def stage_scenario(paths: Paths, rules: RulesRound, submitter: str, key: Key, ch
     for file_name in (MEASUREMENTS_JSON, USER_CONF, README):
         copy_atomically(measured / file_name, dest / file_name)
     return dest
+
+
+def unstage_scenario(paths: Paths, submitter: str, system_id: str, names: Iterable[str],
+                     scenario: Scenario) -> list[Path]:
+    """Remove what an earlier stage_results staged of this scenario (under each of the submission `names`, in every
+    division), so that a refused result leaves nothing of it behind; the folders removed. A system left without
+    results loses its systems/<id>.json there too, which the checkers would refuse beside no results."""
+    removed = []
+    if not paths.staging.is_dir():
+        return removed
+    for division in sorted(p.name for p in paths.staging.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        for name in names:
+            folder = paths.results_dir(paths.staging, division, submitter, system_id, name, scenario)
+            if not folder.is_dir():
+                continue
+            shutil.rmtree(folder)
+            removed.append(folder)
+            results = paths.submitter_root(paths.staging, division, submitter) / RESULTS_DIR
+            for parent in (folder.parent, folder.parent.parent):
+                if parent.is_dir() and not any(parent.iterdir()):
+                    parent.rmdir()
+            if not (results / system_id).exists():
+                (paths.submitter_root(paths.staging, division, submitter) / SYSTEMS_DIR /
+                 paths.system_json(system_id).name).unlink(missing_ok=True)
+    return removed
+
+
+def removed_note(label: str, removed: list[Path]) -> str:
+    """What a refusal did to the staging tree, for the line that reports it."""
+    folders = ", ".join(str(folder) for folder in removed)
+    return (f"The copy of {label} staged earlier ({folders}) was removed, so that no stale result is exported: "
+            f"nothing of {label} is staged until it is staged again.")
 
 
 def verify_run_logs(record: RunRecord, names: tuple[str, ...], label: str, log: Log) -> None:
