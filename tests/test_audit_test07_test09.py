@@ -16,17 +16,21 @@ import pytest
 
 from code.actions.audit import compliance_dataset
 from code.common.audit.audit_config import audit_config_setting
+from code.common.audit.evidence import compliance_record
 from code.common.audit.test07 import find_score, score_test07, verify_test07
 from code.common.audit.test09 import output_lengths, verify_test09
 from code.common.audit.verdicts import verdict_problems, write_verified_against
 from code.common.constants import AccuracyTarget
 from code.common.paths import ACCURACY_LOG, DETAIL_LOG, SUMMARY_LOG, VERIFY_ACCURACY, VERIFY_OUTPUT_LEN
 from code.common.rules import get_round
-from code.common.submission.staging import _stage_logged, stage_compliance_for
+from code.common.constants import Scenario
+from code.common.paths import Paths
+from code.common.submission.staging import EvidenceProblem, _compliance_run, _stage_logged, stage_compliance_for
 from code.common.submission.truncate import truncate_tree
 from tests import multiple_choice_benchmark as mc
 from tests.conftest import REPO
 from tests.official_tools import inference_dir, run_test07_verification, run_test09_verification
+from tests.run_records import compliance_run, write_compliance_record
 from tests.synthetic_logs import token_entry
 
 RULES = get_round("v6.1")
@@ -223,25 +227,35 @@ def test_verdict_files_pass_with_the_scripts_test_pass(tmp_path, test, name):
 
 
 # -- staging --------------------------------------------------------------------------------------------
+def issued(count: int) -> dict:
+    """The detail log values of a performance run of gpt-oss-120b Offline that issued `count` samples."""
+    from tests.official_corpus import LLM_OFFLINE, perf_values
+
+    return perf_values("Offline", generated_query_count=1, generated_samples_per_query=count, **LLM_OFFLINE)
+
+
 def compliance_folder(folder: Path, test: str, entries: list[dict], verdict: str | None = None) -> Path:
-    """A compliance folder as run_audit_harness lays it out, verified against a made-up submission run."""
+    """A compliance folder as run_audit_harness lays it out, verified against a made-up submission run, with the
+    record of the compliance run whose logs it lays out."""
+    from tests.official_corpus import write_run
+
     log = write_log(folder / "accuracy", entries)
-    (folder / "performance" / "run_1").mkdir(parents=True)
-    for name in (SUMMARY_LOG, DETAIL_LOG):
-        (folder / "performance" / "run_1" / name).write_text(f"{name} of the compliance run\n")
+    write_run(folder / "performance" / "run_1", issued(len(entries)))
     if verdict is not None:
         (folder / (VERIFY_ACCURACY if test == "TEST07" else VERIFY_OUTPUT_LEN)).write_text(verdict)
     reference = folder.parent / "reference"
     reference.mkdir(exist_ok=True)
     (reference / DETAIL_LOG).write_text("detail\n")
     write_verified_against(folder, str(reference), reference / DETAIL_LOG, judged_log=log)
+    compliance_run(folder, test, benchmark="gpt-oss-120b", model="gpt-oss-120b",
+                   dataset=mc.COMPLIANCE_DATASET if test == "TEST07" else mc.DATASET)
     return folder
 
 
 def stage(test: str, source: Path, results: Path) -> str | None:
     results.mkdir(parents=True, exist_ok=True)
     return _stage_logged(RULES, test, source, results, GPT_OSS, AccuracyTarget.k_99, mc.BENCHMARK.response,
-                         lambda _: None, "label")
+                         lambda _: None, "label", record=compliance_record(source), scorer=mc.BENCHMARK)
 
 
 def test_staging_verifies_test09_again_and_lays_it_out_as_the_script_does(tmp_path):
@@ -254,21 +268,65 @@ def test_staging_verifies_test09_again_and_lays_it_out_as_the_script_does(tmp_pa
     assert (staged / VERIFY_OUTPUT_LEN).read_text().endswith("TEST PASS\n")
     short = compliance_folder(tmp_path / "short" / "TEST09", "TEST09", length_log([900] * 5))
     assert stage("TEST09", short, tmp_path / "results2") == \
-        "the test fails (mean output 900.00 tokens over 5 logged responses: below [1150.38, 1406.02])"
+        f"the test fails (mean output 900.00 tokens over 5 logged responses: below [1150.38, 1406.02], " \
+        f"{short / 'accuracy' / ACCURACY_LOG})"
     assert not (tmp_path / "results2" / "TEST09").exists()
 
 
-def test_staging_stages_test07_only_with_the_log_its_verdict_scored(tmp_path):
+def test_staging_scores_test07_again_and_stages_what_its_log_scores(tmp_path):
     entries = mc.answers_log(mc.COMPLIANCE_DATASET, 30)
-    check = verify_test07("'exact_match': 75.000\n", TEST07.accuracy_threshold, TEST07.score_pattern)
-    source = compliance_folder(tmp_path / "TEST07", "TEST07", entries, check.text)
+    scored = score_test07(mc.BENCHMARK, "none", mc.COMPLIANCE_DATASET, write_log(tmp_path / "scored", entries), None,
+                          TEST07.accuracy_threshold, TEST07.score_pattern)
+    source = compliance_folder(tmp_path / "TEST07", "TEST07", entries, scored.text)
     assert stage("TEST07", source, tmp_path / "results") is None
-    assert (tmp_path / "results" / "TEST07" / VERIFY_ACCURACY).read_text() == check.text
-    write_log(source / "accuracy", entries[:-1])     # the log changed after its verdict
-    assert "not the one its verdict scored" in stage("TEST07", source, tmp_path / "results")
-    failed = compliance_folder(tmp_path / "failed" / "TEST07", "TEST07", entries,
-                               verify_test07("'exact_match': 50.0\n", 60.698, TEST07.score_pattern).text)
-    assert "has no TEST PASS line" in stage("TEST07", failed, tmp_path / "results3")
+    assert (tmp_path / "results" / "TEST07" / VERIFY_ACCURACY).read_text() == scored.text
+    failed = compliance_folder(tmp_path / "failed" / "TEST07", "TEST07", mc.answers_log(mc.COMPLIANCE_DATASET, 24),
+                               "'exact_match': 60.000\nAccuracy check pass: False\nTEST FAIL\n")
+    assert stage("TEST07", failed, tmp_path / "results3").startswith("the test fails (accuracy 60 over 40 samples")
+
+
+def test_an_edited_test07_verdict_is_refused_naming_the_file_and_both_verdicts(tmp_path):
+    """A verify_accuracy.txt edited from TEST FAIL to TEST PASS over a log that scores 0."""
+    entries = mc.answers_log(mc.COMPLIANCE_DATASET, 0)
+    scored = score_test07(mc.BENCHMARK, "none", mc.COMPLIANCE_DATASET, write_log(tmp_path / "scored", entries), None,
+                          TEST07.accuracy_threshold, TEST07.score_pattern)
+    assert not scored.passed
+    source = compliance_folder(tmp_path / "TEST07", "TEST07", entries, scored.text.replace("TEST FAIL", "TEST PASS"))
+    results = tmp_path / "results"
+    (results / "TEST07").mkdir(parents=True)                # staged earlier
+    problem = stage("TEST07", source, results)
+    assert isinstance(problem, EvidenceProblem)
+    assert problem.startswith("verify_accuracy.txt says TEST PASS, but its logs give TEST FAIL (accuracy 0 over 40 "
+                              "samples: below the threshold 60.698)")
+
+
+def test_a_cut_test09_log_is_refused_against_its_runs_record_and_its_count(tmp_path):
+    """A TEST09 accuracy log cut from 31 responses to 2: the run's record holds the digest of the log it wrote, and
+    its detail log the 31 samples it issued."""
+    source = compliance_folder(tmp_path / "TEST09", "TEST09", length_log([1278] * 31))
+    cut = source / "accuracy" / ACCURACY_LOG
+    write_log(cut.parent, json.loads(cut.read_text())[:2])
+    lines: list[str] = []
+    record, problem = _compliance_run(source, "label", lines.append)
+    assert isinstance(problem, EvidenceProblem) and record is not None
+    assert f"{cut} is not the {ACCURACY_LOG} the compliance run wrote" in problem
+    # Counted against the samples the run issued, the cut log fails even without a record of its digest.
+    problem = stage("TEST09", source, tmp_path / "results")
+    assert "the accuracy log holds 2 responses, but the run issued 31 samples" in problem
+    assert not (tmp_path / "results" / "TEST09").exists()
+
+
+def test_stage_compliance_refuses_the_cut_test09_log_and_removes_the_earlier_copy(tmp_path, monkeypatch):
+    folder, outcome, results, problems = _audit(tmp_path, monkeypatch, "TEST09", length_log([1278] * 31))
+    assert outcome.passed and (results / "TEST09").is_dir()
+    cut = folder / "accuracy" / ACCURACY_LOG
+    write_log(cut.parent, json.loads(cut.read_text())[:2])
+    problems = stage_compliance_for(Paths.create(repo=tmp_path / "repo"), RULES, results, "box", "gpt-oss-120b",
+                                    Scenario.Offline, AccuracyTarget.k_99, mc.BENCHMARK.response, lambda _: None,
+                                    scorer=mc.BENCHMARK)
+    [refused] = [p for p in problems if "TEST09" in p]
+    assert isinstance(refused, EvidenceProblem) and f"{cut} is not the {ACCURACY_LOG}" in refused
+    assert "removed the TEST09/ staged earlier" in refused and not (results / "TEST09").exists()
 
 
 # -- the official scripts on the same logs -------------------------------------------------------------------
@@ -475,8 +533,10 @@ def _audit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, test: str, entries: 
     paths = Paths.create(repo=tmp_path / "repo")
     reference, run_dir = tmp_path / "submission_run", tmp_path / "compliance_run"
     write_run(reference, perf_values("Offline", **LLM_OFFLINE))
-    write_run(run_dir, perf_values("Offline", **LLM_OFFLINE))
+    write_run(run_dir, issued(len(entries)))
     write_log(run_dir, entries)
+    write_compliance_record(run_dir, test, benchmark="gpt-oss-120b", model="gpt-oss-120b",
+                            dataset=mc.COMPLIANCE_DATASET if test == "TEST07" else mc.DATASET)
     monkeypatch.setattr("code.actions.audit.get_benchmark", lambda name: mc.BENCHMARK)
     handler = RunAuditHarness.__new__(RunAuditHarness)
     handler.ctx = types.SimpleNamespace(paths=paths, log=lambda line: None)
@@ -491,7 +551,7 @@ def _audit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, test: str, entries: 
     write_run(results / "performance" / "run_1", perf_values("Offline", **LLM_OFFLINE))
     lines: list[str] = []
     problems = stage_compliance_for(paths, RULES, results, "box", "gpt-oss-120b", Scenario.Offline,
-                                    AccuracyTarget.k_99, mc.BENCHMARK.response, lines.append)
+                                    AccuracyTarget.k_99, mc.BENCHMARK.response, lines.append, scorer=mc.BENCHMARK)
     return folder, outcome, results, problems
 
 
@@ -520,7 +580,8 @@ def test_audit_fails_test07_below_the_threshold_and_staging_refuses_it(tmp_path,
                                                 mc.answers_log(mc.COMPLIANCE_DATASET, 24))
     assert not outcome.passed and "accuracy 60 over 40 samples: below the threshold 60.698" in outcome.summary
     assert (folder / VERIFY_ACCURACY).read_text().endswith("Accuracy check pass: False\nTEST FAIL\n")
-    assert any("TEST07: verify_accuracy.txt has no TEST PASS line" in p for p in problems)
+    assert any("TEST07: the test fails (accuracy 60 over 40 samples: below the threshold 60.698" in p
+               for p in problems)
     assert not (results / "TEST07").exists()
 
 

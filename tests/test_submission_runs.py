@@ -19,7 +19,7 @@ from code.common.submission.measurements import calibration_markdown
 from code.common.submission.runs import choose_runs
 from code.common.submission.staging import stage_scenario
 
-from .run_records import make_record, resolved_config
+from .run_records import compliance_run, make_record, resolved_config
 from .synthetic_logs import offline_detail
 
 RULES = get_round()
@@ -189,6 +189,7 @@ def _compliance_fixture(tmp_path: Path, staged_rate: float = 160.0, audited_rate
     (folder / "verified_against.json").write_text(json.dumps({
         "performance_detail_sha256": sha256_file(audited / "mlperf_log_detail.txt"),
         "accuracy_log_sha256": sha256_file(results / "accuracy" / "mlperf_log_accuracy.json")}))
+    compliance_run(folder, "TEST01")
     return paths, results, folder
 
 
@@ -228,6 +229,7 @@ def test_a_verdict_that_fails_against_the_staged_run_is_not_staged(tmp_path):
 
 def test_differing_responses_need_a_part3_result_of_the_staged_accuracy_run(tmp_path):
     paths, results, folder = _compliance_fixture(tmp_path, responses={0: 1, 2: 9})
+    (folder / "verify_accuracy.txt").write_text("TEST FAIL\n")     # what verify_accuracy.py says of them
     [problem, _] = _stage(paths, results)
     assert "1 of 2 sampled responses differ from the accuracy run, and no Part III result was computed" in problem
     (folder / "accuracy" / "baseline_accuracy.txt").write_text("accuracy=76.500%, good=2, total=2\n")
@@ -320,3 +322,31 @@ def test_a_result_refused_by_stage_results_takes_its_earlier_staged_copy_with_it
     assert "the closed division has no Server for resnet on a edge system" in line
     assert f"The copy of box resnet50 Server staged earlier ({earlier}) was removed" in line
     assert not earlier.exists() and not (systems / "box.json").exists()
+
+
+def test_a_written_verdict_its_logs_do_not_give_is_refused(tmp_path):
+    from code.common.submission.staging import EvidenceProblem
+
+    paths, results, folder = _compliance_fixture(tmp_path, staged_rate=160.0, compliance_rate=100.0)
+    # Audited against the staged run itself, 37 % slower than it, and the verdict edited to a pass.
+    from code.common.fileio import sha256_file
+    against = json.loads((folder / "verified_against.json").read_text())
+    against["performance_detail_sha256"] = sha256_file(results / "performance" / "run_1" / "mlperf_log_detail.txt")
+    (folder / "verified_against.json").write_text(json.dumps(against))
+    [problem, _] = _stage(paths, results)
+    assert isinstance(problem, EvidenceProblem)
+    assert "verify_performance.txt says TEST PASS, but its logs give TEST FAIL (100 vs 160 samples/s" in problem
+    assert not (results / "TEST01").exists()
+
+
+def test_a_compliance_log_changed_after_its_run_is_refused_and_the_earlier_copy_goes(tmp_path):
+    from code.common.submission.staging import EvidenceProblem
+
+    paths, results, folder = _compliance_fixture(tmp_path)
+    assert len(_stage(paths, results)) == 1 and (results / "TEST01").is_dir()
+    cut = folder / "accuracy" / "mlperf_log_accuracy.json"
+    cut.write_text(json.dumps(json.loads(cut.read_text())[:1]))      # one sampled response of two left
+    [problem, _] = _stage(paths, results)
+    assert isinstance(problem, EvidenceProblem)
+    assert f"{cut} is not the mlperf_log_accuracy.json the compliance run wrote" in problem
+    assert "removed the TEST01/ staged earlier" in problem and not (results / "TEST01").exists()
