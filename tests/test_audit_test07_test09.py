@@ -445,7 +445,7 @@ def test_truncation_of_test07_and_test09_is_the_official_scripts(tmp_path):
 # -- the checkers on a gpt-oss-120b tree ---------------------------------------------------------------------
 def _compliance_folders(root: Path, test07: str | None, test09: str | None) -> None:
     """TEST07/ and TEST09/ of each scenario as run_verification.py lays them out, with the given verdict lines."""
-    from tests.official_corpus import ORG, SYSTEM, write
+    from tests.official_corpus import ORG, SYSTEM, write, write_run
 
     for scenario in ("Offline", "Server"):
         folder = root / "closed" / ORG / "results" / SYSTEM / "gpt-oss-120b" / scenario
@@ -456,6 +456,10 @@ def _compliance_folders(root: Path, test07: str | None, test09: str | None) -> N
             if verdict is None:
                 continue
             write(folder / test / name, text + verdict)
+            if test == "TEST09":   # four responses of the reference's mean length, of the four samples issued
+                write(folder / test / "accuracy" / ACCURACY_LOG, json.dumps(length_log([1278] * 4)))
+                write_run(folder / test / "performance" / "run_1", issued(4))
+                continue
             write(folder / test / "accuracy" / ACCURACY_LOG, "[]")
             (folder / test / "performance" / "run_1").mkdir(parents=True)
             for log in (SUMMARY_LOG, DETAIL_LOG):

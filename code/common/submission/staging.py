@@ -37,6 +37,7 @@ from ..paths import (ACCURACY_LOG, ACCURACY_TXT, CALIBRATION_DOC, COMPLIANCE_DIR
                      performance_run_dir)
 from ..rules import RulesRound
 from ..user_files import read_json_file
+from .compliance_evidence import compliance_provenance, write_compliance_provenance
 from .cross_checks import write_provenance
 from .measurements import readme, submission_benchmark
 from .runs import Choice, Key
@@ -269,6 +270,7 @@ def stage_compliance_for(paths: Paths, rules: RulesRound, results_dir: Path, sys
     that no longer passes is removed. `scorer`: the Benchmark that scores TEST07 again (get_benchmark(benchmark)
     when None)."""
     problems: list[str] = []
+    staged: dict[str, dict[str, Any]] = {}
     bench = rules.benchmark(benchmark)
     logged = _logged_scenario(results_dir, scenario)
     inferred = f" (inferred from {logged.value})" if logged is not scenario else ""
@@ -288,6 +290,7 @@ def stage_compliance_for(paths: Paths, rules: RulesRound, results_dir: Path, sys
         else:
             problem = _stage_test(paths, rules, test, source, results_dir, bench, target, response, log, label)
         if problem is None:
+            staged[test] = compliance_provenance(record, _verified_against(source, lambda _: None))
             continue
         evidence = isinstance(problem, EvidenceProblem)
         if dest.exists():
@@ -299,6 +302,7 @@ def stage_compliance_for(paths: Paths, rules: RulesRound, results_dir: Path, sys
             if test not in bench.checked_compliance_tests else ""
         line = f"{label}: {problem}{optional}; run {fix}"
         problems.append(EvidenceProblem(line) if evidence else line)
+    write_compliance_provenance(results_dir, staged)
     return problems
 
 
