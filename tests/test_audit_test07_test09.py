@@ -600,3 +600,76 @@ def test_audit_judges_test09_and_staging_verifies_it_again(tmp_path, monkeypatch
         assert (results / "TEST09" / VERIFY_OUTPUT_LEN).read_text() == (folder / VERIFY_OUTPUT_LEN).read_text()
     else:
         assert any("TEST09: the test fails (mean output 1000.00 tokens" in p for p in problems)
+
+
+# -- check_submission derives the verdicts again --------------------------------------------------------------
+def _offline(tree: Path) -> Path:
+    from tests.official_corpus import ORG, SYSTEM
+
+    return tree / "closed" / ORG / "results" / SYSTEM / "gpt-oss-120b" / "Offline"
+
+
+def test_check_submission_counts_a_cut_test09_log_against_its_run(tmp_path):
+    from code.common.submission.checker import check_submission
+
+    tree = gpt_oss_submission(tmp_path / "tree", "TEST PASS\n", "TEST PASS\n")
+    assert check_submission(tree, RULES).passed
+    cut = _offline(tree) / "TEST09" / "accuracy" / ACCURACY_LOG
+    written = hashlib.sha256(cut.read_bytes()).hexdigest()
+    write_log(cut.parent, json.loads(cut.read_text())[:2])
+    report = check_submission(tree, RULES)
+    [error] = report.errors
+    assert error.path.endswith("Offline/TEST09/verify_output_len.txt")
+    assert "verify_output_len.txt says TEST PASS, but its logs give TEST FAIL (the accuracy log holds 2 responses, " \
+           "but the run issued 4 samples" in error.message
+    # With the toolkit's folders, against the digest its compliance run recorded (as stage_compliance staged it).
+    from code.common.submission.compliance_evidence import COMPLIANCE_PROVENANCE
+
+    paths = Paths.create(repo=tmp_path / "repo")
+    staged = paths.staging / _offline(tree).relative_to(tree)
+    staged.mkdir(parents=True)
+    (staged / COMPLIANCE_PROVENANCE).write_text(json.dumps({"TEST09": {"log_sha256": {ACCURACY_LOG: written}}}))
+    [error] = check_submission(tree, RULES, paths=paths).errors
+    assert error.path.endswith("Offline/TEST09/accuracy/mlperf_log_accuracy.json")
+    assert f"{cut} is not the {ACCURACY_LOG} the compliance run wrote" in error.message
+
+
+def test_check_submission_scores_an_edited_test07_verdict_again(tmp_path, monkeypatch):
+    """A verify_accuracy.txt edited from TEST FAIL to TEST PASS over a log that scores 0 against 60.698."""
+    from code.common.submission.checker import check_submission
+    from code.common.submission.compliance_evidence import COMPLIANCE_PROVENANCE
+
+    paths = Paths.create(repo=tmp_path / "repo")
+    tree = gpt_oss_submission(tmp_path / "tree", "TEST PASS\n", "TEST PASS\n")
+    write_log(_offline(tree) / "TEST07" / "accuracy", mc.answers_log(mc.COMPLIANCE_DATASET, 0))
+    staged = paths.staging / _offline(tree).relative_to(tree)
+    staged.mkdir(parents=True)
+    (staged / COMPLIANCE_PROVENANCE).write_text(json.dumps(
+        {"TEST07": {"model": "gpt-oss-120b", "dataset": mc.COMPLIANCE_DATASET}}))
+    monkeypatch.setattr("code.common.benchmark_api.get_benchmark", lambda name: mc.BENCHMARK)
+    assert check_submission(tree, RULES).passed       # the tree alone: the official checkers' verdict
+    report = check_submission(tree, RULES, paths=paths)
+    [error] = report.errors
+    assert error.path.endswith("Offline/TEST07/verify_accuracy.txt")
+    assert "verify_accuracy.txt says TEST PASS, but its logs give TEST FAIL (accuracy 0 over 40 samples: below the " \
+           "threshold 60.698)" in error.message
+
+
+def test_make_stage_compliance_exits_1_on_a_cut_test09_log(tmp_path, monkeypatch):
+    import types
+
+    from code.actions.submission import StageCompliance
+    from code.common.errors import UserError
+
+    folder, outcome, results, _ = _audit(tmp_path, monkeypatch, "TEST09", length_log([1278] * 31))
+    assert (results / "TEST09").is_dir()
+    cut = folder / "accuracy" / ACCURACY_LOG
+    write_log(cut.parent, json.loads(cut.read_text())[:2])
+    lines: list[str] = []
+    ctx = types.SimpleNamespace(paths=Paths.create(repo=tmp_path / "repo"), rules=RULES, log=lines.append,
+                                args=types.SimpleNamespace(submitter="Org"))
+    with pytest.raises(UserError, match="1 compliance test was refused") as refused:
+        StageCompliance(ctx).handle()
+    assert refused.value.exit_code == 1
+    assert any(line.startswith("not staged:") and str(cut) in line for line in lines), lines
+    assert not (results / "TEST09").exists()
