@@ -32,9 +32,9 @@ from ..records.loadgen_log import read_detail
 from ..records.metadata import RunRecord
 from ..records.reproduce import reproduce_command
 from ..paths import (ACCURACY_LOG, ACCURACY_TXT, CALIBRATION_DOC, COMPLIANCE_DIRS, COMPLIANCE_RUNS, DETAIL_LOG,
-                     DOCUMENTATION_DIR, LOADGEN_LOGS, MEASUREMENTS_JSON, README, RESULTS_DIR, RUN_RECORD, SUMMARY_LOG, SYSTEMS_DIR,
-                     USER_CONF, VERIFY_ACCURACY, VERIFY_OUTPUT_LEN, VERIFY_PERFORMANCE, Paths, accuracy_dir,
-                     performance_run_dir)
+                     DOCUMENTATION_DIR, LOADGEN_LOGS, MEASUREMENTS_JSON, README, RESULTS_DIR, RUN_RECORD, SUMMARY_LOG,
+                     SYSTEMS_DIR, USER_CONF, VERIFY_ACCURACY, VERIFY_OUTPUT_LEN, VERIFY_PERFORMANCE, Paths,
+                     accuracy_dir, performance_run_dir)
 from ..rules import RulesRound
 from ..user_files import read_json_file
 from .compliance_evidence import compliance_provenance, write_compliance_provenance
