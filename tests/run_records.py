@@ -91,3 +91,27 @@ def write_record(run_dir: Path, value: float, valid: bool = True, test_run: bool
     record = make_record(value, valid, test_run, finished, system_id, mode, log_dir=str(run_dir), **fields)
     write_metadata(run_dir, record.replace(log_sha256=log_digests(run_dir)))
     return run_dir
+
+
+def write_compliance_record(run_dir: Path, test: str, benchmark: str = "resnet50", model: str = "mobilenet_v2",
+                            dataset: str = "foolbox20", scenario: str = "Offline") -> Path:
+    """metadata.json of a completed compliance run in `run_dir`, as the harness writes it: with the sha256 of the
+    LoadGen logs it left there (the ones its compliance folder lays out)."""
+    record = make_record(scenario=scenario, log_dir=str(run_dir)).replace(
+        benchmark=benchmark, model=model, dataset=dataset, purpose="audit", audit_test=test,
+        log_sha256=log_digests(run_dir))
+    return write_metadata(run_dir, record)
+
+
+def compliance_run(folder: Path, test: str, **record: Any) -> Path:
+    """The attempt under `folder`/runs/ whose logs the compliance folder lays out (performance/run_1/, accuracy/),
+    as run_audit_harness leaves it: those logs and the run's record of their sha256."""
+    run_dir = folder / "runs" / "2026.01.01-00.00.00-attempt1"
+    run_dir.mkdir(parents=True)
+    for laid_out in (folder / "performance" / "run_1" / "mlperf_log_summary.txt",
+                     folder / "performance" / "run_1" / "mlperf_log_detail.txt",
+                     folder / "accuracy" / "mlperf_log_accuracy.json"):
+        if laid_out.is_file():
+            (run_dir / laid_out.name).write_bytes(laid_out.read_bytes())
+    write_compliance_record(run_dir, test, **record)
+    return run_dir

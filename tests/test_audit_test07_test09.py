@@ -16,17 +16,21 @@ import pytest
 
 from code.actions.audit import compliance_dataset
 from code.common.audit.audit_config import audit_config_setting
+from code.common.audit.evidence import compliance_record
 from code.common.audit.test07 import find_score, score_test07, verify_test07
 from code.common.audit.test09 import output_lengths, verify_test09
 from code.common.audit.verdicts import verdict_problems, write_verified_against
 from code.common.constants import AccuracyTarget
 from code.common.paths import ACCURACY_LOG, DETAIL_LOG, SUMMARY_LOG, VERIFY_ACCURACY, VERIFY_OUTPUT_LEN
 from code.common.rules import get_round
-from code.common.submission.staging import _stage_logged, stage_compliance_for
+from code.common.constants import Scenario
+from code.common.paths import Paths
+from code.common.submission.staging import EvidenceProblem, _compliance_run, _stage_logged, stage_compliance_for
 from code.common.submission.truncate import truncate_tree
 from tests import multiple_choice_benchmark as mc
 from tests.conftest import REPO
 from tests.official_tools import NOT_AT_HAND, inference_dir, run_test07_verification, run_test09_verification
+from tests.run_records import compliance_run, write_compliance_record
 from tests.synthetic_logs import token_entry
 
 RULES = get_round("v6.1")
@@ -223,25 +227,35 @@ def test_verdict_files_pass_with_the_scripts_test_pass(tmp_path, test, name):
 
 
 # -- staging --------------------------------------------------------------------------------------------
+def issued(count: int) -> dict:
+    """The detail log values of a performance run of gpt-oss-120b Offline that issued `count` samples."""
+    from tests.official_corpus import LLM_OFFLINE, perf_values
+
+    return perf_values("Offline", generated_query_count=1, generated_samples_per_query=count, **LLM_OFFLINE)
+
+
 def compliance_folder(folder: Path, test: str, entries: list[dict], verdict: str | None = None) -> Path:
-    """A compliance folder as run_audit_harness lays it out, verified against a made-up submission run."""
+    """A compliance folder as run_audit_harness lays it out, verified against a made-up submission run, with the
+    record of the compliance run whose logs it lays out."""
+    from tests.official_corpus import write_run
+
     log = write_log(folder / "accuracy", entries)
-    (folder / "performance" / "run_1").mkdir(parents=True)
-    for name in (SUMMARY_LOG, DETAIL_LOG):
-        (folder / "performance" / "run_1" / name).write_text(f"{name} of the compliance run\n")
+    write_run(folder / "performance" / "run_1", issued(len(entries)))
     if verdict is not None:
         (folder / (VERIFY_ACCURACY if test == "TEST07" else VERIFY_OUTPUT_LEN)).write_text(verdict)
     reference = folder.parent / "reference"
     reference.mkdir(exist_ok=True)
     (reference / DETAIL_LOG).write_text("detail\n")
     write_verified_against(folder, str(reference), reference / DETAIL_LOG, judged_log=log)
+    compliance_run(folder, test, benchmark="gpt-oss-120b", model="gpt-oss-120b",
+                   dataset=mc.COMPLIANCE_DATASET if test == "TEST07" else mc.DATASET)
     return folder
 
 
 def stage(test: str, source: Path, results: Path) -> str | None:
     results.mkdir(parents=True, exist_ok=True)
     return _stage_logged(RULES, test, source, results, GPT_OSS, AccuracyTarget.k_99, mc.BENCHMARK.response,
-                         lambda _: None, "label")
+                         lambda _: None, "label", record=compliance_record(source), scorer=mc.BENCHMARK)
 
 
 def test_staging_verifies_test09_again_and_lays_it_out_as_the_script_does(tmp_path):
@@ -254,21 +268,65 @@ def test_staging_verifies_test09_again_and_lays_it_out_as_the_script_does(tmp_pa
     assert (staged / VERIFY_OUTPUT_LEN).read_text().endswith("TEST PASS\n")
     short = compliance_folder(tmp_path / "short" / "TEST09", "TEST09", length_log([900] * 5))
     assert stage("TEST09", short, tmp_path / "results2") == \
-        "the test fails (mean output 900.00 tokens over 5 logged responses: below [1150.38, 1406.02])"
+        f"the test fails (mean output 900.00 tokens over 5 logged responses: below [1150.38, 1406.02], " \
+        f"{short / 'accuracy' / ACCURACY_LOG})"
     assert not (tmp_path / "results2" / "TEST09").exists()
 
 
-def test_staging_stages_test07_only_with_the_log_its_verdict_scored(tmp_path):
+def test_staging_scores_test07_again_and_stages_what_its_log_scores(tmp_path):
     entries = mc.answers_log(mc.COMPLIANCE_DATASET, 30)
-    check = verify_test07("'exact_match': 75.000\n", TEST07.accuracy_threshold, TEST07.score_pattern)
-    source = compliance_folder(tmp_path / "TEST07", "TEST07", entries, check.text)
+    scored = score_test07(mc.BENCHMARK, "none", mc.COMPLIANCE_DATASET, write_log(tmp_path / "scored", entries), None,
+                          TEST07.accuracy_threshold, TEST07.score_pattern)
+    source = compliance_folder(tmp_path / "TEST07", "TEST07", entries, scored.text)
     assert stage("TEST07", source, tmp_path / "results") is None
-    assert (tmp_path / "results" / "TEST07" / VERIFY_ACCURACY).read_text() == check.text
-    write_log(source / "accuracy", entries[:-1])     # the log changed after its verdict
-    assert "not the one its verdict scored" in stage("TEST07", source, tmp_path / "results")
-    failed = compliance_folder(tmp_path / "failed" / "TEST07", "TEST07", entries,
-                               verify_test07("'exact_match': 50.0\n", 60.698, TEST07.score_pattern).text)
-    assert "has no TEST PASS line" in stage("TEST07", failed, tmp_path / "results3")
+    assert (tmp_path / "results" / "TEST07" / VERIFY_ACCURACY).read_text() == scored.text
+    failed = compliance_folder(tmp_path / "failed" / "TEST07", "TEST07", mc.answers_log(mc.COMPLIANCE_DATASET, 24),
+                               "'exact_match': 60.000\nAccuracy check pass: False\nTEST FAIL\n")
+    assert stage("TEST07", failed, tmp_path / "results3").startswith("the test fails (accuracy 60 over 40 samples")
+
+
+def test_an_edited_test07_verdict_is_refused_naming_the_file_and_both_verdicts(tmp_path):
+    """A verify_accuracy.txt edited from TEST FAIL to TEST PASS over a log that scores 0."""
+    entries = mc.answers_log(mc.COMPLIANCE_DATASET, 0)
+    scored = score_test07(mc.BENCHMARK, "none", mc.COMPLIANCE_DATASET, write_log(tmp_path / "scored", entries), None,
+                          TEST07.accuracy_threshold, TEST07.score_pattern)
+    assert not scored.passed
+    source = compliance_folder(tmp_path / "TEST07", "TEST07", entries, scored.text.replace("TEST FAIL", "TEST PASS"))
+    results = tmp_path / "results"
+    (results / "TEST07").mkdir(parents=True)                # staged earlier
+    problem = stage("TEST07", source, results)
+    assert isinstance(problem, EvidenceProblem)
+    assert problem.startswith("verify_accuracy.txt says TEST PASS, but its logs give TEST FAIL (accuracy 0 over 40 "
+                              "samples: below the threshold 60.698)")
+
+
+def test_a_cut_test09_log_is_refused_against_its_runs_record_and_its_count(tmp_path):
+    """A TEST09 accuracy log cut from 31 responses to 2: the run's record holds the digest of the log it wrote, and
+    its detail log the 31 samples it issued."""
+    source = compliance_folder(tmp_path / "TEST09", "TEST09", length_log([1278] * 31))
+    cut = source / "accuracy" / ACCURACY_LOG
+    write_log(cut.parent, json.loads(cut.read_text())[:2])
+    lines: list[str] = []
+    record, problem = _compliance_run(source, "label", lines.append)
+    assert isinstance(problem, EvidenceProblem) and record is not None
+    assert f"{cut} is not the {ACCURACY_LOG} the compliance run wrote" in problem
+    # Counted against the samples the run issued, the cut log fails even without a record of its digest.
+    problem = stage("TEST09", source, tmp_path / "results")
+    assert "the accuracy log holds 2 responses, but the run issued 31 samples" in problem
+    assert not (tmp_path / "results" / "TEST09").exists()
+
+
+def test_stage_compliance_refuses_the_cut_test09_log_and_removes_the_earlier_copy(tmp_path, monkeypatch):
+    folder, outcome, results, problems = _audit(tmp_path, monkeypatch, "TEST09", length_log([1278] * 31))
+    assert outcome.passed and (results / "TEST09").is_dir()
+    cut = folder / "accuracy" / ACCURACY_LOG
+    write_log(cut.parent, json.loads(cut.read_text())[:2])
+    problems = stage_compliance_for(Paths.create(repo=tmp_path / "repo"), RULES, results, "box", "gpt-oss-120b",
+                                    Scenario.Offline, AccuracyTarget.k_99, mc.BENCHMARK.response, lambda _: None,
+                                    scorer=mc.BENCHMARK)
+    [refused] = [p for p in problems if "TEST09" in p]
+    assert isinstance(refused, EvidenceProblem) and f"{cut} is not the {ACCURACY_LOG}" in refused
+    assert "removed the TEST09/ staged earlier" in refused and not (results / "TEST09").exists()
 
 
 # -- the official scripts on the same logs -------------------------------------------------------------------
@@ -387,7 +445,7 @@ def test_truncation_of_test07_and_test09_is_the_official_scripts(tmp_path):
 # -- the checkers on a gpt-oss-120b tree ---------------------------------------------------------------------
 def _compliance_folders(root: Path, test07: str | None, test09: str | None) -> None:
     """TEST07/ and TEST09/ of each scenario as run_verification.py lays them out, with the given verdict lines."""
-    from tests.official_corpus import ORG, SYSTEM, write
+    from tests.official_corpus import ORG, SYSTEM, write, write_run
 
     for scenario in ("Offline", "Server"):
         folder = root / "closed" / ORG / "results" / SYSTEM / "gpt-oss-120b" / scenario
@@ -398,6 +456,10 @@ def _compliance_folders(root: Path, test07: str | None, test09: str | None) -> N
             if verdict is None:
                 continue
             write(folder / test / name, text + verdict)
+            if test == "TEST09":   # four responses of the reference's mean length, of the four samples issued
+                write(folder / test / "accuracy" / ACCURACY_LOG, json.dumps(length_log([1278] * 4)))
+                write_run(folder / test / "performance" / "run_1", issued(4))
+                continue
             write(folder / test / "accuracy" / ACCURACY_LOG, "[]")
             (folder / test / "performance" / "run_1").mkdir(parents=True)
             for log in (SUMMARY_LOG, DETAIL_LOG):
@@ -475,8 +537,10 @@ def _audit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, test: str, entries: 
     paths = Paths.create(repo=tmp_path / "repo")
     reference, run_dir = tmp_path / "submission_run", tmp_path / "compliance_run"
     write_run(reference, perf_values("Offline", **LLM_OFFLINE))
-    write_run(run_dir, perf_values("Offline", **LLM_OFFLINE))
+    write_run(run_dir, issued(len(entries)))
     write_log(run_dir, entries)
+    write_compliance_record(run_dir, test, benchmark="gpt-oss-120b", model="gpt-oss-120b",
+                            dataset=mc.COMPLIANCE_DATASET if test == "TEST07" else mc.DATASET)
     monkeypatch.setattr("code.actions.audit.get_benchmark", lambda name: mc.BENCHMARK)
     handler = RunAuditHarness.__new__(RunAuditHarness)
     handler.ctx = types.SimpleNamespace(paths=paths, log=lambda line: None)
@@ -491,7 +555,7 @@ def _audit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, test: str, entries: 
     write_run(results / "performance" / "run_1", perf_values("Offline", **LLM_OFFLINE))
     lines: list[str] = []
     problems = stage_compliance_for(paths, RULES, results, "box", "gpt-oss-120b", Scenario.Offline,
-                                    AccuracyTarget.k_99, mc.BENCHMARK.response, lines.append)
+                                    AccuracyTarget.k_99, mc.BENCHMARK.response, lines.append, scorer=mc.BENCHMARK)
     return folder, outcome, results, problems
 
 
@@ -520,7 +584,8 @@ def test_audit_fails_test07_below_the_threshold_and_staging_refuses_it(tmp_path,
                                                 mc.answers_log(mc.COMPLIANCE_DATASET, 24))
     assert not outcome.passed and "accuracy 60 over 40 samples: below the threshold 60.698" in outcome.summary
     assert (folder / VERIFY_ACCURACY).read_text().endswith("Accuracy check pass: False\nTEST FAIL\n")
-    assert any("TEST07: verify_accuracy.txt has no TEST PASS line" in p for p in problems)
+    assert any("TEST07: the test fails (accuracy 60 over 40 samples: below the threshold 60.698" in p
+               for p in problems)
     assert not (results / "TEST07").exists()
 
 
@@ -535,3 +600,76 @@ def test_audit_judges_test09_and_staging_verifies_it_again(tmp_path, monkeypatch
         assert (results / "TEST09" / VERIFY_OUTPUT_LEN).read_text() == (folder / VERIFY_OUTPUT_LEN).read_text()
     else:
         assert any("TEST09: the test fails (mean output 1000.00 tokens" in p for p in problems)
+
+
+# -- check_submission derives the verdicts again --------------------------------------------------------------
+def _offline(tree: Path) -> Path:
+    from tests.official_corpus import ORG, SYSTEM
+
+    return tree / "closed" / ORG / "results" / SYSTEM / "gpt-oss-120b" / "Offline"
+
+
+def test_check_submission_counts_a_cut_test09_log_against_its_run(tmp_path):
+    from code.common.submission.checker import check_submission
+
+    tree = gpt_oss_submission(tmp_path / "tree", "TEST PASS\n", "TEST PASS\n")
+    assert check_submission(tree, RULES).passed
+    cut = _offline(tree) / "TEST09" / "accuracy" / ACCURACY_LOG
+    written = hashlib.sha256(cut.read_bytes()).hexdigest()
+    write_log(cut.parent, json.loads(cut.read_text())[:2])
+    report = check_submission(tree, RULES)
+    [error] = report.errors
+    assert error.path.endswith("Offline/TEST09/verify_output_len.txt")
+    assert "verify_output_len.txt says TEST PASS, but its logs give TEST FAIL (the accuracy log holds 2 responses, " \
+           "but the run issued 4 samples" in error.message
+    # With the toolkit's folders, against the digest its compliance run recorded (as stage_compliance staged it).
+    from code.common.submission.compliance_evidence import COMPLIANCE_PROVENANCE
+
+    paths = Paths.create(repo=tmp_path / "repo")
+    staged = paths.staging / _offline(tree).relative_to(tree)
+    staged.mkdir(parents=True)
+    (staged / COMPLIANCE_PROVENANCE).write_text(json.dumps({"TEST09": {"log_sha256": {ACCURACY_LOG: written}}}))
+    [error] = check_submission(tree, RULES, paths=paths).errors
+    assert error.path.endswith("Offline/TEST09/accuracy/mlperf_log_accuracy.json")
+    assert f"{cut} is not the {ACCURACY_LOG} the compliance run wrote" in error.message
+
+
+def test_check_submission_scores_an_edited_test07_verdict_again(tmp_path, monkeypatch):
+    """A verify_accuracy.txt edited from TEST FAIL to TEST PASS over a log that scores 0 against 60.698."""
+    from code.common.submission.checker import check_submission
+    from code.common.submission.compliance_evidence import COMPLIANCE_PROVENANCE
+
+    paths = Paths.create(repo=tmp_path / "repo")
+    tree = gpt_oss_submission(tmp_path / "tree", "TEST PASS\n", "TEST PASS\n")
+    write_log(_offline(tree) / "TEST07" / "accuracy", mc.answers_log(mc.COMPLIANCE_DATASET, 0))
+    staged = paths.staging / _offline(tree).relative_to(tree)
+    staged.mkdir(parents=True)
+    (staged / COMPLIANCE_PROVENANCE).write_text(json.dumps(
+        {"TEST07": {"model": "gpt-oss-120b", "dataset": mc.COMPLIANCE_DATASET}}))
+    monkeypatch.setattr("code.common.benchmark_api.get_benchmark", lambda name: mc.BENCHMARK)
+    assert check_submission(tree, RULES).passed       # the tree alone: the official checkers' verdict
+    report = check_submission(tree, RULES, paths=paths)
+    [error] = report.errors
+    assert error.path.endswith("Offline/TEST07/verify_accuracy.txt")
+    assert "verify_accuracy.txt says TEST PASS, but its logs give TEST FAIL (accuracy 0 over 40 samples: below the " \
+           "threshold 60.698)" in error.message
+
+
+def test_make_stage_compliance_exits_1_on_a_cut_test09_log(tmp_path, monkeypatch):
+    import types
+
+    from code.actions.submission import StageCompliance
+    from code.common.errors import UserError
+
+    folder, outcome, results, _ = _audit(tmp_path, monkeypatch, "TEST09", length_log([1278] * 31))
+    assert (results / "TEST09").is_dir()
+    cut = folder / "accuracy" / ACCURACY_LOG
+    write_log(cut.parent, json.loads(cut.read_text())[:2])
+    lines: list[str] = []
+    ctx = types.SimpleNamespace(paths=Paths.create(repo=tmp_path / "repo"), rules=RULES, log=lines.append,
+                                args=types.SimpleNamespace(submitter="Org"))
+    with pytest.raises(UserError, match="1 compliance test was refused") as refused:
+        StageCompliance(ctx).handle()
+    assert refused.value.exit_code == 1
+    assert any(line.startswith("not staged:") and str(cut) in line for line in lines), lines
+    assert not (results / "TEST09").exists()

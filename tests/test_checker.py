@@ -13,6 +13,7 @@ import pytest
 from code.common.constants import AccuracyTarget, Scenario, SystemType
 from code.common.rules import get_round
 from code.common.submission.checker import CheckReport, check_submission, resolve_benchmark
+from tests.official_corpus import summary_text
 from tests.synthetic_logs import write_detail
 
 RULES = get_round("v6.1")
@@ -93,7 +94,9 @@ def make_tree(tmp_path: Path, division: str = "closed", scenarios: tuple[str, ..
         folder = org / "results" / SYSTEM / tweaks.get("benchmark_folder", "resnet") / scenario
         write_detail(folder / "performance" / "run_1", {**perf_values(scenario), **tweaks.get("perf", {})},
                      tweaks.get("perf_errors"))
-        write(folder / "performance" / "run_1" / "mlperf_log_summary.txt", "Result is : VALID\n")
+        # The lines TEST04's verify_performance.py reads (scenario, rate or latency), and a VALID result.
+        write(folder / "performance" / "run_1" / "mlperf_log_summary.txt",
+              summary_text({**perf_values(scenario), "result_validity": "VALID"}))
         acc = folder / "accuracy"
         write_detail(acc, {**accuracy_values(scenario), **tweaks.get("accuracy", {})})
         write(acc / "mlperf_log_summary.txt", "accuracy mode\n")
@@ -108,7 +111,7 @@ def make_tree(tmp_path: Path, division: str = "closed", scenarios: tuple[str, ..
             for test in RESNET.compliance_tests:
                 tdir = folder / test
                 write_detail(tdir / "performance" / "run_1", perf_values(scenario))
-                write(tdir / "performance" / "run_1" / "mlperf_log_summary.txt", "Result is : VALID\n")
+                write(tdir / "performance" / "run_1" / "mlperf_log_summary.txt", summary_text(perf_values(scenario)))
                 write(tdir / "verify_performance.txt", verify)
                 if test == "TEST01":
                     write(tdir / "verify_accuracy.txt", verify)
@@ -172,7 +175,11 @@ def test_latency_bound_failure_stays_an_error_with_test_runs(tmp_path):
 def test_loadgen_error_is_refused(tmp_path):
     root = make_tree(tmp_path, perf_errors={"error_invalid_config": "Multiple conf files are used"})
     errors = messages(check(root, allow_test_runs=True))
-    assert len(errors) == 3 and all("LoadGen logged 1 error(s)" in m and "Multiple conf" in m for m in errors)
+    logged = [m for m in errors if "LoadGen logged 1 error(s)" in m and "Multiple conf" in m]
+    # TEST01's verify_performance.py stops on a reference run with errors: its TEST PASS is not what the logs give.
+    derived = [m for m in errors if "TEST01/verify_performance.txt: verify_performance.txt says TEST PASS, but its "
+                                    "logs give TEST FAIL (LoadGen reported errors in" in m]
+    assert len(logged) == 3 and len(derived) == 3 and len(errors) == 6, errors
 
 
 def test_wrong_seeds_are_refused(tmp_path):

@@ -270,3 +270,25 @@ def test_a_missing_log_is_refused_at_staging(runs):
     with pytest.raises(UserError, match="mlperf_log_summary.txt is missing") as refused:
         stage(paths, choice)
     assert refused.value.exit_code == 1
+
+
+@pytest.mark.parametrize("refusal", ["changed log", "stale measurements"])
+def test_a_refusal_after_an_earlier_stage_leaves_nothing_of_the_scenario(runs, tmp_path, refusal):
+    paths, choice = runs
+    stage(paths, choice)
+    staged = paths.results_dir(paths.staging, "open", ORG, SYSTEM, "resnet", Scenario.Offline)
+    (staged / "TEST01").mkdir()            # verified against the run staged then
+    if refusal == "changed log":
+        summary = paths.log_dir / "Offline" / "PerformanceOnly" / "mlperf_log_summary.txt"
+        summary.write_text(summary.read_text().replace("163.84", "263.84"))
+    else:
+        readme_file = paths.measurements_dir(SYSTEM, "resnet", Scenario.Offline) / "README.md"
+        readme_file.write_text("written for another run\n")
+    with pytest.raises(UserError) as refused:
+        stage(paths, choice)
+    assert refused.value.exit_code == 1
+    message = str(refused.value)
+    assert f"The copy of {SYSTEM} resnet Offline staged earlier ({staged}) was removed" in message
+    assert not staged.exists() and not (paths.staging / "open" / ORG / "results" / SYSTEM).exists()
+    dest = export_tree(paths.staging, tmp_path / "exported", [], tmp_path, lambda _: None)
+    assert not list(dest.rglob("mlperf_log_summary.txt"))    # a later export packs no stale result of it

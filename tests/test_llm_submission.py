@@ -27,6 +27,7 @@ from code.common.submission.truncate import truncate_tree
 from tests.official_corpus import (HASH, LLM_INTERACTIVE, TEST06_CASES, TEST06_EOS, TEST06_PASS, SampledCase, _llm,
                                    build_tree, perf_values, rouge_line, sampled_log, write_run)
 from tests.official_tools import NOT_AT_HAND, inference_dir, run_test06_verification
+from tests.run_records import write_compliance_record
 from tests.synthetic_logs import token_entry
 from tests.test_checker import FIX
 
@@ -132,6 +133,8 @@ def _audit(tmp_path: Path, tokens: list[int], scenario: Scenario = Scenario.Inte
     run_dir = tmp_path / "compliance_run"
     write_run(run_dir, perf_values("Server", **LLM_INTERACTIVE))
     (run_dir / "mlperf_log_accuracy.json").write_text(json.dumps([token_entry(0, 7, tokens, tokens[:1])]))
+    write_compliance_record(run_dir, "TEST06", benchmark="llama3.1-8b", model="llama3.1-8b-instruct",
+                            dataset="cnn_dailymail", scenario="Server")
     benchmark = types.SimpleNamespace(generation=lambda model, fields, paths: types.SimpleNamespace(
         eos_token_ids=(128001, EOS_ID)), response=RESPONSE)
     monkeypatch.setattr("code.actions.audit.get_benchmark", lambda name: benchmark)
@@ -190,14 +193,24 @@ def test_staging_checks_the_log_again_not_the_recorded_verdict(tmp_path: Path, m
     bad = [token_entry(0, 7, [791, EOS_ID, EOS_ID], [791])]
     (folder / "accuracy" / "mlperf_log_accuracy.json").write_text(json.dumps(bad))   # replaced after the audit
     (problem,) = _stage(paths, _staged_interactive(paths), [])
+    assert f"{folder / 'accuracy' / 'mlperf_log_accuracy.json'} is not the mlperf_log_accuracy.json the " \
+           f"compliance run wrote" in problem
+    # Without the run's record of its digests, the log is verified again: it fails, and the verdict file that
+    # says it passes is refused, naming both verdicts.
+    (tmp_path / "compliance_run" / "metadata.json").unlink()
+    (problem,) = _stage(paths, _staged_interactive(paths), [])
+    assert "verify_accuracy.txt says TEST PASS, but its logs give TEST FAIL (qsl_idx 7 ends with 2" in problem
+    (folder / "verify_accuracy.txt").write_text(TEST06_PASS.replace("EOS check pass: True", "EOS check pass: False"))
+    (problem,) = _stage(paths, _staged_interactive(paths), [])
     assert "the test fails" in problem
+    (folder / "verify_accuracy.txt").write_text(TEST06_PASS)
     # Without recorded EOS ids the verdict file is staged as run_audit_harness wrote it.
     against = read_verified_against(folder)
     del against["eos_token_ids"]
     (folder / VERIFIED_AGAINST).write_text(json.dumps(against))
     lines: list[str] = []
     assert _stage(paths, _staged_interactive(paths), lines) == []
-    assert "no EOS token ids recorded" in lines[0]
+    assert any("no EOS token ids recorded" in line for line in lines), lines
 
 
 # -- the checker and the truncation on LLM trees ----------------------------------------------------------------

@@ -13,12 +13,13 @@ from code.common.errors import UserError
 from code.common.paths import Paths
 from code.common.rules import get_round
 from code.common.records.metadata import EngineRecord, RunRecord
+from code.common.records.record import EndpointRecord
 from code.common.records.reproduce import record_selection, reproduce_command
 from code.common.submission.measurements import calibration_markdown
 from code.common.submission.runs import choose_runs
 from code.common.submission.staging import stage_scenario
 
-from .run_records import make_record, resolved_config
+from .run_records import compliance_run, make_record, resolved_config
 from .synthetic_logs import offline_detail
 
 RULES = get_round()
@@ -45,6 +46,42 @@ def test_best_valid_performance_and_matching_latest_accuracy():
     reasons = " | ".join(choice.passed_over)
     for why in ("INVALID run", "failed run", "interrupted run", "test run (--test_run; stage it with --allow_test_runs"):
         assert why in reasons
+
+
+def served(run: RunRecord, model: str, engine: str = "vllm", version: str = "0.10.1", folder: str = "") -> RunRecord:
+    """`run` as the openai harness records it: no engine file (an empty manifest), one server of `model`."""
+    extras = {"serving_engine": engine, "serving_engine_version": version, "served_models": [model]}
+    if folder:
+        extras["model_folder_sha256"] = folder
+    return run.replace(engine=EngineRecord(path="", manifest={}),
+                       endpoints=(EndpointRecord(host="127.0.0.1", port=8000, protocol="http", model=model,
+                                                 extras=extras),))
+
+
+@pytest.mark.parametrize("accuracy_server, pairs", [
+    ({"model": "HuggingFaceTB/SmolLM2-135M-Instruct"}, True),
+    ({"model": "Qwen/Qwen2.5-0.5B-Instruct"}, False),                                    # another served model
+    ({"model": "HuggingFaceTB/SmolLM2-135M-Instruct", "engine": "sglang"}, False),       # another serving engine
+    ({"model": "HuggingFaceTB/SmolLM2-135M-Instruct", "version": "0.11.0"}, False),      # another version of it
+    ({"model": "HuggingFaceTB/SmolLM2-135M-Instruct", "folder": "ab" * 32}, False),      # another model folder
+])
+def test_serving_engine_runs_pair_by_what_their_servers_served(accuracy_server, pairs):
+    performance = served(record(finished="2"), "HuggingFaceTB/SmolLM2-135M-Instruct")
+    accuracy = served(record("AccuracyOnly", finished="3"), **accuracy_server)
+    choice = choose_runs([performance, accuracy], allow_test_runs=False)[("box", "resnet50", Scenario.Offline)]
+    assert (choice.accuracy is accuracy) is pairs
+    if not pairs:
+        assert choice.accuracy is None
+        assert ", not HuggingFaceTB/SmolLM2-135M-Instruct on vllm 0.10.1)" in choice.other_accuracy[0]
+
+
+def test_a_serving_engine_run_never_pairs_with_an_in_process_one():
+    performance = served(record(finished="2"), "HuggingFaceTB/SmolLM2-135M-Instruct")
+    accuracy = record("AccuracyOnly", finished="3").replace(engine=EngineRecord(path="", manifest={}))
+    choice = choose_runs([performance, accuracy], allow_test_runs=False)[("box", "resnet50", Scenario.Offline)]
+    assert choice.accuracy is None
+    assert "other servers (no server, not HuggingFaceTB/SmolLM2-135M-Instruct on vllm 0.10.1)" in \
+        choice.other_accuracy[0]
 
 
 def test_dry_runs_take_test_runs_but_never_failed_ones():
@@ -152,6 +189,7 @@ def _compliance_fixture(tmp_path: Path, staged_rate: float = 160.0, audited_rate
     (folder / "verified_against.json").write_text(json.dumps({
         "performance_detail_sha256": sha256_file(audited / "mlperf_log_detail.txt"),
         "accuracy_log_sha256": sha256_file(results / "accuracy" / "mlperf_log_accuracy.json")}))
+    compliance_run(folder, "TEST01")
     return paths, results, folder
 
 
@@ -191,6 +229,7 @@ def test_a_verdict_that_fails_against_the_staged_run_is_not_staged(tmp_path):
 
 def test_differing_responses_need_a_part3_result_of_the_staged_accuracy_run(tmp_path):
     paths, results, folder = _compliance_fixture(tmp_path, responses={0: 1, 2: 9})
+    (folder / "verify_accuracy.txt").write_text("TEST FAIL\n")     # what verify_accuracy.py says of them
     [problem, _] = _stage(paths, results)
     assert "1 of 2 sampled responses differ from the accuracy run, and no Part III result was computed" in problem
     (folder / "accuracy" / "baseline_accuracy.txt").write_text("accuracy=76.500%, good=2, total=2\n")
@@ -259,3 +298,55 @@ def test_a_damaged_verification_record_never_stops_stage_compliance(tmp_path):
     assert len(problems) == 1 and "TEST04" in problems[0]          # TEST01 staged: verified again from its logs
     assert (results / "TEST01" / "verify_performance.txt").is_file()
     assert any("verified_against.json cannot be read" in line for line in log)
+
+
+def test_a_result_refused_by_stage_results_takes_its_earlier_staged_copy_with_it(tmp_path):
+    from code.common.submission.runs import Choice
+
+    handler, logs = _stage_results(tmp_path)
+    handler.ctx.args.submitter = "Org"
+    paths = handler.ctx.paths
+    earlier = paths.results_dir(paths.staging, "closed", "Org", "box", "resnet", Scenario.Server)
+    (earlier / "performance" / "run_1").mkdir(parents=True)
+    (earlier / "performance" / "run_1" / "mlperf_log_summary.txt").write_text("an earlier Server run\n")
+    systems = paths.submitter_root(paths.staging, "closed", "Org") / "systems"
+    systems.mkdir(parents=True)
+    (systems / "box.json").write_text("{}\n")
+    closed = Choice(performance=record(scenario="Server").replace(division="closed"))
+    handler.choices = lambda: {("box", "resnet50", Scenario.Server): closed}
+    handler._system_type = lambda: SystemType.edge      # the closed division has no Server for an edge system
+    with pytest.raises(UserError, match="Nothing staged") as refused:
+        handler.handle()
+    assert refused.value.exit_code == 1
+    [line] = [line for line in logs if line.startswith("not staged:")]
+    assert "the closed division has no Server for resnet on a edge system" in line
+    assert f"The copy of box resnet50 Server staged earlier ({earlier}) was removed" in line
+    assert not earlier.exists() and not (systems / "box.json").exists()
+
+
+def test_a_written_verdict_its_logs_do_not_give_is_refused(tmp_path):
+    from code.common.submission.staging import EvidenceProblem
+
+    paths, results, folder = _compliance_fixture(tmp_path, staged_rate=160.0, compliance_rate=100.0)
+    # Audited against the staged run itself, 37 % slower than it, and the verdict edited to a pass.
+    from code.common.fileio import sha256_file
+    against = json.loads((folder / "verified_against.json").read_text())
+    against["performance_detail_sha256"] = sha256_file(results / "performance" / "run_1" / "mlperf_log_detail.txt")
+    (folder / "verified_against.json").write_text(json.dumps(against))
+    [problem, _] = _stage(paths, results)
+    assert isinstance(problem, EvidenceProblem)
+    assert "verify_performance.txt says TEST PASS, but its logs give TEST FAIL (100 vs 160 samples/s" in problem
+    assert not (results / "TEST01").exists()
+
+
+def test_a_compliance_log_changed_after_its_run_is_refused_and_the_earlier_copy_goes(tmp_path):
+    from code.common.submission.staging import EvidenceProblem
+
+    paths, results, folder = _compliance_fixture(tmp_path)
+    assert len(_stage(paths, results)) == 1 and (results / "TEST01").is_dir()
+    cut = folder / "accuracy" / "mlperf_log_accuracy.json"
+    cut.write_text(json.dumps(json.loads(cut.read_text())[:1]))      # one sampled response of two left
+    [problem, _] = _stage(paths, results)
+    assert isinstance(problem, EvidenceProblem)
+    assert f"{cut} is not the mlperf_log_accuracy.json the compliance run wrote" in problem
+    assert "removed the TEST01/ staged earlier" in problem and not (results / "TEST01").exists()

@@ -35,8 +35,8 @@ from ..common.harness.plan import Plan, announce, free_space, plan_entry
 from ..common.harness.planned import earlier_runs
 from ..common.records.reproduce import config_command
 from ..common.harness.runner import plan_test, run_test
-from ..common.paths import (ACCURACY_DIR, ACCURACY_LOG, ACCURACY_TXT, DETAIL_LOG, PERFORMANCE_DIR, SUMMARY_LOG,
-                            VERIFY_ACCURACY, VERIFY_OUTPUT_LEN, VERIFY_PERFORMANCE, accuracy_dir,
+from ..common.paths import (ACCURACY_DIR, ACCURACY_LOG, ACCURACY_TXT, COMPLIANCE_RUNS, DETAIL_LOG, PERFORMANCE_DIR,
+                            SUMMARY_LOG, VERIFY_ACCURACY, VERIFY_OUTPUT_LEN, VERIFY_PERFORMANCE, accuracy_dir,
                             performance_run_dir, timestamp)
 from .base import Context, Handler
 from .locks import measuring
@@ -206,7 +206,7 @@ class RunAuditHarness(Handler):
         label = f"{name} {config.benchmark} {config.scenario.value}"
         outcome = None
         for attempt in range(1, int(config["audit_retries"]) + 2):
-            run_dir = folder / "runs" / f"{timestamp()}-attempt{attempt}"
+            run_dir = folder / COMPLIANCE_RUNS / f"{timestamp()}-attempt{attempt}"
             spec = plan_test(run_ctx, config.benchmark, config.scenario, TestMode.PerformanceOnly, log_dir=run_dir,
                              audit_test=name, audit_config=audit_config_lines(test.audit_config,
                                                                               rules.test01_sampling_target),
@@ -279,7 +279,7 @@ class RunAuditHarness(Handler):
             where.mkdir(parents=True, exist_ok=True)
             copy_atomically(run_dir / name, where / name)
         write_verified_against(folder, reference.performance.log_dir, Path(reference.performance.log_dir) / DETAIL_LOG,
-                               eos_token_ids=generation.eos_token_ids)
+                               eos_token_ids=generation.eos_token_ids, compliance_run_dir=run_dir)
         return Outcome(label, check.passed, f"tokens {'PASS' if check.passed else 'FAIL'}: {check.summary}", folder)
 
     def _verify_logged(self, label: str, test, record: RunRecord, reference: Reference, run_dir: Path,
@@ -309,7 +309,7 @@ class RunAuditHarness(Handler):
                 copy_atomically(run_dir / name, where / name)
         judged = accuracy_dir(folder) / ACCURACY_LOG
         write_verified_against(folder, reference.performance.log_dir, Path(reference.performance.log_dir) / DETAIL_LOG,
-                               judged_log=judged if judged.is_file() else None)
+                               judged_log=judged if judged.is_file() else None, compliance_run_dir=run_dir)
         return Outcome(label, check.passed, f"{what} {'PASS' if check.passed else 'FAIL'}: {check.summary}", folder)
 
     def _replace_verdict(self, folder: Path) -> None:
@@ -374,4 +374,5 @@ class RunAuditHarness(Handler):
         compared = reference.accuracy if accuracy is not None else None
         write_verified_against(folder, reference.performance.log_dir, Path(reference.performance.log_dir) / DETAIL_LOG,
                                compared.log_dir if compared else None,
-                               Path(compared.log_dir) / ACCURACY_LOG if compared else None)
+                               Path(compared.log_dir) / ACCURACY_LOG if compared else None,
+                               compliance_run_dir=run_dir)

@@ -106,12 +106,20 @@ class StageResults(_SubmissionStep):
                 continue
             why = self._refusal(key, choice, system_type)
             if why:
+                removed = staging.unstage_scenario(ctx.paths, submitter, key[0], self._names(key), key[2])
+                if removed:
+                    why += " " + staging.removed_note(f"{key[0]} {key[1]} {key[2].value}", removed)
                 refused.append(why)
                 ctx.log(f"not staged: {why}")
                 continue
             if choice.accuracy is None:
                 ctx.log(self._no_accuracy_line(key, choice))
-            dest = staging.stage_scenario(ctx.paths, ctx.rules, submitter, key, choice, ctx.log)
+            try:
+                dest = staging.stage_scenario(ctx.paths, ctx.rules, submitter, key, choice, ctx.log)
+            except UserError as error:     # this scenario's logs or measurements: the others are still staged
+                refused.append(str(error))
+                ctx.log(f"not staged: {error}")
+                continue
             staging.stage_system_files(ctx.paths, choice.division, submitter, key[0], nodes.get(key[0], 1), ctx.log)
             staged.setdefault((key[0], key[1]), set()).add(key[2])
             divisions[(key[0], key[1])] = dest.parent
@@ -128,6 +136,10 @@ class StageResults(_SubmissionStep):
         gaps = f"; {len(missing)} required scenario(s) missing" if missing else ""
         ctx.log(f"Staged in {ctx.paths.staging}{gaps}")
         return 1 if refused else 0
+
+    def _names(self, key) -> tuple[str, ...]:
+        """Every folder name the benchmark of `key` may be staged under (one per accuracy target)."""
+        return tuple(dict.fromkeys(self.ctx.rules.benchmark(key[1]).submission_names.values()))
 
     @staticmethod
     def _no_accuracy_line(key, choice) -> str:
@@ -205,6 +217,13 @@ class StageCompliance(_SubmissionStep):
                                                      target, get_benchmark(benchmark).response, ctx.log)
         for line in problems:
             ctx.log(f"not staged: {line}")
+        refused = [line for line in problems if isinstance(line, staging.EvidenceProblem)]
+        if refused:
+            raise UserError(f"{len(refused)} compliance test{'s were' if len(refused) > 1 else ' was'} refused: "
+                            f"a log or verdict file disagrees with the run that wrote it (the \"not staged:\" lines "
+                            f"above name each file), and nothing of {'them' if len(refused) > 1 else 'it'} is staged; "
+                            f"run the test again with make run_audit_harness, then make stage_compliance.",
+                            exit_code=EXIT_FAILURE)
         return EXIT_OK
 
 

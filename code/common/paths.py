@@ -43,6 +43,7 @@ SYSTEMS_DIR, DOCUMENTATION_DIR, RESULTS_DIR, SRC_DIR = "systems", "documentation
 CALIBRATION_DOC = "calibration.md"     # documentation/calibration.md, which the closed division requires
 PERFORMANCE_DIR, PERFORMANCE_RUN = "performance", "run_1"
 ACCURACY_DIR = "accuracy"
+COMPLIANCE_RUNS = "runs"               # a compliance test's every attempt, beside the verdict laid out from one
 COMPLIANCE_DIRS = "TEST*"              # the compliance tests' folders beside them, as a glob pattern
 MEASUREMENTS_JSON = "measurements.json"
 README = "README.md"

@@ -66,13 +66,38 @@ def output_lengths(entries: Any, dtype: np.dtype | str = "int32") -> tuple[tuple
     return tuple(lengths), None
 
 
-def verify_test09(entries: Any, bounds: tuple[float, float], dtype: np.dtype | str = "int32") -> Check:
+def issued_samples(detail: Any) -> int | None:
+    """The samples a performance run issued, as its detail log says (generated_query_count queries of
+    generated_samples_per_query samples); None when the log does not say. `detail` is a records.loadgen_log
+    LoadGenLog (anything with `get`)."""
+    try:
+        queries, per_query = int(detail.get("generated_query_count")), int(detail.get("generated_samples_per_query"))
+    except (TypeError, ValueError):
+        return None
+    return queries * per_query if queries >= 0 and per_query >= 0 else None
+
+
+def verify_test09(entries: Any, bounds: tuple[float, float], dtype: np.dtype | str = "int32",
+                  issued: int | None = None, sampling_target: int | None = None) -> Check:
     """The TEST09 verdict of a compliance run's accuracy log entries, with the test's (min, max) bounds on the mean
-    output token count and the benchmark's response dtype. The Check's text is verify_output_len.txt."""
+    output token count and the benchmark's response dtype. The Check's text is verify_output_len.txt.
+
+    `issued`, the samples the run issued (issued_samples of its detail log): the audit.config logs every response
+    (its sampling target is above the data set), so a log that holds another number of entries was cut or padded
+    after the run, and the mean of what is left says nothing; the script never counts them, the toolkit fails it.
+    A run that issued more samples than `sampling_target` (the audit.config's) cannot have logged them all: it
+    fails too, as its mean is not the mean of every response."""
     low, high = bounds
     lengths, problem = output_lengths(entries, dtype)
     if problem is None and not lengths:
         problem = "the accuracy log holds no entry (the run logged no response)"
+    if problem is None and issued is not None and sampling_target is not None and issued > sampling_target:
+        problem = (f"the run issued {issued} samples, more than the {sampling_target} responses its audit.config "
+                   f"logs, so the mean is not over every response: run the whole data set once, as TEST09 asks")
+    elif problem is None and issued is not None and len(lengths) != issued:
+        problem = (f"the accuracy log holds {len(lengths)} responses, but the run issued {issued} samples (its "
+                   f"detail log: generated_query_count x generated_samples_per_query) and logged every response: "
+                   f"the log was cut or added to after the run")
     if problem is not None:
         return Check(False, _failure_text(problem, low, high), problem)
     stats = LengthStatistics(lengths)

@@ -31,6 +31,7 @@ from .verify import PASS, part3_verdict
 
 # Beside the verdicts of a compliance folder, never staged: which submission runs they were reached against.
 VERIFIED_AGAINST = "verified_against.json"
+COMPLIANCE_RUN = "compliance_run_dir"              # its key for the run whose logs the folder lays out
 JUDGED_LOG_SHA256 = "judged_accuracy_log_sha256"   # its key for the log a TEST07 / TEST09 verdict judged
 ACCURACY_FILES = frozenset({ACCURACY_LOG, ACCURACY_TXT})
 PART3_SCORES = (BASELINE_ACCURACY_TXT, COMPLIANCE_ACCURACY_TXT)   # in that order: baseline, compliance
@@ -44,11 +45,13 @@ Problem = tuple[Path, str]   # (file or folder, what is wrong)
 # -- verified_against.json ------------------------------------------------------------------------------------
 def write_verified_against(folder: Path, performance_log_dir: str, detail_log: Path,
                            accuracy_log_dir: str | None = None, accuracy_log: Path | None = None,
-                           eos_token_ids: Sequence[int] | None = None, judged_log: Path | None = None) -> None:
+                           eos_token_ids: Sequence[int] | None = None, judged_log: Path | None = None,
+                           compliance_run_dir: Path | None = None) -> None:
     """Record which runs (folders, and the sha256 of the logs compared with) a compliance folder was verified
     against; for TEST06 also the EOS token ids its verdict was reached with (from the model's tokenizer), so that
     staging can verify it again without the model at hand; for TEST07 / TEST09 the sha256 of the compliance run's
-    accuracy log the verdict judged (`judged_log`), so that staging stages the verdict with that very log."""
+    accuracy log the verdict judged (`judged_log`), so that staging stages the verdict with that very log; and the
+    compliance run whose logs the folder lays out (`compliance_run_dir`), whose record holds their sha256."""
     against: dict[str, Any] = {"performance_log_dir": performance_log_dir,
                                "performance_detail_sha256": sha256_file(detail_log)}
     if accuracy_log_dir is not None and accuracy_log is not None:
@@ -57,6 +60,8 @@ def write_verified_against(folder: Path, performance_log_dir: str, detail_log: P
         against["eos_token_ids"] = [int(i) for i in eos_token_ids]
     if judged_log is not None:
         against[JUDGED_LOG_SHA256] = sha256_file(judged_log)
+    if compliance_run_dir is not None:
+        against[COMPLIANCE_RUN] = str(compliance_run_dir)
     write_atomically(folder / VERIFIED_AGAINST, json.dumps(against, indent=2) + "\n")
 
 

@@ -63,9 +63,35 @@ def engine_identity(record: RunRecord) -> str:
     return str(engine.manifest.get("engine_sha256") or f"manifest {engine.manifest_sha256}")
 
 
+# What an endpoint's record says of the serving engine behind it (EndpointRecord.extras of the openai harness), and
+# the digest of the model folder it served where the toolkit made that folder and recorded it.
+SERVING_ENGINE, SERVING_ENGINE_VERSION, MODEL_FOLDER_SHA256 = ("serving_engine", "serving_engine_version",
+                                                               "model_folder_sha256")
+
+
+def serving_identity(record: RunRecord) -> frozenset[tuple[str, str, str, str]]:
+    """What the servers of a run served, one (served model id, serving engine, its version, model folder digest)
+    per distinct kind of server; empty for a run that sent no queries to a server. A serving engine has no engine
+    file whose digest would tell its runs apart, so this does: two runs of different served models (or engines, or
+    versions of one) compute different outputs."""
+    return frozenset((endpoint.model, str(endpoint.extras.get(SERVING_ENGINE) or ""),
+                      str(endpoint.extras.get(SERVING_ENGINE_VERSION) or ""),
+                      str(endpoint.extras.get(MODEL_FOLDER_SHA256) or ""))
+                     for endpoint in record.endpoints)
+
+
+def _served(identity: frozenset[tuple[str, str, str, str]]) -> str:
+    if not identity:
+        return "no server"
+    return ", ".join(sorted(f"{model or 'an unnamed model'} on {engine or 'an unknown engine'}"
+                            f"{' ' + version if version else ''}{f' (model folder {digest[:12]})' if digest else ''}"
+                            for model, engine, version, digest in identity))
+
+
 def computation_differences(record: RunRecord, other: RunRecord) -> list[str]:
     """How `record` computes something else than `other`, one phrase each (empty: the same computation). The data
-    is compared only where both records name it (records written before it was kept do not)."""
+    is compared only where both records name it (records written before it was kept do not); the servers where
+    either run sent its queries to one (serving_identity)."""
     mine, theirs = record.config.fields, other.config.fields
     differences = [f"{name}={mine.get(name)}, not {theirs.get(name)}"
                    for name in differing_fields(mine, theirs, record.config.benchmark_defaults,
@@ -73,6 +99,9 @@ def computation_differences(record: RunRecord, other: RunRecord) -> list[str]:
     if engine_identity(record) != engine_identity(other):
         differences.append(f"another engine (sha256 {engine_identity(record)[:12] or 'unknown'}, not "
                            f"{engine_identity(other)[:12] or 'unknown'})")
+    served, theirs_served = serving_identity(record), serving_identity(other)
+    if (served or theirs_served) and served != theirs_served:
+        differences.append(f"other servers ({_served(served)}, not {_served(theirs_served)})")
     if record.data is not None and other.data is not None and \
             record.data.manifest_sha256 != other.data.manifest_sha256:
         differences.append(f"other preprocessed data (manifest.json of {record.data.directory} with sha256 "

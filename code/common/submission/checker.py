@@ -6,8 +6,8 @@ nothing where both accept it. Layout, tree hygiene, systems/<system>.json and th
 here; each results scenario folder in checker_rules.py. Every number comes from the RulesRound. It never raises on
 a malformed tree: whatever it cannot read is a finding on that file, with the make target or field that fixes it.
 Beside the official verdict, the toolkit's own integrity checks (cross_checks.py) refuse a tree whose files disagree
-with each other or with the run (an edited summary or accuracy.txt, a damaged accuracy log), which the official
-checkers would accept; their findings say so.
+with each other or with the run (an edited summary or accuracy.txt, a damaged accuracy log, a compliance verdict its
+logs do not give: compliance_evidence.py), which the official checkers would accept; their findings say so.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from ..paths import CALIBRATION_DOC, DOCUMENTATION_DIR, RESULTS_DIR, SRC_DIR, SY
 from ..rules.schema import BenchmarkRules, RulesRound
 from .checker_rules import (ERROR, WARNING, ScenarioContext, as_int, check_scenario, harness_command, is_falsy,
                             read_json_object)
+from .compliance_evidence import check_compliance_evidence
 from .cross_checks import TreeSources, check_integrity
 from .system_json import COUNT_FIELDS, STATUSES, TEXT_FIELDS
 
@@ -295,6 +296,7 @@ def _check_benchmark(sink: _Sink, rules: RulesRound, division: str, folder: Path
                                       f"regenerate it with make stage_results.")
         try:
             check_integrity(ctx, sources)
+            check_compliance_evidence(ctx, sources)
         except Exception as exc:  # noqa: BLE001 - likewise
             sink(ERROR, scenario_dir, f"the integrity checks could not read this folder ({type(exc).__name__}: "
                                       f"{exc}); regenerate it with make stage_results.")

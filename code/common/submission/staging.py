@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from ..audit.verdicts import ACCURACY_FILES as TEST01_ACCURACY_FILES
+from ..audit.evidence import compliance_record, digest_problems, disagreement, laid_out_logs, written_verdict
 from ..audit.test06 import verify_test06
-from ..audit.test09 import verify_test09
+from ..audit.test07 import score_test07
+from ..audit.test09 import issued_samples, verify_test09
 from ..audit.verdicts import (JUDGED_LOG_SHA256, PART3_FILES, TEST06_ACCURACY_LOG, VERIFIED_AGAINST,
                               read_verified_against, verdict_problems)
 from ..audit.verify import (Check, compare_accuracy_logs, read_accuracy_log, verify_performance,
@@ -29,12 +31,13 @@ from ..fileio import atomic_dir, copy_atomically, replace_dir, sha256_file
 from ..records.loadgen_log import read_detail
 from ..records.metadata import RunRecord
 from ..records.reproduce import reproduce_command
-from ..paths import (ACCURACY_LOG, ACCURACY_TXT, CALIBRATION_DOC, COMPLIANCE_DIRS, DETAIL_LOG, DOCUMENTATION_DIR,
-                     LOADGEN_LOGS, MEASUREMENTS_JSON, README, RESULTS_DIR, RUN_RECORD, SUMMARY_LOG, SYSTEMS_DIR,
-                     USER_CONF, VERIFY_ACCURACY, VERIFY_OUTPUT_LEN, VERIFY_PERFORMANCE, Paths, accuracy_dir,
-                     performance_run_dir)
+from ..paths import (ACCURACY_LOG, ACCURACY_TXT, CALIBRATION_DOC, COMPLIANCE_DIRS, COMPLIANCE_RUNS, DETAIL_LOG,
+                     DOCUMENTATION_DIR, LOADGEN_LOGS, MEASUREMENTS_JSON, README, RESULTS_DIR, RUN_RECORD, SUMMARY_LOG,
+                     SYSTEMS_DIR, USER_CONF, VERIFY_ACCURACY, VERIFY_OUTPUT_LEN, VERIFY_PERFORMANCE, Paths,
+                     accuracy_dir, performance_run_dir)
 from ..rules import RulesRound
 from ..user_files import read_json_file
+from .compliance_evidence import compliance_provenance, write_compliance_provenance
 from .cross_checks import write_provenance
 from .measurements import readme, submission_benchmark
 from .runs import Choice, Key
@@ -52,11 +55,23 @@ def _replace_dir(source_files: dict[str, Path], dest: Path) -> None:
 
 def stage_scenario(paths: Paths, rules: RulesRound, submitter: str, key: Key, choice: Choice, log: Log) -> Path:
     system_id, benchmark, scenario = key
-    performance, accuracy = choice.performance, choice.accuracy
-    bench_rules = rules.benchmark(benchmark)
-    name = submission_benchmark(bench_rules, performance)
+    name = submission_benchmark(rules.benchmark(benchmark), choice.performance)
     dest = paths.results_dir(paths.staging, choice.division, submitter, system_id, name, scenario)
     label = f"{system_id} {name} {scenario.value}"
+    try:
+        return _stage_scenario(paths, dest, label, name, key, choice, log)
+    except (UserError, OSError) as error:
+        # Never a mix of this run's files and an earlier one's, nor an earlier result kept as if it were this one.
+        names = (name, *rules.benchmark(benchmark).submission_names.values())
+        removed = unstage_scenario(paths, submitter, system_id, dict.fromkeys(names), scenario)
+        if not removed or not isinstance(error, UserError):
+            raise
+        raise UserError(f"{error} {removed_note(label, removed)}", exit_code=error.exit_code) from error
+
+
+def _stage_scenario(paths: Paths, dest: Path, label: str, name: str, key: Key, choice: Choice, log: Log) -> Path:
+    system_id, benchmark, scenario = key
+    performance, accuracy = choice.performance, choice.accuracy
     measured = paths.measurements_dir(system_id, name, scenario)
     if not all((measured / f).is_file() for f in (MEASUREMENTS_JSON, USER_CONF, README)):
         raise UserError(f"{measured} is incomplete: run `make generate_conf_files` first.", exit_code=EXIT_FAILURE)
@@ -94,6 +109,38 @@ def stage_scenario(paths: Paths, rules: RulesRound, submitter: str, key: Key, ch
     for file_name in (MEASUREMENTS_JSON, USER_CONF, README):
         copy_atomically(measured / file_name, dest / file_name)
     return dest
+
+
+def unstage_scenario(paths: Paths, submitter: str, system_id: str, names: Iterable[str],
+                     scenario: Scenario) -> list[Path]:
+    """Remove what an earlier stage_results staged of this scenario (under each of the submission `names`, in every
+    division), so that a refused result leaves nothing of it behind; the folders removed. A system left without
+    results loses its systems/<id>.json there too, which the checkers would refuse beside no results."""
+    removed = []
+    if not paths.staging.is_dir():
+        return removed
+    for division in sorted(p.name for p in paths.staging.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        for name in names:
+            folder = paths.results_dir(paths.staging, division, submitter, system_id, name, scenario)
+            if not folder.is_dir():
+                continue
+            shutil.rmtree(folder)
+            removed.append(folder)
+            results = paths.submitter_root(paths.staging, division, submitter) / RESULTS_DIR
+            for parent in (folder.parent, folder.parent.parent):
+                if parent.is_dir() and not any(parent.iterdir()):
+                    parent.rmdir()
+            if not (results / system_id).exists():
+                (paths.submitter_root(paths.staging, division, submitter) / SYSTEMS_DIR /
+                 paths.system_json(system_id).name).unlink(missing_ok=True)
+    return removed
+
+
+def removed_note(label: str, removed: list[Path]) -> str:
+    """What a refusal did to the staging tree, for the line that reports it."""
+    folders = ", ".join(str(folder) for folder in removed)
+    return (f"The copy of {label} staged earlier ({folders}) was removed, so that no stale result is exported: "
+            f"nothing of {label} is staged until it is staged again.")
 
 
 def verify_run_logs(record: RunRecord, names: tuple[str, ...], label: str, log: Log) -> None:
@@ -210,11 +257,20 @@ def _verify_accuracy(paths: Paths, source: Path, results_dir: Path, response: Re
     return check, True, None
 
 
+class EvidenceProblem(str):
+    """Why a compliance test is refused when its evidence disagrees with its run: a laid-out log is not the one the
+    compliance run wrote, or a written verdict is not what its logs give. stage_compliance exits 1 on one."""
+
+
 def stage_compliance_for(paths: Paths, rules: RulesRound, results_dir: Path, system_id: str, benchmark: str,
-                         scenario: Scenario, target: AccuracyTarget, response: ResponseFormat, log: Log) -> list[str]:
+                         scenario: Scenario, target: AccuracyTarget, response: ResponseFormat, log: Log,
+                         scorer: Any = None) -> list[str]:
     """Verify each TEST0x of this scenario against the staged runs and stage the verdicts that pass; return what
-    could not be staged. A TEST0x staged earlier that no longer passes is removed."""
-    problems = []
+    could not be staged (an EvidenceProblem where the evidence disagrees with its run). A TEST0x staged earlier
+    that no longer passes is removed. `scorer`: the Benchmark that scores TEST07 again (get_benchmark(benchmark)
+    when None)."""
+    problems: list[str] = []
+    staged: dict[str, dict[str, Any]] = {}
     bench = rules.benchmark(benchmark)
     logged = _logged_scenario(results_dir, scenario)
     inferred = f" (inferred from {logged.value})" if logged is not scenario else ""
@@ -223,14 +279,20 @@ def stage_compliance_for(paths: Paths, rules: RulesRound, results_dir: Path, sys
         label = f"{system_id} {benchmark} {scenario.value}{inferred} {test}"
         dest = results_dir / test
         fix = f"make run_audit_harness RUN_ARGS=\"--benchmarks={benchmark} --scenarios={logged.value}\""
-        if rules.compliance_tests[test].checks_output_tokens:
+        record, problem = _compliance_run(source, label, log)
+        if problem is not None:
+            pass
+        elif rules.compliance_tests[test].checks_output_tokens:
             problem = _stage_tokens(rules, test, source, results_dir, bench, target, response, logged, log, label)
         elif rules.compliance_tests[test].scores_accuracy or rules.compliance_tests[test].checks_output_length:
-            problem = _stage_logged(rules, test, source, results_dir, bench, target, response, log, label)
+            problem = _stage_logged(rules, test, source, results_dir, bench, target, response, log, label,
+                                    paths=paths, record=record, scorer=scorer or _benchmark(benchmark))
         else:
             problem = _stage_test(paths, rules, test, source, results_dir, bench, target, response, log, label)
         if problem is None:
+            staged[test] = compliance_provenance(record, _verified_against(source, lambda _: None))
             continue
+        evidence = isinstance(problem, EvidenceProblem)
         if dest.exists():
             shutil.rmtree(dest)
             problem += f"; removed the {test}/ staged earlier"
@@ -238,8 +300,41 @@ def stage_compliance_for(paths: Paths, rules: RulesRound, results_dir: Path, sys
         optional = " (optional in the open division)" if division == "open" else \
             " (optional: the official checkers do not ask it of this benchmark)" \
             if test not in bench.checked_compliance_tests else ""
-        problems.append(f"{label}: {problem}{optional}; run {fix}")
+        line = f"{label}: {problem}{optional}; run {fix}"
+        problems.append(EvidenceProblem(line) if evidence else line)
+    write_compliance_provenance(results_dir, staged)
     return problems
+
+
+def _benchmark(name: str) -> Any:
+    from ..benchmark_api import get_benchmark
+
+    return get_benchmark(name)
+
+
+def _compliance_run(source: Path, label: str, log: Log) -> tuple[RunRecord | None, str | None]:
+    """(the record of the compliance run whose logs `source` lays out, why the test is refused or None): each
+    laid-out log against the sha256 that run recorded. A folder whose run recorded no digests is staged with a
+    note, as stage_results stages such a run."""
+    logs = laid_out_logs(source)
+    if not logs:
+        return None, None     # no compliance run: the test's own staging says so
+    record = compliance_record(source)
+    if record is None:
+        log(f"note: {label}: no record of the compliance run with the sha256 of its logs ({RUN_RECORD} under "
+            f"{source / COMPLIANCE_RUNS}), so its logs are staged unverified")
+        return None, None
+    problems = digest_problems(logs, record.log_sha256, str(record.path or record.log_dir))
+    if problems:
+        return record, EvidenceProblem("; ".join(message for _, message in problems))
+    return record, None
+
+
+def _disagreeing(path: Path, check: Check) -> EvidenceProblem | None:
+    """A written verdict file that says otherwise than the verdict derived from its logs (none written: None)."""
+    written = written_verdict(path)
+    found = disagreement(path, written, check) if written is not None else None
+    return EvidenceProblem(found[1]) if found is not None else None
 
 
 def _verified_against(folder: Path, log: Log) -> dict[str, Any]:
@@ -276,11 +371,22 @@ def _stage_test(paths: Paths, rules: RulesRound, test: str, source: Path, result
         return "no compliance run"
     against = _verified_against(source, log)
     performance = verify_performance(spec, performance_run_dir(results_dir), run_1)
+    same_run = against.get("performance_detail_sha256") == sha256_file(performance_run_dir(results_dir) / DETAIL_LOG)
+    if same_run:     # verified against the staged run itself: what it wrote must be what its logs give
+        refused = _disagreeing(source / VERIFY_PERFORMANCE, performance)
+        if refused is not None:
+            return refused
     if not performance.passed:
         return f"against the staged performance run the test fails ({performance.summary})"
     accuracy, part3 = None, False
     if spec.samples_accuracy:
         accuracy, part3, problem = _verify_accuracy(paths, source, results_dir, response, against)
+        staged_log = full_accuracy_log(paths, results_dir)
+        if accuracy is not None and staged_log.is_file() and \
+                against.get("accuracy_log_sha256") == sha256_file(staged_log):
+            refused = _disagreeing(source / VERIFY_ACCURACY, accuracy)
+            if refused is not None:
+                return refused
         if problem is not None:
             return problem
     dest = results_dir / test
@@ -321,6 +427,9 @@ def _stage_tokens(rules: RulesRound, test: str, source: Path, results_dir: Path,
             check = verify_test06(read_accuracy_log(accuracy_log), scenario, eos, response.np_dtype)
         except (OSError, ValueError) as error:
             return f"its accuracy log cannot be read ({error})"
+        refused = _disagreeing(source / VERIFY_ACCURACY, check)
+        if refused is not None:
+            return refused
         if not check.passed:
             return f"the test fails ({check.summary})"
         text, how = check.text, f"verified again: {check.summary}"
@@ -343,31 +452,46 @@ def _stage_tokens(rules: RulesRound, test: str, source: Path, results_dir: Path,
 
 
 def _stage_logged(rules: RulesRound, test: str, source: Path, results_dir: Path, bench, target: AccuracyTarget,
-                  response: ResponseFormat, log: Log, label: str) -> str | None:
-    """Stage TEST07 or TEST09 with the compliance run's whole accuracy log and its logs: TEST09's output lengths
-    verified again from that log, TEST07's verdict as run_audit_harness wrote it, provided the log is the one it
-    scored; the reason it cannot be staged, or None."""
+                  response: ResponseFormat, log: Log, label: str, *, paths: Paths | None = None,
+                  record: RunRecord | None = None, scorer: Any = None) -> str | None:
+    """Stage TEST07 or TEST09 with the compliance run's whole accuracy log and its logs, the verdict derived again
+    from them: TEST09's responses counted against the samples the run issued (its detail log) and their output
+    lengths measured, TEST07's log scored again by `scorer` (the benchmark) on the data set the compliance run
+    (`record`) ran. A written verdict that says otherwise is refused; the reason it cannot be staged, or None."""
     spec = rules.compliance_tests[test]
     accuracy_log = accuracy_dir(source) / ACCURACY_LOG
     if not accuracy_log.is_file():
         return "no compliance run"
     if spec.checks_output_length:
+        detail = performance_run_dir(source) / DETAIL_LOG
+        issued = issued_samples(read_detail(performance_run_dir(source))) if detail.is_file() else None
+        if issued is None:
+            return (f"{detail} does not say how many samples the run issued, so its {ACCURACY_LOG} cannot be counted "
+                    f"against them")
         try:
-            check = verify_test09(read_accuracy_log(accuracy_log), spec.output_token_bounds, response.np_dtype)
+            check = verify_test09(read_accuracy_log(accuracy_log), spec.output_token_bounds, response.np_dtype,
+                                  issued, spec.accuracy_log_sampling_target)
         except (OSError, ValueError) as error:
             return f"its accuracy log cannot be read ({error})"
-        if not check.passed:
-            return f"the test fails ({check.summary})"
-        verdict, text, how = VERIFY_OUTPUT_LEN, check.text, f"verified again: {check.summary}"
+        verdict, how = VERIFY_OUTPUT_LEN, f"verified again: {check.summary}"
     else:
         verdict = VERIFY_ACCURACY
-        if not (source / verdict).is_file():
-            return f"no verdict ({verdict}) in the compliance folder"
         recorded = _verified_against(source, log).get(JUDGED_LOG_SHA256)
-        if recorded != sha256_file(accuracy_log):
-            return (f"its accuracy log is not the one its verdict scored ({'another one' if recorded else 'no record'}"
-                    f" in {VERIFIED_AGAINST})")
-        text, how = (source / verdict).read_text(errors="replace"), "its verdict on the accuracy log it scored"
+        if recorded is not None and recorded != sha256_file(accuracy_log):
+            return EvidenceProblem(f"{accuracy_log} is not the log its verdict scored (another one in "
+                                   f"{VERIFIED_AGAINST})")
+        if record is None:
+            return (f"no record of the compliance run ({RUN_RECORD} under {source / COMPLIANCE_RUNS}) names the data "
+                    f"set to score its {ACCURACY_LOG} again")
+        check = score_test07(scorer, record.model, record.dataset, accuracy_log, paths, spec.accuracy_threshold,
+                             spec.score_pattern)
+        how = f"scored again: {check.summary}"
+    refused = _disagreeing(source / verdict, check)
+    if refused is not None:
+        return refused
+    if not check.passed:
+        return f"the test fails ({check.summary}, {accuracy_log})"
+    text = check.text
     dest = results_dir / test
     tmp = results_dir / f".{test}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
