@@ -182,6 +182,17 @@ def expected(request: Request) -> list[int]:
     return output_ids(request.prompt.tolist(), GENERATION.max_new_tokens)
 
 
+def test_the_record_of_a_server_the_test_started_keeps_the_digest_of_the_folder_it_served():
+    with StreamingServer(ServerSettings(model="m")) as a, StreamingServer(ServerSettings(model="m")) as b:
+        endpoints = parse_endpoints([a.url, b.url])
+        client = ServingClient(endpoints, ClientSettings(model="m", metrics_interval_s=0), GENERATION,
+                               np.arange(1, 6), encode=encode_test_text, local=endpoints[:1],
+                               model_folder_sha256="ab" * 32)
+        records = client.records()
+    assert records[0]["local"] and records[0]["extras"]["model_folder_sha256"] == "ab" * 32
+    assert not records[1]["local"] and "model_folder_sha256" not in records[1]["extras"]   # a running server's
+
+
 def test_requests_spread_over_endpoints_within_their_limit_and_every_output_is_the_servers():
     with StreamingServer(ServerSettings(model="m")) as a, StreamingServer(ServerSettings(model="m")) as b:
         requests = prompts(40)

@@ -120,6 +120,24 @@ def test_the_folder_is_digest_recorded_and_written_again_when_changed(tmp_path):
     assert json.loads((served.folder / "config.json").read_text())["model_type"] == "llama"
 
 
+def test_the_folder_digest_that_runs_are_paired_by_follows_its_files(tmp_path):
+    """A local server's record keeps one digest of the folder it served: equal for the same files, different once a
+    file changed (staging then never pairs a run of the old folder with one of the new)."""
+    from code.common.model_files import ensure_serving_folder, serving_folder_sha256
+
+    bench, paths = _FolderBenchmark(tmp_path), Paths.create(scratch=tmp_path)
+    served = ensure_serving_folder(bench, "m", paths, lambda _: None)
+    first = serving_folder_sha256(served)
+    assert len(first) == 64 and serving_folder_sha256(ensure_serving_folder(bench, "m", paths, lambda _: None)) == first
+    tokenizer = served.folder / "tokenizer.json"
+    tokenizer.write_text(tokenizer.read_text().replace("\"", "\" ", 1))   # the user's folder edited: written again
+    assert serving_folder_sha256(ensure_serving_folder(bench, "m", paths, lambda _: None)) == first   # the same files
+    from code.common.integrity import forget_record
+
+    forget_record(served.folder / served.files[0])
+    assert serving_folder_sha256(served) == ""               # no record: nothing to pair by
+
+
 def test_the_substitutes_folder_path_is_under_its_model_folder(tmp_path):
     paths = Paths.create(scratch=tmp_path)
     assert paths.serving_model_dir("llama3.1-8b", "smollm2-135m-instruct") == \

@@ -87,6 +87,17 @@ def verified_model(benchmark: str, model: str, paths: Paths) -> tuple[Path, str]
     return path, recorded_sha256(path, digests)
 
 
+def serving_folder_sha256(served: ServingFolder) -> str:
+    """One digest of a serving folder's files as their record keeps them (each file's name and sha256, in name
+    order): two runs that served folders with equal digests served the same weights and tokenizer. "" when the
+    folder's files have no record."""
+    digests = read_record(served.folder / served.files[0])
+    if digests is None:
+        return ""
+    listing = "".join(f"{name} {digests[name].sha256}\n" for name in sorted(digests))
+    return hashlib.sha256(listing.encode()).hexdigest()
+
+
 def ensure_serving_folder(benchmark: Benchmark, model: str, paths: Paths, log: Log) -> ServingFolder:
     """The model's Hugging Face folder for serving engines, its files' digests recorded (beside its weights) the
     first time and checked after: a folder the toolkit wrote is written again when a file changed; the user's own

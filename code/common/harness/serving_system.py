@@ -73,7 +73,8 @@ def serving_system(run):
         endpoints = parse_endpoints(urls)
         local = endpoints if servers else ()
         client = ServingClient(endpoints, client_settings(fields, model), run.generation, samples.load(0),
-                               encode=text_encoder(run), local=local, api=api)
+                               encode=text_encoder(run), local=local, api=api,
+                               model_folder_sha256=servers[0].settings.model_folder_sha256 if servers else "")
         sut = ServingSUT(spec.scenario_enum, prompts, client, run.generation, servers).start()
     except BaseException:
         for server in servers:

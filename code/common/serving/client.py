@@ -42,6 +42,7 @@ import numpy as np
 
 from ..generation import GenerationSettings, Request, TokenStream
 from ..prompts import Prompt, checked, parts_of, probe, size
+from ..records.computation import MODEL_FOLDER_SHA256
 from .endpoints import Endpoint
 from .metrics import MetricsWatch, parse
 from .payloads import Payload, payload_for
@@ -110,9 +111,10 @@ class ServingClient:
 
     def __init__(self, endpoints: Sequence[Endpoint], settings: ClientSettings, generation: GenerationSettings,
                  probe_prompt: Prompt | np.ndarray, *, encode: Callable[[str], list[int]] | None = None,
-                 local: Sequence[Endpoint] = (), api: Payload | None = None) -> None:
+                 local: Sequence[Endpoint] = (), api: Payload | None = None, model_folder_sha256: str = "") -> None:
         """`probe_prompt` (the first sample's) makes the health check's and the warm-up's requests; `api` writes
-        the bodies (by default the builder for the probe prompt's parts)."""
+        the bodies (by default the builder for the probe prompt's parts); `model_folder_sha256`: the digest of the
+        model folder the `local` servers (started by the test) serve, kept in their records."""
         if not endpoints:
             raise ValueError("the openai harness needs at least one endpoint")
         if settings.token_ids not in TOKEN_IDS_MODES:
@@ -124,6 +126,7 @@ class ServingClient:
         self.prompt_parts = self.api.parts
         self.encode = encode
         self.endpoints = [_Endpoint(e, e in set(local)) for e in endpoints]
+        self.model_folder_sha256 = model_folder_sha256
         self.name = ", ".join(e.url for e in endpoints)
         self.scheduler = Scheduler(settings.policy, len(endpoints), settings.in_flight)
         self._stream: TokenStream | None = None
@@ -178,7 +181,9 @@ class ServingClient:
                  "extras": {"serving_engine": e.engine, "serving_engine_version": e.version,
                             "served_models": list(e.served), "token_ids": e.token_ids, "output_tokens": e.output_tokens,
                             "in_flight_limit": self.settings.in_flight, "most_in_flight": e.most_in_flight,
-                            "scheduler": self.settings.policy, "metrics": e.metrics.summary()}}
+                            "scheduler": self.settings.policy, "metrics": e.metrics.summary(),
+                            **({MODEL_FOLDER_SHA256: self.model_folder_sha256}
+                               if e.local and self.model_folder_sha256 else {})}}
                 for e in self.endpoints]
 
     # -- on the event loop -----------------------------------------------------------------------

