@@ -128,7 +128,8 @@ def test_duplicate_key_names_both_classes():
     class Second(Base):
         pass
 
-    with pytest.raises(UserError, match=r"Duplicate config for \(resnet50, Offline, box, k_99_MaxP \(every harness\)\): "
+    with pytest.raises(UserError, match=r"Duplicate config for \(resnet50, Offline, box, "
+                                        r"k_99_MaxP \(every harness\)\): "
                                         r".*class First and .*class Second"):
         registry_with(First, Second)
 

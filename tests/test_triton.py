@@ -151,13 +151,13 @@ def triton_engine(scratch, tmp_path_factory, triton_venv) -> Path:
 def _serve(scratch: Path, tmp_path: Path, count: int) -> list[TritonServer]:
     """`count` local servers of the embedded Offline engine, as make serve_triton starts them."""
     from code.common.config_registry import ConfigRegistry
-    from code.common.constants import TRITON_WORKLOAD, Scenario
+    from code.common.constants import Scenario, WorkloadSetting
     from code.common.engines.builder import locate_engine
     from code.common.systems import SystemDetector, match_system
 
     system = match_system(SystemDetector().detect())
     config = ConfigRegistry.load(["resnet50"]).resolve(
-        "resnet50", Scenario.Offline, system.candidates, TRITON_WORKLOAD,
+        "resnet50", Scenario.Offline, system.candidates, WorkloadSetting.from_name("triton_k_99_MaxP"),
         overrides={"model": "mobilenet_v2", "dataset": "foolbox20"}, cpu_cores=system.info.cpu.cores)
     paths = Paths.create(scratch=scratch, log_dir=tmp_path)
     engine = locate_engine(config, system.system_id, paths, get_benchmark("resnet50"))

@@ -241,8 +241,8 @@ def plan_target(ctx, benchmark: str, scenario: Scenario) -> Target:
     registered = system_id in {s.id for s in all_known_systems()}
     entry = None if registered else system_entry(system_id, ctx.system.info, ctx.system.system_type,
                                                  hardware_description(ctx.system.info))
-    return Target(path, class_name(system_id, parent.key.registration), parent=parent.config_class, registration=parent.key.registration,
-                  register=entry)
+    return Target(path, class_name(system_id, parent.key.registration), parent=parent.config_class,
+                  registration=parent.key.registration, register=entry)
 
 
 def write_value(ctx, target: Target, benchmark: str, scenario: Scenario, field: str, value: float | int,

@@ -3,9 +3,10 @@
 Make passes RUN_ARGS as one argument, `--run_args=<text>`, which is split here into flags as a POSIX shell splits
 words (quotes group words, nothing is expanded or run). Every config field of the catalogue is also a flag
 (`--batch_size=64`, `--gpu_batch_size=64`), and so is every flag a harness plug-in declares (HarnessFlag), which
-the plug-in of the harness type asked for parses: this module names no harness. An unknown flag, benchmark, scenario, a badly typed value, or one
-setting given twice with different values (two spellings of a field, a flag repeated, a make variable and the same
-flag in RUN_ARGS) raises UserError (exit status 2) naming the valid choices or both values.
+the plug-in of the harness type asked for parses: this module names no harness. An unknown flag, benchmark,
+scenario, a badly typed value, or one setting given twice with different values (two spellings of a field, a flag
+repeated, a make variable and the same flag in RUN_ARGS) raises UserError (exit status 2) naming the valid choices
+or both values.
 """
 from __future__ import annotations
 
@@ -243,6 +244,7 @@ def build_parser(actions: Sequence[str], benchmarks: Sequence[str]) -> _Parser:
     for name, owners in declared_flags().items():
         aliases = dict.fromkeys(f"--{a}" for _, flag in owners for a in flag.aliases)
         harness.add_argument(f"--{name}", *aliases, dest=f"{HARNESS_FLAG}{name}", default=None,
+                             metavar=name.upper(),
                              help="; ".join(f"{_applies(plugin, flag)}: {flag.help}" for plugin, flag in owners))
     fields = parser.add_argument_group("config fields (override the config classes)")
     for name, spec in FIELDS.items():

@@ -20,9 +20,9 @@ construct/destroy) and writes only how issued samples reach its engine; its endp
 The run planner, the child process, `make build` and `make bench` ask this registry and never name a harness;
 which plug-in runs a given test is decided in selection.py.
 Adding a harness is adding its module and registering it (a new harness type needs no config of its own: a config
-class registered without a harness applies to every harness, config_registry.py): `HARNESSES.register(name, "module:Class")` from the
-plug-in's own module, or one line in the table of the toolkit's own, code/common/harness/plugins/__init__.py
-(documentation/harness.md, "Adding a harness").
+class registered without a harness applies to every harness, config_registry.py):
+`HARNESSES.register(name, "module:Class")` from the plug-in's own module, or one line in the table of the toolkit's
+own, code/common/harness/plugins/__init__.py (documentation/harness.md, "Adding a harness").
 """
 from __future__ import annotations
 

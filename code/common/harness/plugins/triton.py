@@ -30,7 +30,7 @@ class TritonHarness(HarnessPlugin):
         HarnessFlag("endpoints", "host:port (gRPC) of running Triton servers (make serve_triton starts one), one or "
                     "more per node. Default: a local server started for each test. --triton_endpoints is the same "
                     "setting", aliases=("triton_endpoints",)),
-        HarnessFlag("triton_port", "make serve_triton: the gRPC port to serve on (default 8001)"),
+        HarnessFlag("triton_port", "the gRPC port make serve_triton serves on (default 8001)"),
     )
 
     def parse_flag(self, name: str, text: str):
