@@ -96,8 +96,8 @@ def test_endpoints_are_host_port_pairs_named_once(other_nodes):
 
 
 def test_endpoints_need_the_triton_harness(other_nodes):
-    with pytest.raises(UserError, match=r"--endpoints is a flag of the triton harness \(--harness_type=triton\) and "
-                                        r"of the openai harness \(--harness_type=openai\); add one of them"):
+    with pytest.raises(UserError, match=r"--endpoints is a flag of the triton harness and of the openai harness: add "
+                                        r"--harness_type=triton or --harness_type=openai, or drop --endpoints"):
         parse_run_args(["--action=run_harness", "--triton_endpoints=node1:8001"], ["run_harness"], ["resnet50"])
     args = parse_run_args(["--action=run_harness", TRITON, "--triton_endpoints=node1:8001,node2:8001"],
                           ["run_harness"], ["resnet50"])

@@ -458,9 +458,9 @@ def _harness_flags(ns: argparse.Namespace, action: str | None, harness_type: str
         if actions:
             raise UserError(f"--{name} applies only to make {', '.join(dict.fromkeys(actions))}, not to {action}; "
                             f"drop it from RUN_ARGS.")
-        types = [f"the {plugin.harness_type} harness (--harness_type={plugin.harness_type})" for plugin, _ in owners]
-        raise UserError(f"--{name} is a flag of {' and of '.join(dict.fromkeys(types))}; add "
-                        f"{'it' if len(set(types)) == 1 else 'one of them'}, or drop --{name}.")
+        types = list(dict.fromkeys(plugin.harness_type for plugin, _ in owners))
+        raise UserError(f"--{name} is a flag of {' and of '.join(f'the {t} harness' for t in types)}: add "
+                        f"{' or '.join(f'--harness_type={t}' for t in types)}, or drop --{name}.")
     return parsed
 
 

@@ -17,8 +17,6 @@ per endpoint). This package is no benchmark: ConfigRegistry.load imports only co
 """
 from __future__ import annotations
 
-import sys
-
 from code.common.config_registry import BenchmarkConfig, PerCore, class_values, register
 from code.common.constants import AccuracyTarget, Scenario
 from code.common.systems.known import GENERIC_CPU
@@ -58,14 +56,14 @@ def generic_cpu(base: type, accuracy_target: AccuracyTarget = AccuracyTarget.k_9
     as if written there (that is where the registry, show_config and the config writers find them):
     GenericCPU, for every harness; and GenericCPUServing, for the openai harness, with as many requests in flight
     per endpoint as the server decodes sequences together (batch_size: make serve_llm starts it with that many)."""
-    module = sys.modules[base.__module__]
-    every = register(GENERIC_CPU, accuracy_target=accuracy_target)(_made_in(module, "GenericCPU", (base,), {}))
-    served = _made_in(module, "GenericCPUServing", (base,), {
+    every = _made_beside(base, "GenericCPU", {})
+    served = _made_beside(base, "GenericCPUServing", {
         "__doc__": "Served (--harness_type=openai): as many requests in flight per endpoint as the server batches.",
         "openai_in_flight": class_values(base)["batch_size"]})
-    return every, register(GENERIC_CPU, harness=SERVED, accuracy_target=accuracy_target)(served)
+    return (register(GENERIC_CPU, accuracy_target=accuracy_target)(every),
+            register(GENERIC_CPU, harness=SERVED, accuracy_target=accuracy_target)(served))
 
 
-def _made_in(module, name: str, bases: tuple[type, ...], body: dict) -> type:
-    made = type(name, bases, {**body, "__module__": module.__name__, "__qualname__": name})
-    return made
+def _made_beside(base: type, name: str, body: dict) -> type:
+    """A subclass of `base` named `name`, of `base`'s module (so its file is `base`'s, and that module registers it)."""
+    return type(name, (base,), {**body, "__module__": base.__module__, "__qualname__": name})
