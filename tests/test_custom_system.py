@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from code.actions.custom_system import render_config_class, render_custom_list
-from code.common.constants import Scenario, SystemType
+from code.common.constants import Scenario, SystemType, WorkloadSetting
 from code.common.paths import REPO_ROOT
 from code.common.systems import KnownSystem
 from configs.resnet50.Offline import GenericCPU
@@ -31,6 +31,39 @@ def test_stub_lists_required_and_optional_fields_prefilled():
     required, optional = text.split("# Required:")[1].split("# Optional:")
     assert "# offline_expected_qps = PerCore(120.0)" in required
     assert "# batch_size = 32" in optional and "server_target_qps" not in text
+
+
+def test_a_class_is_registered_and_named_as_the_config_it_is_prefilled_from():
+    from code.common.config_registry import ConfigRegistry, Registration
+    from code.common.constants import AccuracyTarget
+    from configs.llama2_70b_99_9.Offline import GenericCPUServing
+
+    served = Registration(AccuracyTarget.k_99_9, harness="openai")
+    text = render_config_class("MyBox", GenericCPUServing, Scenario.Offline, served)
+    assert "@register('MyBox', harness='openai', accuracy_target='k_99_9')\nclass MyBox_openai_k_99_9(" in text
+    namespace = {"__name__": "written"}
+    exec(compile("from code.common.config_registry import PerCore, register\n"   # noqa: S102  generated, checked
+                 "from configs.llama2_70b_99_9.Offline import GenericCPUServing\n" + text, "custom.py", "exec"),
+         namespace)
+    written = namespace["MyBox_openai_k_99_9"]
+    assert written._toolkit_registrations == (("MyBox", served),)
+    registry = ConfigRegistry()
+    registry.add(written, "MyBox", served)
+    assert registry.own("llama2-70b-99.9", Scenario.Offline, "MyBox", WorkloadSetting.from_name(
+        "openai_k_99_9_MaxP")).config_class is written
+
+
+def test_an_llm_benchmark_is_added_with_its_accuracy_target_and_harness(repo_copy: Path):
+    done = toolkit(repo_copy, "--action=add_custom_system", "--system_id=Llm_Box", "--yes",
+                   "--benchmarks=llama2-70b-99.9", "--scenarios=offline", "--harness_type=openai")
+    assert done.returncode == 0, done.stderr
+    text = (repo_copy / "configs/llama2_70b_99_9/Offline/custom.py").read_text()
+    assert "@register('Llm_Box', harness='openai', accuracy_target='k_99_9')" in text
+    assert "class Llm_Box_openai_k_99_9(GenericCPUServing):" in text
+    shown = toolkit(repo_copy, "--action=show_config", "--benchmarks=llama2-70b-99.9", "--scenarios=offline",
+                    "--harness_type=openai", "--system_name=Llm_Box")
+    assert shown.returncode == 0, shown.stderr
+    assert "custom.py: class Llm_Box_openai_k_99_9 (exact)" in shown.stdout and "openai_k_99_9_MaxP" in shown.stdout
 
 
 def test_custom_list_round_trips():

@@ -7,13 +7,18 @@ decoders (outputs of 2 to 10 tokens, and outputs of one token, which reach LoadG
 an AccuracyOnly test in a child process (the native core's LoadGen must be the first one a process imports): every
 sample is completed once, with the response the engine gave, LoadGen logs no error (a first token reported after
 its completion, or a completion without one, would be one), and the counters agree.
+
+The harness plug-ins that live only in tests (tests/harness_plugins/, one module each) go through the same round
+trip: each is registered for its cases alone, in this process and in the child, and run with its own flags.
 """
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +135,8 @@ def child(spec: dict[str, Any]) -> None:
     from .test_llm_sut import Prompts
 
     out, kind, scenario = Path(spec["out"]), spec["kind"], Scenario(spec["scenario"])
+    if spec.get("plugins"):
+        importlib.import_module(spec["plugins"]).register()
     plugin = HARNESSES.get(spec["harness"])
     tokens = plugin.generates_tokens
     if tokens:
@@ -170,12 +177,37 @@ def child(spec: dict[str, Any]) -> None:
 
 
 # -- the tests ------------------------------------------------------------------------------------------------------
+PLUGINS_PACKAGE = "tests.harness_plugins"
+
+
+def plugin_modules() -> list[str]:
+    """The modules of tests/harness_plugins/, each a harness plug-in that lives only in tests."""
+    folder = Path(__file__).parent / "harness_plugins"
+    return [f"{PLUGINS_PACKAGE}.{path.stem}" for path in sorted(folder.glob("*.py")) if path.stem != "__init__"]
+
+
+@contextmanager
+def plugged_in(module: str | None):
+    """The names the plug-in module registers, registered for the block alone (None: the toolkit's own)."""
+    if module is None:
+        yield HARNESSES.names()
+        return
+    names = importlib.import_module(module).register()
+    try:
+        yield names
+    finally:
+        for name in names:
+            HARNESSES.unregister(name)
+
+
 def cases() -> list:
     found = []
-    for name in HARNESSES.names():
-        kinds = TOKEN_KINDS if HARNESSES.get(name).generates_tokens else FIXED_KINDS
-        found += [pytest.param(name, scenario, kind, id=f"{name}-{scenario.value}-{kind}")
-                  for scenario in SCENARIOS for kind in kinds]
+    for module in (None, *plugin_modules()):
+        with plugged_in(module) as names:
+            for name in names:
+                kinds = TOKEN_KINDS if HARNESSES.get(name).generates_tokens else FIXED_KINDS
+                found += [pytest.param(name, scenario, kind, module, id=f"{name}-{scenario.value}-{kind}")
+                          for scenario in SCENARIOS for kind in kinds]
     return found
 
 
@@ -184,7 +216,7 @@ def engine(tmp_path_factory) -> Path:
     return tiny_model(tmp_path_factory.mktemp("contract-engine"))
 
 
-def options(name: str, endpoints: tuple[str, ...] = ()) -> dict[str, Any]:
+def options(name: str, endpoints: tuple[str, ...] = (), flags: tuple[str, ...] = ()) -> dict[str, Any]:
     """What the plug-in takes from an invocation, here; skips, saying why, where it cannot run on this machine (its
     own why_not and pre-flight check: the native core not built, no Triton environment)."""
     from code.common.errors import UserError
@@ -192,7 +224,7 @@ def options(name: str, endpoints: tuple[str, ...] = ()) -> dict[str, Any]:
     from code.common.paths import Paths
 
     plugin = HARNESSES.get(name)
-    paths, args = Paths.create(), _args(plugin.harness_type, endpoints)
+    paths, args = Paths.create(), _args(plugin.harness_type, endpoints, flags)
     why = plugin.why_not(Selection("contract", "tiny", plugin.generates_tokens, plugin.harness_type, paths.build))
     if why is None:
         try:
@@ -204,28 +236,29 @@ def options(name: str, endpoints: tuple[str, ...] = ()) -> dict[str, Any]:
     return plugin.run_options(args, paths)
 
 
-def _args(harness_type: str, endpoints: tuple[str, ...] = ()):
+def _args(harness_type: str, endpoints: tuple[str, ...] = (), given: tuple[str, ...] = ()):
     from code.common.arguments import parse_run_args
 
     flags = [] if harness_type == "lwis" else [f"--harness_type={harness_type}"]
     flags += [f"--endpoints={','.join(endpoints)}"] if endpoints else []
-    return parse_run_args(["--action=run_harness", *flags], ["run_harness"], ["resnet50"])
+    return parse_run_args(["--action=run_harness", *flags, *given], ["run_harness"], ["resnet50"])
 
 
-@pytest.mark.parametrize("name, scenario, kind", cases())
-def test_every_harness_completes_every_sample_once_with_its_engines_response(name, scenario, kind, engine, tmp_path,
-                                                                           request):
+@pytest.mark.parametrize("name, scenario, kind, plugins", cases())
+def test_every_harness_completes_every_sample_once_with_its_engines_response(name, scenario, kind, plugins, engine,
+                                                                             tmp_path, request):
     from contextlib import ExitStack
 
-    if HARNESSES.get(name).harness_type == "triton":
-        request.getfixturevalue("triton_venv")    # its local server's environment, made as make run makes it
     out = tmp_path / "run"
     out.mkdir()
-    with ExitStack() as servers:
+    with ExitStack() as servers, plugged_in(plugins):
+        if HARNESSES.get(name).harness_type == "triton":
+            request.getfixturevalue("triton_venv")    # its local server's environment, made as make run makes it
         endpoints = serving_endpoints(servers, kind) if HARNESSES.get(name).harness_type == "openai" else ()
+        flags = tuple(importlib.import_module(plugins).CONTRACT_FLAGS) if plugins else ()
         spec = {"out": str(out), "harness": name, "scenario": scenario.value, "kind": kind, "engine": str(engine),
                 "engine_sha256": hashlib.sha256(engine.read_bytes()).hexdigest(),
-                "options": options(name, endpoints)}
+                "options": options(name, endpoints, flags), "plugins": plugins}
         _round_trip(name, out, spec)
 
 
@@ -258,11 +291,51 @@ def _round_trip(name: str, out: Path, spec: dict[str, Any]) -> None:
             assert 2 <= len(tokens) <= 16, entry          # a one-token output is completed with EOS appended
         else:
             assert data == expected_records(spec["kind"], entry["qsl_idx"]).tobytes(), entry
-    if HARNESSES.get(name).harness_type != "lwis":
+    if any(flag.name == "endpoints" for flag in HARNESSES.get(name).flags):     # a harness of servers
         assert sum(e["samples"] for e in result["endpoints"]) == SAMPLES   # what served it is on the record
 
 
-# -- a harness that lives only in tests/ ----------------------------------------------------------------------------
+# -- harnesses that live only in tests/ -----------------------------------------------------------------------------
+def test_a_harness_of_a_new_type_in_tests_plugs_in_with_its_flags_and_no_configs(capsys):
+    """tests/harness_plugins/relay.py alone: a harness type no core file or config names, its own flag parsed and
+    checked by it, the configs every harness shares; and it is among the contract's cases."""
+    from code.common.arguments import parse_run_args
+    from code.common.errors import UserError
+    from code.main import main
+
+    from .conftest import EMBEDDED
+    from .harness_plugins import relay
+
+    assert relay.NAME not in HARNESSES
+    assert {p.values[3] for p in cases()} >= {None, "tests.harness_plugins.relay"}
+    assert any(p.values[0] == relay.NAME for p in cases())
+    named = [str(path) for folder in ("code", "configs") for path in (REPO / folder).rglob("*.py")
+             if relay.NAME in path.read_text().lower()]
+    assert named == []          # nothing outside its file names it
+
+    def parse(*flags: str):
+        return parse_run_args(["--action=run_harness", *flags], ["run_harness", "show_config"], ["resnet50"])
+
+    with pytest.raises(UserError, match="Unknown harness_type 'relay'"):
+        parse("--harness_type=relay")
+    with plugged_in("tests.harness_plugins.relay"):
+        args = parse("--harness_type=Relay", "--relay_pause_us=250")
+        assert args.workload.name == "relay_k_99_MaxP" and dict(args.harness_flags) == {"relay_pause_us": 250}
+        for flags, message in ((("--harness_type=relay", "--relay_pause_us=fast"), "--relay_pause_us=fast: expected "
+                                "a whole number of microseconds"),
+                               (("--relay_pause_us=10",), "--relay_pause_us is a flag of the relay harness: add "
+                                "--harness_type=relay, or drop --relay_pause_us")):
+            with pytest.raises(UserError, match=message) as refused:
+                parse(*flags)
+            assert refused.value.exit_code == 2
+        capsys.readouterr()
+        assert main(["--action=show_config", "--harness_type=relay", "--scenarios=offline", *EMBEDDED]) == 0
+        shown = capsys.readouterr().out
+        assert "[relay_k_99_MaxP] from configs/resnet50/Offline/__init__.py: class GenericCPU" in shown
+    assert relay.NAME not in HARNESSES
+
+
+# -- a harness that lives only in tests/, run by the toolkit's child process ----------------------------------------
 def test_a_harness_living_in_tests_plugs_in_by_registration_alone(scratch, tmp_path):
     """tests/tiny_harness.py registers itself; the toolkit's child process runs a planned test on it."""
     from code.common.fields import FIELDS

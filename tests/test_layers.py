@@ -336,3 +336,12 @@ def test_the_core_names_no_benchmark_backend_or_harness():
     assert not unexpected, "\n".join(unexpected)
     stale = [key for key in NAMING_EXCEPTIONS if key not in found]
     assert not stale, f"exceptions no longer needed, remove them from NAMING_EXCEPTIONS: {stale}"
+
+
+def test_the_command_line_parser_names_no_harness():
+    """arguments.py takes --harness_type and every harness flag from the harness plug-ins (HarnessFlag): it names no
+    harness type, harness module or serving engine in its code."""
+    names = (*PLUG_IN_NAMES["harness"], "openai", "serving", "vllm")
+    found = [f"{line}: {word}" for line, word in code_words(modules()["code/common/arguments.py"].tree)
+             for name in names if name in word.lower()]
+    assert not found, "\n".join(found)

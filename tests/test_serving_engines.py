@@ -150,7 +150,7 @@ def test_engine_and_port_flags_belong_to_serve_llm():
         return parse_run_args(argv, list(ACTIONS), ["llama3.1-8b", "resnet50"])
 
     args = parse_args(["--action=serve_llm", "--benchmarks=llama3.1-8b", "--engine=SGLang", "--port=8001"])
-    assert (args.engine, args.port) == ("sglang", 8001)
+    assert dict(args.harness_flags) == {"engine": "sglang", "port": 8001}
     with pytest.raises(UserError, match="Valid engines: vllm, sglang, trtllm"):
         parse_args(["--action=serve_llm", "--engine=tgi"])
     with pytest.raises(UserError, match="--port=70000 is not a TCP port"):

@@ -96,7 +96,8 @@ def test_endpoints_are_host_port_pairs_named_once(other_nodes):
 
 
 def test_endpoints_need_the_triton_harness(other_nodes):
-    with pytest.raises(UserError, match=r"--harness_type=openai\) and the Triton harness \(--harness_type=triton\)"):
+    with pytest.raises(UserError, match=r"--endpoints is a flag of the triton harness and of the openai harness: add "
+                                        r"--harness_type=triton or --harness_type=openai, or drop --endpoints"):
         parse_run_args(["--action=run_harness", "--triton_endpoints=node1:8001"], ["run_harness"], ["resnet50"])
     args = parse_run_args(["--action=run_harness", TRITON, "--triton_endpoints=node1:8001,node2:8001"],
                           ["run_harness"], ["resnet50"])
@@ -137,13 +138,13 @@ def triton_engine(scratch, tmp_path_factory, triton_venv) -> Path:
 def _serve(scratch: Path, tmp_path: Path, count: int) -> list[TritonServer]:
     """`count` local servers of the embedded Offline engine, as make serve_triton starts them."""
     from code.common.config_registry import ConfigRegistry
-    from code.common.constants import TRITON_WORKLOAD, Scenario
+    from code.common.constants import Scenario, WorkloadSetting
     from code.common.engines.builder import locate_engine
     from code.common.systems import SystemDetector, match_system
 
     system = match_system(SystemDetector().detect())
     config = ConfigRegistry.load(["resnet50"]).resolve(
-        "resnet50", Scenario.Offline, system.candidates, TRITON_WORKLOAD,
+        "resnet50", Scenario.Offline, system.candidates, WorkloadSetting.from_name("triton_k_99_MaxP"),
         overrides={"model": "mobilenet_v2", "dataset": "foolbox20"}, cpu_cores=system.info.cpu.cores)
     paths = Paths.create(scratch=scratch, log_dir=tmp_path)
     engine = locate_engine(config, system.system_id, paths, get_benchmark("resnet50"))

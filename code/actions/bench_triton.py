@@ -18,7 +18,8 @@ import time
 
 import numpy as np
 
-from ..common.constants import HarnessType, Scenario
+from ..common.constants import LWIS, HarnessType, Scenario
+from ..common.harness.plugins.triton import TRITON
 from ..common.tuning.ratios import Figure
 from .base import Context
 from .harness import DownloadData, DownloadModel, GenerateEngines, PreprocessData
@@ -41,7 +42,7 @@ def triton_bench(bench, ctx: Context, benchmark_name: str) -> list[Figure]:
     from ..common.harness.triton_system import start_servers, triton_model
     from ..common.named_inputs import named_sample
 
-    triton, in_process = with_harness(ctx, HarnessType.triton), with_harness(ctx, HarnessType.lwis)
+    triton, in_process = with_harness(ctx, HarnessType(TRITON)), with_harness(ctx, HarnessType(LWIS))
     for each in (triton, in_process):
         for step in (DownloadModel, DownloadData, PreprocessData, GenerateEngines):
             step(each).run()
@@ -62,9 +63,9 @@ def triton_bench(bench, ctx: Context, benchmark_name: str) -> list[Figure]:
                          ctx.system.info.cpu.cores)
     servers = start_servers(model, [ctx.paths.bench_dir / f"triton-server-{n}" for n in (1, 2)])
     try:
-        one = bench._harness_offline(with_harness(ctx, HarnessType.triton, (servers[0].url,)), benchmark_name,
+        one = bench._harness_offline(with_harness(ctx, HarnessType(TRITON), (servers[0].url,)), benchmark_name,
                                      served, f"{benchmark_name}-offline-triton-1-server")
-        two = bench._harness_offline(with_harness(ctx, HarnessType.triton, tuple(s.url for s in servers)),
+        two = bench._harness_offline(with_harness(ctx, HarnessType(TRITON), tuple(s.url for s in servers)),
                                      benchmark_name, one, f"{benchmark_name}-offline-triton-2-servers")
         figures.append(Figure(f"(i) {model_name} Offline: two local Triton servers vs one (for the record)", two,
                               one, "samples/s", None))

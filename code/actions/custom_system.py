@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from ..common.config_registry import PerCore, class_values
+from ..common.config_registry import PerCore, Registration, class_values
 from ..common.constants import Scenario, SystemType
 from ..common.errors import EXIT_FAILURE, EXIT_OK, UserError
 from ..common.fields import FIELDS
@@ -46,13 +46,16 @@ def render_custom_list(systems: tuple[KnownSystem, ...]) -> str:
     return "\n".join(lines)
 
 
-def render_config_class(system_id: str, parent: type, scenario: Scenario) -> str:
-    """One registered class that inherits everything from the nearest system's class, with the
-    fields it may set listed as comments (required first), prefilled with the inherited values."""
+def render_config_class(system_id: str, parent: type, scenario: Scenario,
+                        registration: Registration = Registration()) -> str:
+    """One registered class that inherits everything from the nearest system's class and is registered as that one
+    is (`registration`: for every harness, or for the harness it tunes for; its accuracy target and power setting),
+    with the fields it may set listed as comments (required first), prefilled with the inherited values."""
     inherited = class_values(parent)
     backend = inherited.get("backend", FIELDS["backend"].default)
     applicable = [f for f in FIELDS.values() if f.applies_to(scenario, backend, parent.benchmark)]
-    lines = ["", "", f"@register({system_id!r})", f"class {class_name(system_id)}({parent.__name__}):",
+    lines = ["", "", f"@register({system_id!r}{registration.register_arguments()})",
+             f"class {class_name(system_id, registration)}({parent.__name__}):",
              f'    """{system_id}, {scenario.value}: prefilled from {parent.__name__}; '
              f'uncomment a line to change it."""']
     for title, group in (("Required", [f for f in applicable if f.required]),
@@ -72,8 +75,13 @@ def hardware_description(info: SystemInfo) -> str:
     return f"{len(info.gpus)}x {info.gpus[0].name}" if info.gpus else f"{info.cpu.model}, {info.cpu.cores} cores"
 
 
-def class_name(system_id: str) -> str:
-    name = re.sub(r"\W", "_", system_id)
+def class_name(system_id: str, registration: Registration = Registration()) -> str:
+    """The class of `system_id`'s config, named after its registration where it is not NVIDIA's default (a class
+    for the openai harness beside one for every harness: MyBox_openai)."""
+    parts = (system_id, registration.harness,
+             "" if registration.accuracy_target == Registration().accuracy_target else registration.accuracy_target,
+             "" if registration.power_setting == Registration().power_setting else registration.power_setting)
+    name = re.sub(r"\W", "_", "_".join(str(part) for part in parts if part))
     return f"System_{name}" if name[0].isdigit() or keyword.iskeyword(name) else name
 
 
@@ -102,13 +110,13 @@ class AddCustomSystem(Handler):
             for scenario in ctx.args.scenarios:
                 if not ctx.registry.systems_for(benchmark, scenario):
                     continue
-                _, parent = ctx.registry.lookup(benchmark, scenario, candidates[1:], ctx.args.workload_for(benchmark))
-                plan.append((ctx.paths.custom_config_file(benchmark, scenario), parent, scenario))
+                found = ctx.registry.find(benchmark, scenario, candidates[1:], ctx.args.workload_for(benchmark))
+                plan.append((ctx.paths.custom_config_file(benchmark, scenario), found, scenario))
         if not plan:
             raise UserError("No benchmark and scenario selected that has configs; nothing was written.")
         ctx.log(f"Adding system {system_id} ({description}, {system_type.value}) with configs for:")
-        for path, parent, _ in plan:
-            ctx.log(f"  {path.relative_to(ctx.paths.repo)} (prefilled from {parent.__name__})")
+        for path, found, _ in plan:
+            ctx.log(f"  {path.relative_to(ctx.paths.repo)} (prefilled from {found.config_class.__name__})")
         if interactive and _ask("Write these files? [y/N]", "n").lower() not in ("y", "yes"):
             ctx.log("Nothing was written.")
             return EXIT_FAILURE
@@ -118,8 +126,8 @@ class AddCustomSystem(Handler):
             self._check_id(system_id, registered)                             # have registered it meanwhile
             write_atomically(ctx.paths.custom_systems_file, render_custom_list((*registered, entry)))
             ctx.log(f"wrote {ctx.paths.custom_systems_file.relative_to(ctx.paths.repo)}")
-            for path, parent, scenario in plan:
-                append_config(path, system_id, parent, scenario)
+            for path, found, scenario in plan:
+                append_config(path, system_id, found.config_class, scenario, found.key.registration)
                 ctx.log(f"wrote {path.relative_to(ctx.paths.repo)}")
         ctx.log(f"Done. Tune the values in the files above, then check them with: "
                 f"make show_config RUN_ARGS=\"--system_name={system_id}\"")
@@ -134,8 +142,10 @@ class AddCustomSystem(Handler):
                             f"(code/common/systems/known.py or custom_list.py). Nothing was written.")
 
 
-def append_config(path: Path, system_id: str, parent: type, scenario: Scenario) -> None:
-    """Add the class of `system_id` to `path` (created with its header when missing), in one atomic write."""
+def append_config(path: Path, system_id: str, parent: type, scenario: Scenario,
+                  registration: Registration = Registration()) -> None:
+    """Add the class of `system_id` to `path` (created with its header when missing), registered as `registration`,
+    in one atomic write."""
     if path.exists():
         text = path.read_text()
     else:
@@ -148,7 +158,7 @@ def append_config(path: Path, system_id: str, parent: type, scenario: Scenario) 
         # imports stay at the top, after the header
         head, _, rest = text.partition("\n\n\n")
         text = head.rstrip("\n") + "\n" + import_line + ("\n\n" + rest if rest else "")
-    write_atomically(path, text.rstrip("\n") + "\n" + render_config_class(system_id, parent, scenario))
+    write_atomically(path, text.rstrip("\n") + "\n" + render_config_class(system_id, parent, scenario, registration))
 
 
 def _ask(question: str, default: str) -> str:

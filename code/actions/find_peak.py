@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..common.config_registry import ConfigKey, ConfigRegistry
-from ..common.constants import Scenario, TestMode, WorkloadSetting
+from ..common.config_registry import ConfigKey, ConfigRegistry, Registration
+from ..common.constants import Scenario, TestMode
 from ..common.errors import EXIT_FAILURE, UserError
 from ..common.fields import FIELDS
 from ..common.paths import shown_path
@@ -62,6 +62,7 @@ class Target:
     path: Path                       # configs/<benchmark>/<Scenario>/custom.py
     class_name: str
     parent: type | None = None       # the class is created from this parent first, as add_custom_system does
+    registration: Registration = Registration()     # ... registered as the parent is
     register: KnownSystem | None = None   # the system is registered in custom_list.py first
     not_writable: str = ""           # why the value is printed instead of written
 
@@ -226,8 +227,9 @@ def plan_target(ctx, benchmark: str, scenario: Scenario) -> Target:
     system registered) when missing, as add_custom_system does."""
     system_id, workload = ctx.system.system_id, ctx.args.workload_for(benchmark)
     path = ctx.paths.custom_config_file(benchmark, scenario)
-    existing = ctx.registry.entries.get(ConfigKey(benchmark, scenario, system_id, workload))
-    if existing is not None:
+    own = ctx.registry.own(benchmark, scenario, system_id, workload)
+    if own is not None:
+        existing = own.config_class
         source = Path(inspect.getsourcefile(existing) or "")
         if source.resolve() != path.resolve():
             return Target(path, existing.__name__, not_writable=(
@@ -235,15 +237,12 @@ def plan_target(ctx, benchmark: str, scenario: Scenario) -> Target:
                 f"a file of the project; find_peak writes only custom.py classes, so it prints the value to set "
                 f"there"))
         return Target(path, existing.__name__)
-    if workload != WorkloadSetting():
-        raise UserError(f"{system_id} has no {workload.name} config class for {benchmark} {scenario.value} in "
-                        f"{shown_path(path, ctx.paths.repo)}; find_peak creates only lwis_k_99_MaxP classes. Add one "
-                        f"registered for {workload.name} (see documentation/configs.md), then run it again.")
-    _, parent = ctx.registry.lookup(benchmark, scenario, ctx.system.candidates[1:], workload)
+    parent = ctx.registry.find(benchmark, scenario, ctx.system.candidates[1:], workload)
     registered = system_id in {s.id for s in all_known_systems()}
     entry = None if registered else system_entry(system_id, ctx.system.info, ctx.system.system_type,
                                                  hardware_description(ctx.system.info))
-    return Target(path, class_name(system_id), parent=parent, register=entry)
+    return Target(path, class_name(system_id, parent.key.registration), parent=parent.config_class,
+                  registration=parent.key.registration, register=entry)
 
 
 def write_value(ctx, target: Target, benchmark: str, scenario: Scenario, field: str, value: float | int,
@@ -261,7 +260,7 @@ def write_value(ctx, target: Target, benchmark: str, scenario: Scenario, field: 
             said.append(f"this machine was not a registered system: registered it as {system_id} in "
                         f"{shown_path(ctx.paths.custom_systems_file, repo)}, as make add_custom_system does")
         if target.parent is not None and not _has_class(target.path, target.class_name):
-            append_config(target.path, system_id, target.parent, scenario)
+            append_config(target.path, system_id, target.parent, scenario, target.registration)
             said.append(f"{system_id} had no custom {scenario.value} config: created class {target.class_name} "
                         f"(prefilled from {target.parent.__name__}) in {shown_path(target.path, repo)}")
         write_atomically(target.path, set_class_field(target.path.read_text(), target.class_name, field, value,
@@ -292,7 +291,7 @@ def check_loads(path: Path, key: ConfigKey, field: str, value: float | int) -> N
     spec.loader.exec_module(module)
     registry = ConfigRegistry()
     registry.add_module(module)
-    if key not in registry.entries:
+    if registry.own(key.benchmark, key.scenario, key.system_id, key.workload) is None:
         raise UserError(f"{path} does not register a config for {key} after writing; it was put back.",
                         exit_code=EXIT_FAILURE)
     resolved = registry.resolve(key.benchmark, key.scenario, [key.system_id], key.workload).values.get(field)

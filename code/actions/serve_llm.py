@@ -31,7 +31,7 @@ class ServeLlm(Handler):
         from ..common.serving.engines import DEFAULT_PORT, VLLM, check_engine
 
         ctx = self.ctx
-        engine = check_engine(ctx.args.engine or DEFAULT_ENGINE)
+        engine = check_engine(ctx.args.harness_flags.get("engine") or DEFAULT_ENGINE)
         benchmarks = sorted({b for b, _ in ctx.selected()})
         if len(benchmarks) != 1 or not get_benchmark(benchmarks[0]).generates_tokens:
             raise UserError(f"make serve_llm serves one LLM benchmark's model; the selection has "
@@ -41,7 +41,7 @@ class ServeLlm(Handler):
         configs = [ctx.resolve(b, s) for b, s in ctx.selected()]
         model = configs[0]["model"]
         batch = max(int(c.values.get("batch_size") or 1) for c in configs)
-        port = ctx.args.port or DEFAULT_PORT
+        port = ctx.args.harness_flags.get("port") or DEFAULT_PORT
         if engine == VLLM and self._vllm_here():
             return self._serve(benchmark, model, batch, port)
         return self._print_commands(engine, benchmark, model, batch, port)

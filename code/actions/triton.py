@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 
-from ..common.constants import HarnessType
 from ..common.errors import UserError
+from ..common.harness.plugins.triton import TRITON
 from .base import Handler
 from .serve_until import serve_until_stopped
 
@@ -24,7 +24,7 @@ class ServeTriton(Handler):
         from ..common.harness.triton_system import check_servable, start_servers, triton_model
 
         ctx = self.ctx
-        if ctx.args.workload.harness_type is not HarnessType.triton:
+        if ctx.args.workload.harness_type != TRITON:
             raise UserError('make serve_triton serves the Triton harness\'s engine: add --harness_type=triton to '
                             'RUN_ARGS (with --benchmarks and --scenarios, as for make run_harness).')
         selected = ctx.selected()
@@ -40,7 +40,7 @@ class ServeTriton(Handler):
         check_servable(config.values, (), ctx.paths.triton_venv)
         model = triton_model(benchmark_name, benchmark.models[config["model"]], engine, manifest, config.values,
                              ctx.system.info.cpu.cores)
-        port = ctx.args.triton_port or DEFAULT_PORT
+        port = ctx.args.harness_flags.get("triton_port") or DEFAULT_PORT
         # Ctrl-C while it starts is a KeyboardInterrupt, on which start_servers stops it; once it serves, a stop
         # signal ends the wait below and the server is stopped in order.
         [server] = start_servers(model, [ctx.paths.triton / f"serve-{port}"], [port])

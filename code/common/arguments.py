@@ -2,9 +2,11 @@
 
 Make passes RUN_ARGS as one argument, `--run_args=<text>`, which is split here into flags as a POSIX shell splits
 words (quotes group words, nothing is expanded or run). Every config field of the catalogue is also a flag
-(`--batch_size=64`, `--gpu_batch_size=64`). An unknown flag, benchmark, scenario, a badly typed value, or one
-setting given twice with different values (two spellings of a field, a flag repeated, a make variable and the same
-flag in RUN_ARGS) raises UserError (exit status 2) naming the valid choices or both values.
+(`--batch_size=64`, `--gpu_batch_size=64`), and so is every flag a harness plug-in declares (HarnessFlag), which
+the plug-in of the harness type asked for parses: this module names no harness. An unknown flag, benchmark,
+scenario, a badly typed value, or one setting given twice with different values (two spellings of a field, a flag
+repeated, a make variable and the same flag in RUN_ARGS) raises UserError (exit status 2) naming the valid choices
+or both values.
 """
 from __future__ import annotations
 
@@ -21,16 +23,15 @@ from typing import Any, Mapping, Sequence
 from .constants import (AUDIT_ACTION, AccuracyTarget, HarnessType, PowerSetting, Scenario, TestMode,
                         WorkloadSetting, parse_config_ver)
 from .errors import UserError
-from .triton.client import parse_endpoints
 from .fields import (FIELDS, NVIDIA_NAMES_WITHOUT_COUNTERPART, SAFE_NAME_MAX_CHARS, SAFE_NAME_TEXT, alias_table,
                      is_safe_name)
+from .harness.registry import declared_flags, harness_types
 from .records.record import typed_flags
 
 # Benchmark spellings users type -> toolkit benchmark name.
 BENCHMARK_ALIASES = {"resnet": "resnet50", "resnet50": "resnet50", "bert": "bert", "bert-99": "bert",
                      "3d-unet": "3d-unet", "3dunet": "3d-unet", "yolo": "yolo"}
 REPORT_ACTION = "report"
-SERVE_LLM_ACTION = "serve_llm"      # the only action that takes --engine and --port
 # Commands that run several LoadGen tests: they print their plan first, and take --dry_run and --resume.
 MULTI_TEST_ACTIONS = ("run_harness", "run", AUDIT_ACTION)
 RESUMABLE_RETRIES = ("run_harness", "run")    # --retries: run_audit_harness has its field audit_retries
@@ -71,12 +72,11 @@ class RunArgs:
     dry_run: bool = False              # multi-test commands: print the plan and stop
     resume: bool = False               # multi-test commands: continue in the LOG_DIR of an interrupted one
     retries: int = DEFAULT_RETRIES     # with --resume: runs again of a test that is not VALID
-    # --harness_type=openai or triton: running servers, one or more per node (openai: http://host:port; triton:
-    # host:port, gRPC); () = a local one started for each test
+    # --endpoints: the running servers a harness sends the inference to, one or more per node, as the plug-in of
+    # the harness type parsed them; () = a local one started for each test. The plan and --resume compare them.
     endpoints: tuple[str, ...] = ()
-    triton_port: int | None = None     # make serve_triton's gRPC port
-    engine: str | None = None          # make serve_llm: the serving engine (vllm, sglang, trtllm)
-    port: int | None = None            # make serve_llm: the HTTP port to serve on
+    # The other flags the harness plug-ins declare (HarnessFlag), by name, as their plug-ins parsed them.
+    harness_flags: Mapping[str, Any] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
     # Config fields the toolkit filled in for one benchmark only (make run's embedded default: each benchmark's own
     # model and data set), under the source `filled_in` names; `overrides` win over them.
     benchmark_fields: Mapping[str, Mapping[str, Any]] = dataclasses.field(
@@ -197,22 +197,11 @@ def build_parser(actions: Sequence[str], benchmarks: Sequence[str]) -> _Parser:
     run.add_argument("--scenarios", default=None,
                      help=f"comma list, case-insensitive (default: all): {Scenario.choices_text()}")
     run.add_argument("--config_ver", default=None,
-                     help="default, high_accuracy, maxq, high_accuracy_maxq, or a workload setting "
-                          "such as lwis_k_99_MaxP")
+                     help=f"default, high_accuracy, maxq, high_accuracy_maxq, or a workload setting "
+                          f"such as {WorkloadSetting().name}")
     run.add_argument("--accuracy_target", default=None, help=f"{AccuracyTarget.choices_text()} (or 99, 99.9)")
-    run.add_argument("--harness_type", default=None, help=HarnessType.choices_text())
+    run.add_argument("--harness_type", default=None, help=", ".join(harness_types()))
     run.add_argument("--power_setting", default=None, help=PowerSetting.choices_text())
-    run.add_argument("--endpoints", "--triton_endpoints", dest="endpoints", default=None,
-                     help="--harness_type=openai: comma list of http://host:port of running OpenAI-compatible LLM "
-                          "servers (make serve_llm starts one); --harness_type=triton: host:port (gRPC) of running "
-                          "Triton servers (make serve_triton); one or more per node. Default: a local server started "
-                          "for each test. --triton_endpoints is the same setting"),
-    run.add_argument("--triton_port", default=None,
-                     help="make serve_triton: the gRPC port to serve on (default 8001)")
-    run.add_argument("--engine", default=None,
-                     help="make serve_llm: the LLM serving engine, vllm (started here, its CPU build), sglang or "
-                          "trtllm (their command lines for GPU nodes are printed); default vllm")
-    run.add_argument("--port", default=None, help="make serve_llm: the HTTP port to serve on (default 8000)")
     run.add_argument("--test_mode", default=None, help=f"{TestMode.choices_text()} (default PerformanceOnly)")
     run.add_argument("--test_run", "--fast", dest="test_run", nargs="?", const="true", default=None,
                      help="short run for a quick look; never valid for submission")
@@ -251,11 +240,24 @@ def build_parser(actions: Sequence[str], benchmarks: Sequence[str]) -> _Parser:
     custom = parser.add_argument_group("add_custom_system")
     custom.add_argument("--system_id", default=None, help="id of the system to add")
     custom.add_argument("--yes", nargs="?", const="true", default=None, help="do not ask; accept the defaults")
+    harness = parser.add_argument_group("harness flags (each applies to the harness types named)")
+    for name, owners in declared_flags().items():
+        aliases = dict.fromkeys(f"--{a}" for _, flag in owners for a in flag.aliases)
+        harness.add_argument(f"--{name}", *aliases, dest=f"{HARNESS_FLAG}{name}", default=None,
+                             metavar=name.upper(),
+                             help="; ".join(f"{_applies(plugin, flag)}: {flag.help}" for plugin, flag in owners))
     fields = parser.add_argument_group("config fields (override the config classes)")
     for name, spec in FIELDS.items():
         fields.add_argument(f"--{name}", *(f"--{a}" for a in spec.aliases), dest=f"field:{name}", default=None,
                             metavar=spec.type.__name__.upper(), help=_field_help(spec))
     return parser
+
+
+def _applies(plugin, flag) -> str:
+    """Where a harness flag applies, in words: its actions, else its plug-in's harness type."""
+    if flag.actions:
+        return ", ".join(f"make {action}" for action in flag.actions)
+    return f"--harness_type={plugin.harness_type}"
 
 
 def _field_help(spec) -> str:
@@ -313,7 +315,7 @@ def parse_scenarios(text: str | None) -> tuple[Scenario, ...]:
 def _workload(ns: argparse.Namespace) -> WorkloadSetting:
     base = parse_config_ver(ns.config_ver) if ns.config_ver else WorkloadSetting()
     return WorkloadSetting(
-        harness_type=HarnessType.parse(ns.harness_type, "harness_type") if ns.harness_type else base.harness_type,
+        harness_type=_harness_type(ns.harness_type) if ns.harness_type else _harness_type(base.harness_type.value),
         accuracy_target=(AccuracyTarget.parse(ns.accuracy_target, "accuracy_target")
                          if ns.accuracy_target else base.accuracy_target),
         power_setting=PowerSetting.parse(ns.power_setting, "power_setting") if ns.power_setting else base.power_setting,
@@ -332,6 +334,8 @@ def _same_value(dest: str, flag: str, value: str, on_off: frozenset[str]) -> Any
     truth (`--test_run` is `--test_run=true`), any other flag's text as it is."""
     if dest.startswith("field:"):
         return FIELDS[dest.split(":", 1)[1]].parse(value)
+    if dest.startswith(HARNESS_FLAG):
+        return value
     if dest in on_off:
         return _flag_bool(value, flag.lstrip("-"))
     return value
@@ -350,7 +354,7 @@ def refuse_conflicting_values(given: Mapping[str, Sequence[tuple[str, str]]], on
                       if _same_value(dest, flag, value, on_off) != counts), None)
         if other is None:
             continue
-        name = dest.split(":", 1)[1] if dest.startswith("field:") else dest
+        name = dest.split(":", 1)[1] if dest.startswith(("field:", HARNESS_FLAG)) else dest
         if first_flag in from_make:
             raise UserError(f"{MAKE_VARIABLE_FLAGS[first_flag]}={first} and {_typed(*other)} in RUN_ARGS both set "
                             f"{name}: give it once, with the value you mean.")
@@ -385,14 +389,16 @@ def parse_run_args(argv: Sequence[str], actions: Sequence[str], benchmarks: Sequ
         raise UserError(f"Unknown action '{ns.action}'.{did_you_mean} Valid actions: {', '.join(actions)}.")
     overrides = {key.split(":", 1)[1]: FIELDS[key.split(":", 1)[1]].parse(value)
                  for key, value in vars(ns).items() if key.startswith("field:") and value is not None}
-    explicit = frozenset(k for k, v in vars(ns).items()
+    explicit = frozenset(k.removeprefix(HARNESS_FLAG) for k, v in vars(ns).items()
                          if v is not None and not k.startswith("field:") and k != GIVEN)
+    workload = _workload(ns)
+    harness_flags = _harness_flags(ns, ns.action, workload.harness_type.value)
     empty_to_none = lambda v: v or None  # noqa: E731  (make passes empty variables as "--x=")
     args = RunArgs(
         action=ns.action,
         benchmarks=parse_benchmarks(ns.benchmarks, benchmarks, rules_benchmarks),
         scenarios=parse_scenarios(ns.scenarios),
-        workload=_workload(ns),
+        workload=workload,
         test_mode=TestMode.parse(ns.test_mode, "test_mode") if ns.test_mode else TestMode.PerformanceOnly,
         test_run=_flag_bool(ns.test_run, "test_run"),
         system_name=empty_to_none(ns.system_name),
@@ -413,10 +419,8 @@ def parse_run_args(argv: Sequence[str], actions: Sequence[str], benchmarks: Sequ
         dry_run=_flag_bool(ns.dry_run, "dry_run"),
         resume=_flag_bool(ns.resume, "resume"),
         retries=parse_retries(ns.retries),
-        endpoints=_endpoints(ns.endpoints, _workload(ns).harness_type),
-        triton_port=_port(ns.triton_port),
-        engine=_engine(ns.engine),
-        port=_port(ns.port, "port"),
+        endpoints=harness_flags.pop(ENDPOINTS, ()),
+        harness_flags=MappingProxyType(harness_flags),
     )
     check_run_args(args)
     if unknown:
@@ -424,35 +428,40 @@ def parse_run_args(argv: Sequence[str], actions: Sequence[str], benchmarks: Sequ
     return args
 
 
-def _endpoints(text: str | None, harness: HarnessType) -> tuple[str, ...]:
-    """--endpoints as the harness reads it: Triton's host:port, or the base URLs of OpenAI-compatible servers."""
-    if not text:
-        return ()
-    if harness is HarnessType.triton:
-        return parse_endpoints(text)
-    if harness is HarnessType.openai:
-        from .serving.endpoints import parse_endpoints as parse_urls
-
-        return tuple(endpoint.url for endpoint in parse_urls(_comma_list(text)))
-    raise UserError("--endpoints sends the inference to running servers, which is what the openai harness (LLM "
-                    "serving engines: --harness_type=openai) and the Triton harness (--harness_type=triton) do; add "
-                    "one of them.")
+HARNESS_FLAG = "harness:"     # the namespace prefix of the flags harness plug-ins declare
+ENDPOINTS = "endpoints"         # the harness flag RunArgs keeps as `endpoints`
 
 
-def _port(text: str | None, flag: str = "triton_port") -> int | None:
-    if not text:
-        return None
-    if not text.isdigit() or not 0 < int(text) < 65536:
-        raise UserError(f"--{flag}={text} is not a TCP port (1 to 65535).")
-    return int(text)
+def _harness_type(text: str) -> HarnessType:
+    """--harness_type as typed: a type that a registered harness plug-in serves."""
+    harness = HarnessType.parse(text, "harness_type") if text.strip() else None
+    if harness is None or harness.value not in harness_types():
+        raise UserError(f"Unknown harness_type '{text}'. Valid choices: {', '.join(harness_types())}.")
+    return harness
 
 
-def _engine(text: str | None) -> str | None:
-    if not text:
-        return None
-    from .serving.engines import check_engine
-
-    return check_engine(text)
+def _harness_flags(ns: argparse.Namespace, action: str | None, harness_type: str) -> dict[str, Any]:
+    """The harness flags given (an empty one, as make passes unset variables, is not given), each parsed by the
+    plug-in it applies to: one that declares it for `action`, else the plug-in of `harness_type`. UserError where it
+    applies to neither, naming what it applies to."""
+    parsed: dict[str, Any] = {}
+    for name, owners in declared_flags().items():
+        text = getattr(ns, f"{HARNESS_FLAG}{name}", None)
+        if not text:
+            continue
+        owner = next((plugin for plugin, flag in owners if action in flag.actions), None) or \
+            next((plugin for plugin, flag in owners if not flag.actions and plugin.harness_type == harness_type), None)
+        if owner is not None:
+            parsed[name] = owner.parse_flag(name, text)
+            continue
+        actions = [action for _, flag in owners for action in flag.actions]
+        if actions:
+            raise UserError(f"--{name} applies only to make {', '.join(dict.fromkeys(actions))}, not to {action}; "
+                            f"drop it from RUN_ARGS.")
+        types = list(dict.fromkeys(plugin.harness_type for plugin, _ in owners))
+        raise UserError(f"--{name} is a flag of {' and of '.join(f'the {t} harness' for t in types)}: add "
+                        f"{' or '.join(f'--harness_type={t}' for t in types)}, or drop --{name}.")
+    return parsed
 
 
 # -- checks of values that only make sense together, or that name files and folders -------------------------
@@ -470,10 +479,6 @@ def check_run_args(args: RunArgs) -> None:
         check_writable_folder(args.scratch_path, "MLPERF_SCRATCH_PATH", "--scratch_path")
     if args.passphrase_file is not None:
         read_passphrase_file(args.passphrase_file)
-    for flag in ("engine", "port"):
-        if getattr(args, flag) is not None and args.action != SERVE_LLM_ACTION:
-            raise UserError(f"--{flag} applies only to make {SERVE_LLM_ACTION}, not to {args.action}; drop it from "
-                            f"RUN_ARGS.")
 
 
 def check_submitter(name: str) -> str:

@@ -7,6 +7,11 @@ A config class under `configs/<benchmark>/<Scenario>/` states only what differs 
         batch_size = 2048
         offline_expected_qps = 90000
 
+A class is registered for a system, an accuracy target and a power setting (NVIDIA's workload setting without its
+harness type), and applies to every harness type; a system that tunes for one harness registers a class for it
+too (`@register(GENERIC_CPU, harness="openai")`), which overrides the other for that harness. So a new harness runs
+on the configs there are, and the resolved config still names the whole workload setting (lwis_k_99_MaxP).
+
 Registration only tags the class; a `ConfigRegistry` collects tagged classes when it loads a
 configs module, so nothing global is mutated at import time and tests can build their own registry.
 """
@@ -22,7 +27,7 @@ from pathlib import Path
 from types import MappingProxyType, ModuleType
 from typing import Any, Iterable, Mapping
 
-from .constants import Scenario, TestMode, WorkloadSetting
+from .constants import AccuracyTarget, HarnessType, PowerSetting, Scenario, TestMode, WorkloadSetting
 from .errors import UserError
 from .paths import config_package
 from .fields import FIELDS, NVIDIA_NAMES_WITHOUT_COUNTERPART, Field
@@ -113,12 +118,62 @@ class ConfigKey:
         return f"({self.benchmark}, {self.scenario.value}, {self.system_id}, {self.workload.name})"
 
 
-def register(system_id: str, workload: WorkloadSetting | None = None):
-    """Class decorator: this class is the config of `system_id` for `workload` (default: lwis_k_99_MaxP)."""
+EVERY_HARNESS = ""      # Registration.harness of a class that applies to every harness type
+
+
+@dataclass(frozen=True, order=True)
+class Registration:
+    """What a config class is registered for, beside its system: an accuracy target and a power setting, for every
+    harness type (`harness` EVERY_HARNESS) or for one that the system tunes for."""
+
+    accuracy_target: AccuracyTarget = AccuracyTarget.k_99
+    power_setting: PowerSetting = PowerSetting.MaxP
+    harness: str = EVERY_HARNESS
+
+    @classmethod
+    def of(cls, workload: WorkloadSetting) -> "Registration":
+        """The registration for exactly `workload`, its harness type included."""
+        return cls(workload.accuracy_target, workload.power_setting, workload.harness_type.value)
+
+    def serves(self, workload: WorkloadSetting, own_harness: bool) -> bool:
+        """Whether a class so registered is a config of `workload`: one of its harness (`own_harness`), or one of
+        every harness."""
+        return (self.accuracy_target, self.power_setting) == (workload.accuracy_target, workload.power_setting) \
+            and self.harness == (workload.harness_type.value if own_harness else EVERY_HARNESS)
+
+    @property
+    def name(self) -> str:
+        """As refusals list it: NVIDIA's workload setting name, or its last two parts for every harness."""
+        parts = f"{self.accuracy_target.value}_{self.power_setting.value}"
+        return f"{self.harness}_{parts}" if self.harness else f"{parts} (every harness)"
+
+    def register_arguments(self) -> str:
+        """The arguments of `@register(system_id...)` after the system id that register this (config writers)."""
+        given = [f"harness={self.harness!r}" if self.harness else "",
+                 f"accuracy_target={self.accuracy_target.value!r}" if self.accuracy_target != AccuracyTarget.k_99
+                 else "",
+                 f"power_setting={self.power_setting.value!r}" if self.power_setting != PowerSetting.MaxP else ""]
+        return "".join(f", {argument}" for argument in given if argument)
+
+
+def register(system_id: str, workload: WorkloadSetting | None = None, *, harness: str | None = None,
+             accuracy_target: AccuracyTarget | str = AccuracyTarget.k_99,
+             power_setting: PowerSetting | str = PowerSetting.MaxP):
+    """Class decorator: this class is the config of `system_id` at `accuracy_target` and `power_setting` (default
+    k_99, MaxP: NVIDIA's `default`), for every harness type, or for `harness` alone where the system tunes for it.
+    A `workload` (WorkloadSetting, NVIDIA's form) registers the class for that workload setting, its harness type
+    alone."""
+
+    if workload is not None:
+        registration = Registration.of(workload)
+    else:
+        registration = Registration(AccuracyTarget.parse(accuracy_target, "accuracy_target"),
+                                    PowerSetting.parse(power_setting, "power_setting"),
+                                    HarnessType.parse(harness).value if harness else EVERY_HARNESS)
 
     def decorate(cls: type) -> type:
         own = cls.__dict__.get(_REGISTRATIONS, ())
-        setattr(cls, _REGISTRATIONS, (*own, (system_id, workload or WorkloadSetting())))
+        setattr(cls, _REGISTRATIONS, (*own, (system_id, registration)))
         return cls
 
     return decorate
@@ -258,11 +313,32 @@ def _config_spec(module: str):
         return None
 
 
+@dataclass(frozen=True, order=True)
+class RegistryKey:
+    """Where a config class is kept: its benchmark, scenario, system and registration."""
+
+    benchmark: str
+    scenario: Scenario
+    system_id: str
+    registration: Registration
+
+    def __str__(self) -> str:
+        return f"({self.benchmark}, {self.scenario.value}, {self.system_id}, {self.registration.name})"
+
+
+@dataclass(frozen=True)
+class Found:
+    """The config class of a workload: the key it is registered under, and the class."""
+
+    key: RegistryKey
+    config_class: type
+
+
 @dataclass
 class ConfigRegistry:
-    """Config classes keyed by (benchmark, scenario, system id, workload setting)."""
+    """Config classes keyed by (benchmark, scenario, system id, registration)."""
 
-    entries: dict[ConfigKey, type] = field(default_factory=dict)
+    entries: dict[RegistryKey, type] = field(default_factory=dict)
 
     # -- loading ---------------------------------------------------------------------------------
     @classmethod
@@ -282,12 +358,15 @@ class ConfigRegistry:
     def add_module(self, module: ModuleType) -> None:
         for value in vars(module).values():
             if inspect.isclass(value) and value.__module__ == module.__name__ and _REGISTRATIONS in vars(value):
-                for system_id, workload in vars(value)[_REGISTRATIONS]:
-                    self.add(value, system_id, workload)
+                for system_id, registration in vars(value)[_REGISTRATIONS]:
+                    self.add(value, system_id, registration)
 
-    def add(self, config_class: type, system_id: str, workload: WorkloadSetting) -> None:
+    def add(self, config_class: type, system_id: str, registration: Registration | WorkloadSetting) -> None:
+        """Keep `config_class` as the config of `system_id` for `registration` (a WorkloadSetting: for exactly it)."""
         validate_class(config_class)
-        key = ConfigKey(config_class.benchmark, config_class.scenario, system_id, workload)
+        if isinstance(registration, WorkloadSetting):
+            registration = Registration.of(registration)
+        key = RegistryKey(config_class.benchmark, config_class.scenario, system_id, registration)
         if key in self.entries and self.entries[key] is not config_class:
             raise UserError(f"Duplicate config for {key}: {_where(self.entries[key])} and {_where(config_class)}. "
                             f"Remove one of them or register it under another workload setting.")
@@ -297,28 +376,45 @@ class ConfigRegistry:
     def systems_for(self, benchmark: str, scenario: Scenario) -> list[str]:
         return sorted({k.system_id for k in self.entries if (k.benchmark, k.scenario) == (benchmark, scenario)})
 
-    def workloads_for(self, benchmark: str, scenario: Scenario, system_id: str) -> list[WorkloadSetting]:
-        return sorted(k.workload for k in self.entries
+    def registrations_for(self, benchmark: str, scenario: Scenario, system_id: str) -> list[Registration]:
+        return sorted(k.registration for k in self.entries
                       if (k.benchmark, k.scenario, k.system_id) == (benchmark, scenario, system_id))
 
-    def lookup(self, benchmark: str, scenario: Scenario, candidates: Iterable[str],
-               workload: WorkloadSetting) -> tuple[ConfigKey, type]:
-        """First candidate system with a config for this workload. Candidates: exact id, then nearest."""
+    def own(self, benchmark: str, scenario: Scenario, system_id: str, workload: WorkloadSetting) -> Found | None:
+        """The config class of `workload` registered for `system_id` itself: the one for its harness type, else the
+        one for every harness; None when the system has neither."""
+        for own_harness in (True, False):
+            for key, config_class in self.entries.items():
+                if (key.benchmark, key.scenario, key.system_id) == (benchmark, scenario, system_id) \
+                        and key.registration.serves(workload, own_harness):
+                    return Found(key, config_class)
+        return None
+
+    def find(self, benchmark: str, scenario: Scenario, candidates: Iterable[str],
+             workload: WorkloadSetting) -> Found:
+        """The config of `workload` on the first candidate system that has one (exact id, then the nearest): the
+        class the system registers for the workload's harness type, else its class for every harness."""
         candidates = list(candidates)
         for system_id in candidates:
-            key = ConfigKey(benchmark, scenario, system_id, workload)
-            if key in self.entries:
-                return key, self.entries[key]
+            found = self.own(benchmark, scenario, system_id, workload)
+            if found is not None:
+                return found
         for system_id in candidates:
-            others = self.workloads_for(benchmark, scenario, system_id)
+            others = self.registrations_for(benchmark, scenario, system_id)
             if others:
                 raise UserError(
                     f"{benchmark} {scenario.value} has no '{workload.name}' config for system {system_id}. "
-                    f"Registered workload settings: {', '.join(w.name for w in others)}.")
+                    f"Registered workload settings: {', '.join(r.name for r in others)}.")
         raise UserError(
             f"No config for {benchmark} {scenario.value} on any of: {', '.join(candidates)}. "
             f"Systems with one: {', '.join(self.systems_for(benchmark, scenario)) or 'none'}. "
             f"Run `make add_custom_system` to add this machine.")
+
+    def lookup(self, benchmark: str, scenario: Scenario, candidates: Iterable[str],
+               workload: WorkloadSetting) -> tuple[ConfigKey, type]:
+        """(the key of the resolved config: the system found and `workload`, the class) of `find`."""
+        found = self.find(benchmark, scenario, candidates, workload)
+        return ConfigKey(benchmark, scenario, found.key.system_id, workload), found.config_class
 
     def resolve(self, benchmark: str, scenario: Scenario, candidates: Iterable[str], workload: WorkloadSetting,
                 overrides: Mapping[str, Any] | None = None, cpu_cores: int = 1,

@@ -108,15 +108,33 @@ class PowerSetting(_Choice):
     MaxQ = "MaxQ"
 
 
-class HarnessType(_Choice):
-    """How the system under test is driven. `lwis` is the generic batching harness of this toolkit; `triton` sends the
-    inference to Triton Inference Servers (a local one, or one per node) over gRPC; `openai` streams an LLM's
-    completions from OpenAI-compatible serving engines (vLLM, SGLang, TensorRT-LLM: a local one, or several)."""
+class HarnessType(str):
+    """The name of a harness type (--harness_type): how the system under test is driven. `lwis`, the toolkit's
+    in-process batching harness, is the default; every other is the type of a harness plug-in (the toolkit's Triton
+    and openai harnesses, or one of the user's), so the names are open here: arguments.py checks a typed one against
+    the harness registry. A name is lower-case letters, digits and '-' ('_' separates the parts of a workload
+    setting's name: lwis_k_99_MaxP)."""
 
-    lwis = "lwis"
-    custom = "custom"
-    triton = "triton"
-    openai = "openai"
+    __slots__ = ()
+
+    def __new__(cls, name: str) -> "HarnessType":
+        if not name or not all(ch.isascii() and (ch.isalnum() or ch == "-") for ch in name) or name != name.lower():
+            raise UserError(f"'{name}' is not a harness type: a name is lower-case letters, digits and '-' (e.g. "
+                            f"{LWIS}).")
+        return super().__new__(cls, name)
+
+    @classmethod
+    def parse(cls, text: str, what: str | None = None) -> "HarnessType":
+        """A harness type as typed (any case); whether a harness serves it is the harness registry's to say."""
+        return cls(text.strip().lower())
+
+    @property
+    def value(self) -> str:
+        """The name, as the other parts of a workload setting give theirs."""
+        return str(self)
+
+
+LWIS = "lwis"     # the default harness type
 
 
 class SystemType(_Choice):
@@ -147,7 +165,7 @@ class SystemType(_Choice):
 class WorkloadSetting:
     """Harness type x accuracy target x power setting: the last part of a registry key."""
 
-    harness_type: HarnessType = HarnessType.lwis
+    harness_type: HarnessType = HarnessType(LWIS)
     accuracy_target: AccuracyTarget = AccuracyTarget.k_99
     power_setting: PowerSetting = PowerSetting.MaxP
 
@@ -164,19 +182,14 @@ class WorkloadSetting:
             return cls(HarnessType.parse(harness), AccuracyTarget.parse(target), PowerSetting.parse(power))
         except UserError:
             raise UserError(
-                f"Unknown workload setting '{name}'. Expected <harness>_<accuracy target>_<power setting>, "
-                f"for example lwis_k_99_MaxP (harness: {HarnessType.choices_text()}; accuracy target: "
-                f"{AccuracyTarget.choices_text()}; power setting: {PowerSetting.choices_text()})."
+                f"Unknown workload setting '{name}'. Expected <harness type>_<accuracy target>_<power setting>, "
+                f"for example lwis_k_99_MaxP (accuracy target: {AccuracyTarget.choices_text()}; power setting: "
+                f"{PowerSetting.choices_text()})."
             ) from None
 
     def __str__(self) -> str:
         return self.name
 
-
-# The Triton harness's workload setting (a system's CPU configs register it beside lwis_k_99_MaxP).
-TRITON_WORKLOAD = WorkloadSetting(HarnessType.triton)
-# The openai harness's (LLMs on serving engines): the LLM benchmarks' configs register it.
-OPENAI_WORKLOAD = WorkloadSetting(HarnessType.openai)
 
 # `--config_ver` short names, as in NVIDIA's code, mapped onto workload settings.
 CONFIG_VERSIONS: dict[str, WorkloadSetting] = {

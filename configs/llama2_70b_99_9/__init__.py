@@ -3,11 +3,10 @@ samples. The model runs on serving engines only (--harness_type=openai); the spe
 70-billion-parameter model and `make run` runs the substitute with its own (code/llama2_70b/benchmark.py,
 `embedded_default`)."""
 from code.common.config_registry import BenchmarkConfig
-from code.common.constants import AccuracyTarget, HarnessType, WorkloadSetting
+from code.common.constants import AccuracyTarget
 
 # The benchmark has only a 99.9 % accuracy target: its configs register NVIDIA's high_accuracy workloads.
-HIGH_ACCURACY = WorkloadSetting(accuracy_target=AccuracyTarget.k_99_9)
-HIGH_ACCURACY_OPENAI = WorkloadSetting(HarnessType.openai, AccuracyTarget.k_99_9)
+ONLY_TARGET = AccuracyTarget.k_99_9
 
 
 class Llama2Base(BenchmarkConfig):

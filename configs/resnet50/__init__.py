@@ -10,7 +10,9 @@ class ResNet50Base(BenchmarkConfig):
 
 
 class ResNet50GPUBase(ResNet50Base):
-    """TensorRT on NVIDIA GPUs: INT8 engines, as in NVIDIA's submissions."""
+    """TensorRT on NVIDIA GPUs: INT8 engines, as in NVIDIA's submissions. The systems' figures are NVIDIA's for its
+    in-process harness, so their classes register for lwis alone (`harness=LWIS`); another harness on these GPUs
+    takes the generic configs until a class registered for it gives its own."""
 
     backend = "tensorrt"
     precision = "int8"

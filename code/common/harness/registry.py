@@ -5,6 +5,9 @@ A harness plug-in declares, in one class of its own module:
 - `name` (its registry key), the `harness_type` it serves, its `implementation` among that type's (the value of
   `harness_impl` that names it), and whether it serves benchmarks that generate tokens (`generates_tokens`);
 - its config `fields` (added to the field catalogue: fields.py gathers them through this registry);
+- its command-line `flags` beyond them (HarnessFlag: `--endpoints` of the harnesses that send inference to running
+  servers), which it checks and parses itself (`parse_flag`); arguments.py adds them to the parser and names no
+  harness;
 - whether it needs a local engine file (`needs_engine`);
 - `why_not`: why it cannot run a test here (None when it can), which decides the implementation of a test;
 - `preflight`: before any test starts, why the environment cannot run it and what fixes it;
@@ -16,9 +19,10 @@ construct/destroy) and writes only how issued samples reach its engine; its endp
 
 The run planner, the child process, `make build` and `make bench` ask this registry and never name a harness;
 which plug-in runs a given test is decided in selection.py.
-Adding a harness is adding its module and registering it: `HARNESSES.register(name, "module:Class")` from the
-plug-in's own module, or one line in the table of the toolkit's own, code/common/harness/plugins/__init__.py
-(documentation/harness.md, "Adding a harness").
+Adding a harness is adding its module and registering it (a new harness type needs no config of its own: a config
+class registered without a harness applies to every harness, config_registry.py):
+`HARNESSES.register(name, "module:Class")` from the plug-in's own module, or one line in the table of the toolkit's
+own, code/common/harness/plugins/__init__.py (documentation/harness.md, "Adding a harness").
 """
 from __future__ import annotations
 
@@ -54,6 +58,19 @@ class Selection:
 
 
 @dataclass(frozen=True)
+class HarnessFlag:
+    """A command-line flag a harness plug-in owns, beside its config fields. It applies where the harness type asked
+    for (--harness_type) is the plug-in's; one with `actions` applies to those actions alone, whatever the harness
+    type (make serve_llm's --engine). Several plug-ins may declare one flag (--endpoints): the plug-in of the harness
+    type asked for parses it."""
+
+    name: str                         # --<name>
+    help: str
+    aliases: tuple[str, ...] = ()     # other spellings (--triton_endpoints)
+    actions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class HarnessRun:
     """What a harness's factory gets, in the test's own process."""
 
@@ -78,12 +95,18 @@ class HarnessPlugin:
     generates_tokens: bool = False
     needs_engine: bool = True
     fields: tuple["Field", ...] = ()
+    flags: tuple[HarnessFlag, ...] = ()
     description: str = ""
 
     def why_not(self, selection: Selection) -> str | None:
         """Why this implementation cannot run the test (None: it can). Asked only of the implementations of the
         test's harness type and kind; an implementation asked for by name is asked too, whatever it serves."""
         return None
+
+    def parse_flag(self, name: str, text: str) -> Any:
+        """The value of this harness's flag `name` as typed (`text`, never empty); UserError (exit status 2) saying
+        what is wrong with it."""
+        return text
 
     def preflight(self, fields, args, paths: "Paths") -> None:
         """Before any test starts: UserError saying why this environment cannot run the test and what fixes it
@@ -156,6 +179,29 @@ def declared_fields() -> tuple[int, list["Field"]]:
         fields = {id(f): f for plugin in HARNESSES.loaded() for f in plugin.fields}
         _declared = (HARNESSES.version, list(fields.values()))
     return _declared
+
+
+def parse_port(text: str, flag: str) -> int:
+    """A TCP port flag's value (`--<flag>=<text>`); UserError when it is none."""
+    if not text.isdigit() or not 0 < int(text) < 65536:
+        from ..errors import UserError
+
+        raise UserError(f"--{flag}={text} is not a TCP port (1 to 65535).")
+    return int(text)
+
+
+def declared_flags() -> dict[str, list[tuple[HarnessPlugin, HarnessFlag]]]:
+    """Flag name -> the plug-ins that declare it, with their declarations, in registration order."""
+    flags: dict[str, list[tuple[HarnessPlugin, HarnessFlag]]] = {}
+    for plugin in HARNESSES.loaded():
+        for flag in plugin.flags:
+            flags.setdefault(flag.name, []).append((plugin, flag))
+    return flags
+
+
+def harness_types() -> tuple[str, ...]:
+    """The harness types the registered plug-ins serve, in registration order."""
+    return tuple(dict.fromkeys(p.harness_type for p in HARNESSES.loaded()))
 
 
 def of_type(harness_type: str, generates_tokens: bool | None = None) -> list[HarnessPlugin]:

@@ -1,5 +1,5 @@
 from code.common.config_registry import PerCore, register
-from code.common.constants import PowerSetting, Scenario, TRITON_WORKLOAD, WorkloadSetting
+from code.common.constants import LWIS, PowerSetting, Scenario
 from code.common.systems.known import GENERIC_CPU
 from configs.resnet50 import ResNet50Base, ResNet50GPUBase
 
@@ -18,37 +18,36 @@ class OfflineGPUBase(ResNet50GPUBase):
 
 
 @register(GENERIC_CPU)
-@register(GENERIC_CPU, TRITON_WORKLOAD)
 class GenericCPU(OfflineCPUBase):
     pass
 
 
-@register("H100_SXM_80GBx1")
+@register("H100_SXM_80GBx1", harness=LWIS)
 class H100_SXM_80GBx1(OfflineGPUBase):
     pass
 
 
-@register("H100_SXM_80GBx1", WorkloadSetting(power_setting=PowerSetting.MaxQ))
+@register("H100_SXM_80GBx1", harness=LWIS, power_setting=PowerSetting.MaxQ)
 class H100_SXM_80GBx1_MaxQ(H100_SXM_80GBx1):
     offline_expected_qps = 72000.0
 
 
-@register("H100_SXM_80GBx8")
+@register("H100_SXM_80GBx8", harness=LWIS)
 class H100_SXM_80GBx8(OfflineGPUBase):
     offline_expected_qps = 720000.0
 
 
-@register("H200_SXM_141GBx1")
+@register("H200_SXM_141GBx1", harness=LWIS)
 class H200_SXM_141GBx1(OfflineGPUBase):
     offline_expected_qps = 96000.0
 
 
-@register("H200_SXM_141GBx8")
+@register("H200_SXM_141GBx8", harness=LWIS)
 class H200_SXM_141GBx8(OfflineGPUBase):
     offline_expected_qps = 770000.0
 
 
-@register("L4x1")
+@register("L4x1", harness=LWIS)
 class L4x1(OfflineGPUBase):
     batch_size = 32
     instances = 1

@@ -1,5 +1,5 @@
 from code.common.config_registry import PerCore, register
-from code.common.constants import Scenario, TRITON_WORKLOAD
+from code.common.constants import LWIS, Scenario
 from code.common.systems.known import GENERIC_CPU
 from configs.resnet50 import ResNet50Base, ResNet50GPUBase
 
@@ -25,32 +25,31 @@ class ServerGPUBase(ResNet50GPUBase):
 
 
 @register(GENERIC_CPU)
-@register(GENERIC_CPU, TRITON_WORKLOAD)
 class GenericCPU(ServerCPUBase):
     pass
 
 
-@register("H100_SXM_80GBx1")
+@register("H100_SXM_80GBx1", harness=LWIS)
 class H100_SXM_80GBx1(ServerGPUBase):
     pass
 
 
-@register("H100_SXM_80GBx8")
+@register("H100_SXM_80GBx8", harness=LWIS)
 class H100_SXM_80GBx8(ServerGPUBase):
     server_target_qps = 610000.0
 
 
-@register("H200_SXM_141GBx1")
+@register("H200_SXM_141GBx1", harness=LWIS)
 class H200_SXM_141GBx1(ServerGPUBase):
     server_target_qps = 81000.0
 
 
-@register("H200_SXM_141GBx8")
+@register("H200_SXM_141GBx8", harness=LWIS)
 class H200_SXM_141GBx8(ServerGPUBase):
     server_target_qps = 640000.0
 
 
-@register("L4x1")
+@register("L4x1", harness=LWIS)
 class L4x1(ServerGPUBase):
     batch_size = 16
     instances = 2

@@ -1,5 +1,5 @@
 from code.common.config_registry import PerCore, register
-from code.common.constants import Scenario, TRITON_WORKLOAD
+from code.common.constants import Scenario
 from code.common.systems.known import GENERIC_CPU
 from configs.yolo import YoloBase
 
@@ -16,6 +16,5 @@ class OfflineCPUBase(YoloBase):
 
 
 @register(GENERIC_CPU)
-@register(GENERIC_CPU, TRITON_WORKLOAD)
 class GenericCPU(OfflineCPUBase):
     pass

@@ -1,5 +1,5 @@
 from code.common.config_registry import register
-from code.common.constants import Scenario, TRITON_WORKLOAD
+from code.common.constants import Scenario
 from code.common.systems.known import GENERIC_CPU
 from configs.yolo import YoloBase
 
@@ -10,6 +10,5 @@ class SingleStreamCPUBase(YoloBase):
 
 
 @register(GENERIC_CPU)
-@register(GENERIC_CPU, TRITON_WORKLOAD)
 class GenericCPU(SingleStreamCPUBase):
     pass

@@ -10,9 +10,10 @@ the test. No engine file: the servers load the model.
 from __future__ import annotations
 
 from ...fields import Field
-from ..registry import HarnessPlugin, HarnessRun
+from ..registry import HarnessFlag, HarnessPlugin, HarnessRun, parse_port
 
 OPENAI = "openai"
+SERVE_LLM = "serve_llm"     # the action that starts a serving engine for this harness
 
 
 class OpenAIHarness(HarnessPlugin):
@@ -44,6 +45,26 @@ class OpenAIHarness(HarnessPlugin):
               "(vLLM's return_token_ids), text (the streamed text tokenized with the benchmark's tokenizer), or "
               "auto (the server's where it returns them).", generative=True, choices=("auto", "server", "text")),
     )
+
+    flags = (
+        HarnessFlag("endpoints", "comma list of http://host:port of running OpenAI-compatible LLM servers (make "
+                    "serve_llm starts one), one or more per node. Default: a local server started for each test"),
+        HarnessFlag("engine", "the LLM serving engine, vllm (started here, its CPU build), sglang or trtllm (their "
+                    "command lines for GPU nodes are printed); default vllm", actions=(SERVE_LLM,)),
+        HarnessFlag("port", "the HTTP port to serve on (default 8000)", actions=(SERVE_LLM,)),
+    )
+
+    def parse_flag(self, name: str, text: str):
+        if name == "endpoints":
+            from ...serving.endpoints import parse_endpoints
+
+            items = [item.strip() for item in text.split(",") if item.strip()]
+            return tuple(endpoint.url for endpoint in parse_endpoints(items))
+        if name == "engine":
+            from ...serving.engines import check_engine
+
+            return check_engine(text)
+        return parse_port(text, name)
 
     def why_not(self, selection) -> str | None:
         """Prompts that no serving API carries (serving/payloads.py) are refused before any test starts."""

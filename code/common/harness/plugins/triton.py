@@ -6,7 +6,7 @@ servers and the SUT (triton_sut.py); the local server runs from its own environm
 from __future__ import annotations
 
 from ...fields import Field
-from ..registry import HarnessPlugin, HarnessRun
+from ..registry import HarnessFlag, HarnessPlugin, HarnessRun, parse_port
 
 TRITON = "triton"
 
@@ -25,6 +25,20 @@ class TritonHarness(HarnessPlugin):
         Field("triton_request_timeout_s", float, 60.0, "Triton harness: longest wait for one request's answer; an "
               "endpoint that takes longer fails the run.", minimum=0.1, maximum=3600.0),
     )
+
+    flags = (
+        HarnessFlag("endpoints", "host:port (gRPC) of running Triton servers (make serve_triton starts one), one or "
+                    "more per node. Default: a local server started for each test. --triton_endpoints is the same "
+                    "setting", aliases=("triton_endpoints",)),
+        HarnessFlag("triton_port", "the gRPC port make serve_triton serves on (default 8001)"),
+    )
+
+    def parse_flag(self, name: str, text: str):
+        if name == "endpoints":
+            from ...triton.client import parse_endpoints
+
+            return parse_endpoints(text)
+        return parse_port(text, name)
 
     def preflight(self, fields, args, paths) -> None:
         from ..triton_system import check_servable
