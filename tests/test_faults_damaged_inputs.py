@@ -154,7 +154,7 @@ def test_damaged_prompts_are_named_and_made_again(tmp_path: Path, capsys: pytest
             "--model=smollm2-135m-instruct", "--dataset=cnndm_sample"]
     for action in ("download_model", "download_data", "preprocess_data"):
         assert main([f"--action={action}", *args], log=QUIET) == 0, action
-    prompts = paths.preprocessed_dir("llama3.1-8b", "smollm2-135m-instruct", "cnndm_sample") / "prompts.npz"
+    prompts = paths.preprocessed_dir("llama3.1-8b", "smollm2-135m-instruct", "cnndm_sample") / "prompts.all.npz"
     _flip_middle_byte(prompts)
     capsys.readouterr()
     assert main(["--action=run_harness", *args, "--test_run", "--total_sample_count=2", "--max_output_tokens=2",
@@ -169,14 +169,14 @@ def test_damaged_prompts_are_named_and_made_again(tmp_path: Path, capsys: pytest
     assert not any("up to date" in line for line in lines)
 
     prompts.write_bytes(b"PK\x03\x04 not a zip archive")   # unreadable, and its size changed too
-    with pytest.raises(UserError, match=r"prompts.npz is \d+ bytes"):
+    with pytest.raises(UserError, match=r"prompts.all.npz is \d+ bytes"):
         get_prompts(paths)
 
 
 def get_prompts(paths: Paths):
-    from code.llama3_1_8b.preprocessing import preprocessed
+    from code.common.benchmark_api import get_benchmark
 
-    return preprocessed("smollm2-135m-instruct", "cnndm_sample", paths, "llama3.1-8b")
+    return get_benchmark("llama3.1-8b").preprocessed("smollm2-135m-instruct", "cnndm_sample", paths)
 
 
 # -- the native core ----------------------------------------------------------------------------------------------

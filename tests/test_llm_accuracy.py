@@ -1,8 +1,8 @@
 """Benchmark llama3.1-8b: the CNN/DailyMail data sets and the ROUGE scorer of evaluation.py.
 
 The data tests read the 250 real CNN/DailyMail test articles of ../shared/data/cnndm_sample (skipping, naming the
-path, when it is absent). The scorer tests write LoadGen accuracy logs of int32 token ids and decode them with a
-word-list "tokenizer", so that no model is needed. The patterns and targets of the round's checker are recorded
+path, when it is absent). The scorer tests write LoadGen accuracy logs of int32 token ids and score them on the
+run path (Benchmark.score) with a word-list "tokenizer", so that no model is needed. The patterns and targets of the round's checker are recorded
 below as facts; with MLPERF_INFERENCE_DIR pointing at a checkout of the inference repository, they are also
 compared with its tools/submission/submission_checker/constants.py.
 """
@@ -16,17 +16,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from code.common.benchmark_api import get_benchmark
+from code.common.constants import AccuracyTarget
 from code.common.errors import UserError
 from code.common.paths import Paths
-from code.llama3_1_8b.accuracy import (LlmAccuracy, accuracy_result, accuracy_targets, postprocess, result_line,
-                                       score_accuracy_log, score_outputs, split_sentences)
-from code.llama3_1_8b.datasets import (DATASETS, PROMPT_TEMPLATE, Article, calibration_indices, dataset_file,
-                                       detokenize_ptb, download_data, download_hint, load_articles, prompt_text)
+from code.common.rules import get_round
+from code.llama3_1_8b.accuracy import accuracy_result, result_line
+from code.llama3_1_8b.datasets import PROMPT_TEMPLATE, detokenize_ptb, prompt_text
+from code.llm.rouge import postprocess, score_outputs, split_sentences
+from code.llm_tasks.datasets import download_hint
+from code.llm_tasks.items import TaskItem
 from tests.official_tools import NOT_AT_HAND, evaluation_function, inference_dir, nltk_with_punkt_tab
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 SAMPLE = SHARED / "data" / "cnndm_sample" / "cnndm_test_250.json"
+BENCHMARK = get_benchmark("llama3.1-8b")
+SUBSTITUTE, LLAMA = "smollm2-135m-instruct", "llama3.1-8b-instruct"
 
 # tools/submission/submission_checker/constants.py (inference repository, v6.1), ACC_PATTERN: the regexes the
 # checker applies to each line of accuracy.txt for llama3.1-8b and llama3.1-8b-edge; accuracy_check.py also
@@ -65,6 +71,17 @@ def _paths(root: Path, repo: Path = REPO) -> Paths:
 def _sample() -> list[dict]:
     _need(SAMPLE)
     return json.loads(SAMPLE.read_text(encoding="utf-8"))
+
+
+def dataset_file(dataset: str, paths: Paths) -> Path:
+    data = BENCHMARK.task_dataset(dataset)
+    return data.directory(paths) / data.files["all"]
+
+
+def download_data(dataset: str, paths: Paths, log) -> Path:
+    """make download_data of one data set: the file it put in place (or checked)."""
+    BENCHMARK.download_data(dataset, paths, log)
+    return dataset_file(dataset, paths)
 
 
 # -- data -----------------------------------------------------------------------------------------
@@ -160,29 +177,29 @@ def test_load_articles_reads_the_shared_sample_in_file_order(tmp_path: Path) -> 
     paths = _paths(tmp_path)
     lines: list[str] = []
     target = download_data("cnndm_sample", paths, lines.append)
-    assert target == dataset_file("cnndm_sample", paths) and target.is_symlink()
-    assert target.resolve() == SAMPLE.resolve()
-    articles = load_articles("cnndm_sample", paths)
-    assert len(articles) == 250 == DATASETS["cnndm_sample"].sample_count
-    assert len({a.id for a in articles}) == 250
-    assert [a.id for a in articles] == [r["id"] for r in rows]
-    assert articles[0].article == rows[0]["article"]
+    assert target.is_symlink() and target.resolve() == SAMPLE.resolve()
+    articles = BENCHMARK.items("cnndm_sample", paths)
+    assert len(articles) == 250 == BENCHMARK.datasets["cnndm_sample"].sample_count
+    assert [a.row["id"] for a in articles] == [r["id"] for r in rows]
+    assert articles[0].user == rows[0]["article"] and articles[0].tok_input is None
     assert articles[0].reference.startswith("Gary Locke will be confirmed as Kilmarnock boss on Friday. The club")
     assert not any(" 's " in a.reference or "-LRB-" in a.reference for a in articles)
     lines.clear()
     download_data("cnndm_sample", paths, lines.append)            # again: nothing to do
     assert any("already links" in line for line in lines)
-    assert calibration_indices("cnndm_sample", 8, paths) == list(range(8))
-    assert calibration_indices("cnn_eval", 20000, paths) == list(range(13368))
+    assert BENCHMARK.calibration_indices("cnndm_sample", 8, paths) == list(range(8))
+    assert BENCHMARK.calibration_indices("cnndm_sample", 20000, paths) == list(range(250))
     with pytest.raises(UserError):
-        calibration_indices("cnndm_sample", 0, paths)
+        BENCHMARK.calibration_indices("cnndm_sample", 0, paths)
 
 
 def test_prompt_is_the_reference_template() -> None:
     assert PROMPT_TEMPLATE == ("Summarize the following news article in 128 tokens. Please output the summary only, "
                                "without any other text.\n\nArticle:\n{input}\n\nSummary:")
-    text = prompt_text(Article("1", "A {braced} article.", "ref"))
+    text = prompt_text(TaskItem(user="A {braced} article.", reference="ref", subset="cnn_dailymail"))
     assert text.endswith("Article:\nA {braced} article.\n\nSummary:") and text == prompt_text("A {braced} article.")
+    assert BENCHMARK.prompt_template == PROMPT_TEMPLATE
+    assert BENCHMARK.closed_prompt(TaskItem(user="A {braced} article.", reference="", subset="")) == text
 
 
 def test_missing_mlcommons_files_say_where_to_get_them(tmp_path: Path) -> None:
@@ -197,9 +214,9 @@ def test_missing_mlcommons_files_say_where_to_get_them(tmp_path: Path) -> None:
         assert str(paths.dataset_dir(dataset) / file_name) in message
         assert f"https://inference.mlcommons-storage.org/metadata/{uri}" in message
         assert f"mlcr get,dataset,cnndm,{mlcr}" in message and "r2-downloader" in message
-        with pytest.raises(UserError, match=re.escape(download_hint(dataset))):
-            load_articles(dataset, paths)
-    assert download_hint("cnn_eval") == 'make download_data RUN_ARGS="--benchmarks=llama3.1-8b --dataset=cnn_eval"'
+        with pytest.raises(UserError, match=re.escape(download_hint("llama3.1-8b", dataset))):
+            BENCHMARK.items(dataset, paths)
+    assert download_hint("llama3.1-8b", "cnn_eval") == 'make download_data RUN_ARGS="--benchmarks=llama3.1-8b --dataset=cnn_eval"'
 
 
 def test_mlcommons_layout_is_read_and_checked(tmp_path: Path) -> None:
@@ -209,10 +226,14 @@ def test_mlcommons_layout_is_read_and_checked(tmp_path: Path) -> None:
     target = dataset_file("cnn_eval", paths)
     target.parent.mkdir(parents=True)
     target.write_text(json.dumps(rows))
-    articles = load_articles("cnn_eval", paths)
-    assert articles[2] == Article("2", "Article 2.", "Highlight 2 .\nSecond line .")   # `output` as it is
-    with pytest.raises(UserError, match="holds 3 samples, the data set has 13368"):
+    articles = BENCHMARK.items("cnn_eval", paths)
+    assert (articles[2].user, articles[2].reference) == ("Article 2.", "Highlight 2 .\nSecond line .")   # as it is
+    assert articles[2].tok_input == (128000, 2)
+    with pytest.raises(UserError, match="holds 3 samples, the MLCommons file has 13368"):
         download_data("cnn_eval", paths, print)
+    target.write_text(json.dumps([{"input": "Article.", "tok_input": [1]}]))
+    with pytest.raises(UserError, match="row 0 lacks the column.s. output"):
+        BENCHMARK.items("cnn_eval", paths)
 
 
 def test_sample_without_shared_data_says_so(tmp_path: Path) -> None:
@@ -250,8 +271,12 @@ def _word_codec(texts: list[str]) -> tuple[list[str], dict[str, int]]:
     return vocabulary, {word: i for i, word in enumerate(vocabulary)}
 
 
-def test_an_accuracy_log_scores_as_its_decoded_texts(tmp_path: Path) -> None:
+def test_an_accuracy_log_scores_as_its_decoded_texts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run path (Benchmark.score) on a data set of 24 sample articles, decoded by a word-list tokenizer."""
     rows = _sample()[:24]
+    paths = _paths(tmp_path)
+    dataset_file("cnndm_sample", paths).parent.mkdir(parents=True)
+    dataset_file("cnndm_sample", paths).write_text(json.dumps(rows))
     references = [detokenize_ptb(row["highlights"]) for row in rows]
     predictions = [" ".join(split_sentences(row["article"])[:2]) for row in rows]
     vocabulary, ids = _word_codec(predictions + ["wrong"])
@@ -266,42 +291,43 @@ def test_an_accuracy_log_scores_as_its_decoded_texts(tmp_path: Path) -> None:
     log.write_text(json.dumps(entries))
     decoded: list[np.ndarray] = []
 
-    def decode(tokens: np.ndarray) -> str:
-        decoded.append(tokens)
-        return " ".join(vocabulary[int(t)] for t in tokens)
+    class Words:
+        def decode(self, tokens: np.ndarray, skip_special_tokens: bool = False) -> str:
+            assert skip_special_tokens          # evaluation.py decodes with skip_special_tokens=True
+            decoded.append(tokens)
+            return " ".join(vocabulary[int(t)] for t in tokens)
 
-    scored = score_accuracy_log(log, references, decode, dtype="int32")
-    assert isinstance(scored, LlmAccuracy) and all(t.dtype == np.int32 for t in decoded)
+    monkeypatch.setattr(BENCHMARK, "tokenizer", lambda model, paths: Words())
+    result = BENCHMARK.score(SUBSTITUTE, "cnndm_sample", log, paths)
+    assert len(decoded) == len(order) and all(t.dtype == np.int32 for t in decoded)
     expected = score_outputs([" ".join(predictions[i].split()) for i in order], [references[i] for i in order])
-    assert scored.scores == expected and scored.qsl_indices == tuple(order) and scored.duplicates == 1
-    result = scored.result
     assert [m.name for m in result.metrics] == ["ROUGE1", "ROUGE2", "ROUGEL", "ROUGELSUM", "GEN_LEN", "GEN_NUM"]
     assert result.metric == "ROUGE1" and result.value == expected["rouge1"] and result.samples == len(order)
     assert [m.unit for m in result.metrics][4:] == ["", ""] and result.get("GEN_LEN") == expected["gen_len"]
-    assert result.text.splitlines()[:3] == ["Results", "", result_line(expected)]
-    assert "ignored 1 dupes" in result.text
+    assert result.text.splitlines() == ["Results", "", result_line(expected),
+                                        f"found {len(order) + 1} results, {len(order)} samples, ignored 1 dupes"]
 
     entries.append({"seq_id": 100, "qsl_idx": 24, "data": hex_of("wrong")})
     log.write_text(json.dumps(entries))
     with pytest.raises(UserError, match="qsl_idx 24 is outside the data set's 24 samples"):
-        score_accuracy_log(log, references, decode)
+        BENCHMARK.score(SUBSTITUTE, "cnndm_sample", log, paths)
     log.write_text(json.dumps([{"seq_id": 0, "qsl_idx": 0, "data": "00000000AB"}]))
     with pytest.raises(UserError, match="not a whole number of int32 token ids"):
-        score_accuracy_log(log, references, decode)
+        BENCHMARK.score(SUBSTITUTE, "cnndm_sample", log, paths)
+    with pytest.raises(UserError, match="Cannot score: .* is missing"):
+        BENCHMARK.score(SUBSTITUTE, "cnndm_sample", tmp_path / "absent.json", paths)
 
 
 def test_a_closed_division_accuracy_log_is_decoded_as_evaluation_decodes_it(tmp_path: Path) -> None:
     """Llama 3.1 Instruct's tokenizer_config.json sets clean_up_tokenization_spaces, and evaluation.py decodes with
     that tokenizer (transformers' batch_decode, special tokens skipped): " ." becomes ".", " 's" "'s". The
     benchmark's scorer, on a checkpoint folder in that shape, reports the GEN_LEN of the cleaned-up texts."""
-    from code.llama3_1_8b.benchmark import BENCHMARK
-    from code.llama3_1_8b.models import LLAMA, checkpoint_dir
     from tests.test_llm_decoder import (CLEANED, SPACED, TINY, RopeScaling, random_weights, tiny_tokenizer_json,
                                         write_checkpoint)
 
     paths = _paths(tmp_path)
     download_data("cnndm_sample", paths, print)
-    folder = checkpoint_dir(paths, BENCHMARK.name)
+    folder = paths.model_dir(BENCHMARK.name) / "Llama-3.1-8B-Instruct"
     scaling = RopeScaling(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_positions=64)
     write_checkpoint(folder, random_weights(TINY.__class__(**{**TINY.__dict__, "rope_scaling": scaling})))
     ids = tiny_tokenizer_json(folder)
@@ -355,16 +381,14 @@ def test_accuracy_txt_is_read_by_the_checkers_patterns() -> None:
 
 
 def test_targets_are_the_rounds() -> None:
+    """The rules table, the one place that keeps the targets, holds the checker's figures."""
     for model, recorded in CHECKER_TARGETS.items():
-        targets = accuracy_targets(model)
-        assert list(targets) == list(recorded[0::2])
+        bounds = {b.name: b for b in get_round("v6.1").benchmark(model).accuracy_bounds(AccuracyTarget.k_99)}
+        assert list(bounds) == list(recorded[0::2])
         for name, value in zip(recorded[0::2], recorded[1::2]):
-            assert targets[name][0] == pytest.approx(value, rel=1e-12)
-        assert targets["GEN_LEN"][1] == pytest.approx(CHECKER_UPPER_LIMITS[model][1], rel=1e-12)
-        assert all(upper is None for name, (_, upper) in targets.items() if name != "GEN_LEN")
-    assert accuracy_targets("llama3.1-8b")["ROUGE1"][0] == pytest.approx(38.7792 * 0.99)
-    with pytest.raises(UserError):
-        accuracy_targets("llama2-70b-99")
+            assert bounds[name].minimum == pytest.approx(value, rel=1e-12)
+        assert bounds["GEN_LEN"].maximum == pytest.approx(CHECKER_UPPER_LIMITS[model][1], rel=1e-12)
+        assert all(b.maximum is None for name, b in bounds.items() if name != "GEN_LEN")
 
 
 @pytest.mark.skipif(inference_dir() is None,
@@ -377,3 +401,65 @@ def test_recorded_checker_facts_match_the_checkout() -> None:
     for model in CHECKER_TARGETS:
         assert config["accuracy-target"][model] == pytest.approx(CHECKER_TARGETS[model])
         assert config["accuracy-upper-limit"][model] == pytest.approx(CHECKER_UPPER_LIMITS[model])
+
+
+# -- prompts --------------------------------------------------------------------------------------
+
+class _Characters:
+    """A tokenizer of one id per character, with a chat template of its own: enough to see where each part of a
+    prompt lands."""
+
+    def encode(self, text: str, add_bos: bool = True) -> list[int]:
+        return ([1] if add_bos else []) + [ord(c) for c in text]
+
+    def chat_prompt(self, user_message: str, system: str = "") -> str:
+        return f"<user>{user_message}</user>"
+
+
+def test_prompts_are_the_template_around_the_article_and_a_new_template_makes_them_again(tmp_path: Path) -> None:
+    """The substitute's prompt is the reference's template, with the article in it, in the chat template; the
+    article's span is what max_input_tokens cuts. Prompts made with another template are refused by name."""
+    from dataclasses import replace
+
+    from code.llm_tasks import prompts as task_prompts
+
+    paths = _paths(tmp_path)
+    dataset_file("cnndm_sample", paths).parent.mkdir(parents=True)
+    rows = [{"id": "a", "article": "One two.", "highlights": "One ."}, {"id": "b", "article": "Three.",
+                                                                      "highlights": "Three ."}]
+    dataset_file("cnndm_sample", paths).write_text(json.dumps(rows))
+    data = BENCHMARK.task_dataset("cnndm_sample")
+    source = task_prompts.PromptSource(tokenizer=_Characters, tokenizer_identity="characters", chat_template=True,
+                                       closed_prompt=None, template=PROMPT_TEMPLATE)
+    made = task_prompts.preprocess(BENCHMARK.name, SUBSTITUTE, data, source, paths, lambda line: None)
+    text = _Characters().chat_prompt(PROMPT_TEMPLATE.format(input="One two."))
+    head = text.index("One two.")
+    assert made.load(0).tolist() == _Characters().encode(text)
+    cap = len(text) - 2                  # BOS and the text: 3 tokens over, cut from the article's end
+    assert made.capped(cap).load(0).tolist() == _Characters().encode(text[:head + 5] + text[head + 8:])
+    manifest = json.loads((made.directory / task_prompts.MANIFEST_FILE).read_text())
+    assert manifest["template"] == PROMPT_TEMPLATE
+    with pytest.raises(UserError, match="were made by another version or from other inputs") as error:
+        task_prompts.preprocessed(BENCHMARK.name, SUBSTITUTE, data, paths, "Summarize: {input}")
+    assert 'make preprocess_data RUN_ARGS="--benchmarks=llama3.1-8b' in str(error.value)
+    lines: list[str] = []
+    task_prompts.preprocess(BENCHMARK.name, SUBSTITUTE, data, replace(source, template="Summarize: {input}"), paths,
+                            lines.append)
+    assert any("tokenizing 2" in line for line in lines)
+
+
+def test_the_closed_model_runs_in_process_from_the_users_checkpoint(tmp_path: Path) -> None:
+    """Llama-3.1-8B-Instruct is converted into the decoder graph (the task benchmarks' closed models are served
+    only): without its checkpoint, make download_model names the folder and the conversion, and fails."""
+    paths = _paths(tmp_path)
+    spec = BENCHMARK.models[LLAMA]
+    assert spec.division == "closed" and not spec.served_only and spec.decoder
+    assert spec.starting_weights_filename == "meta-llama/Llama-3.1-8B-Instruct (Hugging Face safetensors)"
+    assert get_benchmark("llama2-70b-99.9").models["llama2-70b-chat"].served_only
+    with pytest.raises(UserError) as error:
+        BENCHMARK.download_model(LLAMA, paths, print)
+    folder = paths.model_dir("llama3.1-8b") / "Llama-3.1-8B-Instruct"
+    assert error.value.exit_code == 1 and f"checkpoint folder {folder} is missing" in str(error.value)
+    assert "make download_model again: it converts it into the decoder graph (fp32, about 32 GB on disk)" in \
+        str(error.value)
+    assert not paths.model_file("llama3.1-8b", LLAMA).exists()

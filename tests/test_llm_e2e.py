@@ -20,7 +20,7 @@ import pytest
 from code.common.records.metadata import find_metadata, read_metadata
 from code.common.paths import Paths
 from code.common.rules import get_round
-from code.llama3_1_8b.models import gguf_path
+from code.llm.substitute import gguf_path
 from code.llm.tokenizer import TextTokenizer
 from code.main import main
 
@@ -85,7 +85,7 @@ def test_make_run_then_test06(llm_scratch, repo_copy, tmp_path):
     assert "ROUGE1" in done.stdout and "tokens/s" in done.stdout
     checkout = inference_dir()
     if checkout is not None:   # evaluation.py's own postprocessing of what the model generated: the same GEN_LEN
-        tokenizer = TextTokenizer.from_gguf(gguf_path(Paths.create(scratch=llm_scratch)))
+        tokenizer = TextTokenizer.from_gguf(gguf_path(Paths.create(scratch=llm_scratch), "llama3.1-8b"))
         predictions = [tokenizer.decode(np.frombuffer(bytes.fromhex(e["data"]), np.int32)) for e in entries]
         with nltk_with_punkt_tab(tmp_path / "nltk_data") as nltk:
             preds, _ = evaluation_function(checkout, "postprocess_text", nltk=nltk)(predictions, predictions)

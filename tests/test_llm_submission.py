@@ -270,10 +270,11 @@ def test_response_dtype_is_the_benchmarks():
 
 
 def test_measurements_of_the_closed_llm_pass_the_checkers():
+    from code.common.benchmark_api import get_benchmark
     from code.common.submission.measurements import measurements, measurements_problems
-    from code.llama3_1_8b.models import LLAMA, MODELS
 
-    record = types.SimpleNamespace(config=types.SimpleNamespace(fields={"model": LLAMA, "precision": "fp32"}),
+    record = types.SimpleNamespace(config=types.SimpleNamespace(fields={"model": "llama3.1-8b-instruct",
+                                                                        "precision": "fp32"}),
                                    engine=None, benchmark="llama3.1-8b", scenario=Scenario.Interactive)
-    values = measurements(record, types.SimpleNamespace(models=MODELS))
+    values = measurements(record, types.SimpleNamespace(models=get_benchmark("llama3.1-8b").models))
     assert measurements_problems(values) == [] and values["weight_data_types"] == "fp32"

@@ -33,8 +33,10 @@ from code.reasoning_eval.code_runner import Limits, run_solution
 from code.reasoning_eval.lcb_tests import (SOURCE_OFFICIAL, SOURCE_PUBLIC_ONLY, SOURCE_STATEMENT, ProblemTests,
                                           LcbTest, decode_test_cases, problem_tests, lcb_problem_tests,
                                           statement_example_tests)
-from code.reasoning_eval.scoring import (DATASET_REPEATS, accuracy_targets, gpt_oss_final_score, score_deepseek,
-                                         score_gpt_oss)
+from code.common.constants import AccuracyTarget
+from code.common.paths import Paths
+from code.common.rules import get_round
+from code.reasoning_eval.scoring import DATASET_REPEATS, gpt_oss_final_score, score_deepseek, score_gpt_oss
 from tests.official_tools import NOT_AT_HAND, inference_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -447,12 +449,16 @@ def test_unknown_datasets_and_mismatched_lengths_are_refused() -> None:
         score_gpt_oss([{"dataset": "aime25", "ground_truth": "1"}], ["x", "y"], [1])
 
 
+def accuracy_targets(benchmark: str) -> dict[str, tuple[float | None, float | None]]:
+    """The round's bounds per checker metric, as the rules table (the one place that keeps them) gives them."""
+    bounds = get_round("v6.1").benchmark(benchmark).accuracy_bounds(AccuracyTarget.k_99)
+    return {bound.name: (bound.minimum, bound.maximum) for bound in bounds}
+
+
 def test_targets_of_the_round() -> None:
     assert accuracy_targets("deepseek-r1")["exact_match"][0] == pytest.approx(0.99 * 81.3582)
     assert accuracy_targets("deepseek-r1")["TOKENS_PER_SAMPLE"] == pytest.approx((0.9 * 3886.2274, 1.1 * 3886.2274))
     assert accuracy_targets("gpt-oss-120b")["TOKENS_PER_SAMPLE"][1] == pytest.approx(1.1 * 9999)
-    with pytest.raises(UserError):
-        accuracy_targets("llama2-70b-99")
 
 
 @pytest.mark.skipif(inference_dir() is None,
@@ -619,22 +625,43 @@ def _write_log(path: Path, responses: list[tuple[int, list[int]]]) -> Path:
     return path
 
 
-def test_accuracy_logs_count_repeats_as_each_script_does(tmp_path: Path) -> None:
-    from code.reasoning_eval.accuracy_log import read_responses, score_accuracy_log
+class _Vocabulary:
+    """A tokenizer of the words of VOCABULARY, one id each: decoded as the benchmarks' scorers decode."""
 
+    def decode(self, ids, skip_special_tokens: bool = True) -> str:
+        return "".join(VOCABULARY[int(i)] for i in ids)
+
+
+def _task_data(paths: Paths, benchmark, dataset: str, rows: list[dict]) -> None:
+    """`rows` as the data set's file, where make download_data would link it."""
+    data = benchmark.task_dataset(dataset)
+    target = data.directory(paths) / data.files["all"]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+def test_accuracy_logs_count_repeats_as_each_script_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run path (Benchmark.score): deepseek-r1's script counts a sample's first entry, gpt-oss-120b's every
+    entry; each benchmark's scorer gets the decoded responses of the items its log names."""
+    from code.common.benchmark_api import get_benchmark
+
+    paths = Paths(repo=tmp_path / "repo", scratch=tmp_path / "scratch", log_dir=tmp_path / "logs")
+    deepseek, gpt_oss = get_benchmark("deepseek-r1"), get_benchmark("gpt-oss-120b")
     rows = [{"dataset": "aime25", "ground_truth": "70"}, {"dataset": "aime25", "ground_truth": "6"}]
+    _task_data(paths, deepseek, "deepseek_r1_sample",
+               [{**row, "dataset": "aime1983", "text_input": "?"} for row in rows])
+    _task_data(paths, gpt_oss, "gpt_oss_sample", [{**row, "question": "?"} for row in rows])
+    for benchmark in (deepseek, gpt_oss):
+        monkeypatch.setattr(benchmark, "tokenizer", lambda model, paths: _Vocabulary())
     log = _write_log(tmp_path / "mlperf_log_accuracy.json", [(0, [0, 1, 3]), (1, [2]), (0, [2, 2, 2, 2])])
 
-    def decode(ids):
-        return "".join(VOCABULARY[i] for i in ids)
-
-    assert [r.qsl_idx for r in read_responses(log, 2, first_entry_only=True)] == [0, 1]
-    deepseek = score_accuracy_log("deepseek-r1", log, [{**r, "dataset": "aime1983"} for r in rows], decode)
-    assert (deepseek.samples, deepseek.exact_match, deepseek.tokens_per_sample) == (2, 50.0, 2.0)
-    gpt_oss = score_accuracy_log("gpt-oss-120b", log, rows, decode)   # every entry counts: 1 of 3, repeats 8
-    assert (gpt_oss.samples, gpt_oss.exact_match, gpt_oss.tokens_per_sample) == (3, 33.333, 8 / 3)
+    scored = deepseek.score("smollm2-135m-instruct", "deepseek_r1_sample", log, paths)
+    assert (scored.samples, scored.get("exact_match"), scored.get("TOKENS_PER_SAMPLE")) == (2, 50.0, 2.0)
+    scored = gpt_oss.score("smollm2-135m-instruct", "gpt_oss_sample", log, paths)   # 1 of 3 right, repeats 8
+    assert (scored.samples, scored.get("exact_match"), scored.get("TOKENS_PER_SAMPLE")) == (3, 33.333, 8 / 3)
+    _task_data(paths, gpt_oss, "gpt_oss_sample", [{**rows[0], "question": "?"}])
     with pytest.raises(UserError, match="outside the data set's 1 samples"):
-        score_accuracy_log("gpt-oss-120b", log, rows[:1], decode)
+        gpt_oss.score("smollm2-135m-instruct", "gpt_oss_sample", log, paths)
     (tmp_path / "odd.json").write_text(json.dumps([{"qsl_idx": 0, "data": "0102"}]))
     with pytest.raises(UserError, match="not a whole number"):
-        read_responses(tmp_path / "odd.json", 2, first_entry_only=False)
+        gpt_oss.score("smollm2-135m-instruct", "gpt_oss_sample", tmp_path / "odd.json", paths)

@@ -164,6 +164,12 @@ class Paths:
         return self.scratch / "downloads"
 
     # -- per-benchmark data ----------------------------------------------------------------------
+    @property
+    def shared_data(self) -> Path:
+        """../shared/data beside the repository: the development samples that `make download_data` links (never
+        copies) into the scratch data folder; not part of a fresh clone."""
+        return self.repo.parent / "shared" / "data"
+
     def dataset_dir(self, dataset: str) -> Path:
         return self.scratch_dir("data") / dataset
 

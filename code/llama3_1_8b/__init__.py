@@ -1,1 +1,1 @@
-"""Benchmark llama3.1-8b: the decoder model (GGUF or Hugging Face weights -> ONNX), its tokenizer and data."""
+"""Benchmark llama3.1-8b (and -edge): a task benchmark (code/llm_tasks) summarizing CNN/DailyMail, scored by ROUGE."""

@@ -1,4 +1,5 @@
-"""`TaskBenchmark`: what llama2-70b-99.9, deepseek-r1 and gpt-oss-120b share behind code.common.benchmark_api.
+"""`TaskBenchmark`: what the LLM benchmarks (llama3.1-8b, llama2-70b-99.9, deepseek-r1, gpt-oss-120b) share behind
+code.common.benchmark_api.
 
 A subclass names its closed model, its data sets (with their readers), the reference's generation settings and
 its scorer (`score_outputs`); prompts, models, serving folders and the reading of accuracy logs are done here the
@@ -51,6 +52,9 @@ class TaskBenchmark(PackagedBenchmark):
     first_entry_only: bool = True
     # Why the closed model needs the official file's token ids (where closed_prompt cannot build its prompt).
     closed_needs_ids: str = ""
+    # The reference's instruction around an item's text, with `{input}` where the text goes ("": the text alone): the
+    # substitute's user turn.
+    prompt_template: str = ""
 
     def __hash__(self) -> int:
         return hash(self.name)
@@ -115,7 +119,7 @@ class TaskBenchmark(PackagedBenchmark):
             tokenizer_identity=_models.tokenizer_identity(closed, self.name, paths),
             chat_template=closed is None,
             closed_prompt=(lambda item: self.closed_prompt(item) or "") if can_build else None,
-            closed_needs_ids=self.closed_needs_ids)
+            closed_needs_ids=self.closed_needs_ids, template=self.prompt_template)
 
     def preprocess(self, model: str, dataset: str, paths: Paths, log: Log):
         return _prompts.preprocess(self.name, model, self.task_dataset(dataset), self._prompt_source(model, paths),
@@ -123,7 +127,7 @@ class TaskBenchmark(PackagedBenchmark):
 
     def preprocessed(self, model: str, dataset: str, paths: Paths):
         self.closed_model(model)
-        return _prompts.preprocessed(self.name, model, self.task_dataset(dataset), paths)
+        return _prompts.preprocessed(self.name, model, self.task_dataset(dataset), paths, self.prompt_template)
 
     def calibration_indices(self, dataset: str, count: int, paths: Paths) -> Sequence[int]:
         """The first `count` samples: the models run unquantized here, which needs no calibration (MLCommons

@@ -12,6 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from ..common import shared_samples
 from ..common.benchmark_api import DatasetSpec, Log
 from ..common.errors import EXIT_FAILURE, UserError
 from ..common.paths import Paths
@@ -34,6 +35,7 @@ class TaskDataset:
     shared: str | None = None
     part_counts: Mapping[str, int] | None = None     # samples per part of the MLCommons files, where known
     folder: str | None = None    # another data set's folder that holds its files (one download, several sets)
+    instead: str = ""            # what to do where the shared sample is absent (default: bring the MLCommons set)
 
     @property
     def name(self) -> str:
@@ -108,25 +110,14 @@ def download_data(benchmark: str, dataset: TaskDataset, paths: Paths, log: Log) 
 
 def shared_source(dataset: TaskDataset, paths: Paths) -> Path:
     assert dataset.shared is not None
-    return paths.repo.parent / "shared" / "data" / dataset.shared
+    return paths.shared_data / dataset.shared
 
 
 def _link_shared(benchmark: str, dataset: TaskDataset, paths: Paths, log: Log) -> None:
     source = shared_source(dataset, paths)
     if not source.is_file():
-        raise UserError(f"{dataset.name}: {source} is absent; it is development data kept beside the repository, not "
-                        f"part of a fresh clone. Put it there, or bring the MLCommons data set (`make download_data "
-                        f"RUN_ARGS=\"--benchmarks={benchmark} --dataset=<name>\"` says how).", exit_code=EXIT_FAILURE)
+        raise shared_samples.absent(dataset.name, source, dataset.instead or
+                                    f"Put it there, or bring the MLCommons data set (`make download_data "
+                                    f"RUN_ARGS=\"--benchmarks={benchmark} --dataset=<name>\"` says how).")
     for name in dict.fromkeys(dataset.files.values()):
-        target = dataset.directory(paths) / name
-        if target.is_symlink():
-            if target.resolve() == source.resolve():
-                log(f"{dataset.name}: {target} already links to {source}")
-                continue
-            target.unlink()
-        elif target.exists():
-            log(f"{dataset.name}: {target} is a file of yours; it stays")
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.symlink_to(source)
-        log(f"{dataset.name}: {target} -> {source}")
+        shared_samples.link_sample(dataset.name, dataset.directory(paths) / name, source, log)

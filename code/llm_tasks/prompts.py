@@ -7,8 +7,9 @@
 - The closed model on a file without them: the benchmark's own rendering of the reference's prompt text
   (`TaskBenchmark.closed_prompt`), tokenized with the model's tokenizer.
 - The substitute: the prompt's text in the substitute's chat template (with the task's system message), tokenized
-  here. The position of the user text is recorded, so that a development run can cap a prompt's length
-  (`max_input_tokens`) by cutting the end of the user text, never the template around it.
+  here; where the benchmark has a prompt template (llama3.1-8b's instruction around the article), the user turn is
+  that template with the text in its place. The position of the user text is recorded, so that a development run
+  can cap a prompt's length (`max_input_tokens`) by cutting the end of the user text, never the template around it.
 """
 from __future__ import annotations
 
@@ -51,6 +52,10 @@ class PromptSource:
     chat_template: bool                              # the substitute: the prompt goes into the model's template
     closed_prompt: Callable[[TaskItem], str] | None  # the closed model's prompt text where the file has no ids
     closed_needs_ids: str = ""                       # why the closed model cannot do without the file's ids
+    template: str = ""        # the user turn around the item's text, at `{input}` ("": the text alone)
+
+    def user_turn(self, text: str) -> str:
+        return self.template.format(input=text) if self.template else text
 
 
 @dataclass(frozen=True)
@@ -91,8 +96,11 @@ def _manifest(benchmark: str, model: str, dataset: TaskDataset, source: PromptSo
     for part in dataset.parts:
         path = file_of(dataset, part, paths)
         files[part] = source_sha256(path) if path.is_file() else None
+    # A prompt template is recorded where the benchmark has one: editing it makes the prompts again.
+    template = {"template": source.template} if source.template else {}
     return {"format": FORMAT_VERSION, "benchmark": benchmark, "model": model, "dataset": dataset.name,
-            "dataset_sha256": files, "tokenizer": source.tokenizer_identity, "chat_template": source.chat_template}
+            "dataset_sha256": files, "tokenizer": source.tokenizer_identity, "chat_template": source.chat_template,
+            **template}
 
 
 def preprocess(benchmark: str, model: str, dataset: TaskDataset, source: PromptSource, paths: Paths,
@@ -107,7 +115,7 @@ def preprocess(benchmark: str, model: str, dataset: TaskDataset, source: PromptS
         damage = _damage(directory, current, dataset)
         if damage is None:
             log(f"preprocessed prompts up to date: {directory}")
-            return preprocessed(benchmark, model, dataset, paths)
+            return preprocessed(benchmark, model, dataset, paths, source.template)
         log(f"{damage}: tokenizing the prompts again")
     directory.mkdir(parents=True, exist_ok=True)
     (directory / MANIFEST_FILE).unlink(missing_ok=True)     # stale until the new manifest is written, last
@@ -129,7 +137,7 @@ def preprocess(benchmark: str, model: str, dataset: TaskDataset, source: PromptS
             f"{lengths.mean():.0f})")
     with atomic_path(directory / MANIFEST_FILE) as tmp:
         tmp.write_text(json.dumps({**expected, "parts": facts, "prompt_files": written}, indent=2) + "\n")
-    return preprocessed(benchmark, model, dataset, paths)
+    return preprocessed(benchmark, model, dataset, paths, source.template)
 
 
 def _tokenize(items: Sequence[TaskItem], source: PromptSource, what: str, model: str, log: Log):
@@ -145,7 +153,7 @@ def _tokenize(items: Sequence[TaskItem], source: PromptSource, what: str, model:
     prompts, spans = [], []
     for item in items:
         if source.chat_template:
-            text = tokenizer.chat_prompt(_MARKER, system=item.system)
+            text = tokenizer.chat_prompt(source.user_turn(_MARKER), system=item.system)
         else:
             assert source.closed_prompt is not None
             text = source.closed_prompt(item).replace(item.user, _MARKER, 1) if item.user else \
@@ -201,8 +209,9 @@ def preprocess_hint(benchmark: str, model: str, dataset: str) -> str:
     return f'make preprocess_data RUN_ARGS="--benchmarks={benchmark} --model={model} --dataset={dataset}"'
 
 
-def preprocessed(benchmark: str, model: str, dataset: TaskDataset, paths: Paths) -> TaskPrompts:
-    """The preprocessed prompts; UserError naming `make preprocess_data` when missing, damaged or stale."""
+def preprocessed(benchmark: str, model: str, dataset: TaskDataset, paths: Paths, template: str = "") -> TaskPrompts:
+    """The preprocessed prompts (made with the prompt template `template`); UserError naming `make preprocess_data`
+    when missing, damaged or stale."""
     directory = paths.preprocessed_dir(benchmark, model, dataset.name)
     hint = preprocess_hint(benchmark, model, dataset.name)
     manifest = _read_manifest(directory)
@@ -210,7 +219,7 @@ def preprocessed(benchmark: str, model: str, dataset: TaskDataset, paths: Paths)
         raise UserError(f"No preprocessed prompts of {dataset.name} for {model} in {directory} (no readable "
                         f"{MANIFEST_FILE}). Run `{hint}`.", exit_code=EXIT_FAILURE)
     if manifest.get("format") != FORMAT_VERSION or manifest.get("model") != model \
-            or set(manifest.get("parts") or {}) != set(dataset.parts):
+            or set(manifest.get("parts") or {}) != set(dataset.parts) or manifest.get("template", "") != template:
         raise UserError(f"The preprocessed prompts in {directory} were made by another version or from other "
                         f"inputs. Run `{hint}` again.", exit_code=EXIT_FAILURE)
     damage = _damage(directory, manifest, dataset)

@@ -39,11 +39,6 @@ from .lcb_tests import problem_tests
 GPT_OSS, DEEPSEEK = "gpt-oss-120b", "deepseek-r1"
 # eval_mlperf_accuracy.py: how many times each item appears in the accuracy set.
 DATASET_REPEATS = {"aime25": 8, "gpqa_diamond": 5, "livecodebench_v6": 3}
-# MLPerf Inference v6.1 (submission_checker/constants.py, MODEL_CONFIG["v6.1"]): (metric, at least, at most).
-ACCURACY_TARGETS: dict[str, dict[str, tuple[float | None, float | None]]] = {
-    DEEPSEEK: {"exact_match": (0.99 * 81.3582, None), "TOKENS_PER_SAMPLE": (0.9 * 3886.2274, 1.1 * 3886.2274)},
-    GPT_OSS: {"exact_match": (0.99 * 83.13, None), "TOKENS_PER_SAMPLE": (None, 1.1 * 9999)},
-}
 
 
 @dataclass(frozen=True)
@@ -212,10 +207,3 @@ def score_deepseek(rows: Sequence[Mapping[str, Any]], texts: Sequence[Any], outp
     return ReasoningScore(DEEPSEEK, exact_match, tokens, len(rows), datasets, tuple(verdicts), tuple(notes),
                           "\n".join(lines) + "\n")
 
-
-def accuracy_targets(benchmark: str) -> dict[str, tuple[float | None, float | None]]:
-    """The round's bounds per checker metric: {name: (at least or None, at most or None)}."""
-    try:
-        return dict(ACCURACY_TARGETS[benchmark])
-    except KeyError:
-        raise UserError(f"No accuracy targets for {benchmark!r}; known: {', '.join(ACCURACY_TARGETS)}.") from None

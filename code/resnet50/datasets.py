@@ -10,6 +10,7 @@ import zipfile
 from pathlib import Path
 from typing import Sequence
 
+from ..common import shared_samples
 from ..common.benchmark_api import DatasetSpec, Log
 from ..common.errors import EXIT_FAILURE, UserError, choose
 from ..common.fileio import write_atomically
@@ -111,31 +112,16 @@ def _download_foolbox(paths: Paths, log: Log) -> Path:
 
 
 def imagenet_sample_source(paths: Paths) -> Path:
-    return paths.repo.parent / "shared" / "data" / "imagenet_sample"
+    return paths.shared_data / "imagenet_sample"
 
 
 def _link_imagenet_sample(paths: Paths, log: Log) -> Path:
     source, target = imagenet_sample_source(paths), paths.dataset_dir("imagenet_sample")
     if not (source / VAL_MAP).is_file():
-        raise UserError(f"imagenet_sample: {source} (1000 JPEGs + {VAL_MAP}) is absent; it is development data "
-                        f"kept beside the repository, not part of a fresh clone. Use --dataset=foolbox20, or "
-                        f"put the folder there.", exit_code=EXIT_FAILURE)
-    if target.is_symlink() and target.resolve() == source.resolve():
-        log(f"imagenet_sample: {target} already links to {source}")
-        return target
-    if target.is_symlink():  # dangling or pointing elsewhere: replace it
-        target.unlink()
-    elif target.is_dir() and not any(target.iterdir()):
-        target.rmdir()
-    elif target.exists():
-        if (target / VAL_MAP).is_file():  # a copy the user made: fine as it is
-            log(f"imagenet_sample: using the existing copy in {target}")
-            return target
-        raise UserError(f"imagenet_sample: {target} exists but has no {VAL_MAP}; remove it and rerun.",
-                        exit_code=EXIT_FAILURE)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.symlink_to(source, target_is_directory=True)
-    log(f"imagenet_sample: linked {target} -> {source}")
+        raise shared_samples.absent("imagenet_sample", f"{source} (1000 JPEGs + {VAL_MAP})",
+                                    "Use --dataset=foolbox20, or put the folder there.")
+    shared_samples.link_sample("imagenet_sample", target, source, log,
+                               is_copy=lambda found: (found / VAL_MAP).is_file())
     return target
 
 

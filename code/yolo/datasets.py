@@ -13,6 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..common import shared_samples
 from ..common.benchmark_api import DatasetSpec, Log
 from ..common.errors import EXIT_FAILURE, UserError, choose
 from ..common.paths import Paths
@@ -128,34 +129,20 @@ def download_data(dataset: str, paths: Paths, log: Log) -> Path:
 
 
 def coco_mini_source(paths: Paths) -> Path:
-    return paths.repo.parent / "shared" / "data" / "coco_mini"
-
-
-def _link(link: Path, source: Path, is_dir: bool) -> bool:
-    """Make `link` a symlink to `source` unless it already is one (or is a real file or folder the user put
-    there, which stays). True when it was created."""
-    if link.is_symlink():
-        if link.resolve() == source.resolve():
-            return False
-        link.unlink()  # dangling or pointing elsewhere: replace it
-    elif link.exists():
-        return False
-    link.parent.mkdir(parents=True, exist_ok=True)
-    link.symlink_to(source, target_is_directory=is_dir)
-    return True
+    return paths.shared_data / "coco_mini"
 
 
 def _link_coco_mini(paths: Paths, log: Log) -> Path:
     source, target = coco_mini_source(paths), paths.dataset_dir("coco_mini")
     images, annotations = source / IMAGE_DIRS["coco_mini"], source / SHARED_ANNOTATIONS
     if not (images.is_dir() and annotations.is_file()):
-        raise UserError(f"coco_mini: {source} (val2017/ with 158 JPEGs and {SHARED_ANNOTATIONS}) is absent; it is "
-                        f"development data kept beside the repository, not part of a fresh clone. Put the folder "
-                        f"there, or bring the closed-division data set: `{download_hint('coco_safe')}` says how.",
-                        exit_code=EXIT_FAILURE)
+        raise shared_samples.absent("coco_mini", f"{source} (val2017/ with 158 JPEGs and {SHARED_ANNOTATIONS})",
+                                    f"Put the folder there, or bring the closed-division data set: "
+                                    f"`{download_hint('coco_safe')}` says how.")
     if target.is_symlink() or (target.exists() and not target.is_dir()):
         raise UserError(f"coco_mini: {target} is not a folder; remove it and rerun.", exit_code=EXIT_FAILURE)
-    made = [_link(target / IMAGE_DIRS["coco_mini"], images, True), _link(target / ANNOTATIONS, annotations, False)]
+    made = [shared_samples.link_sample("coco_mini", target / IMAGE_DIRS["coco_mini"], images),
+            shared_samples.link_sample("coco_mini", target / ANNOTATIONS, annotations)]
     if not any(made):
         log(f"coco_mini: {target} already holds {IMAGE_DIRS['coco_mini']}/ and {ANNOTATIONS.as_posix()}")
     else:
