@@ -186,7 +186,7 @@ class Captions:
 def test_the_in_process_engine_refuses_chat_prompts_before_any_test_and_the_openai_harness_takes_them(tmp_path):
     from code.common.benchmark_api import IMPLEMENTATIONS, ModelSpec
     from code.common.config_registry import ConfigKey, ResolvedConfig
-    from code.common.constants import HarnessType, Scenario, WorkloadSetting
+    from code.common.constants import LWIS, HarnessType, Scenario, WorkloadSetting
     from code.common.errors import UserError
     from code.common.harness.registry import HARNESSES, Selection
     from code.common.harness.selection import choose
@@ -200,7 +200,7 @@ def test_the_in_process_engine_refuses_chat_prompts_before_any_test_and_the_open
         assert "takes prompts of token ids, and vl's prompts are made of image, text" in \
             HARNESSES.get("llm").why_not(where)
         assert HARNESSES.get("openai").why_not(Selection(Captions.name, "vl", True, "openai", tmp_path)) is None
-        config = ResolvedConfig(ConfigKey(Captions.name, Scenario.Offline, "sys", WorkloadSetting(HarnessType.lwis)),
+        config = ResolvedConfig(ConfigKey(Captions.name, Scenario.Offline, "sys", WorkloadSetting(HarnessType(LWIS))),
                                 "", "", MappingProxyType({"model": "vl"}), MappingProxyType({}))
         with pytest.raises(UserError, match="--harness_type=openai") as refused:
             choose(config, "lwis", tmp_path)

@@ -64,6 +64,20 @@ def _sampling(body: dict, settings: GenerationSettings) -> dict:
     return body
 
 
+def _generation_body(head: dict, cap: str, settings: GenerationSettings, max_tokens: int, server_ids: bool) -> dict:
+    """`head` (the model and the prompt) followed by the generation settings every JSON API takes, in the order the
+    bodies have always had: the output cap under the API's name `cap`, min tokens, sampling, EOS ids as stop
+    tokens, then top-k and seed where set, and return_token_ids where the transport reads the server's ids."""
+    body = {**head, cap: int(max_tokens), "min_tokens": min(int(settings.min_new_tokens), int(max_tokens)),
+            "temperature": float(settings.temperature), "top_p": float(settings.top_p),
+            "n": 1, "stream": True, "stop_token_ids": [int(t) for t in settings.eos_token_ids],
+            "ignore_eos": False}
+    _sampling(body, settings)
+    if server_ids:
+        body["return_token_ids"] = True
+    return body
+
+
 def _json(body: dict) -> tuple[bytes, dict[str, str]]:
     return json.dumps(body, separators=(",", ":")).encode(), JSON_HEADERS
 
@@ -73,15 +87,8 @@ class Completions(Payload):
 
     def body(self, model, prompt, settings, max_tokens, server_ids):
         self.refuse(prompt)
-        body = {"model": model, "prompt": prompt.tolist(), "max_tokens": int(max_tokens),
-                "min_tokens": min(int(settings.min_new_tokens), int(max_tokens)),
-                "temperature": float(settings.temperature), "top_p": float(settings.top_p),
-                "n": 1, "stream": True, "stop_token_ids": [int(t) for t in settings.eos_token_ids],
-                "ignore_eos": False}
-        _sampling(body, settings)
-        if server_ids:
-            body["return_token_ids"] = True
-        return _json(body)
+        return _json(_generation_body({"model": model, "prompt": prompt.tolist()}, "max_tokens", settings, max_tokens,
+                                      server_ids))
 
     def read(self, choice):
         return choice.get("token_ids"), str(choice.get("text") or ""), choice.get("finish_reason")
@@ -93,15 +100,8 @@ class ChatCompletions(Payload):
     def body(self, model, prompt, settings, max_tokens, server_ids):
         self.refuse(prompt)
         messages = [{"role": m.role, "content": [_content(part) for part in m.content]} for m in prompt.messages]
-        body = {"model": model, "messages": messages, "max_completion_tokens": int(max_tokens),
-                "min_tokens": min(int(settings.min_new_tokens), int(max_tokens)),
-                "temperature": float(settings.temperature), "top_p": float(settings.top_p),
-                "n": 1, "stream": True, "stop_token_ids": [int(t) for t in settings.eos_token_ids],
-                "ignore_eos": False}
-        _sampling(body, settings)
-        if server_ids:
-            body["return_token_ids"] = True
-        return _json(body)
+        return _json(_generation_body({"model": model, "messages": messages}, "max_completion_tokens", settings,
+                                      max_tokens, server_ids))
 
     def read(self, choice):
         message = choice.get("delta") if "delta" in choice else choice.get("message")
