@@ -25,7 +25,7 @@ from code.common.generation import GenerationSettings, Request, TokenStream
 from code.common.records.loadgen_log import read_detail
 
 from .conftest import REPO
-from .test_llm_sut import EMPTY_RESPONSE_ERROR, EOS, MODEL, Prompts, accuracy_entries, tokens_of, user_conf
+from .test_llm_sut import EMPTY_RESPONSE_ERROR, EOS, Prompts, accuracy_entries, run_streaming_test, tokens_of
 
 RUN_TIMEOUT_S = 60
 
@@ -85,26 +85,14 @@ class ScriptedEngine:
 
 
 def child(spec: dict[str, Any]) -> None:
-    import mlperf_loadgen as lg
-
     from code.common.harness.llm_sut import PromptLibrary, StreamingSUT
-    from code.common.harness.settings import test_settings, write_user_conf
 
     out, scenario, mode = Path(spec["out"]), Scenario(spec["scenario"]), TestMode(spec["mode"])
     engines = [ScriptedEngine(n, spec["pattern"], spec["fail_after"] if n == 0 else 0) for n in range(spec["engines"])]
     prompts = PromptLibrary(Prompts(spec["samples"]), spec["samples"])
     settings = GenerationSettings(max_new_tokens=16, eos_token_ids=(EOS,))
     sut = StreamingSUT(scenario, prompts, engines, settings).start()
-    test = test_settings(write_user_conf(out / "user.conf", user_conf(scenario, spec["samples"])), MODEL, scenario,
-                         mode)
-    log_settings = lg.LogSettings()
-    log_settings.log_output.outdir = str(out)
-    log_settings.enable_trace = False
-    lg_sut, lg_qsl = sut.construct(), prompts.construct()
-    lg.StartTestWithLogSettings(lg_sut, lg_qsl, test, log_settings, "")
-    sut.stop()
-    sut.destroy(lg_sut)
-    prompts.destroy(lg_qsl)
+    run_streaming_test(sut, prompts, out, scenario, mode, spec["samples"])
     (out / "result.json").write_text(json.dumps({
         "issued": sut.counters.issued, "completed": sut.counters.completed, "tokens": sut.counters.tokens,
         "error": repr(sut.error) if sut.error else None, "served": [e.served for e in engines],

@@ -279,6 +279,24 @@ def user_conf(scenario: Scenario, samples: int) -> list[str]:
     return lines
 
 
+def run_streaming_test(sut, prompts, out: Path, scenario: Scenario, mode: TestMode, samples: int) -> None:
+    """One LoadGen test of a started streaming `sut` over `prompts` under user_conf's settings, its logs in `out`;
+    the SUT stopped and destroyed after it."""
+    import mlperf_loadgen as lg
+
+    from code.common.harness.settings import test_settings, write_user_conf
+
+    test = test_settings(write_user_conf(out / "user.conf", user_conf(scenario, samples)), MODEL, scenario, mode)
+    log_settings = lg.LogSettings()
+    log_settings.log_output.outdir = str(out)
+    log_settings.enable_trace = False
+    lg_sut, lg_qsl = sut.construct(), prompts.construct()
+    lg.StartTestWithLogSettings(lg_sut, lg_qsl, test, log_settings, "")
+    sut.stop()
+    sut.destroy(lg_sut)
+    prompts.destroy(lg_qsl)
+
+
 def child(spec: dict[str, Any]) -> None:
     """Run one LoadGen test as `spec` says; write what the harness saw into <out>/result.json."""
     import mlperf_loadgen as lg

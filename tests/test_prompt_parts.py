@@ -223,16 +223,13 @@ class PictureSet:
 
 
 def child(spec: dict[str, Any]) -> None:
-    import mlperf_loadgen as lg
-
     from code.common.constants import Scenario, TestMode
     from code.common.harness.llm_sut import PromptLibrary
     from code.common.harness.serving_system import ServingSUT
-    from code.common.harness.settings import test_settings, write_user_conf
     from code.common.serving.client import ServingClient
     from code.common.serving.endpoints import parse_endpoints
 
-    from .test_llm_sut import MODEL, user_conf
+    from .test_llm_sut import run_streaming_test
 
     out, samples = Path(spec["out"]), PictureSet()
     prompts = PromptLibrary(samples, len(samples))
@@ -240,16 +237,7 @@ def child(spec: dict[str, Any]) -> None:
         client = ServingClient(parse_endpoints([server.url]), ClientSettings(model="m", metrics_interval_s=0),
                                GENERATION, samples.load(0))
         sut = ServingSUT(Scenario.Offline, prompts, client, GENERATION).start()
-        test = test_settings(write_user_conf(out / "user.conf", user_conf(Scenario.Offline, len(samples))), MODEL,
-                             Scenario.Offline, TestMode.AccuracyOnly)
-        log_settings = lg.LogSettings()
-        log_settings.log_output.outdir = str(out)
-        log_settings.enable_trace = False
-        lg_sut, lg_qsl = sut.construct(), prompts.construct()
-        lg.StartTestWithLogSettings(lg_sut, lg_qsl, test, log_settings, "")
-        sut.stop()
-        sut.destroy(lg_sut)
-        prompts.destroy(lg_qsl)
+        run_streaming_test(sut, prompts, out, Scenario.Offline, TestMode.AccuracyOnly, len(samples))
     (out / "result.json").write_text(json.dumps({"error": repr(sut.error) if sut.error else None,
                                                  "completed": sut.counters.completed}))
 
