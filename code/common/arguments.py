@@ -37,7 +37,7 @@ MULTI_TEST_ACTIONS = ("run_harness", "run", AUDIT_ACTION)
 RESUMABLE_RETRIES = ("run_harness", "run")    # --retries: run_audit_harness has its field audit_retries
 DEFAULT_RETRIES, MAX_RETRIES = 1, 10
 # Actions that write into LOG_DIR or MLPERF_SCRATCH_PATH: a folder given for them must be writable before they start.
-WRITES_LOG_DIR = frozenset({"run_harness", "run", "bench", "find_peak"})
+WRITES_LOG_DIR = frozenset({"run_harness", "run", "bench", "find_peak", "tune"})
 WRITES_SCRATCH = frozenset({"prebuild", "link_dirs", "download_model", "download_data", "preprocess_data", "run"})
 
 
