@@ -67,9 +67,8 @@ class Tune(FindPeak):
         ctx.log(f"\n== tune {benchmark} {scenario.value} on {backend}, {cores} cores; runs in "
                 f"{shown_path(folder, ctx.paths.repo)}")
         ctx.log(f"  from the configured layout {start.describe()}, {field} = {plan.unit(config[field])}")
-        for stage in stages:
-            names = sorted({layout.label for layout in stage.candidates(start)})
-            ctx.log(f"  {stage.name}: {', '.join(names)}")
+        for number, stage in enumerate(stages, 1):
+            ctx.log(f"  stage {number}, {stage.name}: {stage.values}")
         span = f"{fewest}" if fewest == most else f"{fewest} to {most}"
         ctx.log(f"  plan: {span} short runs of about {format_duration(per_run)} each "
                 f"({format_duration(fewest * per_run)} to {format_duration(most * per_run)}), then the winner "

@@ -33,6 +33,7 @@ SERVER_TOLERANCE = 0.05
 SERVER_LATENCY_MARGIN = 0.10
 SERVER_TRIALS_FIRST = 8          # find_highest trials for the first candidate
 SERVER_TRIALS_MORE = 4           # ... and for a challenger that held the bound at the challenge rate
+SERVER_CHALLENGER_GROWTH = 1.25  # a challenger is near the best rate: it climbs in smaller steps than the first
 THREADED_BACKENDS = ("onnxruntime",)   # backends whose instances share the cores (intra_op_threads)
 
 
@@ -63,6 +64,7 @@ class Layout:
 class Knob:
     name: str                        # what the stage varies, in words
     candidates: Callable[[Layout], list[Layout]]   # the layouts to try, from the best one so far
+    values: str                      # the values it tries, in words (for the plan)
 
 
 def instance_layouts(cores: int, backend: str, scenario: Scenario) -> list[tuple[int, int | None]]:
@@ -96,17 +98,25 @@ def knobs(scenario: Scenario, backend: str, cores: int, samples_per_query: int =
     # A TensorRT plan is built for its batch size (paths.engine_file names it): other sizes need engines of
     # their own, so there the batch size stays as configured.
     rebatch = backend in THREADED_BACKENDS
-    stages = [Knob("instances x intra-op threads", layouts)]
+    stages = [Knob("instances x intra-op threads", layouts,
+                   ", ".join(f"{n}x{t}" if t is not None else f"{n}" for n, t in pairs))]
     if scenario is Scenario.Offline and rebatch:
-        stages.append(Knob("batch size", batches(OFFLINE_BATCHES)))
+        stages.append(Knob("batch size", batches(OFFLINE_BATCHES), _listed(OFFLINE_BATCHES)))
     elif scenario.server_like:
         if rebatch:
-            stages.append(Knob("largest batch", server_batches))
+            stages.append(Knob("largest batch", server_batches,
+                               f"{_listed(SERVER_BATCHES)} (above 1 with a window of {BATCHING_WINDOW_US} us)"))
         stages.append(Knob("batching window (server_batch_timeout_us)",
-                           lambda best: [replace(best, server_batch_timeout_us=w) for w in SERVER_WINDOWS_US]))
+                           lambda best: [replace(best, server_batch_timeout_us=w) for w in SERVER_WINDOWS_US],
+                           f"{_listed(SERVER_WINDOWS_US)} us"))
     elif scenario is Scenario.MultiStream and rebatch:
-        stages.append(Knob("batch size", batches(sorted({1, samples_per_query}))))
+        stages.append(Knob("batch size", batches(sorted({1, samples_per_query})),
+                           _listed(sorted({1, samples_per_query}))))
     return stages
+
+
+def _listed(values: Iterable[int]) -> str:
+    return ", ".join(str(v) for v in values)
 
 
 def starting_layout(config, scenario: Scenario, backend: str, cores: int) -> Layout:
@@ -160,21 +170,21 @@ class Judge:
             count += 1
             return trial(layout, qps)
 
-        def search(start: float, max_trials: int) -> Judged:
+        def search(start: float, max_trials: int, growth: float) -> Judged:
             found = find_highest(run, start, tolerance=SERVER_TOLERANCE, latency_margin=SERVER_LATENCY_MARGIN,
-                                 max_trials=max_trials, unit=self.unit, log=self.log)
+                                 growth=growth, max_trials=max_trials, unit=self.unit, log=self.log)
             accepted = [s for s in found.steps if s.accepted and s.value == found.value]
             return Judged(layout, found.value, found.value, accepted[-1].outcome if accepted else None, count)
 
         if self.best is None or self.best.score is None:
-            return search(self.start_value, SERVER_TRIALS_FIRST)
+            return search(self.start_value, SERVER_TRIALS_FIRST, growth=2.0)
         challenge = round_sig(self.best.score * SERVER_CHALLENGE)
         outcome = run(challenge)
         if not outcome.accepted(SERVER_LATENCY_MARGIN):
             self.log(f"    {layout.label}: does not hold {self.unit(challenge)} "
                      f"({outcome.describe(SERVER_LATENCY_MARGIN)}); the best so far stays")
             return Judged(layout, None, None, outcome, count)
-        return search(challenge, SERVER_TRIALS_MORE)
+        return search(challenge, SERVER_TRIALS_MORE, growth=SERVER_CHALLENGER_GROWTH)
 
 
 @dataclass(frozen=True)
@@ -197,7 +207,7 @@ def tune(trial: Trial, start: Layout, stages: Sequence[Knob], judge: Judge,
             if layout not in judged:
                 judged[layout] = judge(trial, layout)
                 result = judged[layout]
-                shown = "nothing held" if result.score is None else \
+                shown = "no short run accepted" if result.score is None else \
                     judge.unit(abs(result.score)) if judge.scenario is not Scenario.Offline \
                     else f"{result.score:,.1f} samples/s"
                 log(f"    {layout.label}: {shown}")
