@@ -124,7 +124,7 @@ def test_tensorrt_keeps_the_batch_of_its_engine():
     layouts = knobs(Scenario.Offline, "tensorrt", 16)[0].candidates(Layout(2048, 1))
     assert [(layout.instances, layout.intra_op_threads) for layout in layouts] == [(1, None), (2, None)]
     single = knobs(Scenario.SingleStream, "onnxruntime", 4)
-    assert len(single) == 1 and single[0].candidates(Layout(1, 2, 2)) == [Layout(1, 1, 4)]
+    assert len(single) == 1 and single[0].candidates(Layout(1, 2, 2)) == [Layout(1, 1, 4), Layout(1, 1, 2)]
 
 
 def test_trial_book_hands_back_each_recorded_run_once(tmp_path):
@@ -215,6 +215,16 @@ def test_server_layout_not_confirmed_is_not_written(repo_copy, kvm_2core):  # no
     assert not (repo_copy / "configs/resnet50/Server/custom.py").exists()
     assert "AMD_EPYC_2C" not in (repo_copy / "code/common/systems/custom_list.py").read_text()
     assert any("nothing written" in line and "was not confirmed" in line for line in lines)
+
+
+def test_dry_run_prints_the_plan_and_runs_nothing(repo_copy, kvm_2core):  # noqa: F811
+    ctx, lines = context(repo_copy, kvm_2core, "--scenarios=offline,server", "--dry_run")
+    engine = FakeEngine()
+    assert FakeTune(ctx, engine).run() == 0
+    assert engine.runs == [] and not (repo_copy / "logs").exists()
+    assert any("stage 3, batching window (server_batch_timeout_us): 0, 500, 2000, 8000 us" in line for line in lines)
+    assert any("plan: 8 short runs" in line for line in lines)
+    assert lines[-1] == "Dry run: nothing was run or written."
 
 
 def test_run_lengths_are_refused(repo_copy, kvm_2core):  # noqa: F811

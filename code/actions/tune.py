@@ -32,6 +32,11 @@ STARTUP_S = 15        # a run's start (engine and samples loaded, warm-up), for 
 
 
 class Tune(FindPeak):
+    def run(self) -> int:
+        if self.ctx.args.dry_run:     # the plan alone: nothing measured or written, so no lock to hold
+            return self.handle()
+        return super().run()
+
     def handle(self) -> int:
         ctx = self.ctx
         self._refuse_run_lengths()
@@ -41,11 +46,15 @@ class Tune(FindPeak):
                             "(make show_config lists them).")
         targets = {pair: plan_target(ctx, *pair) for pair in pairs}
         for benchmark, scenario in pairs:
-            self.preflight(benchmark, scenario)
+            if not ctx.args.dry_run:
+                self.preflight(benchmark, scenario)
         found = [self._tune(benchmark, scenario, targets[(benchmark, scenario)]) for benchmark, scenario in pairs]
         ctx.log("\ntune:")
         for item in found:
             ctx.log(f"  {item.benchmark} {item.scenario.value}: {item.where}")
+        if ctx.args.dry_run:
+            ctx.log("Dry run: nothing was run or written.")
+            return 0
         return 0 if all(item.value is not None for item in found) else 1
 
     def _tune(self, benchmark: str, scenario: Scenario, target: Target) -> Found:
@@ -70,14 +79,18 @@ class Tune(FindPeak):
         for number, stage in enumerate(stages, 1):
             ctx.log(f"  stage {number}, {stage.name}: {stage.values}")
         span = f"{fewest}" if fewest == most else f"{fewest} to {most}"
-        ctx.log(f"  plan: {span} short runs of about {format_duration(per_run)} each "
-                f"({format_duration(fewest * per_run)} to {format_duration(most * per_run)}), then the winner "
+        total = format_duration(fewest * per_run) if fewest == most else \
+            f"{format_duration(fewest * per_run)} to {format_duration(most * per_run)}"
+        ctx.log(f"  plan: {span} short run{'s' if most != 1 else ''} of about {format_duration(per_run)} each "
+                f"({total}), then the winner "
                 f"confirmed at full length ({format_duration(full_s)} a run, up to {CONFIRM_ATTEMPTS} runs)")
         if book.recorded:
             ctx.log(f"  resuming: {book.recorded} run(s) recorded in {shown_path(folder, ctx.paths.repo)} are taken "
                     f"as they are (delete the folder to measure afresh)")
         for path in book.unreadable:
             ctx.log(f"  note: {shown_path(path, ctx.paths.repo)} is unreadable; that run is made again")
+        if ctx.args.dry_run:
+            return Found(benchmark, scenario, field, None, "dry run: the plan above")
 
         def measure(layout: Layout, value: float, short: bool) -> Outcome:
             fields: dict[str, Any] = {**layout.fields(), field: kind(value)}

@@ -70,9 +70,11 @@ class Knob:
 def instance_layouts(cores: int, backend: str, scenario: Scenario) -> list[tuple[int, int | None]]:
     """(instances, intra-op threads) pairs that use every core once: 1 x cores, ..., cores x 1 (ONNX Runtime), or
     1 and 2 instances where the engine has no threads to share (TensorRT streams). SingleStream and MultiStream run
-    their query on the first instance alone, so only 1 instance counts there."""
+    their query on the first instance alone, so only 1 instance counts there, with all the cores or half of them."""
     if scenario in (Scenario.SingleStream, Scenario.MultiStream):
-        return [(1, cores if backend in THREADED_BACKENDS else None)]
+        if backend not in THREADED_BACKENDS:
+            return [(1, None)]
+        return [(1, t) for t in sorted({cores, max(1, cores // 2)}, reverse=True)]
     if backend in THREADED_BACKENDS:
         return [(n, cores // n) for n in range(1, cores + 1) if cores % n == 0]
     return [(1, None), (2, None)]
