@@ -231,3 +231,18 @@ def test_run_lengths_are_refused(repo_copy, kvm_2core):  # noqa: F811
     ctx, _ = context(repo_copy, kvm_2core, "--scenarios=offline", "--min_duration=1000")
     with pytest.raises(UserError, match="--min_duration"):
         FakeTune(ctx, FakeEngine()).run()
+
+
+def test_bench_measures_server_at_the_tuned_layout(repo_copy, kvm_2core):  # noqa: F811
+    from code.actions.bench import SERVER_LAYOUT, ctx_layout, server_layout
+
+    ctx, _ = context(repo_copy, kvm_2core, "--scenarios=server")
+    assert server_layout(ctx, "resnet50", "fp32") == SERVER_LAYOUT["fp32"]      # nothing tuned: bench's own
+    assert FakeTune(ctx, FakeEngine()).run() == 0
+    ctx, _ = context(repo_copy, kvm_2core, "--scenarios=server")
+    ctx.registry.add_module(_load(repo_copy / "configs/resnet50/Server/custom.py"))
+    assert server_layout(ctx, "resnet50", "fp32") == {}                         # the tuned one, as it is
+    tuned = ctx.resolve("resnet50", Scenario.Server)
+    assert ctx_layout(ctx, "resnet50") == (f"{tuned['instances']} x {tuned['intra_op_threads']} thread"
+                                           f"{'s' if tuned['intra_op_threads'] > 1 else ''}, batch "
+                                           f"{tuned['batch_size']} within {tuned['server_batch_timeout_us']} us")
