@@ -198,7 +198,8 @@ def test_interrupted_offline_tune_resumes_and_writes_the_confirmed_layout(repo_c
     best = max((Layout(b, 2, 1) for b in OFFLINE_BATCHES), key=resumed.capacity)
     assert f"batch_size = {best.batch_size}\n" in text and "instances = 2\n" in text
     assert "intra_op_threads = 1\n" in text and "offline_expected_qps = " in text
-    assert f"{TUNE_MARKER} on " in text and "Confirmed VALID at full length" in text
+    assert f"{TUNE_MARKER} on " in text and ", with model=mobilenet_v2: the best of" in text
+    assert "Confirmed VALID at full length" in text
     assert "confirm-" in text and "logs/tune/AMD_EPYC_2C/resnet50/Offline" in text
     shown = subprocess.run([sys.executable, "-m", "code.main", "--action=show_config", "--benchmarks=resnet50",
                             "--scenarios=offline", "--system_name=AMD_EPYC_2C"], cwd=repo_copy,

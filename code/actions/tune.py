@@ -138,7 +138,9 @@ def tune_provenance(ctx, scenario: Scenario, best: Judged, judged: int, confirme
     last = confirmed.steps[-1].outcome
     figure = last.describe() or "VALID"
     short = best.outcome.describe() if best.outcome is not None else ""
-    return [f"on {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}: the best of {judged} layouts "
+    given = {k: v for k, v in ctx.args.overrides.items() if k not in best.layout.fields()}
+    fields = f", with {', '.join(f'{k}={v}' for k, v in sorted(given.items()))}" if given else ""
+    return [f"on {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}{fields}: the best of {judged} layouts "
             f"in short runs ({short}).",
             f"Confirmed VALID at full length ({figure}) in",
             f"{shown_path(Path(last.run_dir), repo)};",
