@@ -247,3 +247,22 @@ def test_bench_measures_server_at_the_tuned_layout(repo_copy, kvm_2core):  # noq
     assert ctx_layout(ctx, "resnet50") == (f"{tuned['instances']} x {tuned['intra_op_threads']} thread"
                                            f"{'s' if tuned['intra_op_threads'] > 1 else ''}, batch "
                                            f"{tuned['batch_size']} within {tuned['server_batch_timeout_us']} us")
+
+
+def test_a_server_layout_that_holds_nothing_is_given_up_before_its_runs_grow_long():
+    from code.common.tuning.layouts import SERVER_LONGEST_TRIAL_S
+    from code.common.tuning.trials import SERVER_SHORT_QUERIES
+
+    rates: list[float] = []
+    layouts: list[Layout] = []
+
+    def never(layout: Layout, rate: float) -> Outcome:
+        rates.append(rate)
+        layouts.append(layout)
+        return Outcome(valid=False, latency_ns=2 * BOUND_NS, percentile=0.99, bound_ns=BOUND_NS, reason="p99 high")
+    start = Layout(1, 2, 1, 0)
+    result = tune(never, start, knobs(Scenario.Server, "onnxruntime", 2)[:1],
+                  Judge(Scenario.Server, 20.0, lambda _: None, str), lambda _: None)
+    assert result.best is None
+    assert min(rates) >= SERVER_SHORT_QUERIES / SERVER_LONGEST_TRIAL_S and rates[0] == 20.0
+    assert rates[:3] == [20.0, 10.0, 5.0] and layouts[0] == start   # the configured layout is searched first

@@ -21,6 +21,7 @@ from typing import Callable, Iterable, Sequence
 
 from ..constants import Scenario
 from .search import Outcome, find_highest, round_sig
+from .trials import SERVER_SHORT_QUERIES
 
 # Candidates per knob. Batch sizes: powers of two up to what pays on a CPU (Offline) or what a window fills at a
 # rate near the bound (Server); SingleStream and MultiStream queries bring their own batch.
@@ -34,6 +35,9 @@ SERVER_LATENCY_MARGIN = 0.10
 SERVER_TRIALS_FIRST = 8          # find_highest trials for the first candidate
 SERVER_TRIALS_MORE = 4           # ... and for a challenger that held the bound at the challenge rate
 SERVER_CHALLENGER_GROWTH = 1.25  # a challenger is near the best rate: it climbs in smaller steps than the first
+# A short Server run lasts at least its 500 queries at the rate: below this many seconds' worth the search gives
+# up on a layout instead of halving on (at 1 QPS one run would take over 8 minutes).
+SERVER_LONGEST_TRIAL_S = 120
 THREADED_BACKENDS = ("onnxruntime",)   # backends whose instances share the cores (intra_op_threads)
 
 
@@ -174,7 +178,8 @@ class Judge:
 
         def search(start: float, max_trials: int, growth: float) -> Judged:
             found = find_highest(run, start, tolerance=SERVER_TOLERANCE, latency_margin=SERVER_LATENCY_MARGIN,
-                                 growth=growth, max_trials=max_trials, unit=self.unit, log=self.log)
+                                 growth=growth, max_trials=max_trials, unit=self.unit, log=self.log,
+                                 floor=max(start / 64, SERVER_SHORT_QUERIES / SERVER_LONGEST_TRIAL_S))
             accepted = [s for s in found.steps if s.accepted and s.value == found.value]
             return Judged(layout, found.value, found.value, accepted[-1].outcome if accepted else None, count)
 
@@ -201,7 +206,9 @@ def tune(trial: Trial, start: Layout, stages: Sequence[Knob], judge: Judge,
     judged: dict[Layout, Judged] = {}
     best: Judged | None = None
     for stage in stages:
-        candidates = list(dict.fromkeys(stage.candidates(best.layout if best else start)))
+        incumbent = best.layout if best else start
+        # The incumbent first: the layout in use is the one the others must beat (and the Server's first search).
+        candidates = sorted(dict.fromkeys(stage.candidates(incumbent)), key=lambda layout: layout != incumbent)
         if len(candidates) < 2 and best is not None:
             continue
         log(f"  {stage.name}: {len(candidates)} candidate{'s' if len(candidates) != 1 else ''}")
