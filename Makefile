@@ -39,7 +39,7 @@ $(foreach variable,$(DATA_VARIABLES),$(if $(call line_break_in,$(variable)),$(ca
 
 .DEFAULT_GOAL := help
 .PHONY: help prebuild build link_dirs show_config download_model download_data preprocess_data generate_engines \
-	selftest_gpu calibrate run_harness run bench find_peak run_audit_harness report generate_conf_files stage_results stage_compliance \
+	selftest_gpu calibrate run_harness run bench find_peak tune run_audit_harness report generate_conf_files stage_results stage_compliance \
 	truncate_results export_submission check_submission pack_submission add_custom_system lock clean test test_all \
 	serve_triton serve_llm
 
@@ -84,6 +84,8 @@ run: $(VENV_STAMP) ## Main job: prepare and run the embedded default benchmark e
 bench: $(VENV_STAMP) ## Measure the harness against baselines measured in the same run (ratios)
 	@$(MAIN)
 find_peak: $(VENV_STAMP) ## Find and confirm the peak Server QPS / expected QPS and latencies; write them to custom.py
+	@$(MAIN)
+tune: $(VENV_STAMP) ## Find and confirm the best batch size, instances x threads and Server batching window; write them to custom.py
 	@$(MAIN)
 serve_triton: $(VENV_STAMP) ## Serve an engine from a Triton server on this node (RUN_ARGS="--harness_type=triton --benchmarks=.. --scenarios=.. --triton_port=8001")
 	@$(MAIN)

@@ -35,3 +35,9 @@ def test_amounts_and_loadgen_percentile():
     assert amount(float("nan"), "ms") == "- ms"
     assert percentile_of(list(range(1, 11)), 0.9) == 10.0    # sorted[int(10 x 0.9)], as LoadGen's results.cc
     assert percentile_of([5], 0.9) == 5.0
+
+
+def test_the_raw_loop_is_taken_at_its_best_batch():
+    from code.actions.bench import best_of
+
+    assert best_of({1: 180.0, 8: 221.5, 32: 212.0}) == (8, 221.5)

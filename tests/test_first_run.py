@@ -104,3 +104,37 @@ def test_the_plan_of_run_harness_refuses_the_unmeasured_shipped_figure(
         assert status == 2 and "offline_expected_qps=90000 is the shipped config's figure" in said
     else:
         assert status == 0 and "shipped config's figure" not in said and "Plan" in said, said[-2000:]
+
+
+def test_the_plan_names_make_tune_where_the_layout_was_tuned_nowhere(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture) -> None:
+    def plan(*extra: str) -> str:
+        lines: list[str] = []
+        status = main(["--action=run_harness", "--benchmarks=resnet50", "--scenarios=offline,server",
+                       "--model=mobilenet_v2", "--test_mode=PerformanceOnly", "--dry_run",
+                       f"--scratch_path={tmp_path / 'scratch'}", f"--log_dir={tmp_path / 'logs'}", *extra],
+                      log=lines.append)
+        assert status == 0
+        return "\n".join(lines) + capsys.readouterr().err
+
+    said = plan()
+    assert "resnet50 Offline runs the configured layout (batch_size=32" in said
+    assert 'make tune RUN_ARGS="--benchmarks=resnet50 --scenarios=server"' in said
+    assert "make tune" not in plan("--batch_size=8")            # a layout typed on the command line
+    assert "make tune" not in plan("--test_run")
+
+
+def test_a_layout_set_in_custom_py_counts_as_tuned(tmp_path: Path) -> None:
+    from code.common.harness.first_run import untuned_layout_note
+
+    shipped = _module(tmp_path / "shipped.py", "class Cpu:\n    backend = 'onnxruntime'\n    batch_size = 32\n")
+    sys.modules["first_run_layout_shipped"] = shipped
+    custom = _module(tmp_path / "custom.py", "from first_run_layout_shipped import Cpu\n\n\n"
+                                             "class Tuned(Cpu):\n    batch_size = 8\n\n\n"
+                                             "class Stub(Cpu):\n    pass\n")
+    sources = {"batch_size": "config class", "instances": "default"}
+    args = ("resnet50", Scenario.Offline, "onnxruntime", TestMode.PerformanceOnly, False)
+    assert untuned_layout_note(*args, custom.Tuned, sources, {"batch_size": 8}) is None
+    assert "make tune" in untuned_layout_note(*args, custom.Stub, sources, {"batch_size": 32})
+    assert untuned_layout_note("resnet50", Scenario.Offline, "onnxruntime", TestMode.AccuracyOnly, False,
+                               custom.Stub, sources, {}) is None

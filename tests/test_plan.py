@@ -267,9 +267,11 @@ def test_dry_run_prints_the_plan_writes_nothing_and_exits_0(tmp_path, capsys, mo
 
 
 def test_dry_run_and_resume_apply_to_multi_test_commands_only(capsys):
-    for flag in ("--dry_run", "--resume"):
+    for flag, actions in (("--dry_run", "run_harness, run, run_audit_harness and tune"),
+                          ("--resume", "run_harness, run and run_audit_harness")):
         assert main(["--action=stage_results", flag]) == 2
-        assert f"{flag} applies only to make run_harness, run and run_audit_harness" in capsys.readouterr().err
+        assert f"{flag} applies only to make {actions}" in capsys.readouterr().err
+    assert main(["--action=tune", "--resume"]) == 2       # a tune resumes by itself, from its records
 
 
 def test_the_plan_of_a_stream_test_says_its_query_count(tmp_path):

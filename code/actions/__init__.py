@@ -46,6 +46,9 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
            "bench:Bench"),
     Action("find_peak", "Find each selected scenario's peak setting with short runs, confirm it at full length, "
            "write it into this system's custom config", "find_peak:FindPeak"),
+    Action("tune", "Find each selected scenario's best engine layout (batch size, instances x threads, Server "
+           "batching window) with short runs, confirm it at full length, write it into this system's custom config",
+           "tune:Tune"),
     Action("serve_triton", "Serve one benchmark's engine from a Triton server on this node until stopped (the "
            "Triton harness's scale-out: --endpoints)", "triton:ServeTriton"),
     Action("serve_llm", "Serve one LLM benchmark's model from an OpenAI-compatible server (vLLM's CPU build) on "

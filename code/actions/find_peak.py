@@ -34,7 +34,7 @@ from ..common.fields import FIELDS
 from ..common.paths import shown_path
 from ..common.fileio import write_atomically
 from ..common.systems import KnownSystem, all_known_systems, read_custom_systems
-from ..common.tuning.config_edit import literal, set_class_field
+from ..common.tuning.config_edit import MARKER, literal, set_class_field
 from ..common.tuning.search import (ConfirmResult, Outcome, SearchResult, confirm, find_highest, round_sig,
                                     settle)
 from ..common.tuning.trials import RUN_LENGTH_FIELDS, SEARCHED_FIELD, SHORT_RUNS
@@ -247,9 +247,16 @@ def plan_target(ctx, benchmark: str, scenario: Scenario) -> Target:
 
 def write_value(ctx, target: Target, benchmark: str, scenario: Scenario, field: str, value: float | int,
                 comment: list[str]) -> list[str]:
-    """Write `field = value` into the target class (creating it first when needed), check that the registry
-    loads it with that value, and say what was written. It holds the configs lock (a second writer stops at once),
-    writes each file whole, and on any failure puts both files back as they were."""
+    """Write `field = value` into the target class (see write_values)."""
+    return write_values(ctx, target, benchmark, scenario, {field: value}, comment)
+
+
+def write_values(ctx, target: Target, benchmark: str, scenario: Scenario, values: Mapping[str, float | int],
+                 comment: list[str], marker: str = MARKER) -> list[str]:
+    """Write `field = value` for each of `values` into the target class (creating it first when needed), the
+    comment above the first, check that the registry loads it with those values, and say what was written. It
+    holds the configs lock (a second writer stops at once), writes each file whole, and on any failure puts both
+    files back as they were."""
     repo, system_id = ctx.paths.repo, ctx.system.system_id
     files = [target.path] + ([ctx.paths.custom_systems_file] if target.register else [])
     said = []
@@ -263,11 +270,16 @@ def write_value(ctx, target: Target, benchmark: str, scenario: Scenario, field: 
             append_config(target.path, system_id, target.parent, scenario, target.registration)
             said.append(f"{system_id} had no custom {scenario.value} config: created class {target.class_name} "
                         f"(prefilled from {target.parent.__name__}) in {shown_path(target.path, repo)}")
-        write_atomically(target.path, set_class_field(target.path.read_text(), target.class_name, field, value,
-                                                      comment))
-        check_loads(target.path, ConfigKey(benchmark, scenario, system_id, ctx.args.workload_for(benchmark)), field,
-                    value)
-    said.append(f"wrote {field} = {literal(value)} into class {target.class_name} of {shown_path(target.path, repo)}; "
+        text = target.path.read_text()
+        for number, (field, value) in enumerate(values.items()):
+            text = set_class_field(text, target.class_name, field, value, comment if number == 0 else [],
+                                   marker=marker)
+        write_atomically(target.path, text)
+        key = ConfigKey(benchmark, scenario, system_id, ctx.args.workload_for(benchmark))
+        for field, value in values.items():
+            check_loads(target.path, key, field, value)
+    written = ", ".join(f"{field} = {literal(value)}" for field, value in values.items())
+    said.append(f"wrote {written} into class {target.class_name} of {shown_path(target.path, repo)}; "
                 f"check it with: make show_config RUN_ARGS=\"--benchmarks={benchmark} --scenarios={scenario.value}\"")
     return said
 

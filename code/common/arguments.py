@@ -34,10 +34,11 @@ BENCHMARK_ALIASES = {"resnet": "resnet50", "resnet50": "resnet50", "bert": "bert
 REPORT_ACTION = "report"
 # Commands that run several LoadGen tests: they print their plan first, and take --dry_run and --resume.
 MULTI_TEST_ACTIONS = ("run_harness", "run", AUDIT_ACTION)
+DRY_RUN_ACTIONS = (*MULTI_TEST_ACTIONS, "tune")   # tune: its plan of trials, printed before any run
 RESUMABLE_RETRIES = ("run_harness", "run")    # --retries: run_audit_harness has its field audit_retries
 DEFAULT_RETRIES, MAX_RETRIES = 1, 10
 # Actions that write into LOG_DIR or MLPERF_SCRATCH_PATH: a folder given for them must be writable before they start.
-WRITES_LOG_DIR = frozenset({"run_harness", "run", "bench", "find_peak"})
+WRITES_LOG_DIR = frozenset({"run_harness", "run", "bench", "find_peak", "tune"})
 WRITES_SCRATCH = frozenset({"prebuild", "link_dirs", "download_model", "download_data", "preprocess_data", "run"})
 
 
@@ -515,9 +516,10 @@ def parse_retries(text: str | None) -> int:
 
 
 def _check_multi_test_flags(args: RunArgs) -> None:
-    actions = f"{', '.join(MULTI_TEST_ACTIONS[:-1])} and {MULTI_TEST_ACTIONS[-1]}"
-    for flag, given in (("dry_run", args.dry_run), ("resume", args.resume)):
-        if given and args.action not in MULTI_TEST_ACTIONS:
+    for flag, given, allowed in (("dry_run", args.dry_run, DRY_RUN_ACTIONS),
+                                 ("resume", args.resume, MULTI_TEST_ACTIONS)):
+        actions = f"{', '.join(allowed[:-1])} and {allowed[-1]}"
+        if given and args.action not in allowed:
             raise UserError(f"--{flag} applies only to make {actions}, not to {args.action}; drop it from RUN_ARGS.")
     if "retries" in args.explicit and args.action == AUDIT_ACTION:
         raise UserError(f"--retries does not apply to make {AUDIT_ACTION}: a failed compliance test runs again "

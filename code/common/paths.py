@@ -239,6 +239,12 @@ class Paths:
         run_log_dir."""
         return (root or self.claimed_log_dir) / "find_peak" / system_id / benchmark / scenario.value
 
+    def tune_dir(self, system_id: str, benchmark: str, scenario: Scenario) -> Path:
+        """Where `make tune` puts the runs of one benchmark and scenario, each with its record: under LOG_DIR when
+        one is given, else build/tune, the same folder every time, so that an interrupted tune resumes there."""
+        root = self.build / "tune" if self.log_dir_is_default else self.log_dir / "tune"
+        return root / system_id / benchmark / scenario.value
+
     @staticmethod
     def retry_run_dir(run_dir: Path, retry: int) -> Path:
         """Where retry `retry` (1, 2, ...) of the test first run in `run_dir` writes: beside it,

@@ -93,3 +93,40 @@ def origin_of(config_class: type, field: str, source: str) -> str:
                 return SHIPPED
             return OWN if where.name == CUSTOM_CONFIG else SHIPPED
     return SHIPPED
+
+
+# -- the engine layout: tuned on this system or not ---------------------------------------------------------------
+# The fields make tune chooses. A run whose layout is still a shipped config's (set by no custom.py class and not
+# typed) runs as configured, and its plan says so with the command that measures one.
+LAYOUT_FIELDS = ("batch_size", "instances", "intra_op_threads", "server_batch_timeout_us")
+TUNED_BACKENDS = ("onnxruntime", "tensorrt")
+TUNED_SCENARIOS = (Scenario.Offline, Scenario.Server, Scenario.SingleStream, Scenario.MultiStream)
+
+
+def set_in_custom_config(config_class: type, field: str) -> bool:
+    """Whether the class that gives `config_class` its `field` (itself or a parent) is in a custom.py."""
+    for cls in inspect.getmro(config_class):
+        if field in vars(cls):
+            try:
+                return Path(inspect.getsourcefile(cls) or "").name == CUSTOM_CONFIG
+            except TypeError:
+                return False
+    return False
+
+
+def untuned_layout_note(benchmark: str, scenario: Scenario, backend: str, test_mode: TestMode, test_run: bool,
+                        config_class: type | None, sources: dict[str, str], layout: dict) -> str | None:
+    """A line for the plan when a performance test's layout was tuned nowhere (no custom.py class sets a layout
+    field, none typed on the command line); None otherwise."""
+    if (backend not in TUNED_BACKENDS or scenario not in TUNED_SCENARIOS or test_run
+            or test_mode is not TestMode.PerformanceOnly):
+        return None
+    fields = [f for f in LAYOUT_FIELDS if f in sources]
+    if any(sources[f] == "command line" for f in fields):
+        return None
+    if config_class is not None and any(set_in_custom_config(config_class, f) for f in fields):
+        return None
+    shown = ", ".join(f"{f}={layout[f]}" for f in fields if f in layout)
+    return (f"Note: {benchmark} {scenario.value} runs the configured layout ({shown}), not one tuned on this system; "
+            f"make tune RUN_ARGS=\"--benchmarks={benchmark} --scenarios={scenario.value.lower()}\" measures the "
+            "candidates and writes the best into custom.py.")

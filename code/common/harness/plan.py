@@ -306,7 +306,26 @@ def plan_harness(ctx, selection: Sequence[tuple[str, Scenario, TestMode]]) -> Pl
         tests.append(test)
     refuse_other_settings(paths.log_dir, made_otherwise)
     new = "a new folder, created when the first test starts" if paths.log_dir_is_default else ""
-    return Plan(tuple(tests), paths.log_dir, new)
+    return Plan(tuple(tests), paths.log_dir, new, notes=untuned_notes(ctx, selection))
+
+
+def untuned_notes(ctx, selection: Sequence[tuple[str, Scenario, TestMode]]) -> tuple[str, ...]:
+    """One note per benchmark and scenario whose performance test runs a layout tuned nowhere (first_run.py)."""
+    from .first_run import LAYOUT_FIELDS, untuned_layout_note
+
+    notes: dict[tuple[str, Scenario], str] = {}
+    for benchmark, scenario, mode in selection:
+        if (benchmark, scenario) in notes:
+            continue
+        config = ctx.resolve(benchmark, scenario, mode)
+        found = ctx.registry.lookup(benchmark, scenario, [config.key.system_id], config.key.workload)
+        note = untuned_layout_note(benchmark, scenario, config["backend"], mode, bool(ctx.args.test_run),
+                                   found[1] if found else None,
+                                   {f: config.sources[f] for f in LAYOUT_FIELDS if f in config.sources},
+                                   {f: config[f] for f in LAYOUT_FIELDS if f in config.values})
+        if note:
+            notes[(benchmark, scenario)] = note
+    return tuple(notes.values())
 
 
 # -- the whole plan ---------------------------------------------------------------------------------------------

@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 
 MARKER = "# Measured by make find_peak"
+TUNE_MARKER = "# Tuned by make tune"
+_MARKERS = (MARKER, TUNE_MARKER)
 
 
 def literal(value: float | int) -> str:
@@ -16,9 +18,10 @@ def literal(value: float | int) -> str:
     return f"{value:_}" if isinstance(value, int) and not isinstance(value, bool) else repr(float(value))
 
 
-def set_class_field(source: str, class_name: str, name: str, value: float | int, comment: list[str]) -> str:
+def set_class_field(source: str, class_name: str, name: str, value: float | int, comment: list[str],
+                    marker: str = MARKER) -> str:
     """`source` with `name = value` in class `class_name`, preceded by `comment` (lines without the `# `);
-    the first comment line should start after MARKER's words, e.g. 'on 2026-01-01 12:00: ...'."""
+    the first comment line should start after `marker`'s words, e.g. 'on 2026-01-01 12:00: ...'."""
     tree = ast.parse(source)
     found = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name]
     if len(found) != 1:
@@ -28,7 +31,7 @@ def set_class_field(source: str, class_name: str, name: str, value: float | int,
         raise ValueError(f"class {class_name} is written on one line; give it a body of its own lines")
     lines = source.splitlines(keepends=True)
     indent = " " * cls.body[0].col_offset
-    new = [f"{indent}{MARKER} {comment[0]}\n" if comment else "",
+    new = [f"{indent}{marker} {comment[0]}\n" if comment else "",
            *(f"{indent}# {text}\n" for text in comment[1:]), f"{indent}{name} = {literal(value)}\n"]
 
     assigned = [s for s in cls.body if _assigns(s, name)]
@@ -51,10 +54,11 @@ def _assigns(statement: ast.stmt, name: str) -> bool:
 
 
 def _own_comment_start(lines: list[str], index: int) -> int:
-    """The first line of the MARKER comment right above line `index`, or `index` when there is none."""
+    """The first line of the comment (starting with a marker) right above line `index`, or `index` when there is
+    none."""
     first = index
     while first > 0 and lines[first - 1].lstrip().startswith("#"):
         first -= 1
-        if lines[first].lstrip().startswith(MARKER):
+        if lines[first].lstrip().startswith(_MARKERS):
             return first
     return index

@@ -1,0 +1,239 @@
+"""`make tune`: which layout of the engine (batch size, instances x intra-op threads, for Server the batching
+window) does best on this system, from short LoadGen runs. Pure: the runs come in as a callable.
+
+The search goes knob by knob (coordinate descent) instead of over the whole grid, so its trials add up instead of
+multiplying: first the instances x threads layouts at the configured batch size, then the batch sizes at the best
+layout (Server: larger batches with a window, since without one a batch holds only what is already queued), then
+(Server) the batching windows at the best of both. A knob with one candidate costs no trial.
+
+How a candidate is judged, per scenario:
+- Offline: the samples/s of one short run (its verdict is about the query's length, which the confirmation sizes).
+- SingleStream / MultiStream: the percentile LoadGen judges (p90 / p99) of one short run, lower is better.
+- Server: the highest arrival rate a short run accepts (VALID at the latency bound, early stopping included, with
+  find_peak's margin). The first candidate is searched with find_peak's bracket; each challenger runs first just
+  above the best rate so far, and is searched upwards only when it holds the bound there, so a losing layout costs
+  one run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields as dataclass_fields, replace
+from typing import Callable, Iterable, Sequence
+
+from ..constants import Scenario
+from .search import Outcome, find_highest, round_sig
+from .trials import SERVER_SHORT_QUERIES
+
+# Candidates per knob. Batch sizes: powers of two up to what pays on a CPU (Offline) or what a window fills at a
+# rate near the bound (Server); SingleStream and MultiStream queries bring their own batch.
+OFFLINE_BATCHES = (1, 2, 4, 8, 16, 32, 64)
+SERVER_BATCHES = (1, 2, 4, 8, 16)
+SERVER_WINDOWS_US = (0, 500, 2000, 8000)
+BATCHING_WINDOW_US = 2000        # the window larger batches are first tried with (the field's default)
+SERVER_CHALLENGE = 1.05          # a challenger first runs at 1.05 x the best rate so far
+SERVER_TOLERANCE = 0.05
+SERVER_LATENCY_MARGIN = 0.10
+SERVER_TRIALS_FIRST = 8          # find_highest trials for the first candidate
+SERVER_TRIALS_MORE = 4           # ... and for a challenger that held the bound at the challenge rate
+SERVER_CHALLENGER_GROWTH = 1.25  # a challenger is near the best rate: it climbs in smaller steps than the first
+# A short Server run lasts at least its 500 queries at the rate: below this many seconds' worth the search gives
+# up on a layout instead of halving on (at 1 QPS one run would take over 8 minutes).
+SERVER_LONGEST_TRIAL_S = 120
+THREADED_BACKENDS = ("onnxruntime",)   # backends whose instances share the cores (intra_op_threads)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The fields a tune sets. None: not a knob here (e.g. intra_op_threads on TensorRT, the window off Server)."""
+
+    batch_size: int
+    instances: int
+    intra_op_threads: int | None = None
+    server_batch_timeout_us: int | None = None
+
+    def fields(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in dataclass_fields(self) if getattr(self, f.name) is not None}
+
+    @property
+    def label(self) -> str:
+        """The layout in a run folder's name: b8-i1x2-w2000us."""
+        threads = f"x{self.intra_op_threads}" if self.intra_op_threads is not None else ""
+        window = f"-w{self.server_batch_timeout_us}us" if self.server_batch_timeout_us is not None else ""
+        return f"b{self.batch_size}-i{self.instances}{threads}{window}"
+
+    def describe(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.fields().items())
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str                        # what the stage varies, in words
+    candidates: Callable[[Layout], list[Layout]]   # the layouts to try, from the best one so far
+    values: str                      # the values it tries, in words (for the plan)
+
+
+def instance_layouts(cores: int, backend: str, scenario: Scenario) -> list[tuple[int, int | None]]:
+    """(instances, intra-op threads) pairs that use every core once: 1 x cores, ..., cores x 1 (ONNX Runtime), or
+    1 and 2 instances where the engine has no threads to share (TensorRT streams). SingleStream and MultiStream run
+    their query on the first instance alone, so only 1 instance counts there, with all the cores or half of them."""
+    if scenario in (Scenario.SingleStream, Scenario.MultiStream):
+        if backend not in THREADED_BACKENDS:
+            return [(1, None)]
+        return [(1, t) for t in sorted({cores, max(1, cores // 2)}, reverse=True)]
+    if backend in THREADED_BACKENDS:
+        return [(n, cores // n) for n in range(1, cores + 1) if cores % n == 0]
+    return [(1, None), (2, None)]
+
+
+def knobs(scenario: Scenario, backend: str, cores: int, samples_per_query: int = 8) -> list[Knob]:
+    """The stages of a tune, in the order they run."""
+    pairs = instance_layouts(cores, backend, scenario)
+
+    def layouts(best: Layout) -> list[Layout]:
+        return [replace(best, instances=n, intra_op_threads=t) for n, t in pairs]
+
+    def batches(values: Iterable[int]) -> Callable[[Layout], list[Layout]]:
+        return lambda best: [replace(best, batch_size=b) for b in values]
+
+    def server_batches(best: Layout) -> list[Layout]:
+        """A larger batch fills only within a window: where the best layout has none, the larger batches are
+        tried with BATCHING_WINDOW_US (the window stage then moves it)."""
+        window = best.server_batch_timeout_us or BATCHING_WINDOW_US
+        return [replace(best, batch_size=b, server_batch_timeout_us=best.server_batch_timeout_us if b == 1 else window)
+                for b in SERVER_BATCHES]
+
+    # A TensorRT plan is built for its batch size (paths.engine_file names it): other sizes need engines of
+    # their own, so there the batch size stays as configured.
+    rebatch = backend in THREADED_BACKENDS
+    stages = [Knob("instances x intra-op threads", layouts,
+                   ", ".join(f"{n}x{t}" if t is not None else f"{n}" for n, t in pairs))]
+    if scenario is Scenario.Offline and rebatch:
+        stages.append(Knob("batch size", batches(OFFLINE_BATCHES), _listed(OFFLINE_BATCHES)))
+    elif scenario.server_like:
+        if rebatch:
+            stages.append(Knob("largest batch", server_batches,
+                               f"{_listed(SERVER_BATCHES)} (above 1 with a window of {BATCHING_WINDOW_US} us)"))
+        stages.append(Knob("batching window (server_batch_timeout_us)",
+                           lambda best: [replace(best, server_batch_timeout_us=w) for w in SERVER_WINDOWS_US],
+                           f"{_listed(SERVER_WINDOWS_US)} us"))
+    elif scenario is Scenario.MultiStream and rebatch:
+        stages.append(Knob("batch size", batches(sorted({1, samples_per_query})),
+                           _listed(sorted({1, samples_per_query}))))
+    return stages
+
+
+def _listed(values: Iterable[int]) -> str:
+    return ", ".join(str(v) for v in values)
+
+
+def starting_layout(config, scenario: Scenario, backend: str, cores: int) -> Layout:
+    """The configured layout, as the tune's first point (intra_op_threads 0 is spelled out as the run shares it)."""
+    instances = int(config["instances"])
+    threads = (int(config.get("intra_op_threads") or 0) or max(1, cores // instances)) \
+        if backend in THREADED_BACKENDS else None
+    window = int(config["server_batch_timeout_us"]) if scenario.server_like else None
+    return Layout(int(config["batch_size"]), instances, threads, window)
+
+
+@dataclass(frozen=True)
+class Judged:
+    layout: Layout
+    score: float | None          # higher is better; None: the layout held nothing
+    value: float | None          # the setting LoadGen sizes the run from, measured with this layout
+    outcome: Outcome | None      # the run the score comes from
+    trials: int
+
+
+# (layout, the searched field's value) -> the short run's outcome
+Trial = Callable[[Layout, float], Outcome]
+
+
+class Judge:
+    """How one scenario's candidates are scored (see the module's docstring)."""
+
+    def __init__(self, scenario: Scenario, start_value: float, log: Callable[[str], None],
+                 unit: Callable[[float], str]) -> None:
+        self.scenario, self.start_value, self.log, self.unit = scenario, start_value, log, unit
+        self.best: Judged | None = None
+
+    def __call__(self, trial: Trial, layout: Layout) -> Judged:
+        if self.scenario.server_like:
+            return self._server(trial, layout)
+        value = self.start_value if self.best is None or self.best.value is None else self.best.value
+        outcome = trial(layout, value)
+        if self.scenario is Scenario.Offline:
+            score = outcome.throughput
+            measured = round_sig(outcome.throughput * 1.1) if outcome.throughput else None
+        else:
+            score = -outcome.latency_ns if outcome.latency_ns else None
+            measured = outcome.latency_ns
+        return Judged(layout, score, measured, outcome, 1)
+
+    def _server(self, trial: Trial, layout: Layout) -> Judged:
+        count = 0
+
+        def run(qps: float) -> Outcome:
+            nonlocal count
+            count += 1
+            return trial(layout, qps)
+
+        def search(start: float, max_trials: int, growth: float) -> Judged:
+            found = find_highest(run, start, tolerance=SERVER_TOLERANCE, latency_margin=SERVER_LATENCY_MARGIN,
+                                 growth=growth, max_trials=max_trials, unit=self.unit, log=self.log,
+                                 floor=max(start / 64, SERVER_SHORT_QUERIES / SERVER_LONGEST_TRIAL_S))
+            accepted = [s for s in found.steps if s.accepted and s.value == found.value]
+            return Judged(layout, found.value, found.value, accepted[-1].outcome if accepted else None, count)
+
+        if self.best is None or self.best.score is None:
+            return search(self.start_value, SERVER_TRIALS_FIRST, growth=2.0)
+        challenge = round_sig(self.best.score * SERVER_CHALLENGE)
+        outcome = run(challenge)
+        if not outcome.accepted(SERVER_LATENCY_MARGIN):
+            self.log(f"    {layout.label}: does not hold {self.unit(challenge)} "
+                     f"({outcome.describe(SERVER_LATENCY_MARGIN)}); the best so far stays")
+            return Judged(layout, None, None, outcome, count)
+        return search(challenge, SERVER_TRIALS_MORE, growth=SERVER_CHALLENGER_GROWTH)
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    best: Judged | None
+    judged: tuple[Judged, ...]
+
+
+def tune(trial: Trial, start: Layout, stages: Sequence[Knob], judge: Judge,
+         log: Callable[[str], None]) -> TuneResult:
+    """The best layout of the stages' candidates (each stage from the best so far), and every layout judged."""
+    judged: dict[Layout, Judged] = {}
+    best: Judged | None = None
+    for stage in stages:
+        incumbent = best.layout if best else start
+        # The incumbent first: the layout in use is the one the others must beat (and the Server's first search).
+        candidates = sorted(dict.fromkeys(stage.candidates(incumbent)), key=lambda layout: layout != incumbent)
+        if len(candidates) < 2 and best is not None:
+            continue
+        log(f"  {stage.name}: {len(candidates)} candidate{'s' if len(candidates) != 1 else ''}")
+        for layout in candidates:
+            if layout not in judged:
+                judged[layout] = judge(trial, layout)
+                result = judged[layout]
+                shown = "no short run accepted" if result.score is None else \
+                    judge.unit(abs(result.score)) if judge.scenario is not Scenario.Offline \
+                    else f"{result.score:,.1f} samples/s"
+                log(f"    {layout.label}: {shown}")
+            if judged[layout].score is not None and (best is None or best.score is None
+                                                     or judged[layout].score > best.score):
+                best = judged[layout]
+            judge.best = best
+    return TuneResult(best if best is not None and best.score is not None else None, tuple(judged.values()))
+
+
+def planned_trials(scenario: Scenario, start: Layout, stages: Sequence[Knob]) -> tuple[int, int]:
+    """(fewest, most) short runs the stages take: each distinct candidate once (Server: one run for a challenger
+    that loses at once, up to the search's trials for one that wins)."""
+    seen: set[Layout] = set()
+    for stage in stages:
+        seen.update(stage.candidates(start))
+    count = len(seen)
+    if not scenario.server_like:
+        return count, count
+    return SERVER_TRIALS_FIRST - 4 + (count - 1), SERVER_TRIALS_FIRST + (count - 1) * (1 + SERVER_TRIALS_MORE)

@@ -1,0 +1,268 @@
+"""make tune: the layout search on a fake engine with known costs (no LoadGen, no timing), its resumption from the
+records of an interrupted tune, and the winner written into a custom config only after its confirmation."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from code.actions import ACTIONS
+from code.actions.base import Context
+from code.actions.tune import Tune
+from code.common.arguments import parse_run_args
+from code.common.constants import Scenario
+from code.common.errors import UserError
+from code.common.paths import Paths
+from code.common.rules import get_round
+from code.common.tuning.config_edit import TUNE_MARKER
+from code.common.tuning.layouts import (OFFLINE_BATCHES, SERVER_WINDOWS_US, Judge, Layout, knobs, planned_trials,
+                                        tune)
+from code.common.tuning.search import Outcome
+from code.common.tuning.trial_book import RECORD, TrialBook
+from tests.test_find_peak import _load, repo_copy  # noqa: F401  (the fixture)
+
+BOUND_NS = 15e6
+
+
+class FakeEngine:
+    """A CPU engine of known costs. One batch of b samples on t threads takes (3 + b + 0.02 b^2) / speedup(t) ms
+    (a fixed cost per call, a cost per sample, and a cache penalty for large batches); instances run in parallel.
+    Server: a window of w us gathers min(b, 1 + rate x w) samples a batch; p99 = w + batch time / (1 - load)."""
+
+    SPEEDUP = {1: 1.0, 2: 1.7}
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[Layout, float, bool]] = []
+
+    def batch_ms(self, batch: float, threads: int) -> float:
+        return (3 + batch + 0.02 * batch ** 2) / self.SPEEDUP[threads]
+
+    def capacity(self, layout: Layout, batch: float | None = None) -> float:
+        batch = layout.batch_size if batch is None else batch
+        return layout.instances * batch / self.batch_ms(batch, layout.intra_op_threads) * 1000
+
+    def server_p99_ns(self, layout: Layout, rate: float) -> float:
+        window_s = (layout.server_batch_timeout_us or 0) / 1e6
+        batch = min(layout.batch_size, 1 + rate * window_s)
+        load = rate / self.capacity(layout, batch)
+        return float("inf") if load >= 1 else (window_s * 1e3 + self.batch_ms(batch, layout.intra_op_threads)
+                                                / (1 - load)) * 1e6
+
+    def run(self, scenario: Scenario, fields: dict, short: bool) -> Outcome:
+        layout = Layout(fields["batch_size"], fields["instances"], fields["intra_op_threads"],
+                        fields.get("server_batch_timeout_us"))
+        if scenario is Scenario.Offline:
+            value = fields["offline_expected_qps"]
+            self.runs.append((layout, value, short))
+            rate = self.capacity(layout)
+            valid = short or value >= rate / 1.1         # a full-length run needs the query to last
+            return Outcome(valid=valid, throughput=rate, reason="" if valid else "min duration not met")
+        value = fields["server_target_qps"]
+        self.runs.append((layout, value, short))
+        p99 = self.server_p99_ns(layout, value)
+        valid = p99 <= BOUND_NS
+        return Outcome(valid=valid, latency_ns=min(p99, 1e12), percentile=0.99, bound_ns=BOUND_NS,
+                       throughput=value, reason="" if valid else "99th percentile latency over the bound")
+
+
+def lines_sink() -> tuple[list[str], callable]:
+    lines: list[str] = []
+    return lines, lines.append
+
+
+# -- the search, pure --------------------------------------------------------------------------------------------
+def test_offline_tune_finds_the_layout_and_batch_of_the_highest_throughput():
+    engine, (lines, log) = FakeEngine(), lines_sink()
+    start = Layout(32, 1, 2)
+    stages = knobs(Scenario.Offline, "onnxruntime", 2)
+    judge = Judge(Scenario.Offline, 240.0, log, lambda v: f"{v:g} QPS")
+    result = tune(lambda layout, value: engine.run(Scenario.Offline, {**layout.fields(),
+                                                                      "offline_expected_qps": value}, True),
+                  start, stages, judge, log)
+    # Stage 1 at batch 32: two instances of one thread beat one of two (speed-up 1.7 < 2).
+    layouts = [Layout(32, n, 2 // n) for n in (1, 2)]
+    best_layout = max(layouts, key=engine.capacity)
+    # Stage 2 at that layout: the batch of the lowest cost per sample among the candidates.
+    expected = max((replace(best_layout, batch_size=b) for b in OFFLINE_BATCHES), key=engine.capacity)
+    assert result.best.layout == expected
+    assert result.best.score == pytest.approx(engine.capacity(expected))
+    assert len(engine.runs) == len(result.judged) == len({*layouts, *(replace(best_layout, batch_size=b)
+                                                                       for b in OFFLINE_BATCHES)})
+    assert planned_trials(Scenario.Offline, start, stages) == (len(engine.runs), len(engine.runs))
+    assert any("batch size: 7 candidates" in line for line in lines)
+
+
+def test_server_tune_raises_the_rate_held_at_the_bound_with_batching():
+    engine, (lines, log) = FakeEngine(), lines_sink()
+    start = Layout(1, 2, 1, 0)              # the shipped CPU Server layout: batch 1, no window
+    judge = Judge(Scenario.Server, 20.0, log, lambda v: f"{v:g} QPS")
+    result = tune(lambda layout, value: engine.run(Scenario.Server, {**layout.fields(),
+                                                                     "server_target_qps": value}, True),
+                  start, knobs(Scenario.Server, "onnxruntime", 2), judge, log)
+    held = {j.layout: j.score for j in result.judged if j.score is not None}
+    assert result.best.layout in held and result.best.score == max(held.values())
+    # Every rate a short run accepted holds 90 % of the bound on the engine's known costs.
+    for layout, rate, _ in engine.runs:
+        if rate <= held.get(layout, 0):
+            assert engine.server_p99_ns(layout, rate) <= 0.9 * BOUND_NS
+    assert result.best.score > held[start]                  # batching within a window pays on this engine
+    best = result.best.layout
+    assert best.batch_size > 1 and best.server_batch_timeout_us in SERVER_WINDOWS_US[1:]
+    peak = max(r / 10 for r in range(1, 20_000) if engine.server_p99_ns(best, r / 10) <= 0.9 * BOUND_NS)
+    assert 0.9 * peak <= result.best.score <= peak          # within the search's tolerance of the known peak
+    fewest, most = planned_trials(Scenario.Server, start, knobs(Scenario.Server, "onnxruntime", 2))
+    assert fewest <= len(engine.runs) <= most
+    assert any("does not hold" in line for line in lines)    # a losing challenger cost one run
+
+
+def test_tensorrt_keeps_the_batch_of_its_engine():
+    names = [k.name for k in knobs(Scenario.Server, "tensorrt", 16)]
+    assert names == ["instances x intra-op threads", "batching window (server_batch_timeout_us)"]
+    assert [k.name for k in knobs(Scenario.Offline, "tensorrt", 16)] == ["instances x intra-op threads"]
+    layouts = knobs(Scenario.Offline, "tensorrt", 16)[0].candidates(Layout(2048, 1))
+    assert [(layout.instances, layout.intra_op_threads) for layout in layouts] == [(1, None), (2, None)]
+    single = knobs(Scenario.SingleStream, "onnxruntime", 4)
+    assert len(single) == 1 and single[0].candidates(Layout(1, 2, 2)) == [Layout(1, 1, 4), Layout(1, 1, 2)]
+
+
+def test_trial_book_hands_back_each_recorded_run_once(tmp_path):
+    measured: list[str] = []
+
+    def measure(run_dir):
+        measured.append(run_dir.name)
+        return Outcome(valid=True, throughput=100.0 + len(measured), run_dir=str(run_dir))
+
+    book = TrialBook(tmp_path)
+    fields = {"batch_size": 8, "short": True}
+    first = book.run(fields, book.next_free("trial-b8"), measure)
+    second = book.run(fields, book.next_free("trial-b8"), measure)
+    assert measured == ["trial-b8-01", "trial-b8-02"] and first.throughput != second.throughput
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / RECORD).write_text("{not json")
+    again = TrialBook(tmp_path)
+    assert again.recorded == 2 and again.unreadable == [tmp_path / "broken" / RECORD]
+    assert again.run(fields, again.next_free("trial-b8"), measure) == first
+    assert again.run(fields, again.next_free("trial-b8"), measure) == second
+    assert again.run(fields, again.next_free("trial-b8"), measure).throughput == 103.0   # a third: measured
+    assert again.reused == 2 and measured[-1] == "trial-b8-03"
+
+
+# -- the action, with the fake engine instead of LoadGen, in a copy of the repository -----------------------------
+class FakeTune(Tune):
+    def __init__(self, ctx, engine: FakeEngine, fail_after: int | None = None, confirm_valid: bool = True) -> None:
+        super().__init__(ctx)
+        self.engine, self.fail_after, self.confirm_valid = engine, fail_after, confirm_valid
+
+    def preflight(self, benchmark, scenario) -> None:
+        pass
+
+    def run_one(self, benchmark, scenario, run_dir, fields, short) -> Outcome:
+        if self.fail_after is not None and len(self.engine.runs) >= self.fail_after:
+            raise UserError(f"The run in {run_dir} did not complete (interrupted).", exit_code=1)
+        outcome = self.engine.run(scenario, dict(fields), short)
+        if not short and not self.confirm_valid:
+            outcome = replace(outcome, valid=False, reason="99th percentile latency over the bound")
+        return replace(outcome, run_dir=str(run_dir))
+
+
+def context(repo, kvm_2core, *flags: str) -> tuple[Context, list[str]]:
+    lines: list[str] = []
+    args = parse_run_args(["--action=tune", "--benchmarks=resnet50", "--model=mobilenet_v2", *flags], list(ACTIONS),
+                          ["resnet50"])
+    paths = Paths.create(scratch=repo / "scratch", log_dir=repo / "logs", repo=repo)
+    return Context(args=args, paths=paths, rules=get_round(), detect=lambda: kvm_2core, log=lines.append), lines
+
+
+def test_interrupted_offline_tune_resumes_and_writes_the_confirmed_layout(repo_copy, kvm_2core):  # noqa: F811
+    ctx, _ = context(repo_copy, kvm_2core, "--scenarios=offline")
+    interrupted = FakeEngine()
+    with pytest.raises(UserError, match="interrupted"):
+        FakeTune(ctx, interrupted, fail_after=4).run()
+    custom = repo_copy / "configs/resnet50/Offline/custom.py"
+    assert not custom.exists()
+    folder = repo_copy / "logs/tune/AMD_EPYC_2C/resnet50/Offline"
+    assert len(list(folder.glob(f"*/{RECORD}"))) == 4
+
+    ctx, lines = context(repo_copy, kvm_2core, "--scenarios=offline")
+    resumed = FakeEngine()
+    assert FakeTune(ctx, resumed).run() == 0
+    assert any("resuming: 4 run(s) recorded" in line for line in lines)
+    plan = next(line for line in lines if "plan:" in line)
+    assert "short runs" in plan and "confirmed at full length" in plan
+    # the resumed tune ran only what the interrupted one had not
+    short_runs = [r for r in resumed.runs if r[2]]
+    assert len(short_runs) + 4 == len({*(r[0] for r in interrupted.runs), *(r[0] for r in short_runs)})
+    text = custom.read_text()
+    best = max((Layout(b, 2, 1) for b in OFFLINE_BATCHES), key=resumed.capacity)
+    assert f"batch_size = {best.batch_size}\n" in text and "instances = 2\n" in text
+    assert "intra_op_threads = 1\n" in text and "offline_expected_qps = " in text
+    assert f"{TUNE_MARKER} on " in text and ", with model=mobilenet_v2: the best of" in text
+    assert "Confirmed VALID at full length" in text
+    assert "confirm-" in text and "logs/tune/AMD_EPYC_2C/resnet50/Offline" in text
+    shown = subprocess.run([sys.executable, "-m", "code.main", "--action=show_config", "--benchmarks=resnet50",
+                            "--scenarios=offline", "--system_name=AMD_EPYC_2C"], cwd=repo_copy,
+                           capture_output=True, text=True, check=False)
+    assert shown.returncode == 0, shown.stderr
+    assert f"batch_size                        = {best.batch_size} " in shown.stdout
+
+
+def test_server_layout_not_confirmed_is_not_written(repo_copy, kvm_2core):  # noqa: F811
+    ctx, lines = context(repo_copy, kvm_2core, "--scenarios=server")
+    engine = FakeEngine()
+    assert FakeTune(ctx, engine, confirm_valid=False).run() == 1
+    assert sum(1 for r in engine.runs if not r[2]) == 3       # three full-length tries, each a safer rate
+    assert not (repo_copy / "configs/resnet50/Server/custom.py").exists()
+    assert "AMD_EPYC_2C" not in (repo_copy / "code/common/systems/custom_list.py").read_text()
+    assert any("nothing written" in line and "was not confirmed" in line for line in lines)
+
+
+def test_dry_run_prints_the_plan_and_runs_nothing(repo_copy, kvm_2core):  # noqa: F811
+    ctx, lines = context(repo_copy, kvm_2core, "--scenarios=offline,server", "--dry_run")
+    engine = FakeEngine()
+    assert FakeTune(ctx, engine).run() == 0
+    assert engine.runs == [] and not (repo_copy / "logs").exists()
+    assert any("stage 3, batching window (server_batch_timeout_us): 0, 500, 2000, 8000 us" in line for line in lines)
+    assert any("plan: 8 short runs" in line for line in lines)
+    assert lines[-1] == "Dry run: nothing was run or written."
+
+
+def test_run_lengths_are_refused(repo_copy, kvm_2core):  # noqa: F811
+    ctx, _ = context(repo_copy, kvm_2core, "--scenarios=offline", "--min_duration=1000")
+    with pytest.raises(UserError, match="--min_duration"):
+        FakeTune(ctx, FakeEngine()).run()
+
+
+def test_bench_measures_server_at_the_tuned_layout(repo_copy, kvm_2core):  # noqa: F811
+    from code.actions.bench import SERVER_LAYOUT, ctx_layout, server_layout
+
+    ctx, _ = context(repo_copy, kvm_2core, "--scenarios=server")
+    assert server_layout(ctx, "resnet50", "fp32") == SERVER_LAYOUT["fp32"]      # nothing tuned: bench's own
+    assert FakeTune(ctx, FakeEngine()).run() == 0
+    ctx, _ = context(repo_copy, kvm_2core, "--scenarios=server")
+    ctx.registry.add_module(_load(repo_copy / "configs/resnet50/Server/custom.py"))
+    assert server_layout(ctx, "resnet50", "fp32") == {}                         # the tuned one, as it is
+    tuned = ctx.resolve("resnet50", Scenario.Server)
+    assert ctx_layout(ctx, "resnet50") == (f"{tuned['instances']} x {tuned['intra_op_threads']} thread"
+                                           f"{'s' if tuned['intra_op_threads'] > 1 else ''}, batch "
+                                           f"{tuned['batch_size']} within {tuned['server_batch_timeout_us']} us")
+
+
+def test_a_server_layout_that_holds_nothing_is_given_up_before_its_runs_grow_long():
+    from code.common.tuning.layouts import SERVER_LONGEST_TRIAL_S
+    from code.common.tuning.trials import SERVER_SHORT_QUERIES
+
+    rates: list[float] = []
+    layouts: list[Layout] = []
+
+    def never(layout: Layout, rate: float) -> Outcome:
+        rates.append(rate)
+        layouts.append(layout)
+        return Outcome(valid=False, latency_ns=2 * BOUND_NS, percentile=0.99, bound_ns=BOUND_NS, reason="p99 high")
+    start = Layout(1, 2, 1, 0)
+    result = tune(never, start, knobs(Scenario.Server, "onnxruntime", 2)[:1],
+                  Judge(Scenario.Server, 20.0, lambda _: None, str), lambda _: None)
+    assert result.best is None
+    assert min(rates) >= SERVER_SHORT_QUERIES / SERVER_LONGEST_TRIAL_S and rates[0] == 20.0
+    assert rates[:3] == [20.0, 10.0, 5.0] and layouts[0] == start   # the configured layout is searched first
