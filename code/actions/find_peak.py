@@ -127,20 +127,24 @@ class FindPeak(Handler):
         with editing_configs(self.ctx.paths), measuring(self.ctx.paths, alone=True):
             return super().run()
 
-    def handle(self) -> int:
-        ctx = self.ctx
+    def selected_targets(self) -> dict:
+        """Each selected (benchmark, scenario) with its target, every check made before the first run."""
         self._refuse_run_lengths()
-        pairs = ctx.selected()
+        pairs = self.ctx.selected()
         if not pairs:
             raise UserError("Nothing selected has a config: choose --benchmarks and --scenarios that do "
                             "(make show_config lists them).")
-        targets = {pair: plan_target(ctx, *pair) for pair in pairs}   # every check before the first run
-        for benchmark, scenario in pairs:
+        return {pair: plan_target(self.ctx, *pair) for pair in pairs}
+
+    def handle(self) -> int:
+        ctx = self.ctx
+        targets = self.selected_targets()
+        for benchmark, scenario in targets:
             self.preflight(benchmark, scenario)
         for (benchmark, scenario), target in targets.items():
             if target.not_writable:
                 ctx.log(f"Note: {benchmark} {scenario.value}: {target.not_writable}")
-        found = [self._find(benchmark, scenario, targets[(benchmark, scenario)]) for benchmark, scenario in pairs]
+        found = [self._find(benchmark, scenario, targets[(benchmark, scenario)]) for benchmark, scenario in targets]
         ctx.log("\nfind_peak:")
         for item in found:
             value = f"{item.field} = {literal(item.value)}" if item.value is not None \

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from ..common.constants import Scenario
-from ..common.errors import UserError
 from ..common.fields import FIELDS
 from ..common.harness.plan import format_duration
 from ..common.paths import shown_path
@@ -24,7 +23,7 @@ from ..common.tuning.layouts import Judge, Judged, Layout, knobs, planned_trials
 from ..common.tuning.search import ConfirmResult, Outcome, confirm, round_sig
 from ..common.tuning.trial_book import RECORD, TrialBook
 from ..common.tuning.trials import SEARCHED_FIELD, SHORT_SECONDS
-from .find_peak import CONFIRM_ATTEMPTS, FindPeak, Found, Target, plan_target, strategy, write_values
+from .find_peak import CONFIRM_ATTEMPTS, FindPeak, Found, Target, strategy, write_values
 
 # The fields that define what runs: a record made with other values of these is not reused.
 ENGINE_FIELDS = ("model", "dataset", "backend", "precision", "input_dtype", "harness_impl", "start_from_device")
@@ -39,12 +38,8 @@ class Tune(FindPeak):
 
     def handle(self) -> int:
         ctx = self.ctx
-        self._refuse_run_lengths()
-        pairs = ctx.selected()
-        if not pairs:
-            raise UserError("Nothing selected has a config: choose --benchmarks and --scenarios that do "
-                            "(make show_config lists them).")
-        targets = {pair: plan_target(ctx, *pair) for pair in pairs}
+        targets = self.selected_targets()
+        pairs = list(targets)
         for benchmark, scenario in pairs:
             if not ctx.args.dry_run:
                 self.preflight(benchmark, scenario)
