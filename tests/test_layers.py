@@ -41,7 +41,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "code/common/harness/sut.py", "code/common/harness/qsl.py", "code/common/harness/progress.py",
         "code/common/harness/spec.py")),
     ("plug-ins", ("code/*/benchmark.py", "code/resnet50/*", "code/yolo/*", "code/llama3_1_8b/*",
-                  "code/llama2_70b/*", "code/deepseek_r1/*", "code/gpt_oss_120b/*",
+                  "code/llama2_70b/*", "code/deepseek_r1/*", "code/gpt_oss_120b/*", "code/qwen3_vl/*",
                   # shared by the LLM benchmarks: the substitute model, tokenizers, prompt sets, ROUGE (code/llm),
                   # and the task benchmarks' base (code/llm_tasks)
                   "code/llm/*", "code/llm_tasks/*",
@@ -75,7 +75,7 @@ UPWARD_EXCEPTIONS: dict[tuple[str, str], str] = {
 # The benchmark packages: each is reached through the benchmark registry (benchmark_api.get_benchmark), never
 # imported by another module.
 BENCHMARK_PACKAGES = ("code/resnet50", "code/yolo", "code/llama3_1_8b", "code/llama2_70b", "code/deepseek_r1",
-                      "code/gpt_oss_120b")
+                      "code/gpt_oss_120b", "code/qwen3_vl")
 BENCHMARK_IMPORT_EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 # Cycles the code still has, each a frozenset of the modules in it, with why.
@@ -103,7 +103,7 @@ CORE = ("code/common/records/*", "code/common/submission/*", "code/common/audit/
         "code/common/harness/claim.py", "code/common/harness/settings.py")
 PLUG_IN_NAMES = {
     "benchmark": ("resnet", "yolo", "llama", "mobilenet", "nanodet", "smollm", "retinanet", "bert", "dlrm",
-                  "gptj", "mixtral", "deepseek", "whisper", "stable_diffusion", "stable-diffusion"),
+                  "gptj", "mixtral", "deepseek", "whisper", "stable_diffusion", "stable-diffusion", "qwen3", "smolvlm"),
     "backend": ("onnxruntime", "tensorrt"),
     # Harness types, and the modules of today's harness implementations.
     "harness": ("triton", "lwis", "native_sut", "llm_sut", "llm_baseline"),

@@ -30,7 +30,8 @@ from .records.record import typed_flags
 
 # Benchmark spellings users type -> toolkit benchmark name.
 BENCHMARK_ALIASES = {"resnet": "resnet50", "resnet50": "resnet50", "bert": "bert", "bert-99": "bert",
-                     "3d-unet": "3d-unet", "3dunet": "3d-unet", "yolo": "yolo"}
+                     "3d-unet": "3d-unet", "3dunet": "3d-unet", "yolo": "yolo",
+                     "qwen3-vl": "qwen3-vl-235b-a22b"}
 REPORT_ACTION = "report"
 # Commands that run several LoadGen tests: they print their plan first, and take --dry_run and --resume.
 MULTI_TEST_ACTIONS = ("run_harness", "run", AUDIT_ACTION)

@@ -50,6 +50,9 @@ class GenerationSettings:
     top_p: float = 1.0
     top_k: int = -1                      # -1: no top-k cut
     seed: int | None = None              # the sampler's seed per request, where the reference fixes one
+    # Where the reference sends no sampling parameter (a vision-language one): serving engines get the output cap alone and
+    # sample with their defaults, the model's generation_config.json (the fields above are not sent).
+    server_sampling: bool = False
 
     @property
     def greedy(self) -> bool:
@@ -121,6 +124,9 @@ class TokenStream(Protocol):
     its settings say (an EOS token, kept as the last token, once min_new_tokens are out; or max_new_tokens)."""
 
     def chunk(self, request_id: int, tokens: Sequence[int] | np.ndarray, final: bool) -> None: ...
+
+    # Optional: `answer_text(request_id, text)`, the whole answer's text, which an engine that has it (a serving
+    # client) reports just before the request's final chunk; the SUT logs it where the benchmark logs text.
 
     def failed(self, error: BaseException) -> None:
         """The engine failed: none of its outstanding requests will finish (the caller completes them)."""

@@ -291,7 +291,7 @@ def _meets_target(spec: RunSpec, accuracy) -> bool | None:
     if spec.accuracy_target is None:
         return accuracy.value >= spec.accuracy_threshold
     bounds = get_round(spec.rules_version).benchmark(spec.benchmark).accuracy_bounds(
-        AccuracyTarget(spec.accuracy_target))
+        AccuracyTarget(spec.accuracy_target), spec.scenario_enum)
     values = [next((v for v in (accuracy.get(b.name), accuracy.get(b.key)) if v is not None), None) for b in bounds]
     return all(value is not None and bound.within(value) for bound, value in zip(bounds, values))
 

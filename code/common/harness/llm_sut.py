@@ -81,18 +81,19 @@ class PromptLibrary(QSLBase):
 class _Output:
     """One outstanding request's tokens so far."""
 
-    __slots__ = ("tokens", "engine")
+    __slots__ = ("tokens", "engine", "text")
 
     def __init__(self, engine: int) -> None:
         self.tokens: list[int] = []
         self.engine = engine
+        self.text = ""          # the answer's text, where the engine reports it (answer_text)
 
 
 class StreamingSUT(SUTBase):
     """The LLM system under test over request-level `engines`, each generating with `settings`."""
 
     def __init__(self, scenario: Scenario, prompts: PromptLibrary, engines: Sequence[RequestEngine],
-                 settings: GenerationSettings, *, inline_reports: bool = False) -> None:
+                 settings: GenerationSettings, *, inline_reports: bool = False, log_text: bool = False) -> None:
         if not engines:
             raise ValueError("the LLM system under test needs at least one engine")
         super().__init__(scenario)
@@ -110,6 +111,9 @@ class StreamingSUT(SUTBase):
         self._reporter: threading.Thread | None = None
         self._inline = inline_reports
         self._draining = threading.RLock()         # inline: one thread at a time makes the calls, in order
+        # The completion carries the answer's UTF-8 text instead of its token ids (a benchmark whose reference logs
+        # the text); n_tokens stays the token count.
+        self._log_text = log_text
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> "StreamingSUT":
@@ -205,6 +209,13 @@ class StreamingSUT(SUTBase):
         else:
             self._flush()
 
+    def answer_text(self, request_id: int, text: str) -> None:
+        """The whole answer's text of a request, reported by an engine that has it just before its final chunk."""
+        with self._report:
+            output = self._outputs.get(request_id)
+            if output is not None:
+                output.text = text
+
     def _report_tokens(self, request_id: int, output: _Output, tokens: Sequence[int] | np.ndarray, first: bool,
                        final: bool) -> None:
         """Under _report: hand the reporter the first token and the completion. A one-token output goes to LoadGen
@@ -220,16 +231,21 @@ class StreamingSUT(SUTBase):
             out = output.tokens
             if len(out) < MIN_REPORTED_TOKENS:
                 out = out + [self.settings.eos_token_ids[0]]
-            self._calls.put(lambda: self._complete_tokens(request_id, np.asarray(out, dtype=TOKEN)))
+            if self._log_text:
+                text = np.frombuffer(output.text.encode("utf-8"), dtype=np.uint8).copy()
+                self._calls.put(lambda: self._complete_tokens(request_id, text, len(out)))
+            else:
+                self._calls.put(lambda: self._complete_tokens(request_id, np.asarray(out, dtype=TOKEN)))
 
     def _first_token(self, request_id: int, token: int) -> None:
         head = np.asarray([token], dtype=TOKEN)
         lg = self._lg
         lg.FirstTokenComplete([lg.QuerySampleResponse(request_id, head.ctypes.data, TOKEN.itemsize, 1)])
 
-    def _complete_tokens(self, request_id: int, data: np.ndarray) -> None:
+    def _complete_tokens(self, request_id: int, data: np.ndarray, n_tokens: int | None = None) -> None:
         lg = self._lg
-        lg.QuerySamplesComplete([lg.QuerySampleResponse(request_id, data.ctypes.data, data.nbytes, len(data))])
+        lg.QuerySamplesComplete([lg.QuerySampleResponse(request_id, data.ctypes.data, data.nbytes,
+                                                        len(data) if n_tokens is None else n_tokens)])
         with self._lock:
             self.counters.completed += 1
 
@@ -253,11 +269,12 @@ class StreamingSUT(SUTBase):
 class _EngineStream:
     """What one engine reports into: its chunks and its failure, to the SUT."""
 
-    __slots__ = ("sut", "number", "chunk")
+    __slots__ = ("sut", "number", "chunk", "answer_text")
 
     def __init__(self, sut: StreamingSUT, number: int) -> None:
         self.sut, self.number = sut, number
         self.chunk = sut.chunk
+        self.answer_text = sut.answer_text
 
     def failed(self, error: BaseException) -> None:
         self.sut.engine_failed(self.number, error)

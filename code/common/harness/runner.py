@@ -70,7 +70,7 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
                                   samples_responses(ctx.rules, rules, audit_test)),
         performance_sample_count=performance_sample_count(fields, rules, len(samples)),
         cpu_cores=ctx.system.info.cpu.cores, test_run=ctx.args.test_run, rules_version=ctx.rules.version,
-        accuracy_threshold=rules.accuracy_threshold(target) if model_spec.division == "closed" else None,
+        accuracy_threshold=rules.accuracy_threshold(target, scenario) if model_spec.division == "closed" else None,
         accuracy_target=target.value if model_spec.division == "closed" else None,
         invocation=invocation(ctx.args, mode, benchmark_name), purpose="audit" if audit_test else purpose,
         audit_test=audit_test, audit_config=list(audit_config or []),

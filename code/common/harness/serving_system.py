@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
+
 from ..constants import Scenario
 from ..generation import GenerationSettings
 from ..serving.client import ClientSettings, ServingClient
@@ -17,9 +19,9 @@ class ServingSUT(StreamingSUT):
     """The streaming SUT over one ServingClient; stops the test's local servers (if any) when it stops."""
 
     def __init__(self, scenario: Scenario, prompts: PromptLibrary, client: ServingClient,
-                 settings: GenerationSettings, servers: Sequence[Any] = ()) -> None:
+                 settings: GenerationSettings, servers: Sequence[Any] = (), log_text: bool = False) -> None:
         # The client reports every chunk and failure from its event loop's thread: LoadGen is called there, at once.
-        super().__init__(scenario, prompts, [client], settings, inline_reports=True)
+        super().__init__(scenario, prompts, [client], settings, inline_reports=True, log_text=log_text)
         self.client = client
         self.servers = list(servers)
 
@@ -75,7 +77,9 @@ def serving_system(run):
         client = ServingClient(endpoints, client_settings(fields, model), run.generation, samples.load(0),
                                encode=text_encoder(run), local=local, api=api,
                                model_folder_sha256=servers[0].settings.model_folder_sha256 if servers else "")
-        sut = ServingSUT(spec.scenario_enum, prompts, client, run.generation, servers).start()
+        # A benchmark whose accuracy log holds each answer's text (response dtype uint8) gets the text logged.
+        log_text = run.benchmark.response.np_dtype == np.uint8
+        sut = ServingSUT(spec.scenario_enum, prompts, client, run.generation, servers, log_text=log_text).start()
     except BaseException:
         for server in servers:
             server.stop()

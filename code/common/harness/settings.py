@@ -75,6 +75,9 @@ def user_conf_lines(model: str, scenario: Scenario, fields: Mapping[str, Any], r
         lines.append(f"{key}.target_qps = {fields['offline_expected_qps']:g}")
     elif scenario.server_like:
         lines.append(f"{key}.target_qps = {fields['server_target_qps'] * qps_scale:g}")
+        if scenario is Scenario.Interactive and rules.interactive_latency_ms is not None:
+            # mlperf.conf has no Interactive entry for this model: its bound goes here, as the round asks.
+            lines.append(f"{key}.target_latency = {rules.interactive_latency_ms:g}")
     elif scenario in (Scenario.SingleStream, Scenario.MultiStream):
         expected_ms = fields[STREAM_LATENCY_FIELDS[scenario]] / 1e6
         generation_ms = expected_ms

@@ -432,8 +432,7 @@ class ServingClient:
                 if not isinstance(ids, list):
                     raise EndpointFailed(f"{state.url} sent token_ids that are not a list: {payload[:200]!r}")
                 output.tokens.extend(ids)
-            else:
-                output.text.append(text)
+            output.text.append(text)
             if finish is not None:
                 output.finish = str(finish)
         if server_ids:
@@ -454,6 +453,7 @@ class ServingClient:
         output.reported += len(tokens)
         if final:
             state.output_tokens += output.reported
+            self._answer_text(request.id, output)
         self._stream.chunk(request.id, tokens, final)
 
     def _finish_text(self, state: _Endpoint, request: Request, output: _Output, report: bool) -> None:
@@ -464,10 +464,17 @@ class ServingClient:
         if not report:
             return
         state.output_tokens += len(ids)
+        self._answer_text(request.id, output)
         if output.reported:
             self._stream.chunk(request.id, ids[1:], True)
         else:
             self._stream.chunk(request.id, ids, True)
+
+
+    def _answer_text(self, request_id: int, output: _Output) -> None:
+        report = getattr(self._stream, "answer_text", None)
+        if report is not None:
+            report(request_id, "".join(output.text))
 
 
 def serving(models: list, name: str) -> dict | None:

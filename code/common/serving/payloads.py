@@ -68,6 +68,11 @@ def _generation_body(head: dict, cap: str, settings: GenerationSettings, max_tok
     """`head` (the model and the prompt) followed by the generation settings every JSON API takes, in the order the
     bodies have always had: the output cap under the API's name `cap`, min tokens, sampling, EOS ids as stop
     tokens, then top-k and seed where set, and return_token_ids where the transport reads the server's ids."""
+    if settings.server_sampling:          # the server's own sampling, stop tokens and minimum, as the reference
+        body = {**head, cap: int(max_tokens), "n": 1, "stream": True}
+        if server_ids:
+            body["return_token_ids"] = True
+        return body
     body = {**head, cap: int(max_tokens), "min_tokens": min(int(settings.min_new_tokens), int(max_tokens)),
             "temperature": float(settings.temperature), "top_p": float(settings.top_p),
             "n": 1, "stream": True, "stop_token_ids": [int(t) for t in settings.eos_token_ids],

@@ -16,7 +16,9 @@ Faults (`fault`): `http_error` (every completion answers HTTP 500), `break` (the
 `fault_after` chunks), `malformed` (chunk `fault_after` is not JSON), `stall` (no chunk after `fault_after`),
 `no_token_ids` (text only, as servers without vLLM's extension), `one_chunk` (the whole answer in one chunk),
 `slow_first` (the first token after `first_delay_s`), `no_stream` (one JSON answer, as a server that does not
-stream). Run: `python -m code.common.serving.test_server --port 8000
+stream). With `answer=json_choice` a chat is answered with a JSON object `{"category": <one of the candidates>, "brand":
+"", "is_secondhand": false}`, the candidate (by the chat's key) from the last ```json list of its text, streamed a
+few characters per token (a chat without such a list gets the usual " t<id>" text). Run: `python -m code.common.serving.test_server --port 8000
 --model NAME [--fault ...]`; it prints "listening on <url>" once it accepts connections.
 """
 from __future__ import annotations
@@ -32,6 +34,8 @@ from typing import Any
 
 FIRST_ID = 10
 FAULTS = ("", "http_error", "break", "malformed", "stall", "no_token_ids", "one_chunk", "slow_first", "no_stream")
+ANSWERS = ("", "json_choice")
+ANSWER_PIECE = 4                 # characters of a json_choice answer per token
 
 
 def output_ids(prompt: list[int], count: int, eos: int | None = None, eos_every: int = 0,
@@ -87,6 +91,7 @@ class ServerSettings:
     fault_after: int = 1
     eos_every: int = 0
     engine: str = "toolkit-test-server"
+    answer: str = ""
 
 
 class StreamingServer:
@@ -201,8 +206,9 @@ class StreamingServer:
             from aiohttp import web
 
             return web.json_response({"error": {"message": f"bad messages: {error}"}}, status=400)
+        text = json_choice(body.get("messages") or [], key) if self.settings.answer == "json_choice" else None
         return await self._answer(request, body, [key], int(body.get("max_completion_tokens", 16)),
-                                  "chat.completion.chunk")
+                                  "chat.completion.chunk", text)
 
     async def _transcriptions(self, request):
         form = await request.post()
@@ -213,7 +219,8 @@ class StreamingServer:
         return await self._answer(request, body, [content_key([*parts, fields.get("file", b"")])],
                                   int(fields.get("max_completion_tokens", 16)), "transcription.chunk")
 
-    async def _answer(self, request, body: dict, prompt: list[int], max_tokens: int, kind: str):
+    async def _answer(self, request, body: dict, prompt: list[int], max_tokens: int, kind: str,
+                      text: str | None = None):
         from aiohttp import web
 
         settings = self.settings
@@ -224,31 +231,37 @@ class StreamingServer:
             return web.json_response({"error": {"message": f"model {body.get('model')} does not exist"}}, status=404)
         eos = (body.get("stop_token_ids") or [None])[0]
         ids = output_ids(prompt, max_tokens, eos, settings.eos_every, int(body.get("min_tokens") or 1))
+        pieces = None
+        if text is not None:      # a text answer: one token per piece, cut at the output cap
+            pieces = [text[i:i + ANSWER_PIECE] for i in range(0, len(text), ANSWER_PIECE)][:max_tokens]
+            ids = [FIRST_ID + i for i in range(len(pieces))]
+            eos = None
         with_ids = bool(body.get("return_token_ids")) and settings.fault != "no_token_ids" \
             and kind != "transcription.chunk"
         if body.get("stream") is False or settings.fault == "no_stream":
-            return web.json_response(self._whole(ids, eos, with_ids, kind))
+            return web.json_response(self._whole(ids, eos, with_ids, kind, pieces))
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         self.running += 1
         try:
             await response.prepare(request)
-            await self._stream(request, response, ids, eos, with_ids, kind)
+            await self._stream(request, response, ids, eos, with_ids, kind, pieces)
         except ConnectionError:
             pass             # the client went away (or the fault closed the connection)
         finally:
             self.running -= 1
         return response
 
-    def _whole(self, ids: list[int], eos: int | None, with_ids: bool, kind: str) -> dict:
+    def _whole(self, ids: list[int], eos: int | None, with_ids: bool, kind: str, pieces: list[str] | None) -> dict:
         """One JSON answer (a request with "stream": false)."""
-        choice = _choice(ids, eos, with_ids, kind, True)
+        choice = _choice(ids, eos, with_ids, kind, True, None if pieces is None else "".join(pieces))
         if kind == "chat.completion.chunk":
             choice["message"] = {"role": "assistant", **choice.pop("delta")}
         self.requests += 1
         self.tokens += len(ids)
         return {"object": kind.removesuffix(".chunk"), "model": self.settings.model, "choices": [choice]}
 
-    async def _stream(self, request, response, ids: list[int], eos: int | None, with_ids: bool, kind: str) -> None:
+    async def _stream(self, request, response, ids: list[int], eos: int | None, with_ids: bool, kind: str,
+                      pieces: list[str] | None) -> None:
         settings = self.settings
         step = len(ids) if settings.fault == "one_chunk" else max(1, settings.tokens_per_chunk)
         first_delay = settings.first_delay_s
@@ -270,17 +283,22 @@ class StreamingServer:
                 await asyncio.sleep(settings.chunk_delay_s)
             part = ids[start:start + step]
             last = start + step >= len(ids)
+            text = None if pieces is None else "".join(pieces[start:start + step])
             await response.write(_event({"object": kind, "model": settings.model,
-                                         "choices": [_choice(part, eos, with_ids, kind, last)]}))
+                                         "choices": [_choice(part, eos, with_ids, kind, last, text)]}))
         await response.write(b"data: [DONE]\n\n")
         self.requests += 1
         self.tokens += len(ids)
 
 
-def _choice(part: list[int], eos: int | None, with_ids: bool, kind: str, last: bool) -> dict:
-    """One choice of `part`'s tokens in the shape of `kind`'s answers (text for completions, a delta otherwise)."""
-    finish = ("stop" if part[-1] == eos else "length") if last else None
-    text = "".join(f" t{i}" for i in (part[:-1] if eos is not None and part[-1] == eos else part))
+def _choice(part: list[int], eos: int | None, with_ids: bool, kind: str, last: bool, text: str | None = None) -> dict:
+    """One choice of `part`'s tokens in the shape of `kind`'s answers (text for completions, a delta otherwise);
+    `text`: what they say, where it is not the usual " t<id>" per token (a json_choice answer, which ends "stop")."""
+    if text is not None:
+        finish = "stop" if last else None
+    else:
+        finish = ("stop" if part[-1] == eos else "length") if last else None
+        text = "".join(f" t{i}" for i in (part[:-1] if eos is not None and part[-1] == eos else part))
     choice: dict[str, Any] = {"index": 0}
     if kind == "text_completion":
         choice.update(text=text, logprobs=None, finish_reason=finish)
@@ -289,6 +307,23 @@ def _choice(part: list[int], eos: int | None, with_ids: bool, kind: str, last: b
     if with_ids:
         choice["token_ids"] = part
     return choice
+
+
+def json_choice(messages: list, key: int) -> str | None:
+    """The json_choice answer to chat `messages` of key `key`; None for a chat without a ```json list."""
+    texts = [part for part in chat_parts(messages) if isinstance(part, str)]
+    for text in reversed(texts):
+        blocks = text.split("```json\n")
+        if len(blocks) < 2:
+            continue
+        try:
+            candidates = json.loads(blocks[-1].split("```", 1)[0])
+        except ValueError:
+            continue
+        if isinstance(candidates, list) and candidates:
+            return json.dumps({"category": str(candidates[key % len(candidates)]), "brand": "",
+                               "is_secondhand": False})
+    return None
 
 
 def _event(data: dict) -> bytes:
@@ -306,9 +341,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fault", default="", choices=FAULTS)
     parser.add_argument("--fault_after", type=int, default=1)
     parser.add_argument("--eos_every", type=int, default=0)
+    parser.add_argument("--answer", default="", choices=ANSWERS)
     ns = parser.parse_args(argv)
     server = StreamingServer(ServerSettings(ns.model, ns.tokens_per_chunk, ns.first_delay_s, ns.chunk_delay_s,
-                                            ns.fault, ns.fault_after, ns.eos_every), ns.port)
+                                            ns.fault, ns.fault_after, ns.eos_every, answer=ns.answer), ns.port)
     loop = asyncio.new_event_loop()
     loop.run_until_complete(server.serve())
     print(f"listening on {server.url}", flush=True)

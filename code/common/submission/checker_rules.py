@@ -267,12 +267,15 @@ def _check_latency(ctx: ScenarioContext, log: LoadGenLog, logged: Scenario, path
         ctx.report(ctx.relaxed, path, f"early_stopping_met is {log.get('early_stopping_met')!r} although the run "
                                       f"is VALID; main.py refuses it: {fix}.")
     bench = ctx.benchmark
-    if logged is Scenario.Server and bench is not None and bench.server_latency_ms is not None:
-        bound = int(bench.server_latency_ms * 1e6)
+    limit_ms = bench.server_latency_ms if bench is not None else None
+    if bench is not None and ctx.scenario is Scenario.Interactive and bench.interactive_latency_ms is not None:
+        limit_ms = bench.interactive_latency_ms       # main.py's latency-constraint of the Interactive folder
+    if logged is Scenario.Server and bench is not None and limit_ms is not None:
+        bound = int(limit_ms * 1e6)
         target = as_int(log.get("effective_target_latency_ns"))
         if target is None or target > bound:
-            ctx.report(ERROR, path, f"effective_target_latency_ns is {target}, above the round's Server bound of "
-                                    f"{bound} ns; set no target_latency above {bench.server_latency_ms:g} ms in "
+            ctx.report(ERROR, path, f"effective_target_latency_ns is {target}, above the round's {ctx.scenario.value} "
+                                    f"bound of {bound} ns; set no target_latency above {limit_ms:g} ms in "
                                     f"user.conf and {fix}.")
     if logged is Scenario.SingleStream and ctx.scenario is Scenario.MultiStream:
         if not float(log.get("early_stopping_latency_ms") or 0) > 0:
@@ -364,7 +367,7 @@ def _check_accuracy_value(ctx: ScenarioContext, path: Path, text: str, whole: bo
     bench = ctx.benchmark
     if bench is None:
         return
-    bounds = bench.accuracy_bounds(ctx.target or bench.accuracy_targets[0])
+    bounds = bench.accuracy_bounds(ctx.target or bench.accuracy_targets[0], ctx.scenario)
     values: dict[str, list[float]] = {bound.name: [] for bound in bounds}
     for line in text.splitlines():
         for bound in bounds:

