@@ -36,8 +36,7 @@ MAX_NEW_TOKENS = 150                 # the reference's max_new_tokens (endpoints
 MAX_MODEL_LEN = 32768                # the reference's vLLM --max-model-len
 # A one-token answer is completed with an end-of-sequence id appended (llm_sut.py): the models' <|im_end|>.
 EOS_IDS = {CLOSED: (151645, 151643), SUBSTITUTE: (2,)}
-PATH_NOT_MODEL = ("the substitute's F1 is a figure of the path (images, prompt, server, scoring), not of a model: "
-                  "its vision tower is untrained")
+PATH_NOT_MODEL = "the substitute's F1 is a figure of the path (images, prompt, server, scoring), not of a model"
 
 _PARTS = (TEXT, IMAGE)
 MODELS = {
@@ -107,15 +106,20 @@ class Qwen3VLBenchmark(PackagedBenchmark):
         files = tuple(sorted(f.name for f in folder.glob("*.safetensors"))) + ("config.json", "tokenizer.json")
         return ServingFolder(folder, files, "auto", MAX_MODEL_LEN, made_by_toolkit=False)
 
-    def tokenizer(self, model: str, paths: Paths):
-        """The model's tokenizer, for servers that stream text without token ids (the ids count the output)."""
+    def tokenizer(self, model: str, paths: Paths) -> "_FirstUse":
+        """The model's tokenizer, for servers that stream text without token ids (the ids count the output), read
+        on first use: a server that returns its token ids never needs it."""
         if self._model(model) == SUBSTITUTE:
             from ..llm import substitute
 
-            return substitute.tokenizer(paths, self.name)
-        from ..llm.tokenizer import TextTokenizer
+            return _FirstUse(lambda: substitute.tokenizer(paths, self.name))
 
-        return TextTokenizer.from_tokenizer_json(self.checkpoint(paths) / "tokenizer.json")
+        def closed():
+            from ..llm.tokenizer import TextTokenizer
+
+            return TextTokenizer.from_tokenizer_json(self.checkpoint(paths) / "tokenizer.json")
+
+        return _FirstUse(closed)
 
     # -- data -----------------------------------------------------------------------------------------------
     def download_data(self, dataset: str, paths: Paths, log: Log) -> Path:
@@ -158,6 +162,24 @@ class Qwen3VLBenchmark(PackagedBenchmark):
         score = _scoring.score_answers(answers, [products[i].truth for i in indices])
         note = PATH_NOT_MODEL if self._model(model) == SUBSTITUTE or dataset == _datasets.SUBSTITUTE else ""
         return _scoring.accuracy_result(score, len(set(indices)), note)
+
+
+class _FirstUse:
+    """A tokenizer made when it is first asked to encode or decode."""
+
+    def __init__(self, make) -> None:
+        self._make, self._tokenizer = make, None
+
+    def _get(self):
+        if self._tokenizer is None:
+            self._tokenizer = self._make()
+        return self._tokenizer
+
+    def encode(self, text: str, add_bos: bool = True) -> list[int]:
+        return self._get().encode(text, add_bos=add_bos)
+
+    def decode(self, ids, skip_special_tokens: bool = True) -> str:
+        return self._get().decode(ids, skip_special_tokens=skip_special_tokens)
 
 
 BENCHMARK = Qwen3VLBenchmark()

@@ -17,13 +17,14 @@ from ..common.benchmark_api import DatasetSpec, Log
 from ..common.errors import EXIT_FAILURE, UserError
 from ..common.fileio import write_atomically
 from ..common.paths import Paths
+from ..common.preprocessed_store import MANIFEST
 from ..common.prompts import Chat
 from . import products as _products
 from .products import Product
 
 CATALOGUE, CATALOGUE_8K, SUBSTITUTE = "shopify_product_catalogue", "shopify_product_catalogue_8k", "shopify_substitute"
 IMAGES = "imagenet_sample"           # the substitute's photographs, linked into its data set folder
-CHECKED = "checked_products.json"    # the check's record, in the preprocessed folder
+CHECKED = MANIFEST                   # the check's record, in the preprocessed folder (what a run record names)
 
 _HF = ("Download it with the Hugging Face CLI (`huggingface-cli download --repo-type dataset {repo} --revision "
        "{revision} --local-dir <folder>`; the data set's terms must be accepted on huggingface.co first), or "
@@ -128,8 +129,9 @@ def download_data(benchmark: str, name: str, paths: Paths, log: Log) -> Path:
 class ProductChats:
     """The preprocessed set: one chat per product, in QSL order, built when loaded."""
 
-    def __init__(self, products: Sequence[Product], formats: Sequence[str]) -> None:
+    def __init__(self, products: Sequence[Product], formats: Sequence[str], directory: Path) -> None:
         self.products, self.formats = list(products), list(formats)
+        self.directory = directory       # the preprocessed folder, which holds the check's record
 
     def __len__(self) -> int:
         return len(self.products)
@@ -173,8 +175,8 @@ def _checked(benchmark: str, model: str, name: str, paths: Paths, force: bool) -
         except ValueError:
             kept = {}
         if kept.get("signature") == signature and len(kept.get("formats", ())) == len(products):
-            return ProductChats(products, kept["formats"])
+            return ProductChats(products, kept["formats"], record.parent)
     formats = [_products.check(product, index) for index, product in enumerate(products)]
     record.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(record, json.dumps({"signature": signature, "formats": formats}))
-    return ProductChats(products, formats)
+    return ProductChats(products, formats, record.parent)
