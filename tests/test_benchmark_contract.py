@@ -81,7 +81,8 @@ def _prepared(name: str, paths: Paths):
     model, dataset = benchmark.embedded_default["model"], benchmark.embedded_default["dataset"]
     log = lambda _: None  # noqa: E731
     try:
-        model_file = benchmark.download_model(model, paths, log)
+        # A model only serving engines run has no file here: the servers load it (make run fetches it for them).
+        model_file = None if benchmark.models[model].served_only else benchmark.download_model(model, paths, log)
         benchmark.download_data(dataset, paths, log)
         samples = benchmark.preprocess(model, dataset, paths, log)
     except UserError as error:
@@ -105,6 +106,21 @@ def _generate(benchmark, model: str, model_file: Path, paths: Paths, max_new_tok
     return lambda prompt: [greedy_static(decoder, [prompt[:256]], settings).outputs[0]]
 
 
+def _served():
+    """A model only serving engines run (its prompts chats): the toolkit's test server's answer to each prompt (a
+    JSON choice among the candidates a prompt lists, else its usual text), as UTF-8 bytes."""
+    from code.common.serving.payloads import _content
+    from code.common.serving.test_server import chat_parts, content_key, json_choice
+
+    def run(prompt):
+        messages = [{"role": m.role, "content": [_content(p) for p in m.content]} for m in prompt.messages]
+        key = content_key(chat_parts(messages))
+        text = json_choice(messages, key) or f" t{key % 1000}"
+        return [np.frombuffer(text.encode("utf-8"), dtype=np.uint8)]
+
+    return run
+
+
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_round_trip_on_two_samples(name: str, embedded: Paths, tmp_path: Path) -> None:
     import onnxruntime as ort
@@ -112,13 +128,17 @@ def test_round_trip_on_two_samples(name: str, embedded: Paths, tmp_path: Path) -
     benchmark, model, dataset, model_file, samples = _prepared(name, embedded)
     spec = benchmark.models[model]
     assert len(samples) >= 2
-    run = _generate(benchmark, model, model_file, embedded) if spec.decoder else \
-        _infer(ort.InferenceSession(str(model_file), providers=["CPUExecutionProvider"]), spec)
+    if spec.served_only:
+        run = _served()
+    else:
+        run = _generate(benchmark, model, model_file, embedded) if spec.decoder else \
+            _infer(ort.InferenceSession(str(model_file), providers=["CPUExecutionProvider"]), spec)
     postprocess = benchmark.postprocessor(model, samples)
     entries = []
     for index in (0, len(samples) - 1):
         sample = samples.load(index)
-        named_sample(sample, spec.inputs)      # every declared input, of its dtype and shape (ValueError else)
+        if not spec.served_only:               # a served model's prompt is a chat, whose parts the server takes
+            named_sample(sample, spec.inputs)  # every declared input, of its dtype and shape (ValueError else)
         responses = postprocess(run(sample), np.array([index]))
         assert isinstance(responses, Responses) and len(responses) == 1
         data = responses.sample(0)

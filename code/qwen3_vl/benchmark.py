@@ -24,6 +24,7 @@ from ..common.errors import UserError, choose
 from ..common.generation import GenerationSettings
 from ..common.paths import Paths
 from ..common.prompts import IMAGE, TEXT
+from ..llm import substitute as _substitute
 from . import datasets as _datasets
 from . import scoring as _scoring
 
@@ -39,16 +40,19 @@ EOS_IDS = {CLOSED: (151645, 151643), SUBSTITUTE: (2,)}
 PATH_NOT_MODEL = "the substitute's F1 is a figure of the path (images, prompt, server, scoring), not of a model"
 
 _PARTS = (TEXT, IMAGE)
+# Both are LLM decoders behind a server: declared with the decoder contract's tensors (code/llm/substitute.py), as
+# every served model of the toolkit is; their prompts are chats of text and an image (prompt_parts).
+_IO = dict(inputs=_substitute.DECODER_IO, outputs=_substitute.TOKENS)
 MODELS = {
     CLOSED: ModelSpec(
-        name=CLOSED, division="closed", inputs=(), decoder=True, served_only=True, prompt_parts=_PARTS,
+        name=CLOSED, division="closed", **_IO, decoder=True, served_only=True, prompt_parts=_PARTS,
         serving_api="chat", served_name=HF_ID,
         description="Qwen3-VL-235B-A22B-Instruct (mixture of experts, 22B active), the MLPerf reference model (the "
                     "user's checkpoint, served)",
         starting_weights_filename=f"{HF_ID} (Hugging Face, revision {REVISION})",
         weight_transformations="none (served as published)"),
     SUBSTITUTE: ModelSpec(
-        name=SUBSTITUTE, division="open", inputs=(), decoder=True, served_only=True, prompt_parts=_PARTS,
+        name=SUBSTITUTE, division="open", **_IO, decoder=True, served_only=True, prompt_parts=_PARTS,
         serving_api="chat", served_name=SUBSTITUTE,
         description="SmolVLM (Idefics3) written from SmolLM2-135M-Instruct's text weights with an untrained vision "
                     "tower: images travel the real path, the answers come from the text",
