@@ -300,7 +300,13 @@ def _token_latencies(log) -> dict[str, float]:
     """An LLM server-like or SingleStream run's p99 TTFT / TPOT and their bounds in ms (empty for other runs)."""
     figures = log.token_latencies()
     if figures is None:
-        return {}
+        # A server-like run without token latencies: its bound is the end-to-end p99 latency.
+        p99, bound = (log.values.get(key) for key in ("result_99.00_percentile_latency_ns",
+                                                       "effective_target_latency_ns"))
+        if log.scenario is not Scenario.Server or not isinstance(p99, (int, float)) or not p99:
+            return {}
+        return {"e2e_p99_ms": round(p99 / 1e6, 3), **({"e2e_bound_ms": round(bound / 1e6, 3)}
+                                                         if isinstance(bound, (int, float)) and bound else {})}
     named = {"ttft_p99_ms": figures.ttft_p99_ns, "tpot_p99_ms": figures.tpot_p99_ns,
              "ttft_bound_ms": figures.ttft_bound_ns, "tpot_bound_ms": figures.tpot_bound_ns}
     return {name: round(ns / 1e6, 3) for name, ns in named.items() if ns is not None}

@@ -217,5 +217,5 @@ def summary_line(record: RunRecord) -> str:
     tokens = record.token_latencies
     latencies = "".join(f", {name} p99 {tokens[f'{key}_p99_ms']:.0f} ms" + (
         f" (bound {tokens[f'{key}_bound_ms']:.0f} ms)" if tokens.get(f"{key}_bound_ms") else "")
-        for name, key in (("TTFT", "ttft"), ("TPOT", "tpot")) if f"{key}_p99_ms" in tokens)
+        for name, key in (("TTFT", "ttft"), ("TPOT", "tpot"), ("latency", "e2e")) if f"{key}_p99_ms" in tokens)
     return f"{label}: {figure} ({metric.name if metric is not None else 'no metric'}){latencies}, {validity}"
