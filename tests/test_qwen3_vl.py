@@ -267,6 +267,8 @@ def test_rules_are_the_checkers_and_mlperf_conf():
         assert (bound.name, bound.minimum) == (metric, target) and bound.pattern == official.ACC_PATTERN[metric]
     assert bench.accuracy_threshold(AccuracyTarget.k_99) == pytest.approx(0.782397)
     assert bench.accuracy_threshold(AccuracyTarget.k_99, Scenario.Interactive) == pytest.approx(0.779922)
+    for scenario, count in config["accuracy-sample-count"][NAME].items():
+        assert bench.accuracy_samples_for(Scenario(scenario)) == count
     assert bench.performance_sample_count == config["performance-sample-count"][NAME] == 48289
     assert bench.dataset_size == config["dataset-size"][NAME] == official.OFFLINE_MIN_SPQ_SINCE_V4[NAME] \
         == bench.offline_min_samples
@@ -276,6 +278,9 @@ def test_rules_are_the_checkers_and_mlperf_conf():
     assert bench.compliance_tests == () and not any(NAME in config[f"models_{t}"] for t in
                                                     ("TEST01", "TEST04", "TEST06", "TEST07", "TEST09"))
     assert get_round().min_duration_ms == 600_000
+    # The old checker's accuracy-sample-count for it is a table per scenario it compares with a number: it crashes.
+    old = (checkout / "tools" / "submission" / "submission_checker_old.py").read_text()
+    assert re.search(r'"accuracy-sample-count": \{[^}]*"qwen3-vl-235b-a22b": \{', old) and bench.official_checker_defect
     conf = (checkout / "loadgen" / "mlperf.conf").read_text()
     assert f"{NAME}.Server.target_latency = 12000" in conf and f"{NAME}.Offline.min_query_count = 48289" in conf
     assert f"{NAME}.*.sample_concatenate_permutation = 1" in conf and bench.equal_issue
@@ -417,3 +422,68 @@ def test_a_product_without_candidates_is_named_with_its_file(tmp_path: Path):
     shutil.rmtree(data)
     with pytest.raises(UserError, match="no train-\\*.parquet under .*huggingface-cli download"):
         qdata.read(NAME, qdata.CATALOGUE_8K, paths)
+
+
+# -- a staged test-run tree and the checkers -------------------------------------------------------------------
+SHORT_RUN_FACTS = ("performance_sample_count, found 7, needs to be >= 48289", "Early stopping condition was not met",
+                   "Test duration less than 600s", "accurcy run does not cover all dataset", "Some performance checks",
+                   "Some accuracy checks", "NoResults", "SUMMARY: submission has errors")
+
+
+@pytest.mark.slow
+@needs_checkout
+def test_a_staged_test_run_tree_fails_the_checkers_only_on_short_run_facts(qwen_scratch: Paths, tmp_path: Path):
+    """Offline, Server and Interactive test runs on the test server, staged, truncated and exported as a datacenter
+    system's: the toolkit's checker warns only of the short-run facts (--allow_test_runs), main.py errs on those
+    alone and reads the F1 the toolkit wrote; the old checker crashes on the benchmark (the rules say so)."""
+    from tests.official_tools import run_checker
+    from tests.test_llm_e2e import toolkit
+
+    repo = tmp_path / "repo"
+    for name in ("code", "configs", "scripts", "requirements"):
+        shutil.copytree(Path(__file__).resolve().parents[1] / name, repo / name,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    (repo.parent / "shared").symlink_to(SHARED)
+    logs, common = repo / "build" / "logs" / "q", ("--submitter=Org", "--allow_test_runs")
+    printed = ""
+    with StreamingServer(ServerSettings(model=SUBSTITUTE, answer="json_choice")) as server:
+        for mode in ("PerformanceOnly", "AccuracyOnly"):
+            done = toolkit(repo, qwen_scratch.scratch, "--action=run_harness", *RUN[:-1],
+                           "--scenarios=Offline,Server,Interactive", f"--endpoints={server.url}", "--test_run",
+                           f"--test_mode={mode}", f"--log_dir={logs}", "--offline_expected_qps=20",
+                           "--server_target_qps=5")
+            assert done.returncode == 0, done.stdout + done.stderr
+            printed += done.stdout
+    assert re.search(r"Server PerformanceOnly: [\d.]+ samples/s .*latency p99 [\d.]+ ms \(bound 12000 ms\)", printed)
+    assert re.search(r"Interactive PerformanceOnly: .*latency p99 [\d.]+ ms \(bound 1500 ms\)", printed)
+    assert re.search(r'Offline AccuracyOnly: Results; \{"f1": [\d.]+\}.*not of a model', printed)
+    (repo / "systems").mkdir()
+    # The first writes the system's overrides template and refuses the description it leaves incomplete.
+    toolkit(repo, qwen_scratch.scratch, "--action=generate_conf_files", f"--log_dir={logs}", *common)
+    (overrides_file,) = (repo / "systems").glob("*.overrides.json")
+    overrides_file.write_text(json.dumps({
+        "system_type": "datacenter", "status": "available", "host_storage_type": "SSD", "cooling": "air",
+        "host_memory_configuration": "N/A", "host_networking": "N/A", "host_networking_topology": "N/A",
+        "host_network_card_count": "1"}))
+    for action in ("generate_conf_files", "stage_results", "truncate_results", "export_submission",
+                   "check_submission"):
+        done = toolkit(repo, qwen_scratch.scratch, f"--action={action}", f"--log_dir={logs}", *common)
+        assert done.returncode == 0, f"{action}: {done.stdout}{done.stderr}"
+    warnings = [line for line in done.stdout.splitlines() if line.startswith("WARNING")]
+    assert "0 errors" in done.stdout and warnings
+    short = ("below the round's 600000", "early_stopping_met false", "effective_performance_sample_count is 7",
+             "effective_samples_per_query is 200", "the accuracy run covered 7 samples",
+             "the old checker (submission_checker_old.py) crashes on every qwen3-vl-235b-a22b")   # the rules' word
+    assert all(any(fact in line for fact in short) for line in warnings), warnings
+    assert any("not the whole data set of 8000" in line for line in warnings)      # Interactive's 8k set
+    tree = repo / "build" / "submission"
+    verdict, output = run_checker(inference_dir(), tree, "main", tmp_path / "main")
+    errors = [line for line in output.splitlines() if " ERROR]" in line]
+    assert verdict == "fail" and errors
+    assert all(any(fact in line for fact in SHORT_RUN_FACTS) for line in errors), errors
+    accuracy_txt = next((tree / "open" / "Org" / "results").rglob("accuracy.txt"))
+    f1 = json.loads(next(line for line in accuracy_txt.read_text().splitlines() if line.startswith('{"f1"')))["f1"]
+    assert f"found={f1}" in output                                               # main.py read the toolkit's F1
+    verdict, output = run_checker(inference_dir(), tree, "old", tmp_path / "old")
+    assert verdict == "crash" and "TypeError: '<' not supported between instances of 'int' and 'dict'" in output
+    assert "crashes on every qwen3-vl-235b-a22b" in get_round().benchmark(NAME).official_checker_defect

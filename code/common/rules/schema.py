@@ -181,11 +181,19 @@ class BenchmarkRules:
     # The end-to-end latency bound of Interactive where mlperf.conf has no `<model>-interactive` entry (user.conf
     # sets target_latency); None: mlperf.conf's, or no Interactive scenario.
     interactive_latency_ms: float | None = None
+    # Per scenario, the samples an accuracy run covers where a scenario has a data set of its own (qwen3-vl's
+    # Interactive: 8000, main.py's accuracy-sample-count table); scenarios not named take accuracy_samples.
+    scenario_accuracy_sample_counts: Mapping[Scenario, int] = field(default_factory=dict)
 
     @property
     def accuracy_samples(self) -> int:
         """How many samples an accuracy run of the whole accuracy data set covers."""
         return self.accuracy_sample_count if self.accuracy_sample_count is not None else self.dataset_size
+
+    def accuracy_samples_for(self, scenario: Scenario | None) -> int:
+        """How many samples an accuracy run of `scenario` covers (its own data set's, where it has one)."""
+        return self.scenario_accuracy_sample_counts.get(scenario, self.accuracy_samples) if scenario is not None \
+            else self.accuracy_samples
 
     def allows(self, system_type: SystemType) -> bool:
         """Whether the round has this benchmark in the suite of the system type."""

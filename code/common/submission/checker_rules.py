@@ -339,10 +339,11 @@ def check_accuracy_run(ctx: ScenarioContext) -> None:
             key = "effective_accuracy_sample_count" if log.get("effective_accuracy_sample_count") is not None \
                 else "qsl_reported_total_count"
             count = as_int(log.get(key))
-            if count != bench.accuracy_samples:
+            expected = bench.accuracy_samples_for(ctx.scenario)
+            if count != expected:
                 whole = False
                 ctx.report(ctx.relaxed, path, f"the accuracy run covered {count} samples ({key}), not the whole "
-                                              f"data set of {bench.accuracy_samples}; point the harness at the full "
+                                              f"data set of {expected}; point the harness at the full "
                                               f"data set and {fix}.")
     if (acc / ACCURACY_TXT).is_file():
         text = _read_text(ctx, acc / ACCURACY_TXT, fix)
