@@ -81,8 +81,8 @@ def official_evaluation(checkout: Path) -> dict[str, Any]:
     from pydantic import ValidationError
 
     return official_definitions(checkout / REFERENCE / "evaluation.py", (
-        "_PRED_CATEGORY_PAD", "_PRED_BRAND_PAD", "_CATEGORY_SEPARATOR", "_WORKER_CONTEXT", "get_hierarchical_components",
-        "calculate_hierarchical_f1", "init_worker", "_process_chunk"),
+        "_PRED_CATEGORY_PAD", "_PRED_BRAND_PAD", "_CATEGORY_SEPARATOR", "_WORKER_CONTEXT",
+        "get_hierarchical_components", "calculate_hierarchical_f1", "init_worker", "_process_chunk"),
         np=np, ValidationError=ValidationError, ProductMetadata=official_product_metadata(checkout))
 
 

@@ -50,8 +50,8 @@ class GenerationSettings:
     top_p: float = 1.0
     top_k: int = -1                      # -1: no top-k cut
     seed: int | None = None              # the sampler's seed per request, where the reference fixes one
-    # Where the reference sends no sampling parameter (a vision-language one): serving engines get the output cap alone and
-    # sample with their defaults, the model's generation_config.json (the fields above are not sent).
+    # Where the reference sends no sampling parameter (a vision-language one): serving engines get the output cap
+    # alone and sample with their defaults, the model's generation_config.json (the fields above are not sent).
     server_sampling: bool = False
 
     @property

@@ -470,8 +470,8 @@ class ServingClient:
         else:
             self._stream.chunk(request.id, ids, True)
 
-
     def _answer_text(self, request_id: int, output: _Output) -> None:
+        """The whole answer's text to a stream that takes it (TokenStream.answer_text), before the final chunk."""
         report = getattr(self._stream, "answer_text", None)
         if report is not None:
             report(request_id, "".join(output.text))

@@ -18,8 +18,8 @@ Faults (`fault`): `http_error` (every completion answers HTTP 500), `break` (the
 `slow_first` (the first token after `first_delay_s`), `no_stream` (one JSON answer, as a server that does not
 stream). With `answer=json_choice` a chat is answered with a JSON object `{"category": <one of the candidates>, "brand":
 "", "is_secondhand": false}`, the candidate (by the chat's key) from the last ```json list of its text, streamed a
-few characters per token (a chat without such a list gets the usual " t<id>" text). Run: `python -m code.common.serving.test_server --port 8000
---model NAME [--fault ...]`; it prints "listening on <url>" once it accepts connections.
+few characters per token (a chat without such a list gets the usual " t<id>" text). Run: `python -m
+code.common.serving.test_server --port 8000 --model NAME [--fault ...] [--answer json_choice]`; it prints "listening on <url>" once it accepts connections.
 """
 from __future__ import annotations
 
