@@ -487,3 +487,11 @@ def test_a_staged_test_run_tree_fails_the_checkers_only_on_short_run_facts(qwen_
     verdict, output = run_checker(inference_dir(), tree, "old", tmp_path / "old")
     assert verdict == "crash" and "TypeError: '<' not supported between instances of 'int' and 'dict'" in output
     assert "crashes on every qwen3-vl-235b-a22b" in get_round().benchmark(NAME).official_checker_defect
+
+
+def test_the_in_process_harness_refuses_it_naming_the_openai_harness(qwen_scratch: Paths, tmp_path: Path, capsys):
+    code = main(["--action=run_harness", f"--scratch_path={qwen_scratch.scratch}", *RUN[:1], *RUN[2:],
+                 "--test_run", f"--log_dir={tmp_path / 'logs'}"], log=lambda _: None)
+    error = capsys.readouterr().err
+    assert code == 2 and "prompts are made of image, text: run it with --harness_type=openai" in error, error
+    assert not (tmp_path / "logs").exists() or not list((tmp_path / "logs").rglob("mlperf_log_*"))
