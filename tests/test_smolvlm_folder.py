@@ -6,11 +6,13 @@ tests/test_vllm_vision_server.py (slow)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from code.common.paths import Paths
+from code.llm.decoder_config import DecoderWeights
 from code.llm import smolvlm, vlm_folder
 from code.llm.gguf_weights import read_safetensors
 from code.llm.tokenizer import render_chat, render_chat_jinja
@@ -22,19 +24,20 @@ TOWER = TowerConfig()
 
 def _tokenizer_with_newline():
     """The tiny ChatML tokenizer of test_serving_folder with a newline token (byte-level "Ċ") added."""
-    from tokenizers import AddedToken
+    from tokenizers import AddedToken, Tokenizer
 
-    tokenizer = _tiny_tokenizer()
-    tokenizer._tokenizer.add_tokens([AddedToken(vlm_folder.NEWLINE, normalized=False)])
-    tokenizer.vocab_size = tokenizer._tokenizer.get_vocab_size(with_added_tokens=True)
-    return tokenizer
+    from code.llm.tokenizer import TextTokenizer
+
+    base = _tiny_tokenizer()
+    inner = Tokenizer.from_str(base.to_json())
+    inner.add_tokens([AddedToken(vlm_folder.NEWLINE, normalized=False)])
+    return TextTokenizer(inner, bos_token_id=base.bos_token_id, eos_token_ids=base.eos_token_ids,
+                         adds_bos=base.adds_bos, chat_template=base.chat_template, source="test")
 
 
 def _weights(vocab: int):
-    from code.llm.decoder_config import DecoderConfig, DecoderWeights
-
-    tiny = _tiny_weights()
-    config = DecoderConfig(**{**tiny.config.__dict__, "vocab_size": vocab})
+    """Tiny tied decoder weights for a vocabulary of `vocab` tokens."""
+    config = replace(_tiny_weights().config, vocab_size=vocab)
     rng = np.random.default_rng(1)
     return DecoderWeights(config, {n: rng.standard_normal(s).astype(np.float32)
                                    for n, s in config.expected_shapes().items()})
@@ -173,3 +176,17 @@ def test_a_current_folder_is_left_as_it_is(tmp_path):
     assert (served.folder, served.files[0], served.dtype) == (folder, "model.safetensors", "float32")
     assert served.made_by_toolkit and served.max_model_len == smolvlm.SERVING_MAX_MODEL_LEN
     assert "tower TowerConfig(image_size=256" in smolvlm.identity()     # a new tower shape rewrites the folder
+
+
+def test_a_decoder_it_cannot_join_to_the_tower_is_refused_before_anything_is_written(tmp_path):
+    """An untied head, or a tokenizer without the newline the image tags copy: refused, no folder left."""
+    text = _tokenizer_with_newline()
+    untied = _weights(text.vocab_size)
+    untied = DecoderWeights(replace(untied.config, tie_embeddings=False),
+                            {**untied.tensors, "lm_head.weight": untied.tensors["model.embed_tokens.weight"]})
+    with pytest.raises(ValueError, match="head is its embedding"):
+        vlm_folder.write_vlm_folder(untied, text, tmp_path / "untied-hf", smolvlm.SAMPLING_DEFAULTS)
+    plain = _tiny_tokenizer()
+    with pytest.raises(ValueError, match="no newline token"):
+        vlm_folder.write_vlm_folder(_weights(plain.vocab_size), plain, tmp_path / "plain-hf", {})
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
