@@ -64,7 +64,7 @@ class ServeSettings:
     # what tells two runs of the same served name apart when the folder changed between them.
     model_folder_sha256: str = ""
     # An image model's: the images one prompt may carry at most (0: a text model, no limit set), and whether the
-    # server applies the model's own sampling defaults (ModelSpec.images_per_prompt, .model_sampling_defaults).
+    # server applies the model's own sampling defaults (from ModelSpec.serving: model_settings).
     images_per_prompt: int = 0
     model_sampling_defaults: bool = False
 
