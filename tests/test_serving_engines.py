@@ -54,6 +54,67 @@ def test_trtllm_command_turns_block_reuse_off_in_its_options_file():
     assert _flag(command, "--max_batch_size") == "6" and _flag(command, "--extra_llm_api_options")
 
 
+QWEN3_VL = "Qwen/Qwen3-VL-235B-A22B-Instruct"
+
+
+def _image_model_spec(needs):
+    from code.common.benchmark_api import ModelSpec, TensorSpec
+
+    return ModelSpec(name="qwen3-vl-235b-a22b-instruct", description="a vision-language model", division="closed",
+                     inputs=(TensorSpec("prompt", "object", ()),), starting_weights_filename=QWEN3_VL,
+                     weight_transformations="none", served_name=QWEN3_VL, served_only=True,
+                     prompt_parts=("text", "image"), serving_api="chat", serving=needs)
+
+
+def test_an_image_models_vllm_command_on_gpu_nodes_is_the_references():
+    """Qwen3-VL as the reference and the published vLLM submissions serve it: eight GPUs per server, the model's
+    own sampling defaults, one image per prompt, prefix caching off, the config's sequences."""
+    from code.common.benchmark_api import ServingNeeds
+
+    spec = _image_model_spec(ServingNeeds(images_per_prompt=1, model_sampling_defaults=True, tensor_parallel=8))
+    settings = engines.model_settings(spec, gpu_nodes=True, model_path=QWEN3_VL, max_num_seqs=1024,
+                                      max_model_len=32768, dtype="auto")
+    [line] = engines.shell_lines("vllm", settings)
+    assert line == ("python3 -m vllm.entrypoints.openai.api_server --model Qwen/Qwen3-VL-235B-A22B-Instruct "
+                    "--served-model-name Qwen/Qwen3-VL-235B-A22B-Instruct --host 0.0.0.0 --port 8000 --dtype auto "
+                    "--max-model-len 32768 --max-num-seqs 1024 --seed 0 --no-enable-prefix-caching "
+                    "--generation-config auto --tensor-parallel-size 8 "
+                    "--limit-mm-per-prompt '{\"image\":1,\"video\":0}'")
+    local = engines.model_settings(spec, model_path="/m", eager=True)          # a local server is one process
+    assert local.tensor_parallel == 1 and _flag(engines.vllm_command(local), "--limit-mm-per-prompt")
+
+
+def test_an_image_models_sglang_and_trtllm_commands():
+    from code.common.benchmark_api import ServingNeeds
+
+    spec = _image_model_spec(ServingNeeds(images_per_prompt=1, model_sampling_defaults=True, tensor_parallel=8))
+    settings = engines.model_settings(spec, gpu_nodes=True, model_path="/m", max_num_seqs=512)
+    sglang = engines.sglang_command(settings)
+    assert _flag(sglang, "--sampling-defaults") == "model" and _flag(sglang, "--tp-size") == "8"
+    assert _flag(sglang, "--limit-mm-data-per-request") == '{"image":1,"video":0}'
+    assert "--disable-radix-cache" in sglang
+    options, command = engines.shell_lines("trtllm", settings)
+    written = subprocess.run(["bash", "-c", options.replace("> trtllm-options.yaml", "")], capture_output=True,
+                             text=True, check=True).stdout
+    assert written == "kv_cache_config:\n  enable_block_reuse: false\ngeneration_config: auto\n"
+    assert "limit" not in command and "--tp_size 8" in command        # trtllm-serve has no per-prompt image limit
+
+
+def test_a_text_models_commands_keep_the_engines_neutral_sampling_and_no_image_limit():
+    from code.common.benchmark_api import ServingNeeds
+
+    spec = _image_model_spec(ServingNeeds())
+    settings = engines.model_settings(spec, gpu_nodes=True, model_path="/m")
+    assert (settings.images_per_prompt, settings.model_sampling_defaults, settings.tensor_parallel) == (0, False, 1)
+    vllm = engines.vllm_command(settings)
+    assert _flag(vllm, "--generation-config") == "vllm" and "--limit-mm-per-prompt" not in vllm
+    sglang = engines.sglang_command(settings)
+    assert _flag(sglang, "--sampling-defaults") == "openai" and "--limit-mm-data-per-request" not in sglang
+    assert settings.trtllm_options_yaml == engines.TRTLLM_OPTIONS_YAML
+    with pytest.raises(UserError, match="images_per_prompt is -1"):
+        ServeSettings(model_path="m", served_name="m", images_per_prompt=-1)
+
+
 def test_an_unknown_engine_names_the_valid_ones():
     with pytest.raises(UserError, match="Valid engines: vllm, sglang, trtllm"):
         engines.command("tgi", SETTINGS)

@@ -68,7 +68,7 @@ class ServeLlm(Handler):
 
     def _print_commands(self, engine: str, benchmark: str, model: str, batch: int, port: int) -> int:
         from ..common.benchmark_api import get_benchmark
-        from ..common.serving.engines import VLLM, ServeSettings, shell_lines
+        from ..common.serving.engines import VLLM, model_settings, shell_lines
 
         ctx = self.ctx
         try:
@@ -77,14 +77,17 @@ class ServeLlm(Handler):
         except UserError as error:
             ctx.log(f"note: {error}")
             folder, dtype, length = "<the model's Hugging Face folder>", "bfloat16", 4096
-        served_name = get_benchmark(benchmark).models[model].served_name or model
-        settings = ServeSettings(model_path=folder, served_name=served_name, port=port, max_num_seqs=batch,
-                                 max_model_len=length, dtype=dtype)
+        settings = model_settings(get_benchmark(benchmark).models[model], gpu_nodes=True, model_path=folder,
+                                  port=port, max_num_seqs=batch, max_model_len=length, dtype=dtype)
+        served_name = settings.served_name
         why = ("vLLM is not installed here (make build RUN_ARGS=\"--harness_type=openai\" installs its CPU build)"
                if engine == VLLM and not ctx.system.info.has_gpu else f"{engine} runs on GPU nodes")
+        images = (f", at most {settings.images_per_prompt} image(s) per prompt" if settings.images_per_prompt
+                  else "")
+        sampling = ", the model's own sampling defaults" if settings.model_sampling_defaults else ""
         ctx.log(f"{why}: start it on each inference node with the MLPerf settings (prefix caching off, at most "
-                f"{batch} sequences, the model served as '{served_name}'; with the model folder at the same path "
-                f"there):")
+                f"{batch} sequences{images}{sampling}, {settings.tensor_parallel} GPU(s) per server, the model "
+                f"served as '{served_name}'; with the model folder at the same path there):")
         for line in shell_lines(engine, settings):
             ctx.log(f"  {line}")
         ctx.log(f"then run LoadGen with: --harness_type=openai --endpoints=http://<node1>:{port},http://<node2>:{port}"

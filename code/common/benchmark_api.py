@@ -63,6 +63,21 @@ class TensorSpec:
 
 
 @dataclass(frozen=True)
+class ServingNeeds:
+    """What a served model needs from its server beyond the rules' common settings (serving/engines.py turns it into
+    each engine's flags)."""
+
+    # Images one prompt may carry at most, more refused by the server (vLLM --limit-mm-per-prompt); 0: a text model.
+    images_per_prompt: int = 0
+    # The rules take the model's own sampling defaults (its generation_config.json, applied where a request sets
+    # none: vLLM --generation-config auto) instead of the engine's neutral ones.
+    model_sampling_defaults: bool = False
+    # GPUs one server spans on GPU nodes, as the reference and the published submissions run it (the command lines
+    # make serve_llm prints there; a local CPU server is one process).
+    tensor_parallel: int = 1
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     name: str                      # e.g. "mobilenet_v2", "resnet50_v1.5", "nanodet-m"
     description: str
@@ -95,6 +110,8 @@ class ModelSpec:
     # The serving API its prompts go to (serving/payloads.py: completions, chat, transcriptions); "": the one its
     # prompt parts choose.
     serving_api: str = ""
+    # What serving engines are started with for it beyond the rules' common settings (serving/engines.py).
+    serving: ServingNeeds = ServingNeeds()
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,15 @@ engine's own flags. What every command holds, whatever the engine:
 - prefix caching OFF: the rules forbid reusing computation across queries (vLLM --no-enable-prefix-caching,
   SGLang --disable-radix-cache, TensorRT-LLM kv_cache_config.enable_block_reuse: false);
 - the sequences decoded together at most (`max_num_seqs`) and the length of one (`max_model_len`);
-- a fixed seed where the engine has one, and no sampling defaults taken from the model's generation_config.json
-  (vLLM --generation-config vllm): requests are greedy (temperature 0) as the reference's are;
+- a fixed seed where the engine has one;
+- whose sampling defaults apply where a request sets none: the engine's neutral ones (vLLM --generation-config
+  vllm, SGLang --sampling-defaults openai) for the text LLMs, whose requests are greedy (temperature 0) as the
+  reference's are; the model's own (its generation_config.json: vLLM --generation-config auto, SGLang
+  --sampling-defaults model, TensorRT-LLM's LLM API option generation_config: auto) where the rules ask for them
+  (qwen3-vl: requests set no sampling, the server's defaults are the model's);
+- for a model that takes images, the images one prompt may carry at most, more refused by the server (vLLM
+  --limit-mm-per-prompt, SGLang --limit-mm-data-per-request; trtllm-serve has no such option: the client's
+  prompts hold one image each);
 - the dtype to compute in.
 
 Nothing here starts a process: local_server.py starts vLLM's CPU build; `make serve_llm` prints the others for
@@ -15,9 +22,11 @@ GPU nodes.
 """
 from __future__ import annotations
 
+import json
 import shlex
 from dataclasses import dataclass
 
+from ..benchmark_api import ModelSpec
 from ..errors import UserError
 
 VLLM, SGLANG, TRTLLM = "vllm", "sglang", "trtllm"
@@ -30,6 +39,8 @@ SGLANG_MODULE = "sglang.launch_server"
 TRTLLM_COMMAND = "trtllm-serve"
 # trtllm-serve takes KV cache settings from a YAML file of LLM API options (--extra_llm_api_options).
 TRTLLM_OPTIONS_YAML = "kv_cache_config:\n  enable_block_reuse: false\n"
+# ... and, in releases whose LLM API has it, the model's generation_config.json sampling defaults.
+TRTLLM_MODEL_DEFAULTS_YAML = "generation_config: auto\n"
 
 
 @dataclass(frozen=True)
@@ -52,12 +63,38 @@ class ServeSettings:
     # The digest of the model folder's files where the toolkit recorded them (model_files.serving_folder_sha256):
     # what tells two runs of the same served name apart when the folder changed between them.
     model_folder_sha256: str = ""
+    # An image model's: the images one prompt may carry at most (0: a text model, no limit set), and whether the
+    # server applies the model's own sampling defaults (from ModelSpec.serving: model_settings).
+    images_per_prompt: int = 0
+    model_sampling_defaults: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.port <= 65535:
             raise UserError(f"Port {self.port} is not a TCP port (1 to 65535).")
         if self.max_num_seqs < 1 or self.max_model_len < 1 or self.tensor_parallel < 1:
             raise UserError("max_num_seqs, max_model_len and tensor_parallel must be at least 1.")
+        if self.images_per_prompt < 0:
+            raise UserError(f"images_per_prompt is {self.images_per_prompt}; it must be 0 (a text model) or more.")
+
+    @property
+    def trtllm_options_yaml(self) -> str:
+        """The LLM API options file trtllm-serve reads (--extra_llm_api_options)."""
+        return TRTLLM_OPTIONS_YAML + (TRTLLM_MODEL_DEFAULTS_YAML if self.model_sampling_defaults else "")
+
+
+def _media_limit(settings: ServeSettings) -> str:
+    """The per-prompt media limit as vLLM and SGLang take it: JSON, images only (no video, no audio)."""
+    return json.dumps({"image": settings.images_per_prompt, "video": 0}, separators=(",", ":"))
+
+
+def model_settings(spec: ModelSpec, *, gpu_nodes: bool = False, **common) -> ServeSettings:
+    """ServeSettings for serving the model of `spec` with the `common` settings (model_path, port, ...): served
+    under its Hugging Face id (its toolkit name where it has none), with what it needs of its server
+    (spec.serving): the images per prompt, whose sampling defaults, and on `gpu_nodes` the GPUs one server spans."""
+    needs = spec.serving
+    return ServeSettings(served_name=spec.served_name or spec.name, images_per_prompt=needs.images_per_prompt,
+                         model_sampling_defaults=needs.model_sampling_defaults,
+                         tensor_parallel=needs.tensor_parallel if gpu_nodes else 1, **common)
 
 
 def check_engine(engine: str) -> str:
@@ -73,7 +110,9 @@ def vllm_command(settings: ServeSettings, python: str = "python3") -> list[str]:
     return [python, "-m", VLLM_MODULE, "--model", s.model_path, "--served-model-name", s.served_name,
             "--host", s.host, "--port", str(s.port), "--dtype", s.dtype, "--max-model-len", str(s.max_model_len),
             "--max-num-seqs", str(s.max_num_seqs), "--seed", str(s.seed), "--no-enable-prefix-caching",
-            "--generation-config", "vllm", "--tensor-parallel-size", str(s.tensor_parallel),
+            "--generation-config", "auto" if s.model_sampling_defaults else "vllm",
+            "--tensor-parallel-size", str(s.tensor_parallel),
+            *(["--limit-mm-per-prompt", _media_limit(s)] if s.images_per_prompt else []),
             *(["--enforce-eager"] if s.eager else [])]
 
 
@@ -82,7 +121,9 @@ def sglang_command(settings: ServeSettings, python: str = "python3") -> list[str
     return [python, "-m", SGLANG_MODULE, "--model-path", s.model_path, "--served-model-name", s.served_name,
             "--host", s.host, "--port", str(s.port), "--dtype", s.dtype, "--context-length", str(s.max_model_len),
             "--max-running-requests", str(s.max_num_seqs), "--random-seed", str(s.seed), "--disable-radix-cache",
-            "--tp-size", str(s.tensor_parallel)]
+            "--sampling-defaults", "model" if s.model_sampling_defaults else "openai",
+            "--tp-size", str(s.tensor_parallel),
+            *(["--limit-mm-data-per-request", _media_limit(s)] if s.images_per_prompt else [])]
 
 
 def trtllm_command(settings: ServeSettings, options_file: str = "trtllm-options.yaml") -> list[str]:
@@ -111,7 +152,7 @@ def shell_lines(engine: str, settings: ServeSettings) -> list[str]:
     engine = check_engine(engine)
     lines = []
     if engine == TRTLLM:
-        escaped = TRTLLM_OPTIONS_YAML.replace("\n", "\\n")      # printf writes the newlines
+        escaped = settings.trtllm_options_yaml.replace("\n", "\\n")      # printf writes the newlines
         lines.append(f"printf '{escaped}' > trtllm-options.yaml")
     lines.append(shlex.join(command(engine, settings)))
     return lines

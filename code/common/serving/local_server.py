@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping
 from ..errors import EXIT_FAILURE, UserError
 from ..paths import Paths
 from ..processes import LOCALHOST, ProcessSet, ServerProcess, free_port
-from .engines import VLLM, ServeSettings, vllm_command
+from .engines import VLLM, ServeSettings, model_settings, vllm_command
 
 BUILD_HINT = 'make build RUN_ARGS="--harness_type=openai"'
 READY_TIMEOUT_S = 900.0        # every start compiles the model: minutes on two cores
@@ -182,16 +182,16 @@ def serve_settings(benchmark: Any, model: str, paths: Paths, fields: Mapping[str
                    ) -> ServeSettings:
     """The settings a benchmark's model is served with: its Hugging Face folder (made when missing, digests
     checked), served under the model's Hugging Face id (what the openai harness asks for), `fields`' batch_size
-    sequences at most (8 when not given), the rules' seed."""
+    sequences at most (8 when not given), the rules' seed, and what the model needs of its server (images per
+    prompt, whose sampling defaults: ModelSpec.serving)."""
     from ..model_files import ensure_serving_folder, serving_folder_sha256
 
     served = ensure_serving_folder(benchmark, model, paths, log)
     fields = fields or {}
-    served_name = benchmark.models[model].served_name or model
-    return ServeSettings(model_path=str(served.folder), served_name=served_name, port=port or free_port(host),
-                         host=host,
-                         max_num_seqs=int(fields.get("batch_size") or 8), max_model_len=served.max_model_len,
-                         dtype=served.dtype, eager=True, model_folder_sha256=serving_folder_sha256(served))
+    return model_settings(benchmark.models[model], model_path=str(served.folder), port=port or free_port(host),
+                          host=host, max_num_seqs=int(fields.get("batch_size") or 8),
+                          max_model_len=served.max_model_len, dtype=served.dtype, eager=True,
+                          model_folder_sha256=serving_folder_sha256(served))
 
 
 def start_local_server(benchmark: Any, model: str, fields: Mapping[str, Any] | None = None,
