@@ -109,11 +109,11 @@ def _generate(benchmark, model: str, model_file: Path, paths: Paths, max_new_tok
 def _served():
     """A model only serving engines run (its prompts chats): the toolkit's test server's answer to each prompt (a
     JSON choice among the candidates a prompt lists, else its usual text), as UTF-8 bytes."""
-    from code.common.serving.payloads import _content
+    from code.common.serving.payloads import _message_content
     from code.common.serving.test_server import chat_parts, content_key, json_choice
 
     def run(prompt):
-        messages = [{"role": m.role, "content": [_content(p) for p in m.content]} for m in prompt.messages]
+        messages = [{"role": m.role, "content": _message_content(m.content)} for m in prompt.messages]
         key = content_key(chat_parts(messages))
         text = json_choice(messages, key) or f" t{key % 1000}"
         return [np.frombuffer(text.encode("utf-8"), dtype=np.uint8)]

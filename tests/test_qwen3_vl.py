@@ -116,7 +116,7 @@ def product_and_chat(index: int = 0):
 def test_the_prompt_is_the_references_with_the_v6_1_wording(tmp_path: Path):
     """The v6.0 reference's own formulate_loaded_sample, run on a product: the toolkit's messages are its messages
     with the v6.1 client's three changes (two typos fixed, its answer schema, the candidates as a JSON list), and
-    its image is the same picture (it re-saves the decoded image with Pillow; the toolkit sends the stored bytes)."""
+    its image the same bytes (the decoded image saved again by Pillow, as the reference does)."""
     from PIL import Image as Pillow
 
     checkout = inference_dir()
@@ -138,10 +138,8 @@ def test_the_prompt_is_the_references_with_the_v6_1_wording(tmp_path: Path):
     candidates = list(product.candidates)
     assert ours_user.content[0] == Text(text["text"].replace(str(candidates), json.dumps(candidates)))
     head, data = image["image_url"]["url"].split(",", 1)
-    assert ours_user.content[1] == Image(product.image, "image/JPEG") and head == "data:image/JPEG;base64"
-    resaved = io.BytesIO()
-    Pillow.open(io.BytesIO(product.image)).save(resaved, format="JPEG")
-    assert base64.b64decode(data) == resaved.getvalue()          # the reference's: the same picture, re-saved
+    assert ours_user.content[1] == Image(base64.b64decode(data), "image/JPEG") and head == "data:image/JPEG;base64"
+    assert base64.b64decode(data) != product.image               # a re-save: not the stored file
 
 
 ENDPOINTS = os.environ.get("MLCOMMONS_ENDPOINTS_DIR")
@@ -327,7 +325,7 @@ def accuracy_run(log_dir: Path):
 
 def test_json_answers_through_the_openai_harness(qwen_scratch: Paths, tmp_path: Path):
     """Offline accuracy against a server answering JSON: every answer's text in the log as hex of UTF-8, the F1 of
-    those answers, requests that carry the stored image and the output cap and no sampling parameter."""
+    those answers, requests that carry the image as the reference sends it and the output cap and no sampling parameter."""
     with StreamingServer(ServerSettings(model=SUBSTITUTE, answer="json_choice")) as server:
         code, out = run_harness(qwen_scratch, server.url, tmp_path / "logs")
     assert code == 0, out
@@ -337,7 +335,7 @@ def test_json_answers_through_the_openai_harness(qwen_scratch: Paths, tmp_path: 
     found = qproducts.read_substitute(IMAGES)
     expected = {}
     for index in range(len(samples)):
-        messages = [{"role": m.role, "content": [_content(p) for p in m.content]} for m in samples.load(index).messages]
+        messages = [{"role": m.role, "content": _message_content(m.content)} for m in samples.load(index).messages]
         expected[index] = json_choice(messages, content_key(chat_parts(messages)))
     assert sorted(e["qsl_idx"] for e in entries) == list(range(7))
     assert all(bytes.fromhex(e["data"]).decode("utf-8") == expected[e["qsl_idx"]] for e in entries)
@@ -350,7 +348,7 @@ def test_json_answers_through_the_openai_harness(qwen_scratch: Paths, tmp_path: 
         assert not {"temperature", "top_p", "top_k", "min_tokens", "stop_token_ids", "seed"} & set(body)
         image = body["messages"][1]["content"][1]["image_url"]["url"]
         head, data = image.split(",", 1)
-        assert head == "data:image/JPEG;base64" and base64.b64decode(data) in {p.image for p in found}
+        assert head == "data:image/JPEG;base64" and base64.b64decode(data) in {qproducts.sent_image(p) for p in found}
 
 
 def qscoring_log() -> str:
@@ -359,10 +357,10 @@ def qscoring_log() -> str:
     return ACCURACY_LOG
 
 
-def _content(part) -> dict:
-    from code.common.serving.payloads import _content as content
+def _message_content(parts):
+    from code.common.serving.payloads import _message_content as content
 
-    return content(part)
+    return content(parts)
 
 
 def test_answers_that_are_not_json_score_zero_and_the_run_completes(qwen_scratch: Paths, tmp_path: Path):

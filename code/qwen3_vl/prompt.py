@@ -7,7 +7,8 @@ v6.0 reference's text (multimodal/qwen3-vl task.py) with its two typos fixed ("s
 its own ProductMetadata (no field descriptions), and the candidates written as a JSON list (json.dumps), where v6.0
 wrote Python's repr of the list. v6.1 results are made with that client, so its text is the one a submission's model
 must see. The image is the data set's file, base64 in an `image_url` data URL whose media type is `image/` and
-Pillow's name of its format (image/JPEG), as the reference writes it; the bytes are the stored ones.
+Pillow's name of its format (image/JPEG), as the reference writes it; the bytes are the reference's too: the stored
+image decoded and saved again by Pillow (products.sent_image).
 """
 from __future__ import annotations
 

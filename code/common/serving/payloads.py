@@ -104,7 +104,7 @@ class ChatCompletions(Payload):
 
     def body(self, model, prompt, settings, max_tokens, server_ids):
         self.refuse(prompt)
-        messages = [{"role": m.role, "content": [_content(part) for part in m.content]} for m in prompt.messages]
+        messages = [{"role": m.role, "content": _message_content(m.content)} for m in prompt.messages]
         return _json(_generation_body({"model": model, "messages": messages}, "max_completion_tokens", settings,
                                       max_tokens, server_ids))
 
@@ -171,6 +171,15 @@ def payload_for(parts: frozenset[str] | set[str], api: str = "") -> Payload:
     if extra:
         raise ValueError(f"{payload.path} cannot carry prompts of {', '.join(sorted(extra))}")
     return payload
+
+
+def _message_content(parts) -> str | list[dict]:
+    """A message of one text part as its string (what OpenAI clients, and the references' clients, send for a text
+    message; chat templates that tell the two forms apart then render what the reference's model was given), any
+    other as its list of parts."""
+    if len(parts) == 1 and isinstance(parts[0], Text):
+        return parts[0].text
+    return [_content(part) for part in parts]
 
 
 def _content(part) -> dict:
