@@ -325,7 +325,7 @@ def accuracy_run(log_dir: Path):
 
 def test_json_answers_through_the_openai_harness(qwen_scratch: Paths, tmp_path: Path):
     """Offline accuracy against a server answering JSON: every answer's text in the log as hex of UTF-8, the F1 of
-    those answers, requests that carry the image as the reference sends it and the output cap and no sampling parameter."""
+    those answers, requests that carry the reference's image bytes and the output cap and no sampling parameter."""
     with StreamingServer(ServerSettings(model=SUBSTITUTE, answer="json_choice")) as server:
         code, out = run_harness(qwen_scratch, server.url, tmp_path / "logs")
     assert code == 0, out
