@@ -61,6 +61,9 @@ def ensure_model(benchmark: Benchmark, model: str, paths: Paths, log: Log) -> Pa
             log(f"{why}: making {model} again")
             _move_aside(target, log)
     path = benchmark.download_model(model, paths, log)
+    if path.is_dir():
+        # A served model's Hugging Face folder: ensure_serving_folder records its files and checks them at each serve.
+        return path
     digests = read_record(path)
     if digests is None or record_problem(path, digests) is not None or \
             set(digests) != {p.name for p in (path, *_companions(path))}:
