@@ -9,6 +9,16 @@ import numpy as np
 from .models import MAX_NEW_TOKENS, ModelFacts
 
 
+MODEL_MAX_LENGTH = 448      # Whisper's decoder context
+
+
+def capped(tokens: list[int], eot: int) -> list[int]:
+    """A CTranslate2 output (which drops the closing <|endoftext|>) as the reference counts it: the first
+    MAX_NEW_TOKENS tokens, or all of them and the <|endoftext|> that ended them."""
+    tokens = [t for t in tokens if t != eot]
+    return tokens[:MAX_NEW_TOKENS] if len(tokens) >= MAX_NEW_TOKENS else tokens + [eot]
+
+
 class CTranslate2Whisper:
     name = "ctranslate2"
 
@@ -27,16 +37,12 @@ class CTranslate2Whisper:
             return []
         storage = ctranslate2.StorageView.from_array(np.ascontiguousarray(features, dtype=np.float32))
         prompt = list(self.facts.prompt)
-        # max_length counts the prompt too; suppress_tokens=[-1] is the model config's list, suppress_blank the
-        # first step's " " and <|endoftext|>: Whisper's own rules.
-        results = self.model.generate(storage, [prompt] * len(features), beam_size=1,
-                                      max_length=len(prompt) + MAX_NEW_TOKENS, suppress_blank=True,
-                                      suppress_tokens=[-1], return_no_speech_prob=False)
-        out = []
-        for result in results:
-            tokens = [t for t in result.sequences_ids[0] if t != self.facts.eot]
-            out.append(tokens)
-        return out
+        # suppress_tokens=[-1] is the model config's list, suppress_blank the first step's " " and <|endoftext|>:
+        # Whisper's own rules. CTranslate2's max_length does not count new tokens one for one, so it decodes up to
+        # the model's own limit and the output is cut at the reference's cap (greedy: the first tokens are the same).
+        results = self.model.generate(storage, [prompt] * len(features), beam_size=1, max_length=MODEL_MAX_LENGTH,
+                                      suppress_blank=True, suppress_tokens=[-1])
+        return [capped(list(result.sequences_ids[0]), self.facts.eot) for result in results]
 
     def close(self) -> None:
         self.model = None

@@ -1,8 +1,9 @@
 """What every whisper engine shares: the log-mel features of a clip and the engine protocol.
 
 An engine takes a batch of 30 s log-mel spectrograms and returns, per clip, the token ids it generated after the
-prompt (greedy; Whisper's suppression rules: the model config's suppress_tokens at every step, " " and
-<|endoftext|> at the first; no timestamps; at most MAX_NEW_TOKENS; <|endoftext|> ends a clip and is not returned).
+prompt, as vLLM's `token_ids` hold them for the reference: greedy; Whisper's suppression rules (the model config's
+suppress_tokens at every step, " " and <|endoftext|> at the first; no timestamps); at most MAX_NEW_TOKENS (200),
+the closing <|endoftext|> included when the clip ended before the cap. Their count is the sample's n_tokens.
 The CTranslate2 engine (ctranslate2_engine.py) is the embedded default; the ONNX Runtime encoder and
 decoder-with-cache pair plugs in under the name `onnxruntime`.
 """
@@ -24,8 +25,8 @@ class SpeechEngine(Protocol):
     name: str
 
     def transcribe(self, features: np.ndarray) -> list[list[int]]:
-        """`features`: float32 [batch, n_mels, 3000]; one list of generated token ids per clip, without the prompt
-        and the closing <|endoftext|>."""
+        """`features`: float32 [batch, n_mels, 3000]; one list of generated token ids per clip: without the prompt,
+        ending with <|endoftext|> unless the clip reached MAX_NEW_TOKENS first (see the module's docstring)."""
 
     def close(self) -> None: ...
 
