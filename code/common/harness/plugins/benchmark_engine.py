@@ -39,8 +39,8 @@ class BenchmarkEngineHarness(HarnessPlugin):
     def prepare_model(self, config, paths, log) -> str:
         from ...benchmark_api import get_benchmark
 
-        folder = get_benchmark(config.benchmark).download_model(config["model"], paths, log)
-        return f"no engine file: the engines load {folder}"
+        weights = get_benchmark(config.benchmark).download_model(config["model"], paths, log)
+        return f"no engine file: the engines load {weights}"
 
     def create(self, run: HarnessRun):
         from ...backends import threads_per_instance
