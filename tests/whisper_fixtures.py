@@ -11,7 +11,7 @@ import pytest
 
 from code.common.paths import Paths
 from code.common.registry_fetch import fetch_sdist
-from tests.conftest import WHEEL_CACHE, seed_downloads
+from tests.conftest import WHEEL_CACHE, WHISPER_TINY_EN as TINY_EN, seed_downloads
 from tests.official_tools import NOT_AT_HAND, inference_dir
 
 NORMALIZER = ("openai-whisper", "20250625")
