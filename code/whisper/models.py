@@ -24,6 +24,7 @@ MAX_NEW_TOKENS = 200          # the reference's SamplingParams(max_tokens=200)
 SAMPLE_RATE = 16000
 CHUNK_SECONDS = 30
 FRAMES = CHUNK_SECONDS * SAMPLE_RATE // 160      # 3000 mel frames of 10 ms in 30 s
+TIMESTAMPS = 1501                                # <|0.00|> .. <|30.00|>, 20 ms apart
 
 
 @dataclass(frozen=True)
@@ -151,10 +152,14 @@ def _complete(folder: Path) -> bool:
 
 def write_vocabulary(tokenizer_json: Path, dest: Path) -> Path:
     """vocabulary.txt as CTranslate2's converter writes it: every token of tokenizer.json (its vocabulary, then its
-    added tokens) on its own line, in id order."""
+    added tokens) on its own line, in id order, and the 1,501 timestamp tokens <|0.00|> .. <|30.00|> after
+    <|notimestamps|> where tokenizer.json lacks them (the decoder's output has a row for each)."""
     data = json.loads(tokenizer_json.read_text(encoding="utf-8"))
     tokens = {int(i): t for t, i in data["model"]["vocab"].items()}
     tokens.update({int(t["id"]): t["content"] for t in data.get("added_tokens", [])})
+    if "<|0.00|>" not in tokens.values() and "<|notimestamps|>" in tokens.values():
+        start = len(tokens)
+        tokens.update({start + k: f"<|{k * 0.02:.2f}|>" for k in range(TIMESTAMPS)})
     if sorted(tokens) != list(range(len(tokens))):
         raise UserError(f"{tokenizer_json}: its token ids are not 0..{len(tokens) - 1} without gaps; the checkpoint "
                         f"is damaged: remove its folder and rerun.", exit_code=EXIT_FAILURE)

@@ -9,6 +9,7 @@ which serving engines take as they are); engines compute the 30 s log-mel featur
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -40,7 +41,11 @@ def _hint(model: str, dataset: str) -> str:
 
 
 def _source_identity(dataset: str, items) -> dict:
+    """What the clips are made from: the utterances (names and transcripts) and their files' sizes; a change makes
+    the folder again."""
+    listing = "\n".join(f"{item.source} {item.path.name} {item.transcript}" for item in items)
     return {"benchmark": BENCHMARK, "dataset": dataset, "format": FORMAT, "utterances": len(items),
+            "listing_sha256": hashlib.sha256(listing.encode()).hexdigest(),
             "source_bytes": sum(item.path.stat().st_size for item in items)}
 
 
