@@ -392,6 +392,7 @@ IMPLEMENTATIONS: "Registry[Benchmark]" = Registry(
         "deepseek-r1": "code.deepseek_r1.benchmark:BENCHMARK",
         "gpt-oss-120b": "code.gpt_oss_120b.benchmark:BENCHMARK",
         "qwen3-vl-235b-a22b": "code.qwen3_vl.benchmark:BENCHMARK",
+        "whisper": "code.whisper.benchmark:BENCHMARK",
     })
 
 

@@ -22,7 +22,7 @@ tokens.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -53,6 +53,10 @@ class GenerationSettings:
     # Where the reference sends no sampling parameter (a vision-language one): serving engines get the output cap
     # alone and sample with their defaults, the model's generation_config.json (the fields above are not sent).
     server_sampling: bool = False
+    # How an output's token ids become its response in the accuracy log, where the reference writes something else
+    # than the ids (whisper: the text's characters as label indices, int64); None: the token ids as int32. LoadGen
+    # still counts the output's tokens (n_tokens).
+    response: Callable[[Sequence[int]], np.ndarray] | None = None
 
     @property
     def greedy(self) -> bool:
