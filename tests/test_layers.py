@@ -41,7 +41,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "code/common/harness/sut.py", "code/common/harness/qsl.py", "code/common/harness/progress.py",
         "code/common/harness/spec.py")),
     ("plug-ins", ("code/*/benchmark.py", "code/resnet50/*", "code/yolo/*", "code/llama3_1_8b/*",
-                  "code/llama2_70b/*", "code/deepseek_r1/*", "code/gpt_oss_120b/*",
+                  "code/llama2_70b/*", "code/deepseek_r1/*", "code/gpt_oss_120b/*", "code/whisper/*",
                   # shared by the LLM benchmarks: the substitute model, tokenizers, prompt sets, ROUGE (code/llm),
                   # and the task benchmarks' base (code/llm_tasks)
                   "code/llm/*", "code/llm_tasks/*",
@@ -75,7 +75,7 @@ UPWARD_EXCEPTIONS: dict[tuple[str, str], str] = {
 # The benchmark packages: each is reached through the benchmark registry (benchmark_api.get_benchmark), never
 # imported by another module.
 BENCHMARK_PACKAGES = ("code/resnet50", "code/yolo", "code/llama3_1_8b", "code/llama2_70b", "code/deepseek_r1",
-                      "code/gpt_oss_120b")
+                      "code/gpt_oss_120b", "code/whisper")
 BENCHMARK_IMPORT_EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 # Cycles the code still has, each a frozenset of the modules in it, with why.

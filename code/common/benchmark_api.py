@@ -374,6 +374,7 @@ IMPLEMENTATIONS: "Registry[Benchmark]" = Registry(
         "llama2-70b-99.9": "code.llama2_70b.benchmark:BENCHMARK",
         "deepseek-r1": "code.deepseek_r1.benchmark:BENCHMARK",
         "gpt-oss-120b": "code.gpt_oss_120b.benchmark:BENCHMARK",
+        "whisper": "code.whisper.benchmark:BENCHMARK",
     })
 
 

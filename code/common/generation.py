@@ -22,7 +22,7 @@ tokens.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -50,6 +50,10 @@ class GenerationSettings:
     top_p: float = 1.0
     top_k: int = -1                      # -1: no top-k cut
     seed: int | None = None              # the sampler's seed per request, where the reference fixes one
+    # How an output's token ids become its response in the accuracy log, where the reference writes something else
+    # than the ids (whisper: the text's characters as label indices, int64); None: the token ids as int32. LoadGen
+    # still counts the output's tokens (n_tokens).
+    response: Callable[[Sequence[int]], np.ndarray] | None = None
 
     @property
     def greedy(self) -> bool:

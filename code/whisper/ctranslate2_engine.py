@@ -22,8 +22,8 @@ def capped(tokens: list[int], eot: int) -> list[int]:
 class CTranslate2Whisper:
     name = "ctranslate2"
 
-    def __init__(self, folder: Path, facts: ModelFacts, threads: int = 0, device: str = "cpu",
-                 compute_type: str = "default") -> None:
+    def __init__(self, folder: Path, facts: ModelFacts, *, threads: int = 0, paths=None, log=None,
+                 device: str = "cpu", compute_type: str = "default") -> None:
         import ctranslate2
 
         self.facts = facts

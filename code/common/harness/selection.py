@@ -31,7 +31,10 @@ def settle(config: ResolvedConfig, harness_type: str, build_root: Path,
         return config
     where = selection(config, harness_type, build_root, environment_made)
     candidates = of_type(harness_type, where.generates_tokens)
-    named = next((p for p in candidates if p.implementation == asked), None) or \
+    # Several plug-ins of one type may share an implementation name (the in-process LLM harness and a benchmark's
+    # own engines are both python): the one that can run the test is the one asked for.
+    named = next((p for p in candidates if p.implementation == asked and p.why_not(where) is None), None) or \
+        next((p for p in candidates if p.implementation == asked), None) or \
         next((p for p in HARNESSES.loaded() if p.implementation == asked), None)
     why = named.why_not(where) if named is not None else f"no harness implementation is named {asked}"
     if why is None and named in candidates:

@@ -8,6 +8,7 @@ TOOLKIT_HARNESSES = {
     "native": "code.common.harness.plugins.inprocess:NativeHarness",
     "python": "code.common.harness.plugins.inprocess:PythonHarness",
     "llm": "code.common.harness.plugins.llm:LLMHarness",
+    "engine": "code.common.harness.plugins.benchmark_engine:BenchmarkEngineHarness",
     "triton": "code.common.harness.plugins.triton:TritonHarness",
     "openai": "code.common.harness.plugins.openai:OpenAIHarness",
 }

@@ -1,0 +1,54 @@
+"""The in-process harness of a benchmark that brings its own engines: a model that generates tokens from prompts the
+decoder graph does not take (speech), run in this process by request-level engines the benchmark makes
+(`Benchmark.request_engines`, generation.RequestEngine), their outputs streamed to LoadGen by the token-streaming
+system under test (llm_sut.StreamingSUT) as the LLM harnesses' are. No engine file: the engines load the model's
+own files. `inprocess_engine` picks among the benchmark's engines."""
+from __future__ import annotations
+
+from ...fields import Field
+from ..registry import HarnessPlugin, HarnessRun, Selection
+
+ENGINE_FIELD = Field(
+    "inprocess_engine", str, "", "The in-process engine of a benchmark that brings its own (make run lists them "
+    "where one is asked for that it has not): empty for the benchmark's default.", generative=True)
+
+
+def own_engines(benchmark_name: str):
+    """The benchmark's `request_engines` (None: it has none, or is not registered)."""
+    from ...benchmark_api import IMPLEMENTATIONS, get_benchmark
+
+    if benchmark_name not in IMPLEMENTATIONS:
+        return None
+    return getattr(get_benchmark(benchmark_name), "request_engines", None)
+
+
+class BenchmarkEngineHarness(HarnessPlugin):
+    name = "engine"
+    harness_type = "lwis"
+    implementation = "python"
+    generates_tokens = True
+    needs_engine = False
+    fields = (ENGINE_FIELD,)
+    description = "in process: the benchmark's own engines (e.g. speech recognition), outputs streamed to LoadGen"
+
+    def why_not(self, selection: Selection) -> str | None:
+        if own_engines(selection.benchmark) is None:
+            return f"{selection.benchmark} has no in-process engines of its own"
+        return None
+
+    def prepare_model(self, config, paths, log) -> str:
+        from ...benchmark_api import get_benchmark
+
+        weights = get_benchmark(config.benchmark).download_model(config["model"], paths, log)
+        return f"no engine file: the engines load {weights}"
+
+    def create(self, run: HarnessRun):
+        from ...backends import threads_per_instance
+        from ..llm_sut import PromptLibrary, StreamingSUT
+
+        fields = run.fields
+        make = own_engines(run.spec.benchmark)
+        engines = make(run.spec.model, fields, run.paths, instances=int(fields["instances"]),
+                       threads=threads_per_instance(fields, run.spec.cpu_cores))
+        prompts = PromptLibrary(run.samples, run.spec.performance_sample_count)
+        return StreamingSUT(run.spec.scenario_enum, prompts, engines, run.generation).start(), prompts
