@@ -259,6 +259,23 @@ def test_graphs_are_rebuilt_when_the_weights_change(tmp_path: Path) -> None:
     assert not [p for p in graphs.parent.iterdir() if p.name.startswith(".")]     # no work folder left behind
 
 
+def test_a_damaged_model_leaves_the_graphs_as_they_were(tmp_path: Path) -> None:
+    """model.bin truncated after a build: the rebuild stops with the file named, the earlier graphs stay whole and
+    no half-built folder is left beside them."""
+    folder = write_random_whisper(tmp_path / "m", "float32")
+    scratch = tmp_path / "scratch"
+    onnx_engine(folder, random_facts(), scratch).close()
+    graphs = Paths.create(scratch=scratch).onnx_graph_dir("whisper", random_facts().name)
+    before = {p.name: p.read_bytes() for p in graphs.iterdir()}
+    data = (folder / MODEL_BIN).read_bytes()
+    (folder / MODEL_BIN).write_bytes(data[:-100])
+    with pytest.raises(UserError) as caught:
+        onnx_engine(folder, random_facts(), scratch)
+    assert caught.value.exit_code == EXIT_FAILURE and str(folder / MODEL_BIN) in str(caught.value)
+    assert {p.name: p.read_bytes() for p in graphs.iterdir()} == before
+    assert sorted(p.name for p in graphs.parent.iterdir()) == [graphs.name]
+
+
 def test_features_of_the_wrong_shape_are_refused(tmp_path: Path) -> None:
     engine = onnx_engine(write_random_whisper(tmp_path / "m", "float32"), random_facts(), tmp_path / "s")
     with pytest.raises(ValueError, match=r"\[batch, 8, 3000\]"):
