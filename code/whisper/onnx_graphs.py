@@ -136,9 +136,9 @@ class _Graph:
         h = self.linear(self.gelu(self.linear(h, m, scope + "/linear_0")), m, scope + "/linear_1")
         return self.op("Add", [x, h])
 
-    def heads(self, x: str, perm: list[int]) -> str:
-        """[b, t, width] -> [b, t, heads, d] -> transposed by `perm`."""
-        return self.op("Transpose", [self.op("Reshape", [x, "c_shape_heads"])], perm=perm)
+    def heads(self, x: str, perm: list[int], name: str | None = None) -> str:
+        """[b, t, width] -> [b, t, heads, d] -> transposed by `perm` (into `name` when given)."""
+        return self.op("Transpose", [self.op("Reshape", [x, "c_shape_heads"])], [name] if name else 1, perm=perm)
 
     def attend(self, q: str, keys_t: str, values: str, bias: str | None) -> str:
         """softmax(q @ keys_t (+ bias)) @ values, heads merged back: [b, h, s, d] x [b, h, d, t] -> [b, s, width]."""
@@ -156,13 +156,12 @@ class _Graph:
         self.const("c_shape_heads", np.array([0, 0, heads, head_dim], np.int64))
         self.const("c_shape_merge", np.array([0, 0, heads * head_dim], np.int64))
 
-    def cross_key_value(self, encoded: str, m: Ct2Model, layer: int, width: int) -> tuple[str, str]:
+    def cross_key_value(self, encoded: str, m: Ct2Model, layer: int) -> tuple[str, str]:
+        """Decoder layer `layer`'s cross-attention keys [b, h, d, t] and values [b, h, t, d] of the encoder output."""
         kv = self.linear(encoded, m, f"decoder/layer_{layer}/attention/linear_1")
         k, v = self.op("Split", [kv, "c_split_kv"], 2, axis=2)
-        key = self.heads(k, [0, 2, 3, 1])                         # [b, h, d, t]
-        value = self.heads(v, [0, 2, 1, 3])                       # [b, h, t, d]
-        return (self.op("Identity", [key], [CROSS_KEY.format(layer)]),
-                self.op("Identity", [value], [CROSS_VALUE.format(layer)]))
+        return (self.heads(k, [0, 2, 3, 1], CROSS_KEY.format(layer)),
+                self.heads(v, [0, 2, 1, 3], CROSS_VALUE.format(layer)))
 
 
 def _write_encoder(weights: WhisperFolder, shape: GraphShape) -> tuple[_Graph, list, list]:
@@ -198,7 +197,7 @@ def _write_encoder(weights: WhisperFolder, shape: GraphShape) -> tuple[_Graph, l
     dh = shape.head_dim
     outputs = []
     for i in range(shape.decoder_layers):
-        key, value = g.cross_key_value(encoded, m, i, width)
+        key, value = g.cross_key_value(encoded, m, i)
         outputs += [helper.make_tensor_value_info(key, TensorProto.FLOAT, ["batch", shape.decoder_heads, dh, "frames"]),
                     helper.make_tensor_value_info(value, TensorProto.FLOAT,
                                                   ["batch", shape.decoder_heads, "frames", dh])]
