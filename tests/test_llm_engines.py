@@ -90,7 +90,8 @@ def child(spec: dict[str, Any]) -> None:
     out, scenario, mode = Path(spec["out"]), Scenario(spec["scenario"]), TestMode(spec["mode"])
     engines = [ScriptedEngine(n, spec["pattern"], spec["fail_after"] if n == 0 else 0) for n in range(spec["engines"])]
     prompts = PromptLibrary(Prompts(spec["samples"]), spec["samples"])
-    settings = GenerationSettings(max_new_tokens=16, eos_token_ids=(EOS,))
+    settings = GenerationSettings(max_new_tokens=16, eos_token_ids=(EOS,),
+                                  response=encoded if spec.get("encode") else None)
     sut = StreamingSUT(scenario, prompts, engines, settings).start()
     run_streaming_test(sut, prompts, out, scenario, mode, spec["samples"])
     (out / "result.json").write_text(json.dumps({
@@ -100,12 +101,18 @@ def child(spec: dict[str, Any]) -> None:
         "prompts": {i: Prompts(spec["samples"]).load(i).tolist() for i in range(spec["samples"])}}))
 
 
+def encoded(tokens: Sequence[int]) -> np.ndarray:
+    """A response that is not the token ids (as whisper's label indices are not): each token's id mod 7, as int64,
+    and a leading marker, so that its length differs from the token count."""
+    return np.asarray([-1] + [t % 7 for t in tokens], dtype=np.int64)
+
+
 def run(tmp_path: Path, scenario: Scenario, mode: TestMode = TestMode.AccuracyOnly, *, pattern: str = "pieces",
-        engines: int = 1, fail_after: int = 0, samples: int = 16) -> tuple[dict[str, Any], Path]:
+        engines: int = 1, fail_after: int = 0, samples: int = 16, encode: bool = False) -> tuple[dict[str, Any], Path]:
     out = tmp_path / f"{scenario.value}_{mode.value}_{pattern}"
     out.mkdir(parents=True)
     spec = {"out": str(out), "scenario": scenario.value, "mode": mode.value, "pattern": pattern, "engines": engines,
-            "fail_after": fail_after, "samples": samples}
+            "fail_after": fail_after, "samples": samples, "encode": encode}
     (out / "spec.json").write_text(json.dumps(spec))
     done = subprocess.run([sys.executable, "-m", "tests.test_llm_engines", str(out / "spec.json")], cwd=REPO,
                           capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
@@ -118,6 +125,16 @@ def expected(result: dict[str, Any], index: int, engines: range) -> set[tuple[in
     prompt = np.asarray(result["prompts"][str(index)])
     outputs = [output_of(prompt, n) for n in engines]
     return {tuple(o + [EOS] if len(o) == 1 else o) for o in outputs}
+
+
+def test_a_response_made_of_the_tokens_is_logged_with_the_token_count(tmp_path):
+    """GenerationSettings.response: the accuracy log holds what it makes of the output, LoadGen counts the tokens."""
+    result, out = run(tmp_path, Scenario.Offline, pattern="whole", encode=True)
+    assert result["error"] is None and read_detail(out).errors == ()
+    for entry in accuracy_entries(out):
+        (output,) = expected(result, entry["qsl_idx"], range(1))
+        assert np.frombuffer(bytes.fromhex(entry["data"]), np.int64).tolist() == encoded(output).tolist()
+        assert entry["token_count"] == len(output)
 
 
 @pytest.mark.parametrize("scenario", [Scenario.Offline, Scenario.Server, Scenario.SingleStream])

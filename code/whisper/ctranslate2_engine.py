@@ -23,10 +23,12 @@ class CTranslate2Whisper:
     name = "ctranslate2"
 
     def __init__(self, folder: Path, facts: ModelFacts, *, threads: int = 0, paths=None, log=None,
-                 device: str = "cpu", compute_type: str = "default") -> None:
+                 device: str = "cpu", compute_type: str = "") -> None:
         import ctranslate2
 
         self.facts = facts
+        # The weights ship in float16; a CPU computes in float32 (what "default" would pick, with a warning).
+        compute_type = compute_type or ("float32" if device == "cpu" else "default")
         self.model = ctranslate2.models.Whisper(str(folder), device=device, intra_threads=threads,
                                                 compute_type=compute_type)
 

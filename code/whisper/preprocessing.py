@@ -61,12 +61,21 @@ def preprocess(model: str, dataset: str, paths: Paths, log: Log) -> "RepackedSet
             return found
         except UserError:
             pass                                  # damaged: made again below
+    plan = repack(items, folder, identity, redo, expected=DATASETS[dataset].sample_count
+                  if dataset == "librispeech_dev" else None)
+    log(f"whisper: {len(items)} utterances of {dataset} repacked into {len(plan)} clips in {folder}")
+    return open_set(folder, model, dataset)
+
+
+def repack(items, folder: Path, identity: dict, redo: str, expected: int | None = None) -> list[RepackedClip]:
+    """Repack `items` into `folder` (the clips, the reference's manifest, manifest.json holding `identity`), as
+    repackage_librispeech.py does; written beside `folder` and renamed into place. UserError (naming the file and
+    `redo`) for an utterance that cannot be read, or (`expected`) a clip count other than the reference's."""
     durations = [clip_frames(item.path, redo) / SAMPLE_RATE for item in items]
     plan = repack_plan(items, durations)
-    expected = DATASETS[dataset].sample_count
-    if dataset == "librispeech_dev" and expected is not None and len(plan) != expected:
-        raise UserError(f"{dataset}: LibriSpeech's dev-clean and dev-other repack into {len(plan)} clips here, not "
-                        f"the reference's {expected}: the data set folder holds other or fewer files; {redo}.",
+    if expected is not None and len(plan) != expected:
+        raise UserError(f"LibriSpeech's dev-clean and dev-other repack into {len(plan)} clips here, not the "
+                        f"reference's {expected}: the data set folder holds other or fewer files; {redo}.",
                         exit_code=EXIT_FAILURE)
     work = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
     shutil.rmtree(work, ignore_errors=True)
@@ -74,8 +83,7 @@ def preprocess(model: str, dataset: str, paths: Paths, log: Log) -> "RepackedSet
     try:
         entries, files = [], {}
         for clip in plan:
-            entry = _write_clip(work, clip, redo)
-            entries.append(entry)
+            entries.append(_write_clip(work, clip, redo))
             files[clip.name] = {"bytes": (work / REPACKED / clip.name).stat().st_size}
         write_manifest(work / REPACKED_MANIFEST, entries)
         (work / MANIFEST).write_text(json.dumps({**identity, "files": files}, indent=1))
@@ -84,8 +92,7 @@ def preprocess(model: str, dataset: str, paths: Paths, log: Log) -> "RepackedSet
         work.rename(folder)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    log(f"whisper: {len(items)} utterances of {dataset} repacked into {len(plan)} clips in {folder}")
-    return open_set(folder, model, dataset)
+    return plan
 
 
 def _write_clip(work: Path, clip: RepackedClip, redo: str) -> dict:

@@ -44,8 +44,10 @@ class WhisperRequestEngine:
         self._stream: TokenStream | None = None
 
     def open(self, stream: TokenStream) -> None:
+        """Load the model and start the worker (an engine closed before opens again afresh)."""
         self._engine = self._make()
         self._stream = stream
+        self._stopping = False
         self._thread = threading.Thread(target=self._serve, daemon=True, name=self.name)
         self._thread.start()
 

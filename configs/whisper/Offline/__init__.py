@@ -2,7 +2,8 @@
 toolkit's ONNX Runtime graphs). On NVIDIA GPUs NVIDIA's submissions run Whisper as two TensorRT-LLM engines, the
 encoder and the decoder (greedy, in-flight batching over static encoder batches of up to 256 clips per GPU on
 H100/H200); the toolkit does not build those: a GPU node serves Whisper with a serving engine and the openai
-harness drives it (/v1/audio/transcriptions), which these GPU configs describe."""
+harness drives it (/v1/audio/transcriptions), which these GPU configs describe (with --harness_type=openai; the
+in-process engines run on the CPU)."""
 from code.common.config_registry import PerCore, register
 from code.common.constants import Scenario
 from code.common.systems.known import GENERIC_CPU
@@ -41,11 +42,11 @@ class OfflineGPUBase(WhisperBase):
     offline_expected_qps = 100.0
 
 
-@register("H100_SXM_80GBx1", harness=SERVED)
+@register("H100_SXM_80GBx1")
 class H100_SXM_80GBx1(OfflineGPUBase):
     pass
 
 
-@register("H200_SXM_141GBx1", harness=SERVED)
+@register("H200_SXM_141GBx1")
 class H200_SXM_141GBx1(OfflineGPUBase):
     offline_expected_qps = 130.0

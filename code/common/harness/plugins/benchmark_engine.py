@@ -30,6 +30,7 @@ class BenchmarkEngineHarness(HarnessPlugin):
     needs_engine = False
     fields = (ENGINE_FIELD,)
     description = "in process: the benchmark's own engines (e.g. speech recognition), outputs streamed to LoadGen"
+    bench_figures = "code.actions.bench_engine:engine_bench"
 
     def why_not(self, selection: Selection) -> str | None:
         if own_engines(selection.benchmark) is None:
