@@ -181,6 +181,11 @@ class Paths:
         the toolkit for a model it has only in another form (the substitute's GGUF)."""
         return self.model_dir(benchmark) / f"{model}-hf"
 
+    def onnx_graph_dir(self, benchmark: str, model: str) -> Path:
+        """The ONNX graphs the toolkit builds from a model's weights as they ship (Whisper's encoder and
+        decoder-with-cache pair), with the stamp of the weights they came from."""
+        return self.model_dir(benchmark) / f"{model}-onnx"
+
     def model_file(self, benchmark: str, model: str, ext: str = "onnx") -> Path:
         return self.model_dir(benchmark) / f"{model}.{ext}"
 
