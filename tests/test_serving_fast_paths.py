@@ -1,0 +1,68 @@
+"""The serving client's fast paths on the toolkit's streaming test server: the server's two ways of writing (one
+chunk per read, or an answer's chunks coalesced) and its several processes on one port give the same answers; the
+client's reader gives the same tokens in both; whole (non-streamed) answers give the streamed ones' accuracy log."""
+from __future__ import annotations
+
+import http.client
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from code.common.serving.test_server import ServerSettings, StreamingServer
+
+from .conftest import REPO
+
+
+def stream_of(url: str, body: dict) -> bytes:
+    host, port = url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    connection.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+    answer = connection.getresponse().read()
+    connection.close()
+    return answer
+
+
+BODY = {"model": "test-model", "prompt": [3, 7], "max_tokens": 6, "return_token_ids": True, "stream": True,
+        "stop_token_ids": [2]}
+
+
+def test_the_test_servers_writes_change_how_chunks_travel_not_what_they_say():
+    answers = {}
+    for writes in ("chunk", "answer"):
+        with StreamingServer(ServerSettings(writes=writes)) as server:
+            answers[writes] = stream_of(server.url, BODY)
+    assert answers["chunk"] == answers["answer"]
+    events = [line for line in answers["chunk"].split(b"\n\n") if line]
+    assert len(events) == 7 and events[-1] == b"data: [DONE]"
+    assert [json.loads(e[6:])["choices"][0]["token_ids"] for e in events[:-1]] == [[17], [18], [19], [20], [21], [22]]
+
+
+def test_an_unknown_way_of_writing_is_refused():
+    with pytest.raises(ValueError, match="writes must be one of chunk, answer"):
+        StreamingServer(ServerSettings(writes="bulk"))
+
+
+def test_several_test_server_processes_serve_one_port_and_end_with_the_first():
+    process = subprocess.Popen([sys.executable, "-m", "code.common.serving.test_server", "--processes=3",
+                                "--writes=answer"], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        url = process.stdout.readline().split()[-1]
+        children = [int(pid) for pid in subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True,
+                                                       text=True).stdout.split()]
+        assert len(children) == 2
+        with StreamingServer(ServerSettings(writes="chunk")) as one:
+            expected = stream_of(one.url, BODY)
+        assert all(stream_of(url, BODY) == expected for _ in range(6))
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    for child in children:
+        for _ in range(50):
+            if subprocess.run(["kill", "-0", str(child)], capture_output=True).returncode:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail(f"test server process {child} outlived the first")
