@@ -66,3 +66,44 @@ def test_several_test_server_processes_serve_one_port_and_end_with_the_first():
             time.sleep(0.1)
         else:
             pytest.fail(f"test server process {child} outlived the first")
+
+
+# -- the client's reading of chunks ----------------------------------------------------------------------------------
+def test_events_are_the_data_lines_whatever_the_reads_cut_and_the_line_ends():
+    from code.common.serving.chunks import events
+
+    stream = b'data: {"a": 1}\r\n\r\n: a comment\nevent: x\ndata: {"b": 2}\n\ndata: [DONE]\n\n'
+    for cut in range(1, len(stream)):
+        first, rest = events(b"", stream[:cut])
+        second, rest = events(rest, stream[cut:])
+        assert first + second == [b'{"a": 1}', b'{"b": 2}', b"[DONE]"] and rest == b""
+
+
+@pytest.mark.parametrize("api, payload, expected", [
+    ("completions", b'{"choices": [{"text": " t5", "token_ids": [5], "finish_reason": null, "logprobs": null}]}',
+     [([5], " t5", None)]),
+    ("chat", b'{"choices": [{"delta": {"role": "assistant", "content": ""}, "finish_reason": null}]}', [None]),
+    ("chat", b'{"choices": [{"message": {"content": " t5"}, "token_ids": [5], "finish_reason": "stop"}]}',
+     [([5], " t5", "stop")]),
+])
+def test_a_chunk_reads_as_its_apis_builder_reads_it(api, payload, expected):
+    from code.common.serving.chunks import decode
+    from code.common.serving.payloads import PAYLOADS
+
+    builder = PAYLOADS[api]()
+    general = [builder.read(choice) for choice in builder.choices(json.loads(payload))]
+    assert decode(payload, api).choices == general == expected
+
+
+@pytest.mark.parametrize("payload", [b"{not json", b'{"choices": [{"token_ids": "5"}]}', b'{"text": " t5"}',
+                                     b'{"choices": [{"token_ids": [5.5]}]}'])
+def test_a_chunk_of_another_shape_is_left_to_the_general_reading(payload):
+    from code.common.serving.chunks import decode
+
+    assert decode(payload, "completions") is None
+
+
+def test_an_error_in_a_chunk_is_read():
+    from code.common.serving.chunks import decode
+
+    assert decode(b'{"error": {"message": "out of memory"}}', "completions").error == {"message": "out of memory"}

@@ -44,6 +44,7 @@ from ..generation import GenerationSettings, Request, TokenStream
 from ..prompts import Prompt, checked, parts_of, probe, size
 from ..records.computation import MODEL_FOLDER_SHA256
 from .endpoints import Endpoint
+from .chunks import decode, events
 from .metrics import MetricsWatch, parse
 from .payloads import Payload, payload_for
 from .scheduler import Scheduler
@@ -389,37 +390,42 @@ class ServingClient:
 
     async def _read_stream(self, response, state: _Endpoint, request: Request, output: _Output, server_ids: bool,
                            report: bool) -> bool:
-        """The server-sent events of one answer, up to [DONE]; True as _take says."""
-        async for line in response.content:
-            if not line.startswith(b"data:"):
-                continue       # blank lines between events, comments, event names
-            payload = line[5:].strip()
+        """The server-sent events of one answer, up to [DONE]; True as _take says. Whatever arrived is split into
+        events at once (chunks.events), not line by line through the stream reader."""
+        rest = b""
+        async for data in response.content.iter_any():
+            payloads, rest = events(rest, data)
+            done = self._take_events(state, request, output, payloads, server_ids, report)
+            if done is not None:
+                return done
+        return bool(rest and self._take_events(state, request, output, events(rest, b"\n")[0], server_ids, report))
+
+    def _take_events(self, state: _Endpoint, request: Request, output: _Output, payloads: list[bytes],
+                     server_ids: bool, report: bool) -> bool | None:
+        """The events' chunks in order: None to read on, else what _read_stream returns ([DONE] or _take's True)."""
+        for payload in payloads:
             if payload == b"[DONE]":
-                break
+                return False
             if output.finish is not None:
                 continue       # e.g. a usage chunk after the final one
             if self._take(state, request, output, payload, server_ids, report):
                 return True
-        return False
+        return None
 
     def _take(self, state: _Endpoint, request: Request, output: _Output, payload: bytes, server_ids: bool,
               report: bool) -> bool:
         """One chunk. True when the server sent a choice without token ids in server mode (the probe finds out)."""
-        try:
-            chunk = json.loads(payload)
-            choices = self.api.choices(chunk)
-            error = chunk.get("error") if isinstance(chunk, dict) else None
-        except ValueError:
-            choices, error, chunk = None, None, None
+        decoded = decode(payload, self.api.name)
+        if decoded is not None:
+            choices, error = decoded.choices, decoded.error
+        else:
+            choices, error = self._read_generally(state, payload)
         if error is not None:
             raise EndpointFailed(f"{state.url} reported an error in the middle of a completion: "
                                  f"{json.dumps(error)[:300]}")
         if not isinstance(choices, list):
             raise EndpointFailed(f"{state.url} sent a stream chunk that is not a completion chunk: {payload[:200]!r}")
-        for choice in choices:
-            if not isinstance(choice, dict):
-                raise EndpointFailed(f"{state.url} sent a malformed choice in a stream chunk: {payload[:200]!r}")
-            read = self.api.read(choice)
+        for read in choices:
             if read is None:
                 continue
             ids, text, finish = read
@@ -444,6 +450,23 @@ class ServingClient:
                 output.reported = 1
                 self._stream.chunk(request.id, first[:1], False)
         return False
+
+    def _read_generally(self, state: _Endpoint, payload: bytes) -> tuple[list | None, Any]:
+        """(the choices of a chunk that chunks.decode does not read, as the API reads them, or None where it is not
+        a completion chunk; the error it reports)."""
+        try:
+            chunk = json.loads(payload)
+            choices = self.api.choices(chunk)
+            error = chunk.get("error") if isinstance(chunk, dict) else None
+        except ValueError:
+            return None, None
+        if error is not None or not isinstance(choices, list):
+            return choices, error
+        for choice in choices:
+            if not isinstance(choice, dict):
+                raise EndpointFailed(f"{state.url} sent a malformed choice in a stream chunk: "
+                                     f"{payload[:200]!r}")
+        return [self.api.read(choice) for choice in choices], None
 
     def _report_ids(self, state: _Endpoint, request: Request, output: _Output, report: bool) -> None:
         """The first chunk that carries ids goes out at once; later ones gather until the final one."""
