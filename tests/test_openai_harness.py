@@ -14,6 +14,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from .conftest import REPO
 from .test_llm_e2e import llm_scratch, records, repo_copy, toolkit  # noqa: F401,F811  (fixtures)
 
@@ -124,3 +126,30 @@ def test_endpoints_without_the_serving_harness_are_refused(llm_scratch, repo_cop
                    "--harness_type=openai", "--endpoints=http://node1:8000", "--triton_endpoints=http://node2:8000")
     assert done.returncode == 2, done.stdout + done.stderr
 
+
+
+@pytest.mark.slow      # five runs of the toolkit: about 90 s on two shared cores
+def test_offline_whole_answers_give_the_streamed_accuracy_log_and_pass_test06(llm_scratch, repo_copy):
+    logs = {}
+    with streaming_servers(1) as (_, urls):
+        for answers in ("whole", "streamed"):
+            logs[answers] = repo_copy / "build" / "logs" / answers
+            done = toolkit(repo_copy, llm_scratch, "--action=run_harness", *SUBSTITUTE, "--scenarios=offline",
+                           "--test_mode=AccuracyOnly", f"--openai_offline_answers={answers}",
+                           f"--endpoints={urls[0]}", f"--log_dir={logs[answers]}")
+            assert done.returncode == 0, done.stdout + done.stderr
+        done = toolkit(repo_copy, llm_scratch, "--action=run_harness", *SUBSTITUTE, "--scenarios=offline",
+                       f"--endpoints={urls[0]}", "--test_run", "--offline_expected_qps=40",
+                       f"--log_dir={logs['whole']}")
+        assert done.returncode == 0, done.stdout + done.stderr
+        audit = toolkit(repo_copy, llm_scratch, "--action=run_audit_harness", *SUBSTITUTE, "--scenarios=offline",
+                        f"--endpoints={urls[0]}", "--offline_expected_qps=40", f"--log_dir={logs['whole']}")
+        assert audit.returncode == 0 and "TEST06 llama3.1-8b Offline: PASS" in audit.stdout, audit.stdout + audit.stderr
+    for answers, log_dir in logs.items():
+        record = records(log_dir)[("Offline", "AccuracyOnly")]
+        assert [e.transport for e in record.endpoints] == [f"HTTP, {answers} answers, /v1/completions"]
+    whole, streamed = (Path(records(logs[a])[("Offline", "AccuracyOnly")].log_dir) / "mlperf_log_accuracy.json"
+                       for a in ("whole", "streamed"))
+    assert accuracy_entries(logs["whole"]) == accuracy_entries(logs["streamed"])
+    assert sorted(json.loads(whole.read_text()), key=lambda e: e["qsl_idx"]) == \
+        sorted(json.loads(streamed.read_text()), key=lambda e: e["qsl_idx"])

@@ -107,3 +107,51 @@ def test_an_error_in_a_chunk_is_read():
     from code.common.serving.chunks import decode
 
     assert decode(b'{"error": {"message": "out of memory"}}', "completions").error == {"message": "out of memory"}
+
+
+# -- whole answers and stream intervals ------------------------------------------------------------------------------
+@pytest.mark.parametrize("fault, eos_every", [("", 3), ("no_token_ids", 3)])
+def test_whole_answers_and_stream_intervals_give_the_streamed_outputs_and_the_record_says_which(fault, eos_every):
+    from code.common.serving.client import ClientSettings
+
+    from .test_serving import Recorder, prompts, run_client  # noqa: F401
+
+    requests = prompts(16)
+    outputs, transports = {}, {}
+    with StreamingServer(ServerSettings(model="m", fault=fault, eos_every=eos_every)) as server:
+        for answers, interval in (("streamed", 0), ("whole", 0), ("streamed", 4)):
+            client, stream = run_client([server.url], requests, ClientSettings(
+                model="m", metrics_interval_s=0, answers=answers, stream_interval=interval))
+            assert stream.error is None
+            outputs[answers, interval] = stream.outputs()
+            record = client.records()[0]
+            transports[answers, interval] = (record["transport"], record["extras"]["answers"],
+                                             record["extras"]["stream_interval"])
+            if answers == "whole":
+                assert all(final for _, _, final in stream.calls)    # one call per request, its completion
+            else:
+                assert len(stream.calls) > len(requests)            # the first token before the completion
+    assert outputs["streamed", 0] == outputs["whole", 0] == outputs["streamed", 4]
+    assert transports == {("streamed", 0): ("HTTP, streamed answers, /v1/completions", "streamed", 0),
+                          ("whole", 0): ("HTTP, whole answers, /v1/completions", "whole", 0),
+                          ("streamed", 4): ("HTTP, streamed answers, /v1/completions", "streamed", 4)}
+
+
+def test_the_test_server_honours_a_stream_interval():
+    with StreamingServer(ServerSettings()) as server:
+        answer = stream_of(server.url, {**BODY, "max_tokens": 10, "stream_interval": 4})
+    chunks = [json.loads(e[6:])["choices"][0]["token_ids"] for e in answer.split(b"\n\n") if e and b"[DONE]" not in e]
+    assert [len(c) for c in chunks] == [1, 4, 4, 1]
+
+
+def test_only_offline_takes_whole_answers():
+    from code.common.constants import Scenario
+    from code.common.harness.serving_system import client_settings
+
+    fields = {"openai_in_flight": 8, "openai_scheduler": "fewest_requests", "openai_request_timeout_s": 60.0,
+              "openai_metrics_interval_s": 2.0, "openai_warmup_requests": 1, "openai_token_ids": "auto",
+              "openai_offline_answers": "whole", "openai_stream_interval": 0}
+    assert client_settings(fields, "m", Scenario.Offline).answers == "whole"
+    assert client_settings(fields, "m", Scenario.Server).answers == "streamed"
+    assert client_settings({**fields, "openai_offline_answers": "streamed"}, "m", Scenario.Offline).answers \
+        == "streamed"

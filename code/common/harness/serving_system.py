@@ -34,8 +34,12 @@ class ServingSUT(StreamingSUT):
         return self.client.records()
 
 
-def client_settings(fields, model: str) -> ClientSettings:
-    return ClientSettings(model=model, in_flight=int(fields["openai_in_flight"]),
+def client_settings(fields, model: str, scenario: Scenario | None = None) -> ClientSettings:
+    """The client's settings from the test's fields; Offline, which measures no first-token time, takes whole
+    answers where openai_offline_answers says so, every other scenario streams."""
+    whole = scenario == Scenario.Offline and str(fields.get("openai_offline_answers", "streamed")) == "whole"
+    return ClientSettings(model=model, answers="whole" if whole else "streamed",
+                          stream_interval=int(fields.get("openai_stream_interval", 0)), in_flight=int(fields["openai_in_flight"]),
                           policy=str(fields["openai_scheduler"]),
                           request_timeout_s=float(fields["openai_request_timeout_s"]),
                           metrics_interval_s=float(fields["openai_metrics_interval_s"]),
@@ -72,7 +76,7 @@ def serving_system(run):
     try:
         endpoints = parse_endpoints(urls)
         local = endpoints if servers else ()
-        client = ServingClient(endpoints, client_settings(fields, model), run.generation, samples.load(0),
+        client = ServingClient(endpoints, client_settings(fields, model, spec.scenario_enum), run.generation, samples.load(0),
                                encode=text_encoder(run), local=local, api=api,
                                model_folder_sha256=servers[0].settings.model_folder_sha256 if servers else "")
         sut = ServingSUT(spec.scenario_enum, prompts, client, run.generation, servers).start()

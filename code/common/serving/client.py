@@ -54,7 +54,7 @@ SERVER_IDS = "server"          # the record's word for token ids the server retu
 TEXT_IDS = "tokenized text"    # ... and for ids tokenized here from the streamed text
 PROBE_TOKENS = 2               # output tokens of the health check's generation
 WARMUP_TOKENS = 8              # ... and of each warm-up request
-TRANSPORT = "HTTP, streamed"  # the record's word for it, with the API's path
+ANSWERS = ("streamed", "whole")   # a request's answer: server-sent events, or one JSON document
 
 
 class EndpointFailed(RuntimeError):
@@ -71,6 +71,8 @@ class ClientSettings:
     metrics_interval_s: float = 2.0    # /metrics polls (and liveness) during the run; 0: none
     warmup_requests: int = 4           # per endpoint, before the test
     token_ids: str = "auto"            # TOKEN_IDS_MODES: where output token ids come from
+    answers: str = "streamed"          # ANSWERS; "whole" only where no first-token time is measured (Offline)
+    stream_interval: int = 0           # tokens per streamed chunk asked of the server (vLLM's); 0: not asked
 
 
 @dataclass
@@ -118,6 +120,8 @@ class ServingClient:
         model folder the `local` servers (started by the test) serve, kept in their records."""
         if not endpoints:
             raise ValueError("the openai harness needs at least one endpoint")
+        if settings.answers not in ANSWERS:
+            raise ValueError(f"answers must be one of {', '.join(ANSWERS)}, not {settings.answers!r}")
         if settings.token_ids not in TOKEN_IDS_MODES:
             raise ValueError(f"token_ids must be one of {', '.join(TOKEN_IDS_MODES)}, not {settings.token_ids!r}")
         self.settings = settings
@@ -178,8 +182,9 @@ class ServingClient:
         return [{"host": e.endpoint.host, "port": e.endpoint.port, "protocol": e.endpoint.scheme,
                  "model": e.model or self.settings.model, "local": e.local, "requests": e.answered,
                  "samples": e.answered,
-                 "transport": f"{TRANSPORT} {self.api.path}",
-                 "extras": {"serving_engine": e.engine, "serving_engine_version": e.version,
+                 "transport": f"HTTP, {self.settings.answers} answers, {self.api.path}",
+                 "extras": {"serving_engine": e.engine, "answers": self.settings.answers,
+                            "stream_interval": self.settings.stream_interval, "serving_engine_version": e.version,
                             "served_models": list(e.served), "token_ids": e.token_ids, "output_tokens": e.output_tokens,
                             "in_flight_limit": self.settings.in_flight, "most_in_flight": e.most_in_flight,
                             "scheduler": self.settings.policy, "metrics": e.metrics.summary(),
@@ -365,7 +370,8 @@ class ServingClient:
 
         server_ids = state.token_ids == SERVER_IDS
         output = _Output()
-        data, headers = self.api.body(state.model, request.prompt, request.settings, max_tokens, server_ids)
+        data, headers = self.api.body(state.model, request.prompt, request.settings, max_tokens, server_ids,
+                                      self.settings.answers == "streamed", self.settings.stream_interval)
         try:
             async with state.session.post(state.url + self.api.path, data=data, headers=headers) as response:
                 if response.status != 200:
@@ -444,7 +450,8 @@ class ServingClient:
                 output.finish = str(finish)
         if server_ids:
             self._report_ids(state, request, output, report)
-        elif report and not output.reported and self.encode is not None:
+        elif report and not output.reported and output.finish is None and self.encode is not None:
+            # (a final chunk goes out whole at the end: _finish_text)
             first = self.encode("".join(output.text))
             if len(first) >= 2:                  # stable: the whole text starts with it
                 output.reported = 1

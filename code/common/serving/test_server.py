@@ -16,7 +16,8 @@ Faults (`fault`): `http_error` (every completion answers HTTP 500), `break` (the
 `fault_after` chunks), `malformed` (chunk `fault_after` is not JSON), `stall` (no chunk after `fault_after`),
 `no_token_ids` (text only, as servers without vLLM's extension), `one_chunk` (the whole answer in one chunk),
 `slow_first` (the first token after `first_delay_s`), `no_stream` (one JSON answer, as a server that does not
-stream).
+stream). A request's `stream_interval` (vLLM's) is honoured: the first token in a chunk of its own, then that many
+per chunk.
 
 So that it is not what a bench measures, its chunks are rendered once (each distinct chunk's bytes are kept and
 reused), and `writes` says how they go out: `chunk` (one write per chunk, awaited, so that a client reads them one
@@ -246,7 +247,7 @@ class StreamingServer:
         self.running += 1
         try:
             await response.prepare(request)
-            await self._stream(request, response, ids, eos, with_ids, kind)
+            await self._stream(request, response, ids, eos, with_ids, kind, int(body.get("stream_interval") or 0))
         except ConnectionError:
             pass             # the client went away (or the fault closed the connection)
         finally:
@@ -262,16 +263,21 @@ class StreamingServer:
         self.tokens += len(ids)
         return {"object": kind.removesuffix(".chunk"), "model": self.settings.model, "choices": [choice]}
 
-    async def _stream(self, request, response, ids: list[int], eos: int | None, with_ids: bool, kind: str) -> None:
+    async def _stream(self, request, response, ids: list[int], eos: int | None, with_ids: bool, kind: str,
+                      interval: int = 0) -> None:
+        """The answer's chunks: `tokens_per_chunk` each, or with the request's `stream_interval` (vLLM's) the first
+        token alone and then that many per chunk."""
         settings = self.settings
         step = len(ids) if settings.fault == "one_chunk" else max(1, settings.tokens_per_chunk)
+        bounds = [0, *range(1, len(ids), interval)] if interval > 1 and step == 1 else list(range(0, len(ids), step))
+        bounds.append(len(ids))
         first_delay = settings.first_delay_s
         coalesced = settings.writes == "answer" and not settings.fault and not settings.chunk_delay_s
         events: list[bytes] = []
         if kind != "text_completion":       # a chat stream opens with the role, as vLLM's does
             events.append(_event({"object": kind, "model": settings.model, "choices": [
                 {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}))
-        for number, start in enumerate(range(0, len(ids), step)):
+        for number, (start, end) in enumerate(zip(bounds, bounds[1:])):
             if settings.fault in ("break", "malformed", "stall") and number == settings.fault_after:
                 if settings.fault == "break":
                     request.transport.close()
@@ -284,8 +290,7 @@ class StreamingServer:
                 await asyncio.sleep(first_delay)
             elif number and settings.chunk_delay_s:
                 await asyncio.sleep(settings.chunk_delay_s)
-            part = ids[start:start + step]
-            events.append(self._chunk(part, eos, with_ids, kind, start + step >= len(ids)))
+            events.append(self._chunk(ids[start:end], eos, with_ids, kind, end >= len(ids)))
             if not coalesced:
                 await response.write(b"".join(events))
                 events.clear()
