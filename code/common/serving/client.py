@@ -48,6 +48,8 @@ from .chunks import decode, events
 from .metrics import MetricsWatch, parse
 from .payloads import Payload, payload_for
 from .scheduler import Scheduler
+from .workers import (CHANNEL, FAILED, READY, WorkerFailed, cancel_requests, close_channels, quit_workers, reap_workers,
+                      send_requests, start_workers)
 
 TOKEN_IDS_MODES = ("auto", "server", "text")
 SERVER_IDS = "server"          # the record's word for token ids the server returned
@@ -73,6 +75,7 @@ class ClientSettings:
     token_ids: str = "auto"            # TOKEN_IDS_MODES: where output token ids come from
     answers: str = "streamed"          # ANSWERS; "whole" only where no first-token time is measured (Offline)
     stream_interval: int = 0           # tokens per streamed chunk asked of the server (vLLM's); 0: not asked
+    workers: int = 1                   # processes streaming the requests (workers.py); 1: this process's loop
 
 
 @dataclass
@@ -142,6 +145,9 @@ class ServingClient:
         self._pollers: list[asyncio.Task] = []
         self._failure: BaseException | None = None
         self._closing = False
+        self._workers: list = []           # workers.Worker, where requests go to worker processes
+        self._worker_count = 0
+        self._remote: dict[int, list] = {}   # request id: [worker, endpoint number, prompt size, tokens reported]
 
     # -- RequestEngine ---------------------------------------------------------------------------
     def open(self, stream: TokenStream) -> None:
@@ -186,6 +192,8 @@ class ServingClient:
                  "extras": {"serving_engine": e.engine, "answers": self.settings.answers,
                             "stream_interval": self.settings.stream_interval, "serving_engine_version": e.version,
                             "served_models": list(e.served), "token_ids": e.token_ids, "output_tokens": e.output_tokens,
+                            "workers": max(1, self._worker_count),
+                            **({"worker_channel": CHANNEL} if self._worker_count else {}),
                             "in_flight_limit": self.settings.in_flight, "most_in_flight": e.most_in_flight,
                             "scheduler": self.settings.policy, "metrics": e.metrics.summary(),
                             **({MODEL_FOLDER_SHA256: self.model_folder_sha256}
@@ -196,7 +204,7 @@ class ServingClient:
     def _call(self, coroutine) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
-    async def _open(self) -> None:
+    async def _open_sessions(self) -> None:
         import aiohttp
 
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.settings.connect_timeout_s,
@@ -204,11 +212,23 @@ class ServingClient:
         for state in self.endpoints:
             connector = aiohttp.TCPConnector(limit=self.settings.in_flight + 2, enable_cleanup_closed=True)
             state.session = aiohttp.ClientSession(connector=connector, timeout=timeout, raise_for_status=False)
+
+    async def _open(self) -> None:
+        await self._open_sessions()
         await asyncio.gather(*(self._check(state) for state in self.endpoints))
         await asyncio.gather(*(self._warm_up(state) for state in self.endpoints))
         if self.settings.metrics_interval_s > 0:
             await asyncio.gather(*(self._poll(state) for state in self.endpoints))   # before the test's requests
             self._pollers = [asyncio.ensure_future(self._watch(state)) for state in self.endpoints]
+        # Text is tokenized here, where the benchmark's tokenizer is: worker processes take server ids only.
+        if self.settings.workers > 1 and all(state.token_ids == SERVER_IDS for state in self.endpoints):
+            self._workers = await start_workers(
+                self.settings.workers,
+                {"endpoints": [state.endpoint for state in self.endpoints], "settings": self.settings,
+                 "generation": self.generation, "probe": self.probe_prompt, "api": self.api,
+                 "states": [(state.model, state.token_ids) for state in self.endpoints]},
+                self._from_worker, self._worker_gone)
+            self._worker_count = len(self._workers)
 
     async def _check(self, state: _Endpoint) -> None:
         """The endpoint serves the model and generates: /v1/models, /version, and a short generation that also
@@ -304,15 +324,59 @@ class ServingClient:
 
     def _dispatch(self) -> None:
         queue, scheduler = self._queue, self.scheduler
+        batches: dict = {}
         while queue and self._failure is None:
             request = queue[0]
             number = scheduler.pick(size(request.prompt))
             if number is None:
-                return
+                break
             queue.popleft()
             state = self.endpoints[number]
             state.most_in_flight = max(state.most_in_flight, scheduler.loads[number].requests)
-            self._tasks[request.id] = self._loop.create_task(self._run(number, request))
+            if self._workers:
+                worker = min(self._workers, key=lambda w: w.in_flight)
+                worker.in_flight += 1
+                self._remote[request.id] = [worker, number, size(request.prompt), 0]
+                batches.setdefault(worker, []).append((number, request))
+            else:
+                self._tasks[request.id] = self._loop.create_task(self._run(number, request))
+        for worker, items in batches.items():
+            send_requests(worker, items)
+
+    def _from_worker(self, worker, message: list) -> None:
+        """A worker's frame: the chunks it read (first chunks and final ones), or its failure."""
+        if message[0] == FAILED:
+            self._fail(EndpointFailed(message[1]))
+            return
+        if message[0] == READY:
+            worker.ready.set_result(None)
+            return
+        if self._failure is not None:
+            return
+        remote, stream = self._remote, self._stream
+        for request_id, tokens, final in message[1]:
+            entry = remote.get(request_id)
+            if entry is None:
+                continue           # cancelled
+            entry[3] += len(tokens)
+            stream.chunk(request_id, tokens, final)
+            if final:
+                del remote[request_id]
+                entry[0].in_flight -= 1
+                state = self.endpoints[entry[1]]
+                state.answered += 1
+                state.output_tokens += entry[3]
+                self.scheduler.done(entry[1], entry[2])
+        self._dispatch()
+
+    def _worker_gone(self, worker) -> None:
+        if self._closing:
+            return
+        error = WorkerFailed(f"{worker.name} ended in the middle of the run ({worker.how_it_ended()}); its "
+                             f"requests cannot finish")
+        if not worker.ready.done():
+            worker.ready.set_exception(error)
+        self._fail(error)
 
     async def _run(self, number: int, request: Request) -> None:
         try:
@@ -332,6 +396,13 @@ class ServingClient:
             task = self._tasks.get(request_id)
             if task is not None:
                 task.cancel()
+            entry = self._remote.pop(request_id, None)
+            if entry is not None:
+                entry[0].in_flight -= 1
+                self.scheduler.done(entry[1], entry[2])
+                cancel_requests(entry[0], [request_id])
+        if self._workers:
+            self._dispatch()
 
     def _fail(self, error: BaseException) -> None:
         if self._failure is not None or self._closing:
@@ -349,6 +420,11 @@ class ServingClient:
             poller.cancel()
         if self._failure is None and self._tasks:
             await asyncio.wait(list(self._tasks.values()), timeout=5)   # streams past their final chunk
+        if self._workers:
+            workers, self._workers = self._workers, []
+            quit_workers(workers)
+            await asyncio.get_running_loop().run_in_executor(None, reap_workers, workers)
+            close_channels(workers)
         if self._failure is None and self.settings.metrics_interval_s > 0:
             for state in self.endpoints:
                 try:

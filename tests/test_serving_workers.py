@@ -1,0 +1,105 @@
+"""The serving client's worker processes on the toolkit's streaming test servers: the same outputs as one event
+loop, the scheduler's limits kept, and the faults (an endpoint that breaks, a worker killed in the middle of the
+run) failing the run with the endpoint or the worker named, never hanging, leaving no worker process."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from code.common.serving.client import ClientSettings
+from code.common.serving.test_server import ServerSettings, StreamingServer
+from code.common.serving.workers import default_workers
+
+from .test_serving import WAIT_S, Recorder, expected, prompts, run_client
+
+
+def worker_pids() -> list[int]:
+    """This test process's worker processes still there (zombies aside)."""
+    found = subprocess.run(["pgrep", "-f", "code.common.serving.workers"], capture_output=True, text=True)
+    pids = []
+    for pid in map(int, found.stdout.split()):
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[1]) == os.getpid():
+            pids.append(pid)
+    return pids
+
+
+def test_workers_give_the_one_loop_outputs_within_the_limits_and_the_record_says_how():
+    with StreamingServer(ServerSettings(model="m")) as a, StreamingServer(ServerSettings(model="m")) as b:
+        requests = prompts(40)
+        client, stream = run_client([a.url, b.url], requests,
+                                    ClientSettings(model="m", in_flight=3, metrics_interval_s=0.2, workers=3))
+    assert stream.error is None
+    assert stream.outputs() == {r.id: expected(r) for r in requests}
+    records = client.records()
+    assert sum(r["requests"] for r in records) == 40 and all(r["extras"]["most_in_flight"] <= 3 for r in records)
+    assert sum(r["extras"]["output_tokens"] for r in records) == sum(len(expected(r)) for r in requests)
+    assert all(r["extras"]["workers"] == 3 and r["extras"]["worker_channel"].startswith("unix socket pair")
+               for r in records)
+    first_calls = {}
+    for request_id, tokens, final in stream.calls:
+        first_calls.setdefault(request_id, final)
+    assert not any(first_calls.values())          # the first token before the completion, as with one loop
+    assert worker_pids() == []
+
+
+def test_servers_whose_text_is_tokenized_are_read_on_one_loop():
+    with StreamingServer(ServerSettings(model="m", fault="no_token_ids")) as server:
+        requests = prompts(6)
+        client, stream = run_client([server.url], requests, ClientSettings(model="m", metrics_interval_s=0,
+                                                                           workers=2))
+    assert stream.error is None and stream.outputs() == {r.id: expected(r) for r in requests}
+    assert client.records()[0]["extras"]["workers"] == 1
+
+
+def test_an_endpoint_that_breaks_under_a_worker_fails_the_run_naming_it():
+    with StreamingServer(ServerSettings(model="m", fault="break", fault_after=3)) as server:
+        requests = prompts(8)
+        _, stream = run_client([server.url], requests, ClientSettings(model="m", metrics_interval_s=0, workers=2,
+                                                                      warmup_requests=0))
+    assert stream.error is not None and server.url in str(stream.error) and "did it die?" in str(stream.error)
+    assert worker_pids() == []
+
+
+def test_a_worker_killed_in_the_middle_of_the_run_fails_it_naming_the_worker():
+    import numpy as np
+
+    from code.common.serving.client import ServingClient
+    from code.common.serving.endpoints import parse_endpoints
+
+    from .test_serving import GENERATION
+
+    with StreamingServer(ServerSettings(model="m", chunk_delay_s=0.2)) as server:
+        client = ServingClient(parse_endpoints([server.url]), ClientSettings(model="m", metrics_interval_s=0,
+                                                                             workers=2, warmup_requests=0),
+                               GENERATION, np.arange(1, 6))
+        requests = prompts(8)
+        stream = Recorder(len(requests))
+        client.open(stream)
+        try:
+            client.submit(requests)
+            deadline = time.monotonic() + WAIT_S
+            while not stream.calls and time.monotonic() < deadline:
+                time.sleep(0.05)
+            victim = client._workers[1].process.pid
+            os.kill(victim, signal.SIGKILL)
+            assert stream.done.wait(WAIT_S), "the client neither finished nor failed"
+        finally:
+            client.close()
+    message = str(stream.error)
+    assert f"openai client worker 1 (pid {victim})" in message and "killed by SIGKILL" in message, message
+    assert worker_pids() == []
+
+
+@pytest.mark.parametrize("cores, endpoints, workers", [(2, 1, 1), (3, 1, 1), (16, 1, 4), (16, 8, 14), (64, 8, 32)])
+def test_the_default_number_of_workers_leaves_two_cores_and_takes_four_per_endpoint_at_most(cores, endpoints,
+                                                                                            workers):
+    assert default_workers(endpoints, cores) == workers
