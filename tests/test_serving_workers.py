@@ -103,3 +103,16 @@ def test_a_worker_killed_in_the_middle_of_the_run_fails_it_naming_the_worker():
 def test_the_default_number_of_workers_leaves_two_cores_and_takes_four_per_endpoint_at_most(cores, endpoints,
                                                                                             workers):
     assert default_workers(endpoints, cores) == workers
+
+
+@pytest.mark.parametrize("workers, answers, rate", [(1, "streamed", 0.0), (2, "streamed", 0.0), (1, "whole", 0.0),
+                                                    (2, "streamed", 50.0)])
+def test_the_client_bench_counts_every_token_of_the_harness_client(workers, answers, rate):
+    from code.common.serving.client_bench import harness_run
+
+    prompts = [[i + 1] * 5 for i in range(12)]
+    with StreamingServer(ServerSettings(model="m", writes="answer")) as server:
+        run = harness_run(server.url, "m", prompts, 16, 4, workers=workers, answers=answers, rate=rate)
+    assert run.tokens == 12 * 16 and run.requests == 12 and run.cpu_s >= 0 and run.seconds > 0
+    assert len(run.first_token_s) == (12 if rate else 0)
+    assert worker_pids() == []

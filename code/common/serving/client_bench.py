@@ -144,9 +144,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--answers", choices=("streamed", "whole"), default="streamed")
     parser.add_argument("--rate", type=float, default=0.0)
+    parser.add_argument("--requests", type=int, default=0, help="the first so many prompts (0: all)")
     ns = parser.parse_args(argv)
     with open(ns.prompts) as file:
         prompts = json.load(file)
+    if ns.requests:
+        prompts = prompts[:ns.requests]
     if ns.client == "bare":
         run = bare_run(ns.url, ns.model, prompts, ns.max_tokens, ns.in_flight)
     else:

@@ -111,7 +111,10 @@ async def start_workers(count: int, setup: dict[str, Any], on_frame: Callable[[W
             holder.append(worker)
             workers.append(worker)
             if cores:
-                os.sched_setaffinity(process.pid, cores)
+                try:
+                    os.sched_setaffinity(process.pid, cores)
+                except OSError:
+                    pass          # not allowed here (a container's limits): the kernel places them
             worker.channel.send(pickle.dumps((SETUP, setup), protocol=pickle.HIGHEST_PROTOCOL))
         done, pending = await asyncio.wait([w.ready for w in workers], timeout=READY_TIMEOUT_S)
         for worker in workers:
