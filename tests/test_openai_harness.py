@@ -173,7 +173,8 @@ def test_a_worker_killed_in_the_middle_of_a_run_fails_it_naming_the_worker_and_l
         workers: list[int] = []
         while not workers and time.monotonic() < deadline:
             time.sleep(0.2)
-            found = subprocess.run(["pgrep", "-f", "code.common.serving.workers"], capture_output=True, text=True)
+            found = subprocess.run(["pgrep", "-f", "code.common.serving.worker_process"], capture_output=True,
+                                   text=True)
             workers = [int(pid) for pid in found.stdout.split() if _descends_from(int(pid), run.pid)]
         assert workers, "no worker process started"
         time.sleep(1.0)

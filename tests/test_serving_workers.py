@@ -19,7 +19,7 @@ from .test_serving import WAIT_S, Recorder, expected, prompts, run_client
 
 def worker_pids() -> list[int]:
     """This test process's worker processes still there (zombies aside)."""
-    found = subprocess.run(["pgrep", "-f", "code.common.serving.workers"], capture_output=True, text=True)
+    found = subprocess.run(["pgrep", "-f", "code.common.serving.worker_process"], capture_output=True, text=True)
     pids = []
     for pid in map(int, found.stdout.split()):
         try:

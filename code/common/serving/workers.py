@@ -5,15 +5,15 @@ N processes, each with its own event loop, connections and parser; LoadGen stays
 The client in the LoadGen process (client.py) keeps everything but the requests: it checks, probes and warms up
 the endpoints and polls their metrics as with one loop, the scheduler hands each request to an endpoint as always
 (limits and policies per endpoint), and the request goes to the worker with the fewest in flight. A worker streams
-it with the same code as the one-loop client (client.ServingClient._generate) and reports its first chunk and its
-final one over its channel (channel.py): the LoadGen process calls FirstTokenComplete and QuerySamplesComplete
-as it reads them, on its client's event loop.
+it with the same code as the one-loop client (client.ServingClient._generate; the worker's side is
+worker_process.py) and reports its first chunk and its final one over its channel (channel.py): the LoadGen
+process calls FirstTokenComplete and QuerySamplesComplete as it reads them, on its client's event loop.
 
 Faults: a worker reports what fails in it (an endpoint named, as with one loop) and the run fails; a worker that
 ends (killed, crashed) closes its channel, which fails the run naming the worker and how it ended. Each worker is
 started as every process of the toolkit is (processes.start_in_group: a group of its own, SIGTERM when the thread
 that started it, the client's event loop, ends), ends when its channel closes (the LoadGen process gone, however
-it ended), and `stop_workers` ends them with SIGTERM, then SIGKILL (processes.stop_group), leaving none.
+it ended), and the client's shutdown (or `stop_workers`) ends them with SIGTERM, then SIGKILL (processes.stop_group), leaving none.
 
 Where the machine has a core for each worker and two more, the workers are pinned to the cores after the first
 two (os.sched_setaffinity), which are left to LoadGen's threads and the client's loop.
@@ -100,8 +100,8 @@ async def start_workers(count: int, setup: dict[str, Any], on_frame: Callable[[W
         for number in range(count):
             mine, theirs = socket.socketpair()
             try:
-                process = start_in_group([sys.executable, "-m", "code.common.serving.workers", str(theirs.fileno())],
-                                         pass_fds=(theirs.fileno(),), cwd=REPO_ROOT)
+                process = start_in_group([sys.executable, "-m", "code.common.serving.worker_process",
+                                          str(theirs.fileno())], pass_fds=(theirs.fileno(),), cwd=REPO_ROOT)
             finally:
                 theirs.close()
             holder: list[Worker] = []       # the worker, once made: its channel's callbacks name it
@@ -164,105 +164,3 @@ def reap_workers(workers: list[Worker]) -> None:
 def close_channels(workers: list[Worker]) -> None:
     for worker in workers:
         worker.channel.close()
-
-
-# -- in the worker process ---------------------------------------------------------------------------------------
-class _WorkerLoop:
-    """A worker: the one-loop client's request code on this process's event loop, reporting over its channel."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.encoder = msgspec.msgpack.Encoder()
-        self.channel = Channel(sock, self.loop, self._frame, self._parent_gone)
-        self.client = None
-        self.pending: list[list] = []
-        self.quit = self.loop.create_future()
-
-    def run(self) -> None:
-        self.loop.run_until_complete(self.quit)
-        self.loop.run_until_complete(self._close())
-
-    # TokenStream, called by the client's code on this loop
-    def chunk(self, request_id: int, tokens, final: bool) -> None:
-        if not self.pending:
-            self.loop.call_soon(self._flush)      # one frame for whatever this turn of the loop reports
-        self.pending.append([request_id, tokens if isinstance(tokens, list) else [int(t) for t in tokens], final])
-
-    def failed(self, error: BaseException) -> None:
-        self._flush()
-        self.channel.send(self.encoder.encode([FAILED, str(error)]))
-
-    def _flush(self) -> None:
-        if self.pending:
-            pending, self.pending = self.pending, []
-            self.channel.send(self.encoder.encode([CHUNKS, pending]))
-
-    def _frame(self, data: bytes) -> None:
-        message = pickle.loads(data)
-        kind = message[0]
-        if kind == SETUP:
-            self.loop.create_task(self._setup(message[1]))
-        elif kind == REQUESTS:
-            client = self.client
-            for number, request in message[1]:
-                client._tasks[request.id] = self.loop.create_task(self._run(number, request))
-        elif kind == CANCEL:
-            for request_id in message[1]:
-                task = self.client._tasks.get(request_id)
-                if task is not None:
-                    task.cancel()
-        elif kind == QUIT and not self.quit.done():
-            self.quit.set_result(None)
-
-    async def _setup(self, setup: dict[str, Any]) -> None:
-        from .client import ServingClient
-
-        client = ServingClient(setup["endpoints"], setup["settings"], setup["generation"], setup["probe"],
-                               api=setup["api"])
-        client._loop, client._stream = self.loop, self
-        try:
-            await client._open_sessions()
-        except BaseException as error:  # noqa: BLE001  reported, then the LoadGen process stops this worker
-            self.failed(error)
-            return
-        for state, (model, token_ids) in zip(client.endpoints, setup["states"]):
-            state.model, state.token_ids = model, token_ids
-        self.client = client
-        self.channel.send(self.encoder.encode([READY]))
-
-    async def _run(self, number: int, request) -> None:
-        client = self.client
-        try:
-            await client._generate(client.endpoints[number], request, request.settings.max_new_tokens, report=True)
-        except asyncio.CancelledError:
-            pass
-        except BaseException as error:  # noqa: BLE001  any failure of a request fails the run
-            self.failed(error)
-        finally:
-            client._tasks.pop(request.id, None)
-
-    def _parent_gone(self) -> None:
-        if not self.quit.done():
-            self.quit.set_result(None)
-
-    async def _close(self) -> None:
-        self._flush()
-        if self.client is not None:
-            tasks = list(self.client._tasks.values())
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            for state in self.client.endpoints:
-                if state.session is not None:
-                    await state.session.close()
-        self.channel.close()
-
-
-def main(argv: list[str]) -> None:
-    """`python -m code.common.serving.workers <fd>`: a worker on the socket `fd` its parent passed."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)      # a Ctrl-C at the terminal is the toolkit's to handle
-    _WorkerLoop(socket.socket(fileno=int(argv[0]))).run()
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])
