@@ -150,7 +150,8 @@ def test_whole_answers_and_worker_processes_give_the_one_loop_accuracy_log_and_p
         assert audit.returncode == 0 and "TEST06 llama3.1-8b Offline: PASS" in audit.stdout, audit.stdout + audit.stderr
     for (answers, workers), log_dir in logs.items():
         record = records(log_dir)[("Offline", "AccuracyOnly")]
-        assert {e.transport for e in record.endpoints} == {f"HTTP, {answers} answers, /v1/completions"}
+        assert {e.transport for e in record.endpoints} == {"HTTP, streamed /v1/completions" if answers == "streamed"
+                                                            else "HTTP, whole answers /v1/completions"}
         assert {e.extras["workers"] for e in record.endpoints} == {workers}
     baseline = sorted(json.loads((Path(records(logs["streamed", 1])[("Offline", "AccuracyOnly")].log_dir)
                                   / "mlperf_log_accuracy.json").read_text()), key=lambda e: e["qsl_idx"])

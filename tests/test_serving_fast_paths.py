@@ -132,9 +132,9 @@ def test_whole_answers_and_stream_intervals_give_the_streamed_outputs_and_the_re
             else:
                 assert len(stream.calls) > len(requests)            # the first token before the completion
     assert outputs["streamed", 0] == outputs["whole", 0] == outputs["streamed", 4]
-    assert transports == {("streamed", 0): ("HTTP, streamed answers, /v1/completions", "streamed", 0),
-                          ("whole", 0): ("HTTP, whole answers, /v1/completions", "whole", 0),
-                          ("streamed", 4): ("HTTP, streamed answers, /v1/completions", "streamed", 4)}
+    assert transports == {("streamed", 0): ("HTTP, streamed /v1/completions", "streamed", 0),
+                          ("whole", 0): ("HTTP, whole answers /v1/completions", "whole", 0),
+                          ("streamed", 4): ("HTTP, streamed /v1/completions", "streamed", 4)}
 
 
 def test_the_test_server_honours_a_stream_interval():

@@ -116,3 +116,4 @@ def test_the_client_bench_counts_every_token_of_the_harness_client(workers, answ
     assert run.tokens == 12 * 16 and run.requests == 12 and run.cpu_s >= 0 and run.seconds > 0
     assert len(run.first_token_s) == (12 if rate else 0)
     assert worker_pids() == []
+

@@ -57,6 +57,7 @@ TEXT_IDS = "tokenized text"    # ... and for ids tokenized here from the streame
 PROBE_TOKENS = 2               # output tokens of the health check's generation
 WARMUP_TOKENS = 8              # ... and of each warm-up request
 ANSWERS = ("streamed", "whole")   # a request's answer: server-sent events, or one JSON document
+TRANSPORTS = {"streamed": "HTTP, streamed", "whole": "HTTP, whole answers"}   # the record's words, with the path
 
 
 class EndpointFailed(RuntimeError):
@@ -188,7 +189,7 @@ class ServingClient:
         return [{"host": e.endpoint.host, "port": e.endpoint.port, "protocol": e.endpoint.scheme,
                  "model": e.model or self.settings.model, "local": e.local, "requests": e.answered,
                  "samples": e.answered,
-                 "transport": f"HTTP, {self.settings.answers} answers, {self.api.path}",
+                 "transport": f"{TRANSPORTS[self.settings.answers]} {self.api.path}",
                  "extras": {"serving_engine": e.engine, "answers": self.settings.answers,
                             "stream_interval": self.settings.stream_interval, "serving_engine_version": e.version,
                             "served_models": list(e.served), "token_ids": e.token_ids, "output_tokens": e.output_tokens,
@@ -346,7 +347,10 @@ class ServingClient:
     def _from_worker(self, worker, message: list) -> None:
         """A worker's frame: the chunks it read (first chunks and final ones), or its failure."""
         if message[0] == FAILED:
-            self._fail(EndpointFailed(message[1]))
+            if not worker.ready.done():     # in its setup: the client's open fails with it
+                worker.ready.set_exception(EndpointFailed(message[1]))
+            else:
+                self._fail(EndpointFailed(message[1]))
             return
         if message[0] == READY:
             worker.ready.set_result(None)

@@ -13,7 +13,8 @@ from typing import Any
 import msgspec
 
 from .channel import Channel
-from .client import ServingClient
+from ..generation import Request
+from .client import WARMUP_TOKENS, ServingClient
 from .workers import CANCEL, CHUNKS, FAILED, QUIT, READY, REQUESTS, SETUP
 
 
@@ -75,6 +76,13 @@ class _WorkerLoop:
             return
         for state, (model, token_ids) in zip(client.endpoints, setup["states"]):
             state.model, state.token_ids = model, token_ids
+        try:      # with warm-ups: a connection of its own to every endpoint, warm before the test's first request
+            probe = Request(-1, client.probe_prompt, client.generation)
+            await asyncio.gather(*(client._generate(state, probe, WARMUP_TOKENS, report=False)
+                                   for state in client.endpoints if client.settings.warmup_requests > 0))
+        except BaseException as error:  # noqa: BLE001
+            self.failed(error)
+            return
         self.client = client
         self.channel.send(self.encoder.encode([READY]))
 
