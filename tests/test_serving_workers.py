@@ -117,3 +117,32 @@ def test_the_client_bench_counts_every_token_of_the_harness_client(workers, answ
     assert len(run.first_token_s) == (12 if rate else 0)
     assert worker_pids() == []
 
+
+
+def test_requests_cancelled_in_a_worker_free_their_slots_and_report_nothing_more():
+    import numpy as np
+
+    from code.common.serving.client import ServingClient
+    from code.common.serving.endpoints import parse_endpoints
+
+    from .test_serving import GENERATION
+
+    with StreamingServer(ServerSettings(model="m", chunk_delay_s=0.1)) as server:
+        client = ServingClient(parse_endpoints([server.url]), ClientSettings(model="m", metrics_interval_s=0,
+                                                                             workers=2, warmup_requests=0),
+                               GENERATION, np.arange(1, 6))
+        requests = prompts(4)
+        stream = Recorder(2)
+        client.open(stream)
+        try:
+            client.submit(requests)
+            client.cancel([0, 1])
+            assert stream.done.wait(WAIT_S), "the client neither finished nor failed"
+            time.sleep(0.3)
+            loads = client.scheduler.requests_in_flight()
+        finally:
+            client.close()
+    assert stream.error is None and loads == [0]
+    assert {request_id for request_id, _, final in stream.calls if final} == {2, 3}
+    assert stream.outputs()[2] == expected(requests[2]) and stream.outputs()[3] == expected(requests[3])
+    assert worker_pids() == []
