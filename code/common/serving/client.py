@@ -24,6 +24,10 @@ sample's prompt whatever its parts (prompts.probe: a token prompt's first ids, a
 endpoint's `/metrics` is polled (requests, queue time, prefix-cache hits, into the record); a poll that cannot
 reach the server fails the run, so an endpoint that dies with nothing in flight is noticed too.
 
+Offline may take whole answers instead of streams (`answers`: one JSON document per request, its token ids
+included), since it measures no first-token time; each chunk is read with little work (chunks.py). With `workers`
+above one, the requests are streamed by worker processes (workers.py), the scheduler and LoadGen staying here.
+
 Failure never hangs and never passes for a result: an endpoint that refuses the connection, answers with an HTTP
 error, sends nothing for `request_timeout_s`, closes a stream before its end or sends a chunk that is not JSON
 fails the whole run with the endpoint named (EndpointFailed); the system under test completes what is outstanding
@@ -43,8 +47,8 @@ import numpy as np
 from ..generation import GenerationSettings, Request, TokenStream
 from ..prompts import Prompt, checked, parts_of, probe, size
 from ..records.computation import MODEL_FOLDER_SHA256
-from .endpoints import Endpoint
 from .chunks import decode, events
+from .endpoints import Endpoint
 from .metrics import MetricsWatch, parse
 from .payloads import Payload, payload_for
 from .scheduler import Scheduler

@@ -242,6 +242,9 @@ class StreamingServer:
         with_ids = bool(body.get("return_token_ids")) and settings.fault != "no_token_ids" \
             and kind != "transcription.chunk"
         if body.get("stream") is False or settings.fault == "no_stream":
+            delay = settings.first_delay_s + settings.chunk_delay_s * (len(ids) - 1)
+            if delay > 0:
+                await asyncio.sleep(delay)      # as long as its stream would take
             return web.json_response(self._whole(ids, eos, with_ids, kind))
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         self.running += 1
