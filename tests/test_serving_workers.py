@@ -146,3 +146,48 @@ def test_requests_cancelled_in_a_worker_free_their_slots_and_report_nothing_more
     assert {request_id for request_id, _, final in stream.calls if final} == {2, 3}
     assert stream.outputs()[2] == expected(requests[2]) and stream.outputs()[3] == expected(requests[3])
     assert worker_pids() == []
+
+
+def test_workers_end_when_the_loadgen_process_is_killed():
+    import sys
+
+    from .conftest import REPO
+
+    with StreamingServer(ServerSettings(model="m", chunk_delay_s=0.5)) as server:
+        script = (
+            "import sys, time, numpy as np\n"
+            "from code.common.generation import GenerationSettings, Request\n"
+            "from code.common.serving.client import ClientSettings, ServingClient\n"
+            "from code.common.serving.endpoints import parse_endpoints\n"
+            "class Quiet:\n"
+            "    def chunk(self, *a): pass\n"
+            "    def failed(self, e): pass\n"
+            "g = GenerationSettings(max_new_tokens=64, eos_token_ids=())\n"
+            f"c = ServingClient(parse_endpoints(['{server.url}']), ClientSettings(model='m', metrics_interval_s=0, "
+            "workers=2, warmup_requests=0), g, np.arange(1, 6))\n"
+            "c.open(Quiet())\n"
+            "c.submit([Request(i, np.arange(1, 4), g) for i in range(4)])\n"
+            "print(' '.join(str(w.process.pid) for w in c._workers), flush=True)\n"
+            "time.sleep(600)\n")
+        loadgen = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE, text=True)
+        try:
+            workers = [int(pid) for pid in loadgen.stdout.readline().split()]
+            assert len(workers) == 2
+            loadgen.kill()
+            loadgen.wait(timeout=10)
+            deadline = time.monotonic() + WAIT_S
+            while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not any(_alive(pid) for pid in workers), "a worker outlived the process that started it"
+        finally:
+            if loadgen.poll() is None:
+                loadgen.kill()
+                loadgen.wait()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
