@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from code.common.serving.client import ClientSettings
-from code.common.serving.test_server import ServerSettings, StreamingServer
+from code.common.serving.client import TEXT_IDS, ClientSettings
+from code.common.serving.test_server import ServerSettings, StreamingServer, output_ids
 from code.common.serving.workers import default_workers
 
-from .test_serving import WAIT_S, Recorder, expected, prompts, run_client
+from .test_serving import EOS, WAIT_S, Recorder, expected, prompts, run_client
 
 
 def worker_pids() -> list[int]:
@@ -51,13 +51,19 @@ def test_workers_give_the_one_loop_outputs_within_the_limits_and_the_record_says
     assert worker_pids() == []
 
 
-def test_servers_whose_text_is_tokenized_are_read_on_one_loop():
-    with StreamingServer(ServerSettings(model="m", fault="no_token_ids")) as server:
-        requests = prompts(6)
-        client, stream = run_client([server.url], requests, ClientSettings(model="m", metrics_interval_s=0,
-                                                                           workers=2))
-    assert stream.error is None and stream.outputs() == {r.id: expected(r) for r in requests}
-    assert client.records()[0]["extras"]["workers"] == 1
+def test_servers_whose_text_is_tokenized_are_read_by_workers_with_the_tokenizer_or_on_one_loop_without():
+    from code.common.serving.test_server import encode_test_text
+
+    with StreamingServer(ServerSettings(model="m", fault="no_token_ids", eos_every=2)) as server:
+        requests = prompts(12)
+        for encode, workers in ((encode_test_text, 2), (lambda text: encode_test_text(text), 1)):   # a closure
+            client, stream = run_client([server.url], requests, ClientSettings(model="m", metrics_interval_s=0,
+                                                                               workers=2), encode=encode)
+            want = {r.id: output_ids(r.prompt.tolist(), 8, EOS, 2) for r in requests}
+            assert stream.error is None and stream.outputs() == want
+            record = client.records()[0]
+            assert record["extras"]["workers"] == workers and record["extras"]["token_ids"] == TEXT_IDS
+            assert record["extras"]["output_tokens"] == sum(len(v) for v in want.values())
 
 
 def test_an_endpoint_that_breaks_under_a_worker_fails_the_run_naming_it():

@@ -56,8 +56,17 @@ def text_encoder(run):
     tokenizer_of = getattr(run.benchmark, "tokenizer", None)
     if tokenizer_of is None:
         return None
-    tokenizer = tokenizer_of(run.spec.model, run.paths)
-    return lambda text: tokenizer.encode(text, add_bos=False)
+    return TextEncoder(tokenizer_of(run.spec.model, run.paths))
+
+
+class TextEncoder:
+    """`text -> ids` with a tokenizer, no BOS; an object (not a closure) so that worker processes get it too."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+
+    def __call__(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_bos=False)
 
 
 def serving_system(run):

@@ -225,12 +225,12 @@ class ServingClient:
         if self.settings.metrics_interval_s > 0:
             await asyncio.gather(*(self._poll(state) for state in self.endpoints))   # before the test's requests
             self._pollers = [asyncio.ensure_future(self._watch(state)) for state in self.endpoints]
-        # Text is tokenized here, where the benchmark's tokenizer is: worker processes take server ids only.
-        if self.settings.workers > 1 and all(state.token_ids == SERVER_IDS for state in self.endpoints):
+        encode = self.encode if any(state.token_ids == TEXT_IDS for state in self.endpoints) else None
+        if self.settings.workers > 1 and travels(encode):
             self._workers = await start_workers(
                 self.settings.workers,
                 {"endpoints": [state.endpoint for state in self.endpoints], "settings": self.settings,
-                 "generation": self.generation, "probe": self.probe_prompt, "api": self.api,
+                 "generation": self.generation, "probe": self.probe_prompt, "api": self.api, "encode": encode,
                  "states": [(state.model, state.token_ids) for state in self.endpoints]},
                 self._from_worker, self._worker_gone)
             self._worker_count = len(self._workers)
@@ -582,6 +582,18 @@ class ServingClient:
             self._stream.chunk(request.id, ids[1:], True)
         else:
             self._stream.chunk(request.id, ids, True)
+
+
+def travels(encode: Callable | None) -> bool:
+    """Whether worker processes can tokenize text with `encode` (it pickles); where not, servers that stream text
+    only are read on one loop here, where the tokenizer is."""
+    import pickle
+
+    try:
+        pickle.dumps(encode)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return False
+    return True
 
 
 def serving(models: list, name: str) -> dict | None:

@@ -67,7 +67,7 @@ class _WorkerLoop:
 
     async def _setup(self, setup: dict[str, Any]) -> None:
         client = ServingClient(setup["endpoints"], setup["settings"], setup["generation"], setup["probe"],
-                               api=setup["api"])
+                               api=setup["api"], encode=setup["encode"])
         client._loop, client._stream = self.loop, self
         try:
             await client._open_sessions()

@@ -50,8 +50,7 @@ class OpenAIHarness(HarnessPlugin):
               generative=True, choices=("whole", "streamed")),
         Field("openai_workers", int, 0, "openai harness: processes that stream the requests, each with its own "
               "event loop and connections, reporting to LoadGen's process (1: one event loop in LoadGen's process; "
-              "0: one per core beyond two, at most four per endpoint). Servers whose text is tokenized here are "
-              "read on one loop.", generative=True, minimum=0, maximum=1024),
+              "0: one per core beyond two, at most four per endpoint).", generative=True, minimum=0, maximum=1024),
         Field("openai_stream_interval", int, 0, "openai harness: tokens per streamed chunk asked of the servers "
               "(vLLM's stream_interval; the first token still comes alone, at once); 0: the server's own.",
               generative=True, minimum=0, maximum=100_000),
