@@ -197,3 +197,12 @@ def _alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+@pytest.mark.parametrize("cores, count, pinned", [(range(2), 1, []), (range(4), 2, [2, 3]), (range(4), 3, []),
+                                                  (range(32), 30, list(range(2, 32)))])
+def test_workers_are_pinned_past_the_first_two_cores_only_where_each_has_one(monkeypatch, cores, count, pinned):
+    from code.common.serving import workers
+
+    monkeypatch.setattr(workers.os, "sched_getaffinity", lambda pid: set(cores))
+    assert workers.worker_cores(count) == pinned
