@@ -116,7 +116,7 @@ async def start_workers(count: int, setup: dict[str, Any], on_frame: Callable[[W
                 except OSError:
                     pass          # not allowed here (a container's limits): the kernel places them
             worker.channel.send(pickle.dumps((SETUP, setup), protocol=pickle.HIGHEST_PROTOCOL))
-        done, pending = await asyncio.wait([w.ready for w in workers], timeout=READY_TIMEOUT_S)
+        await asyncio.wait([w.ready for w in workers], timeout=READY_TIMEOUT_S)
         for worker in workers:
             if not worker.ready.done():
                 raise WorkerFailed(f"{worker.name} did not start within {READY_TIMEOUT_S:g} s")
