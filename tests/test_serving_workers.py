@@ -42,6 +42,7 @@ def test_workers_give_the_one_loop_outputs_within_the_limits_and_the_record_says
     records = client.records()
     assert sum(r["requests"] for r in records) == 40 and all(r["extras"]["most_in_flight"] <= 3 for r in records)
     assert sum(r["extras"]["output_tokens"] for r in records) == sum(len(expected(r)) for r in requests)
+    assert sum(r["extras"]["metrics"]["requests_succeeded"] for r in records) == 40   # workers' warm-ups before
     assert all(r["extras"]["workers"] == 3 and r["extras"]["worker_channel"].startswith("unix socket pair")
                for r in records)
     first_calls = {}

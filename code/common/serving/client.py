@@ -222,9 +222,7 @@ class ServingClient:
         await self._open_sessions()
         await asyncio.gather(*(self._check(state) for state in self.endpoints))
         await asyncio.gather(*(self._warm_up(state) for state in self.endpoints))
-        if self.settings.metrics_interval_s > 0:
-            await asyncio.gather(*(self._poll(state) for state in self.endpoints))   # before the test's requests
-            self._pollers = [asyncio.ensure_future(self._watch(state)) for state in self.endpoints]
+        # Worker processes (their warm-ups before the first poll, so that the metrics are the test's alone)
         encode = self.encode if any(state.token_ids == TEXT_IDS for state in self.endpoints) else None
         if self.settings.workers > 1 and travels(encode):
             self._workers = await start_workers(
@@ -234,6 +232,9 @@ class ServingClient:
                  "states": [(state.model, state.token_ids) for state in self.endpoints]},
                 self._from_worker, self._worker_gone)
             self._worker_count = len(self._workers)
+        if self.settings.metrics_interval_s > 0:
+            await asyncio.gather(*(self._poll(state) for state in self.endpoints))   # before the test's requests
+            self._pollers = [asyncio.ensure_future(self._watch(state)) for state in self.endpoints]
 
     async def _check(self, state: _Endpoint) -> None:
         """The endpoint serves the model and generates: /v1/models, /version, and a short generation that also
