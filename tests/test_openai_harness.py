@@ -14,6 +14,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from .conftest import REPO
 from .test_llm_e2e import llm_scratch, records, repo_copy, toolkit  # noqa: F401,F811  (fixtures)
 
@@ -124,3 +126,75 @@ def test_endpoints_without_the_serving_harness_are_refused(llm_scratch, repo_cop
                    "--harness_type=openai", "--endpoints=http://node1:8000", "--triton_endpoints=http://node2:8000")
     assert done.returncode == 2, done.stdout + done.stderr
 
+
+
+@pytest.mark.slow      # seven runs of the toolkit: about two minutes on two shared cores
+def test_whole_answers_and_worker_processes_give_the_one_loop_accuracy_log_and_pass_test06(llm_scratch, repo_copy):
+    logs = {}
+    with streaming_servers(2) as (_, urls):
+        for answers, workers in (("streamed", 1), ("whole", 1), ("streamed", 2), ("whole", 2)):
+            logs[answers, workers] = repo_copy / "build" / "logs" / f"{answers}-{workers}"
+            done = toolkit(repo_copy, llm_scratch, "--action=run_harness", *SUBSTITUTE, "--scenarios=offline",
+                           "--test_mode=AccuracyOnly", f"--openai_offline_answers={answers}",
+                           f"--openai_workers={workers}", f"--endpoints={','.join(urls)}",
+                           f"--log_dir={logs[answers, workers]}")
+            assert done.returncode == 0, done.stdout + done.stderr
+        audited = logs["whole", 2]
+        done = toolkit(repo_copy, llm_scratch, "--action=run_harness", *SUBSTITUTE, "--scenarios=offline",
+                       "--openai_workers=2", f"--endpoints={','.join(urls)}", "--test_run",
+                       "--offline_expected_qps=40", f"--log_dir={audited}")
+        assert done.returncode == 0, done.stdout + done.stderr
+        audit = toolkit(repo_copy, llm_scratch, "--action=run_audit_harness", *SUBSTITUTE, "--scenarios=offline",
+                        "--openai_workers=2", f"--endpoints={','.join(urls)}", "--offline_expected_qps=40",
+                        f"--log_dir={audited}")
+        assert audit.returncode == 0 and "TEST06 llama3.1-8b Offline: PASS" in audit.stdout, audit.stdout + audit.stderr
+    for (answers, workers), log_dir in logs.items():
+        record = records(log_dir)[("Offline", "AccuracyOnly")]
+        assert {e.transport for e in record.endpoints} == {"HTTP, streamed /v1/completions" if answers == "streamed"
+                                                            else "HTTP, whole answers /v1/completions"}
+        assert {e.extras["workers"] for e in record.endpoints} == {workers}
+    baseline = sorted(json.loads((Path(records(logs["streamed", 1])[("Offline", "AccuracyOnly")].log_dir)
+                                  / "mlperf_log_accuracy.json").read_text()), key=lambda e: e["qsl_idx"])
+    for log_dir in logs.values():
+        log = Path(records(log_dir)[("Offline", "AccuracyOnly")].log_dir) / "mlperf_log_accuracy.json"
+        assert sorted(json.loads(log.read_text()), key=lambda e: e["qsl_idx"]) == baseline
+
+
+def test_a_worker_killed_in_the_middle_of_a_run_fails_it_naming_the_worker_and_leaves_no_process(llm_scratch,
+                                                                                                  repo_copy):
+    log_dir = repo_copy / "build" / "logs" / "worker-killed"
+    with streaming_servers(1, "--chunk_delay_s=0.05") as (_, slow):
+        longer = [flag for flag in SUBSTITUTE if not flag.startswith("--max_output_tokens")]
+        run = subprocess.Popen([sys.executable, "-m", "code.main", "--action=run_harness", *longer,
+                                "--scenarios=offline", "--test_mode=AccuracyOnly", "--max_output_tokens=64",
+                                "--openai_workers=2", "--openai_offline_answers=streamed", f"--endpoints={slow[0]}",
+                                f"--scratch_path={llm_scratch}", f"--log_dir={log_dir}"], cwd=repo_copy,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        workers: list[int] = []
+        while not workers and time.monotonic() < deadline:
+            time.sleep(0.2)
+            found = subprocess.run(["pgrep", "-f", "code.common.serving.worker_process"], capture_output=True,
+                                   text=True)
+            workers = [int(pid) for pid in found.stdout.split() if _descends_from(int(pid), run.pid)]
+        assert workers, "no worker process started"
+        time.sleep(1.0)
+        os.kill(workers[0], signal.SIGKILL)
+        output, _ = run.communicate(timeout=300)
+    assert run.returncode == 1, output
+    record = records(log_dir)[("Offline", "AccuracyOnly")]
+    assert record.status == "failed" and f"(pid {workers[0]})" in record.error
+    assert "killed by SIGKILL" in record.error, record.error
+    assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()
+                and (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z")]
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+    return False

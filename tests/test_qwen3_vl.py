@@ -323,11 +323,14 @@ def accuracy_run(log_dir: Path):
     return record
 
 
-def test_json_answers_through_the_openai_harness(qwen_scratch: Paths, tmp_path: Path):
+@pytest.mark.parametrize("client", [(), ("--openai_workers=2", "--openai_offline_answers=streamed")],
+                         ids=["one loop, whole answers", "two worker processes, streamed"])
+def test_json_answers_through_the_openai_harness(qwen_scratch: Paths, tmp_path: Path, client: tuple[str, ...]):
     """Offline accuracy against a server answering JSON: every answer's text in the log as hex of UTF-8, the F1 of
-    those answers, requests that carry the reference's image bytes and the output cap and no sampling parameter."""
+    those answers, requests that carry the reference's image bytes and the output cap and no sampling parameter;
+    the same when worker processes stream the answers (their texts travel with their final chunks)."""
     with StreamingServer(ServerSettings(model=SUBSTITUTE, answer="json_choice")) as server:
-        code, out = run_harness(qwen_scratch, server.url, tmp_path / "logs")
+        code, out = run_harness(qwen_scratch, server.url, tmp_path / "logs", *client)
     assert code == 0, out
     record = accuracy_run(tmp_path / "logs")
     entries = json.loads((Path(record.log_dir) / qscoring_log()).read_text())

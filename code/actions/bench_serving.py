@@ -10,13 +10,25 @@ against a baseline measured in the same run, on the benchmark's own prompts:
 (m) where the vLLM environment is made (make build RUN_ARGS=--harness_type=openai): Offline tokens/s through the
     harness against vLLM's own benchmark client (`vllm bench serve`) on one local vLLM server, same prompts and
     requests in flight (bench_vllm.py).
+
+The client's own figures (serving/client_bench.py: each measurement a process of its own, 128 output tokens per
+request, the test server in processes of its own writing one chunk per read or an answer's chunks coalesced):
+(p) the client's CPU microseconds per streamed token, the harness's client against the bare single-loop client,
+    both ways of writing, and against the goals (8 coalesced, 15 one chunk per read);
+(q) streamed tokens/s of the harness's client with N worker processes against one loop (goal 0.8 x N, on N free
+    cores);
+(r) the first-token latency that worker processes add at p50 and p99, one request at a time as (o) (goal: under
+    1 ms at p50);
+and the CPU microseconds per token of Offline's whole (non-streamed) answers (goal 2). From the CPU per token, the
+cores the client needs for 120 k, 1 M and 2.1 M tokens/s are printed.
 """
 from __future__ import annotations
 
 import dataclasses
-import socket
+import json
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -27,7 +39,14 @@ from ..common.tuning.ratios import Figure
 from ..common.tuning.search import round_sig
 from .serving_prompts import prompts_of, served_name
 
-GOALS = {"m": 0.97, "n": 0.8, "o_p50_added_ms": 1.0}
+GOALS = {"m": 0.97, "n": 0.8, "o_p50_added_ms": 1.0, "p_coalesced_us": 8.0, "p_one_per_read_us": 15.0,
+         "q_per_worker": 0.8, "r_p50_added_ms": 1.0, "whole_us": 2.0}
+CLIENT_FIELDS = {"max_input_tokens": 512, "max_output_tokens": 128, "total_sample_count": 250}
+CLIENT_REQUESTS = 600          # per measurement: 76,800 streamed tokens
+CLIENT_IN_FLIGHT = 64
+CLIENT_TTFT_REQUESTS = 200
+SERVER_PROCESSES = 2           # of each test server of the client figures
+RATES = (120_000, 1_000_000, 2_100_000)   # tokens/s: one 8-GPU node, a 72-GPU cluster, the largest Offline result
 CEILING_FIELDS = {"max_input_tokens": 512, "max_output_tokens": 128, "total_sample_count": 250}
 CEILING_SECONDS = 15
 TTFT_FIELDS = {"max_input_tokens": 512, "max_output_tokens": 4}
@@ -46,28 +65,39 @@ def serving_bench(bench, ctx, benchmark_name: str) -> list[Figure]:
         served = dataclasses.replace(ctx, args=dataclasses.replace(ctx.args, endpoints=(url,)), _registry=None)
         figures += ceiling(bench, served, benchmark_name, url)
         figures += first_token(bench, served, benchmark_name, url)
+    figures += client_figures(ctx, benchmark_name)
     from .bench_vllm import vllm_figures
 
     return figures + vllm_figures(bench, ctx, benchmark_name)
 
 
 @contextmanager
-def test_server(ctx, benchmark_name: str):
-    """The toolkit's streaming test server in a process of its own, serving the benchmark's model name."""
+def test_server(ctx, benchmark_name: str, *flags: str):
+    """The toolkit's streaming test server in processes of its own (a group: all end together), serving the
+    benchmark's model name."""
+    from ..common.processes import free_port, start_in_group, stop_group
+
     served = served_name(ctx, benchmark_name)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    process = subprocess.Popen([sys.executable, "-m", "code.common.serving.test_server", f"--port={port}",
-                                f"--model={served}"], cwd=ctx.paths.repo, stdout=subprocess.PIPE, text=True)
+    log = ctx.paths.bench_dir / f"test-server-{free_port()}.log"
+    process = start_in_group([sys.executable, "-m", "code.common.serving.test_server", f"--port={free_port()}",
+                              f"--model={served}", *flags], cwd=ctx.paths.repo, log_path=log)
     try:
-        line = process.stdout.readline()
-        if not line.startswith("listening on"):
-            raise UserError(f"The streaming test server did not start: {line}", exit_code=EXIT_FAILURE)
-        yield line.split()[-1]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and process.poll() is None and "listening on" not in _read(log):
+            time.sleep(0.1)
+        text = _read(log)
+        if "listening on" not in text:
+            raise UserError(f"The streaming test server did not start: {text[-500:]}", exit_code=EXIT_FAILURE)
+        yield text.split("listening on", 1)[1].split()[0]
     finally:
-        process.kill()
-        process.wait()
+        stop_group(process, grace_s=5)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
 
 
 def ceiling(bench, ctx, benchmark_name: str, url: str) -> list[Figure]:
@@ -82,6 +112,7 @@ def ceiling(bench, ctx, benchmark_name: str, url: str) -> list[Figure]:
     folder = ctx.paths.bench_dir / f"{benchmark_name}-openai-ceiling"
     outcome = bench._short(ctx, benchmark_name, Scenario.Offline, folder,
                            offline_expected_qps=round_sig(bare.requests_per_second),
+                           openai_offline_answers="streamed",    # as the bare client: the figure is streaming's
                            min_duration=CEILING_SECONDS * 1000, **CEILING_FIELDS)
     values = read_detail(Path(outcome.run_dir)).values
     tokens, samples = float(values.get("result_tokens_per_second") or 0), float(
@@ -123,3 +154,89 @@ def first_token(bench, ctx, benchmark_name: str, url: str) -> list[Figure]:
                               f"({added:+.3f} ms added)", harness_ms, bare_ms[percentile], "ms", goal,
                               higher_is_better=False))
     return figures
+
+
+def client_figures(ctx, benchmark_name: str) -> list[Figure]:
+    """(p), (q), (r) and whole answers' CPU per token (see the module's docstring)."""
+    import numpy as np
+
+    from ..common.serving.workers import default_workers
+
+    prompts, _, _ = prompts_of(ctx, benchmark_name, CLIENT_FIELDS)
+    folder = ctx.paths.bench_dir / f"{benchmark_name}-openai-client"
+    folder.mkdir(parents=True, exist_ok=True)
+    prompt_file = folder / "prompts.json"
+    prompt_file.write_text(json.dumps([np.asarray(p).tolist() for p in (prompts * 3)[:CLIENT_REQUESTS]]))
+    workers = max(2, default_workers(1))
+    figures, per_token = [], {}
+    for writes, goal_key, words in (("answer", "p_coalesced_us", "coalesced"),
+                                    ("chunk", "p_one_per_read_us", "one chunk per read")):
+        with test_server(ctx, benchmark_name, f"--writes={writes}", f"--processes={SERVER_PROCESSES}") as url:
+            measure = lambda *flags: client_run(ctx, benchmark_name, url, prompt_file, *flags)  # noqa: E731
+            bare, harness = measure("--client=bare"), measure("--client=harness")
+            per_token[words] = harness["us_per_token"]
+            ctx.log(f"{benchmark_name}: client CPU per streamed token, {words}: harness {harness['us_per_token']:.2f} "
+                    f"us ({harness['tokens_per_second']:,.0f} tokens/s), bare client {bare['us_per_token']:.2f} us "
+                    f"({bare['tokens_per_second']:,.0f} tokens/s)")
+            figures += [Figure(f"(p) client CPU per streamed token, {words}: harness vs bare client",
+                               harness["us_per_token"], bare["us_per_token"], "us/token", None,
+                               higher_is_better=False),
+                        Figure(f"(p) the same against the goal of {GOALS[goal_key]:g} us", harness["us_per_token"],
+                               GOALS[goal_key], "us/token", 1.0, higher_is_better=False)]
+            if writes == "answer":
+                many = measure("--client=harness", f"--workers={workers}")
+                figures.append(Figure(f"(q) streamed tokens/s, {workers} worker processes vs one loop ({words})",
+                                      many["tokens_per_second"], harness["tokens_per_second"], "tokens/s",
+                                      GOALS["q_per_worker"] * workers))
+                whole = measure("--client=harness", "--answers=whole")
+                per_token["whole answers"] = whole["us_per_token"]
+                tokens = CLIENT_FIELDS["max_output_tokens"]
+                figures.append(Figure(f"Offline whole answers: client CPU per token at {tokens} output tokens "
+                                      f"against the goal of {GOALS['whole_us']:g} us",
+                                      whole["us_per_token"], GOALS["whole_us"], "us/token", 1.0,
+                                      higher_is_better=False))
+            else:
+                figures += first_token_of_workers(ctx, benchmark_name, url, prompt_file, workers)
+    cores = [f"{name} {us:.2f} us/token: " + ", ".join(f"{rate / 1000:,.0f} k tokens/s {rate * us / 1e6:.1f} cores"
+                                                        for rate in RATES) for name, us in per_token.items()]
+    ctx.log(f"{benchmark_name}: cores the client needs at the CPU per token measured here ({_cores()} cores, "
+            f"shared): " + "; ".join(cores))
+    return figures
+
+
+def first_token_of_workers(ctx, benchmark_name: str, url: str, prompt_file: Path, workers: int) -> list[Figure]:
+    """(r): first-token latency at p50 and p99, one request at a time: one loop / worker processes."""
+    import numpy as np
+
+    flags = ("--client=harness", f"--rate={TTFT_QPS}", "--max_tokens=4", f"--requests={CLIENT_TTFT_REQUESTS}")
+    one = client_run(ctx, benchmark_name, url, prompt_file, *flags)
+    many = client_run(ctx, benchmark_name, url, prompt_file, *flags, f"--workers={workers}")
+    figures = []
+    for percentile in (50, 99):
+        one_ms, many_ms = (float(np.percentile(run["first_token_s"], percentile)) * 1000 for run in (one, many))
+        added = many_ms - one_ms
+        ctx.log(f"{benchmark_name}: first token p{percentile}, one request at a time: {workers} workers "
+                f"{many_ms:.3f} ms, one loop {one_ms:.3f} ms: {added:+.3f} ms added")
+        goal = one_ms / (one_ms + GOALS["r_p50_added_ms"]) if percentile == 50 else None
+        figures.append(Figure(f"(r) first token p{percentile}: one loop / {workers} workers ({added:+.3f} ms added)",
+                              many_ms, one_ms, "ms", goal, higher_is_better=False))
+    return figures
+
+
+def client_run(ctx, benchmark_name: str, url: str, prompt_file: Path, *flags: str) -> dict:
+    """One client_bench measurement in a process of its own: its JSON line."""
+    command = [sys.executable, "-m", "code.common.serving.client_bench", f"--url={url}",
+               f"--model={served_name(ctx, benchmark_name)}", f"--prompts={prompt_file}",
+               f"--max_tokens={CLIENT_FIELDS['max_output_tokens']}", f"--in_flight={CLIENT_IN_FLIGHT}", *flags]
+    done = subprocess.run(command, cwd=ctx.paths.repo, capture_output=True, text=True, timeout=900)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise UserError(f"The client measurement {' '.join(flags)} failed (exit status {done.returncode}): "
+                        f"{(done.stderr or done.stdout)[-800:]}", exit_code=EXIT_FAILURE)
+    return json.loads(lines[-1])
+
+
+def _cores() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0))

@@ -271,12 +271,13 @@ class StreamingSUT(SUTBase):
 class _EngineStream:
     """What one engine reports into: its chunks and its failure, to the SUT."""
 
-    __slots__ = ("sut", "number", "chunk", "answer_text")
+    __slots__ = ("sut", "number", "chunk", "answer_text", "wants_text")
 
     def __init__(self, sut: StreamingSUT, number: int) -> None:
         self.sut, self.number = sut, number
         self.chunk = sut.chunk
         self.answer_text = sut.answer_text
+        self.wants_text = sut._log_text        # the answers' texts go into the accuracy log
 
     def failed(self, error: BaseException) -> None:
         self.sut.engine_failed(self.number, error)

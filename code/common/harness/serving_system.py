@@ -12,6 +12,7 @@ from ..generation import GenerationSettings
 from ..serving.client import ClientSettings, ServingClient
 from ..serving.endpoints import parse_endpoints
 from ..serving.payloads import payload_for
+from ..serving.workers import default_workers
 from .llm_sut import PromptLibrary, StreamingSUT
 
 
@@ -36,8 +37,15 @@ class ServingSUT(StreamingSUT):
         return self.client.records()
 
 
-def client_settings(fields, model: str) -> ClientSettings:
-    return ClientSettings(model=model, in_flight=int(fields["openai_in_flight"]),
+def client_settings(fields, model: str, scenario: Scenario | None = None, endpoints: int = 1) -> ClientSettings:
+    """The client's settings from the test's fields; Offline, which measures no first-token time, takes whole
+    answers where openai_offline_answers says so, every other scenario streams; openai_workers 0 is a number of
+    worker processes for this machine's cores and the `endpoints`."""
+    whole = scenario == Scenario.Offline and str(fields.get("openai_offline_answers", "streamed")) == "whole"
+    return ClientSettings(model=model, answers="whole" if whole else "streamed",
+                          stream_interval=int(fields.get("openai_stream_interval", 0)),
+                          workers=int(fields.get("openai_workers", 1)) or default_workers(endpoints),
+                          in_flight=int(fields["openai_in_flight"]),
                           policy=str(fields["openai_scheduler"]),
                           request_timeout_s=float(fields["openai_request_timeout_s"]),
                           metrics_interval_s=float(fields["openai_metrics_interval_s"]),
@@ -50,8 +58,17 @@ def text_encoder(run):
     tokenizer_of = getattr(run.benchmark, "tokenizer", None)
     if tokenizer_of is None:
         return None
-    tokenizer = tokenizer_of(run.spec.model, run.paths)
-    return lambda text: tokenizer.encode(text, add_bos=False)
+    return TextEncoder(tokenizer_of(run.spec.model, run.paths))
+
+
+class TextEncoder:
+    """`text -> ids` with a tokenizer, no BOS; an object (not a closure) so that worker processes get it too."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+
+    def __call__(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_bos=False)
 
 
 def serving_system(run):
@@ -74,7 +91,8 @@ def serving_system(run):
     try:
         endpoints = parse_endpoints(urls)
         local = endpoints if servers else ()
-        client = ServingClient(endpoints, client_settings(fields, model), run.generation, samples.load(0),
+        settings = client_settings(fields, model, spec.scenario_enum, len(endpoints))
+        client = ServingClient(endpoints, settings, run.generation, samples.load(0),
                                encode=text_encoder(run), local=local, api=api,
                                model_folder_sha256=servers[0].settings.model_folder_sha256 if servers else "")
         # A benchmark whose accuracy log holds each answer's text (response dtype uint8) gets the text logged.

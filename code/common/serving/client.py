@@ -24,6 +24,10 @@ sample's prompt whatever its parts (prompts.probe: a token prompt's first ids, a
 endpoint's `/metrics` is polled (requests, queue time, prefix-cache hits, into the record); a poll that cannot
 reach the server fails the run, so an endpoint that dies with nothing in flight is noticed too.
 
+Offline may take whole answers instead of streams (`answers`: one JSON document per request, its token ids
+included), since it measures no first-token time; each chunk is read with little work (chunks.py). With `workers`
+above one, the requests are streamed by worker processes (workers.py), the scheduler and LoadGen staying here.
+
 Failure never hangs and never passes for a result: an endpoint that refuses the connection, answers with an HTTP
 error, sends nothing for `request_timeout_s`, closes a stream before its end or sends a chunk that is not JSON
 fails the whole run with the endpoint named (EndpointFailed); the system under test completes what is outstanding
@@ -43,17 +47,21 @@ import numpy as np
 from ..generation import GenerationSettings, Request, TokenStream
 from ..prompts import Prompt, checked, parts_of, probe, size
 from ..records.computation import MODEL_FOLDER_SHA256
+from .chunks import decode, events
 from .endpoints import Endpoint
 from .metrics import MetricsWatch, parse
 from .payloads import Payload, payload_for
 from .scheduler import Scheduler
+from .workers import (CHANNEL, FAILED, READY, WorkerFailed, cancel_requests, close_channels, quit_workers, reap_workers,
+                      send_requests, start_workers)
 
 TOKEN_IDS_MODES = ("auto", "server", "text")
 SERVER_IDS = "server"          # the record's word for token ids the server returned
 TEXT_IDS = "tokenized text"    # ... and for ids tokenized here from the streamed text
 PROBE_TOKENS = 2               # output tokens of the health check's generation
 WARMUP_TOKENS = 8              # ... and of each warm-up request
-TRANSPORT = "HTTP, streamed"  # the record's word for it, with the API's path
+ANSWERS = ("streamed", "whole")   # a request's answer: server-sent events, or one JSON document
+TRANSPORTS = {"streamed": "HTTP, streamed", "whole": "HTTP, whole answers"}   # the record's words, with the path
 
 
 class EndpointFailed(RuntimeError):
@@ -70,6 +78,9 @@ class ClientSettings:
     metrics_interval_s: float = 2.0    # /metrics polls (and liveness) during the run; 0: none
     warmup_requests: int = 4           # per endpoint, before the test
     token_ids: str = "auto"            # TOKEN_IDS_MODES: where output token ids come from
+    answers: str = "streamed"          # ANSWERS; "whole" only where no first-token time is measured (Offline)
+    stream_interval: int = 0           # tokens per streamed chunk asked of the server (vLLM's); 0: not asked
+    workers: int = 1                   # processes streaming the requests (workers.py); 1: this process's loop
 
 
 @dataclass
@@ -117,6 +128,8 @@ class ServingClient:
         model folder the `local` servers (started by the test) serve, kept in their records."""
         if not endpoints:
             raise ValueError("the openai harness needs at least one endpoint")
+        if settings.answers not in ANSWERS:
+            raise ValueError(f"answers must be one of {', '.join(ANSWERS)}, not {settings.answers!r}")
         if settings.token_ids not in TOKEN_IDS_MODES:
             raise ValueError(f"token_ids must be one of {', '.join(TOKEN_IDS_MODES)}, not {settings.token_ids!r}")
         self.settings = settings
@@ -137,6 +150,9 @@ class ServingClient:
         self._pollers: list[asyncio.Task] = []
         self._failure: BaseException | None = None
         self._closing = False
+        self._workers: list = []           # workers.Worker, where requests go to worker processes
+        self._worker_count = 0
+        self._remote: dict[int, list] = {}   # request id: [worker, endpoint number, prompt size, tokens reported]
 
     # -- RequestEngine ---------------------------------------------------------------------------
     def open(self, stream: TokenStream) -> None:
@@ -177,9 +193,12 @@ class ServingClient:
         return [{"host": e.endpoint.host, "port": e.endpoint.port, "protocol": e.endpoint.scheme,
                  "model": e.model or self.settings.model, "local": e.local, "requests": e.answered,
                  "samples": e.answered,
-                 "transport": f"{TRANSPORT} {self.api.path}",
-                 "extras": {"serving_engine": e.engine, "serving_engine_version": e.version,
+                 "transport": f"{TRANSPORTS[self.settings.answers]} {self.api.path}",
+                 "extras": {"serving_engine": e.engine, "answers": self.settings.answers,
+                            "stream_interval": self.settings.stream_interval, "serving_engine_version": e.version,
                             "served_models": list(e.served), "token_ids": e.token_ids, "output_tokens": e.output_tokens,
+                            "workers": max(1, self._worker_count),
+                            **({"worker_channel": CHANNEL} if self._worker_count else {}),
                             "in_flight_limit": self.settings.in_flight, "most_in_flight": e.most_in_flight,
                             "scheduler": self.settings.policy, "metrics": e.metrics.summary(),
                             **({MODEL_FOLDER_SHA256: self.model_folder_sha256}
@@ -190,7 +209,7 @@ class ServingClient:
     def _call(self, coroutine) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
-    async def _open(self) -> None:
+    async def _open_sessions(self) -> None:
         import aiohttp
 
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.settings.connect_timeout_s,
@@ -198,8 +217,22 @@ class ServingClient:
         for state in self.endpoints:
             connector = aiohttp.TCPConnector(limit=self.settings.in_flight + 2, enable_cleanup_closed=True)
             state.session = aiohttp.ClientSession(connector=connector, timeout=timeout, raise_for_status=False)
+
+    async def _open(self) -> None:
+        await self._open_sessions()
         await asyncio.gather(*(self._check(state) for state in self.endpoints))
         await asyncio.gather(*(self._warm_up(state) for state in self.endpoints))
+        # Worker processes (their warm-ups before the first poll, so that the metrics are the test's alone)
+        encode = self.encode if any(state.token_ids == TEXT_IDS for state in self.endpoints) else None
+        if self.settings.workers > 1 and travels(encode):
+            self._workers = await start_workers(
+                self.settings.workers,
+                {"endpoints": [state.endpoint for state in self.endpoints], "settings": self.settings,
+                 "generation": self.generation, "probe": self.probe_prompt, "api": self.api, "encode": encode,
+                 "answer_text": bool(getattr(self._stream, "wants_text", False)),
+                 "states": [(state.model, state.token_ids) for state in self.endpoints]},
+                self._from_worker, self._worker_gone)
+            self._worker_count = len(self._workers)
         if self.settings.metrics_interval_s > 0:
             await asyncio.gather(*(self._poll(state) for state in self.endpoints))   # before the test's requests
             self._pollers = [asyncio.ensure_future(self._watch(state)) for state in self.endpoints]
@@ -298,15 +331,65 @@ class ServingClient:
 
     def _dispatch(self) -> None:
         queue, scheduler = self._queue, self.scheduler
+        batches: dict = {}
         while queue and self._failure is None:
             request = queue[0]
             number = scheduler.pick(size(request.prompt))
             if number is None:
-                return
+                break
             queue.popleft()
             state = self.endpoints[number]
             state.most_in_flight = max(state.most_in_flight, scheduler.loads[number].requests)
-            self._tasks[request.id] = self._loop.create_task(self._run(number, request))
+            if self._workers:
+                worker = min(self._workers, key=lambda w: w.in_flight)
+                worker.in_flight += 1
+                self._remote[request.id] = [worker, number, size(request.prompt), 0]
+                batches.setdefault(worker, []).append((number, request))
+            else:
+                self._tasks[request.id] = self._loop.create_task(self._run(number, request))
+        for worker, items in batches.items():
+            send_requests(worker, items)
+
+    def _from_worker(self, worker, message: list) -> None:
+        """A worker's frame: the chunks it read (first chunks and final ones), or its failure."""
+        if message[0] == FAILED:
+            if not worker.ready.done():     # in its setup: the client's open fails with it
+                worker.ready.set_exception(EndpointFailed(message[1]))
+            else:
+                self._fail(EndpointFailed(message[1]))
+            return
+        if message[0] == READY:
+            worker.ready.set_result(None)
+            return
+        if self._failure is not None:
+            return
+        remote, stream = self._remote, self._stream
+        for item in message[1]:
+            request_id, tokens, final = item[0], item[1], item[2]
+            entry = remote.get(request_id)
+            if entry is None:
+                continue           # cancelled
+            entry[3] += len(tokens)
+            if len(item) > 3:      # a final chunk with the answer's text, where the stream logs texts
+                stream.answer_text(request_id, item[3])
+            stream.chunk(request_id, tokens, final)
+            if final:
+                del remote[request_id]
+                entry[0].in_flight -= 1
+                state = self.endpoints[entry[1]]
+                state.answered += 1
+                state.output_tokens += entry[3]
+                self.scheduler.done(entry[1], entry[2])
+        self._dispatch()
+
+    def _worker_gone(self, worker) -> None:
+        if self._closing:
+            return
+        error = WorkerFailed(f"{worker.name} ended in the middle of the run ({worker.how_it_ended()}); its "
+                             f"requests cannot finish")
+        if not worker.ready.done():
+            worker.ready.set_exception(error)
+        self._fail(error)
 
     async def _run(self, number: int, request: Request) -> None:
         try:
@@ -326,6 +409,13 @@ class ServingClient:
             task = self._tasks.get(request_id)
             if task is not None:
                 task.cancel()
+            entry = self._remote.pop(request_id, None)
+            if entry is not None:
+                entry[0].in_flight -= 1
+                self.scheduler.done(entry[1], entry[2])
+                cancel_requests(entry[0], [request_id])
+        if self._workers:
+            self._dispatch()
 
     def _fail(self, error: BaseException) -> None:
         if self._failure is not None or self._closing:
@@ -343,6 +433,11 @@ class ServingClient:
             poller.cancel()
         if self._failure is None and self._tasks:
             await asyncio.wait(list(self._tasks.values()), timeout=5)   # streams past their final chunk
+        if self._workers:
+            workers, self._workers = self._workers, []
+            quit_workers(workers)
+            await asyncio.get_running_loop().run_in_executor(None, reap_workers, workers)
+            close_channels(workers)
         if self._failure is None and self.settings.metrics_interval_s > 0:
             for state in self.endpoints:
                 try:
@@ -364,7 +459,8 @@ class ServingClient:
 
         server_ids = state.token_ids == SERVER_IDS
         output = _Output()
-        data, headers = self.api.body(state.model, request.prompt, request.settings, max_tokens, server_ids)
+        data, headers = self.api.body(state.model, request.prompt, request.settings, max_tokens, server_ids,
+                                      self.settings.answers == "streamed", self.settings.stream_interval)
         try:
             async with state.session.post(state.url + self.api.path, data=data, headers=headers) as response:
                 if response.status != 200:
@@ -389,37 +485,42 @@ class ServingClient:
 
     async def _read_stream(self, response, state: _Endpoint, request: Request, output: _Output, server_ids: bool,
                            report: bool) -> bool:
-        """The server-sent events of one answer, up to [DONE]; True as _take says."""
-        async for line in response.content:
-            if not line.startswith(b"data:"):
-                continue       # blank lines between events, comments, event names
-            payload = line[5:].strip()
+        """The server-sent events of one answer, up to [DONE]; True as _take says. Whatever arrived is split into
+        events at once (chunks.events), not line by line through the stream reader."""
+        rest = b""
+        async for data in response.content.iter_any():
+            payloads, rest = events(rest, data)
+            done = self._take_events(state, request, output, payloads, server_ids, report)
+            if done is not None:
+                return done
+        return bool(rest and self._take_events(state, request, output, events(rest, b"\n")[0], server_ids, report))
+
+    def _take_events(self, state: _Endpoint, request: Request, output: _Output, payloads: list[bytes],
+                     server_ids: bool, report: bool) -> bool | None:
+        """The events' chunks in order: None to read on, else what _read_stream returns ([DONE] or _take's True)."""
+        for payload in payloads:
             if payload == b"[DONE]":
-                break
+                return False
             if output.finish is not None:
                 continue       # e.g. a usage chunk after the final one
             if self._take(state, request, output, payload, server_ids, report):
                 return True
-        return False
+        return None
 
     def _take(self, state: _Endpoint, request: Request, output: _Output, payload: bytes, server_ids: bool,
               report: bool) -> bool:
         """One chunk. True when the server sent a choice without token ids in server mode (the probe finds out)."""
-        try:
-            chunk = json.loads(payload)
-            choices = self.api.choices(chunk)
-            error = chunk.get("error") if isinstance(chunk, dict) else None
-        except ValueError:
-            choices, error, chunk = None, None, None
+        decoded = decode(payload, self.api.name)
+        if decoded is not None:
+            choices, error = decoded.choices, decoded.error
+        else:
+            choices, error = self._read_generally(state, payload)
         if error is not None:
             raise EndpointFailed(f"{state.url} reported an error in the middle of a completion: "
                                  f"{json.dumps(error)[:300]}")
         if not isinstance(choices, list):
             raise EndpointFailed(f"{state.url} sent a stream chunk that is not a completion chunk: {payload[:200]!r}")
-        for choice in choices:
-            if not isinstance(choice, dict):
-                raise EndpointFailed(f"{state.url} sent a malformed choice in a stream chunk: {payload[:200]!r}")
-            read = self.api.read(choice)
+        for read in choices:
             if read is None:
                 continue
             ids, text, finish = read
@@ -437,12 +538,30 @@ class ServingClient:
                 output.finish = str(finish)
         if server_ids:
             self._report_ids(state, request, output, report)
-        elif report and not output.reported and self.encode is not None:
+        elif report and not output.reported and output.finish is None and self.encode is not None:
+            # (a final chunk goes out whole at the end: _finish_text)
             first = self.encode("".join(output.text))
             if len(first) >= 2:                  # stable: the whole text starts with it
                 output.reported = 1
                 self._stream.chunk(request.id, first[:1], False)
         return False
+
+    def _read_generally(self, state: _Endpoint, payload: bytes) -> tuple[list | None, Any]:
+        """(the choices of a chunk that chunks.decode does not read, as the API reads them, or None where it is not
+        a completion chunk; the error it reports)."""
+        try:
+            chunk = json.loads(payload)
+            choices = self.api.choices(chunk)
+            error = chunk.get("error") if isinstance(chunk, dict) else None
+        except ValueError:
+            return None, None
+        if error is not None or not isinstance(choices, list):
+            return choices, error
+        for choice in choices:
+            if not isinstance(choice, dict):
+                raise EndpointFailed(f"{state.url} sent a malformed choice in a stream chunk: "
+                                     f"{payload[:200]!r}")
+        return [self.api.read(choice) for choice in choices], None
 
     def _report_ids(self, state: _Endpoint, request: Request, output: _Output, report: bool) -> None:
         """The first chunk that carries ids goes out at once; later ones gather until the final one."""
@@ -475,6 +594,18 @@ class ServingClient:
         report = getattr(self._stream, "answer_text", None)
         if report is not None:
             report(request_id, "".join(output.text))
+
+
+def travels(encode: Callable | None) -> bool:
+    """Whether worker processes can tokenize text with `encode` (it pickles); where not, servers that stream text
+    only are read on one loop here, where the tokenizer is."""
+    import pickle
+
+    try:
+        pickle.dumps(encode)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return False
+    return True
 
 
 def serving(models: list, name: str) -> dict | None:

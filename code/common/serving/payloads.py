@@ -18,8 +18,9 @@ seed), the output cap, min_tokens and the model's EOS ids as stop tokens (chat a
 from __future__ import annotations
 
 import base64
-import json
 from typing import Any
+
+import msgspec
 
 from ..generation import GenerationSettings
 from ..prompts import AUDIO, IMAGE, TEXT, TOKEN_IDS, Audio, Image, Prompt, Text, parts_of
@@ -37,8 +38,10 @@ class Payload:
     parts: frozenset[str]
 
     def body(self, model: str, prompt: Prompt, settings: GenerationSettings, max_tokens: int,
-             server_ids: bool) -> tuple[Any, dict[str, str]]:
-        """(the request's body: bytes or aiohttp form data, its headers)."""
+             server_ids: bool, stream: bool = True, stream_interval: int = 0) -> tuple[Any, dict[str, str]]:
+        """(the request's body: bytes or aiohttp form data, its headers). `stream` False asks for one whole
+        answer; `stream_interval` (vLLM's, 0: not sent) for chunks of that many tokens, the first and the last
+        sent at once."""
         raise NotImplementedError
 
     def choices(self, message: Any) -> list | None:
@@ -64,7 +67,8 @@ def _sampling(body: dict, settings: GenerationSettings) -> dict:
     return body
 
 
-def _generation_body(head: dict, cap: str, settings: GenerationSettings, max_tokens: int, server_ids: bool) -> dict:
+def _generation_body(head: dict, cap: str, settings: GenerationSettings, max_tokens: int, server_ids: bool,
+                     stream: bool = True, stream_interval: int = 0) -> dict:
     """`head` (the model and the prompt) followed by the generation settings every JSON API takes, in the order the
     bodies have always had: the output cap under the API's name `cap`, min tokens, sampling, EOS ids as stop
     tokens, then top-k and seed where set, and return_token_ids where the transport reads the server's ids."""
@@ -75,25 +79,29 @@ def _generation_body(head: dict, cap: str, settings: GenerationSettings, max_tok
         return body
     body = {**head, cap: int(max_tokens), "min_tokens": min(int(settings.min_new_tokens), int(max_tokens)),
             "temperature": float(settings.temperature), "top_p": float(settings.top_p),
-            "n": 1, "stream": True, "stop_token_ids": [int(t) for t in settings.eos_token_ids],
+            "n": 1, "stream": bool(stream), "stop_token_ids": [int(t) for t in settings.eos_token_ids],
             "ignore_eos": False}
     _sampling(body, settings)
     if server_ids:
         body["return_token_ids"] = True
+    if stream and stream_interval > 0:
+        body["stream_interval"] = int(stream_interval)
     return body
 
 
 def _json(body: dict) -> tuple[bytes, dict[str, str]]:
-    return json.dumps(body, separators=(",", ":")).encode(), JSON_HEADERS
+    # msgspec writes what json.dumps(body, separators=(",", ":")) writes for ASCII bodies, about 6x faster (20
+    # against 140 microseconds for a 512-token prompt); other text as UTF-8 rather than \u escapes.
+    return msgspec.json.encode(body), JSON_HEADERS
 
 
 class Completions(Payload):
     name, path, parts = "completions", "/v1/completions", frozenset({TOKEN_IDS})
 
-    def body(self, model, prompt, settings, max_tokens, server_ids):
+    def body(self, model, prompt, settings, max_tokens, server_ids, stream=True, stream_interval=0):
         self.refuse(prompt)
         return _json(_generation_body({"model": model, "prompt": prompt.tolist()}, "max_tokens", settings, max_tokens,
-                                      server_ids))
+                                      server_ids, stream, stream_interval))
 
     def read(self, choice):
         return choice.get("token_ids"), str(choice.get("text") or ""), choice.get("finish_reason")
@@ -102,11 +110,11 @@ class Completions(Payload):
 class ChatCompletions(Payload):
     name, path, parts = "chat", "/v1/chat/completions", frozenset({TEXT, IMAGE, AUDIO})
 
-    def body(self, model, prompt, settings, max_tokens, server_ids):
+    def body(self, model, prompt, settings, max_tokens, server_ids, stream=True, stream_interval=0):
         self.refuse(prompt)
         messages = [{"role": m.role, "content": _message_content(m.content)} for m in prompt.messages]
         return _json(_generation_body({"model": model, "messages": messages}, "max_completion_tokens", settings,
-                                      max_tokens, server_ids))
+                                      max_tokens, server_ids, stream, stream_interval))
 
     def read(self, choice):
         message = choice.get("delta") if "delta" in choice else choice.get("message")
@@ -123,7 +131,7 @@ class Transcriptions(Payload):
 
     name, path, parts = "transcriptions", "/v1/audio/transcriptions", frozenset({AUDIO, TEXT})
 
-    def body(self, model, prompt, settings, max_tokens, server_ids):
+    def body(self, model, prompt, settings, max_tokens, server_ids, stream=True, stream_interval=0):
         import aiohttp
 
         self.refuse(prompt)
@@ -134,7 +142,7 @@ class Transcriptions(Payload):
         form = aiohttp.FormData()
         form.add_field("file", audio[0].data, filename=f"audio.{_audio_format(audio[0])}",
                        content_type=audio[0].media_type)
-        fields = {"model": model, "response_format": "json", "stream": "true",
+        fields = {"model": model, "response_format": "json", "stream": "true" if stream else "false",
                   "temperature": repr(float(settings.temperature)), "top_p": repr(float(settings.top_p)),
                   "max_completion_tokens": str(int(max_tokens))}
         text = "".join(part.text for part in contents if isinstance(part, Text))

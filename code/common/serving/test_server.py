@@ -16,10 +16,20 @@ Faults (`fault`): `http_error` (every completion answers HTTP 500), `break` (the
 `fault_after` chunks), `malformed` (chunk `fault_after` is not JSON), `stall` (no chunk after `fault_after`),
 `no_token_ids` (text only, as servers without vLLM's extension), `one_chunk` (the whole answer in one chunk),
 `slow_first` (the first token after `first_delay_s`), `no_stream` (one JSON answer, as a server that does not
-stream). With `answer=json_choice` a chat is answered with a JSON object `{"category": <one of the candidates>, "brand":
-"", "is_secondhand": false}`, the candidate (by the chat's key) from the last ```json list of its text, streamed a
-few characters per token (a chat without such a list gets the usual " t<id>" text). Run: `python -m
-code.common.serving.test_server --port 8000 --model NAME [--fault ...] [--answer json_choice]`; it prints "listening on <url>" once it accepts connections.
+stream). A request's `stream_interval` (vLLM's) is honoured: the first token in a chunk of its own, then that many
+per chunk. With `answer=json_choice` a chat is answered with a JSON object
+`{"category": <one of the candidates>, "brand": "", "is_secondhand": false}`, the candidate (by the chat's key)
+from the last ```json list of its text, streamed a few characters per token (a chat without such a list gets the
+usual " t<id>" text).
+
+So that it is not what a bench measures, its chunks are rendered once (each distinct chunk's bytes are kept and
+reused), and `writes` says how they go out: `chunk` (one write per chunk, awaited, so that a client reads them one
+per read, as from a real engine that produces a token at a time) or `answer` (the whole answer's chunks in one
+write, coalesced: many chunks per read). Run: `python -m code.common.serving.test_server --port 8000
+--model NAME [--fault ...] [--answer=json_choice] [--writes=answer] [--processes=4]`; it prints "listening on
+<url>" once it accepts connections. With `--processes=N`, N processes serve the one port (SO_REUSEPORT: the
+kernel spreads the connections over them); the first starts the others, which end with it (a signal to its process
+group ends all).
 """
 from __future__ import annotations
 
@@ -27,6 +37,7 @@ import argparse
 import asyncio
 import base64
 import json
+import sys
 import threading
 import zlib
 from dataclasses import dataclass
@@ -36,6 +47,7 @@ FIRST_ID = 10
 FAULTS = ("", "http_error", "break", "malformed", "stall", "no_token_ids", "one_chunk", "slow_first", "no_stream")
 ANSWERS = ("", "json_choice")
 ANSWER_PIECE = 4                 # characters of a json_choice answer per token
+WRITES = ("chunk", "answer")     # one write per chunk (one chunk per read), or per answer (coalesced)
 
 
 def output_ids(prompt: list[int], count: int, eos: int | None = None, eos_every: int = 0,
@@ -92,14 +104,19 @@ class ServerSettings:
     eos_every: int = 0
     engine: str = "toolkit-test-server"
     answer: str = ""
+    writes: str = "chunk"          # WRITES
 
 
 class StreamingServer:
     """The server on 127.0.0.1 (a free port unless given), in a thread of its own: `start()`, `.url`, `stop()`."""
 
-    def __init__(self, settings: ServerSettings | None = None, port: int = 0) -> None:
+    def __init__(self, settings: ServerSettings | None = None, port: int = 0, reuse_port: bool = False) -> None:
         self.settings = settings or ServerSettings()
+        if self.settings.writes not in WRITES:
+            raise ValueError(f"writes must be one of {', '.join(WRITES)}, not {self.settings.writes!r}")
         self.port = port
+        self.reuse_port = reuse_port   # SO_REUSEPORT: other processes serve the same port
+        self._rendered: dict[tuple, bytes] = {}
         self.requests = 0            # completions answered to their end
         self.tokens = 0
         self.running = 0
@@ -129,7 +146,7 @@ class StreamingServer:
 
         self._runner = web.AppRunner(self.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", self.port, backlog=1024)
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port, backlog=1024, reuse_port=self.reuse_port or None)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]
 
@@ -239,12 +256,16 @@ class StreamingServer:
         with_ids = bool(body.get("return_token_ids")) and settings.fault != "no_token_ids" \
             and kind != "transcription.chunk"
         if body.get("stream") is False or settings.fault == "no_stream":
+            delay = settings.first_delay_s + settings.chunk_delay_s * (len(ids) - 1)
+            if delay > 0:
+                await asyncio.sleep(delay)      # as long as its stream would take
             return web.json_response(self._whole(ids, eos, with_ids, kind, pieces))
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         self.running += 1
         try:
             await response.prepare(request)
-            await self._stream(request, response, ids, eos, with_ids, kind, pieces)
+            await self._stream(request, response, ids, eos, with_ids, kind, pieces,
+                               int(body.get("stream_interval") or 0))
         except ConnectionError:
             pass             # the client went away (or the fault closed the connection)
         finally:
@@ -261,14 +282,20 @@ class StreamingServer:
         return {"object": kind.removesuffix(".chunk"), "model": self.settings.model, "choices": [choice]}
 
     async def _stream(self, request, response, ids: list[int], eos: int | None, with_ids: bool, kind: str,
-                      pieces: list[str] | None) -> None:
+                      pieces: list[str] | None = None, interval: int = 0) -> None:
+        """The answer's chunks: `tokens_per_chunk` each, or with the request's `stream_interval` (vLLM's) the first
+        token alone and then that many per chunk."""
         settings = self.settings
         step = len(ids) if settings.fault == "one_chunk" else max(1, settings.tokens_per_chunk)
+        bounds = [0, *range(1, len(ids), interval)] if interval > 1 and step == 1 else list(range(0, len(ids), step))
+        bounds.append(len(ids))
         first_delay = settings.first_delay_s
+        coalesced = settings.writes == "answer" and not settings.fault and not settings.chunk_delay_s
+        events: list[bytes] = []
         if kind != "text_completion":       # a chat stream opens with the role, as vLLM's does
-            await response.write(_event({"object": kind, "model": settings.model, "choices": [
+            events.append(_event({"object": kind, "model": settings.model, "choices": [
                 {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}))
-        for number, start in enumerate(range(0, len(ids), step)):
+        for number, (start, end) in enumerate(zip(bounds, bounds[1:])):
             if settings.fault in ("break", "malformed", "stall") and number == settings.fault_after:
                 if settings.fault == "break":
                     request.transport.close()
@@ -281,14 +308,26 @@ class StreamingServer:
                 await asyncio.sleep(first_delay)
             elif number and settings.chunk_delay_s:
                 await asyncio.sleep(settings.chunk_delay_s)
-            part = ids[start:start + step]
-            last = start + step >= len(ids)
-            text = None if pieces is None else "".join(pieces[start:start + step])
-            await response.write(_event({"object": kind, "model": settings.model,
-                                         "choices": [_choice(part, eos, with_ids, kind, last, text)]}))
-        await response.write(b"data: [DONE]\n\n")
+            events.append(self._chunk(ids[start:end], eos, with_ids, kind, end >= len(ids),
+                                      None if pieces is None else "".join(pieces[start:end])))
+            if not coalesced:
+                await response.write(b"".join(events))
+                events.clear()
+        events.append(b"data: [DONE]\n\n")
+        await response.write(b"".join(events))
         self.requests += 1
         self.tokens += len(ids)
+
+    def _chunk(self, part: list[int], eos: int | None, with_ids: bool, kind: str, last: bool,
+               text: str | None = None) -> bytes:
+        """One chunk's event, rendered once for each distinct chunk (a token's id and its place decide it, and the
+        text where a json_choice answer gives it)."""
+        key = (tuple(part), eos, with_ids, kind, last, text)
+        event = self._rendered.get(key)
+        if event is None:
+            event = self._rendered[key] = _event({"object": kind, "model": self.settings.model,
+                                                 "choices": [_choice(part, eos, with_ids, kind, last, text)]})
+        return event
 
 
 def _choice(part: list[int], eos: int | None, with_ids: bool, kind: str, last: bool, text: str | None = None) -> dict:
@@ -342,16 +381,47 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fault_after", type=int, default=1)
     parser.add_argument("--eos_every", type=int, default=0)
     parser.add_argument("--answer", default="", choices=ANSWERS)
+    parser.add_argument("--writes", default="chunk", choices=WRITES)
+    parser.add_argument("--processes", type=int, default=1, help="processes serving the port (SO_REUSEPORT)")
+    parser.add_argument("--reuse_port", action="store_true", help=argparse.SUPPRESS)   # one of several processes
     ns = parser.parse_args(argv)
-    server = StreamingServer(ServerSettings(ns.model, ns.tokens_per_chunk, ns.first_delay_s, ns.chunk_delay_s,
-                                            ns.fault, ns.fault_after, ns.eos_every, answer=ns.answer), ns.port)
+    settings = ServerSettings(ns.model, ns.tokens_per_chunk, ns.first_delay_s, ns.chunk_delay_s, ns.fault,
+                              ns.fault_after, ns.eos_every, answer=ns.answer, writes=ns.writes)
+    several = ns.processes > 1 or ns.reuse_port
+    if ns.reuse_port:
+        import signal
+
+        from ..processes import die_with_parent
+
+        die_with_parent(signal.SIGTERM)      # one of several: it ends with the first
+    port = ns.port
+    if several and not port:
+        from ..processes import free_port
+
+        port = free_port()
+    server = StreamingServer(settings, port, reuse_port=several)
     loop = asyncio.new_event_loop()
     loop.run_until_complete(server.serve())
+    others = [_another(argv if argv is not None else sys.argv[1:], server.port) for _ in range(ns.processes - 1)]
+    for other in others:
+        line = other.stdout.readline()
+        if not line.startswith("listening on"):
+            raise SystemExit(f"a test server process did not start: {line!r}")
     print(f"listening on {server.url}", flush=True)
     try:
         loop.run_forever()
     except KeyboardInterrupt:
         pass
+
+
+def _another(argv: list[str], port: int):
+    """One more process serving `port`, which the kernel ends when this one ends (it stays in this process group,
+    so that a signal to the group reaches it too)."""
+    import subprocess
+
+    kept = [a for a in argv if not a.startswith(("--port", "--processes"))]
+    return subprocess.Popen([sys.executable, "-m", "code.common.serving.test_server", *kept, f"--port={port}",
+                             "--reuse_port"], stdout=subprocess.PIPE, text=True)
 
 
 if __name__ == "__main__":

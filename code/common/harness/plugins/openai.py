@@ -44,6 +44,16 @@ class OpenAIHarness(HarnessPlugin):
         Field("openai_token_ids", str, "auto", "openai harness: where the output's token ids come from: server "
               "(vLLM's return_token_ids), text (the streamed text tokenized with the benchmark's tokenizer), or "
               "auto (the server's where it returns them).", generative=True, choices=("auto", "server", "text")),
+        Field("openai_offline_answers", str, "whole", "openai harness: how Offline's answers come: whole (one "
+              "JSON answer per request, token ids included: Offline measures no first-token time, and one answer "
+              "costs the client far less than a stream) or streamed, as Server and Interactive always are.",
+              generative=True, choices=("whole", "streamed")),
+        Field("openai_workers", int, 0, "openai harness: processes that stream the requests, each with its own "
+              "event loop and connections, reporting to LoadGen's process (1: one event loop in LoadGen's process; "
+              "0: one per core beyond two, at most four per endpoint).", generative=True, minimum=0, maximum=1024),
+        Field("openai_stream_interval", int, 0, "openai harness: tokens per streamed chunk asked of the servers "
+              "(vLLM's stream_interval; the first token still comes alone, at once); 0: the server's own.",
+              generative=True, minimum=0, maximum=100_000),
     )
 
     flags = (
