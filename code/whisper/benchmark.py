@@ -114,7 +114,9 @@ class WhisperBenchmark(PackagedBenchmark):
         wer, errors, words = word_error_rate([text for _, text in entries], references, english_normalizer(paths))
         line = accuracy_line(wer)
         text = (f"{line}\nerrors={errors}, reference words={words}, samples={len({i for i, _ in entries})}\n")
-        return AccuracyResult(metrics=(Metric("ACCURACY", (1 - wer) * 100), Metric("WER", wer * 100)), text=text,
+        # One metric, the one the target applies to: the run's summary then prints accuracy.txt's lines, the first
+        # of them as the official accuracy_eval.py prints it (the WER is in that line).
+        return AccuracyResult(metrics=(Metric("ACCURACY", (1 - wer) * 100),), text=text,
                               samples=len({index for index, _ in entries}))
 
 
