@@ -96,7 +96,8 @@ def serving_system(run):
                                encode=text_encoder(run), local=local, api=api,
                                model_folder_sha256=servers[0].settings.model_folder_sha256 if servers else "")
         # A benchmark whose accuracy log holds each answer's text (response dtype uint8) gets the text logged.
-        log_text = run.benchmark.response.np_dtype == np.uint8
+        response = getattr(run.benchmark, "response", None)
+        log_text = response is not None and response.np_dtype == np.uint8
         sut = ServingSUT(spec.scenario_enum, prompts, client, run.generation, servers, log_text=log_text).start()
     except BaseException:
         for server in servers:
