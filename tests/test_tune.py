@@ -28,31 +28,38 @@ BOUND_NS = 15e6
 
 class FakeEngine:
     """A CPU engine of known costs. One batch of b samples on t threads takes (3 + b + 0.02 b^2) / speedup(t) ms
-    (a fixed cost per call, a cost per sample, and a cache penalty for large batches); instances run in parallel.
-    Server: a window of w us gathers min(b, 1 + rate x w) samples a batch; p99 = w + batch time / (1 - load)."""
+    (a fixed cost per call, a cost per sample, and a cache penalty for large batches), 0.5 ms more with two inter-op
+    threads (a chain of operators gains nothing from them); instances run in parallel. Threads that sleep between
+    operators speed up less (1.6 x on two threads, against 1.7 x spinning). Server: a window of w us gathers
+    min(b, 1 + rate x w) samples a batch; p99 = w + batch time / (1 - load), plus SPIN_MS where an instance's
+    threads spin (they hold the cores against the threads that issue and complete)."""
 
-    SPEEDUP = {1: 1.0, 2: 1.7}
+    SPEEDUP = {(1, True): 1.0, (2, True): 1.7, (1, False): 1.0, (2, False): 1.6}
+    SPIN_MS = 4.0
 
     def __init__(self) -> None:
         self.runs: list[tuple[Layout, float, bool]] = []
 
-    def batch_ms(self, batch: float, threads: int) -> float:
-        return (3 + batch + 0.02 * batch ** 2) / self.SPEEDUP[threads]
+    def batch_ms(self, batch: float, layout: Layout) -> float:
+        speedup = self.SPEEDUP[layout.intra_op_threads, layout.intra_op_spinning is not False]
+        return (3 + batch + 0.02 * batch ** 2) / speedup + (0.5 if (layout.inter_op_threads or 1) > 1 else 0)
 
     def capacity(self, layout: Layout, batch: float | None = None) -> float:
         batch = layout.batch_size if batch is None else batch
-        return layout.instances * batch / self.batch_ms(batch, layout.intra_op_threads) * 1000
+        return layout.instances * batch / self.batch_ms(batch, layout) * 1000
 
     def server_p99_ns(self, layout: Layout, rate: float) -> float:
         window_s = (layout.server_batch_timeout_us or 0) / 1e6
         batch = min(layout.batch_size, 1 + rate * window_s)
         load = rate / self.capacity(layout, batch)
-        return float("inf") if load >= 1 else (window_s * 1e3 + self.batch_ms(batch, layout.intra_op_threads)
+        spin = self.SPIN_MS if layout.intra_op_threads > 1 and layout.intra_op_spinning is not False else 0.0
+        return float("inf") if load >= 1 else (window_s * 1e3 + spin + self.batch_ms(batch, layout)
                                                 / (1 - load)) * 1e6
 
     def run(self, scenario: Scenario, fields: dict, short: bool) -> Outcome:
         layout = Layout(fields["batch_size"], fields["instances"], fields["intra_op_threads"],
-                        fields.get("server_batch_timeout_us"))
+                        fields.get("server_batch_timeout_us"), fields.get("intra_op_spinning"),
+                        fields.get("inter_op_threads"))
         if scenario is Scenario.Offline:
             value = fields["offline_expected_qps"]
             self.runs.append((layout, value, short))
@@ -75,14 +82,14 @@ def lines_sink() -> tuple[list[str], callable]:
 # -- the search, pure --------------------------------------------------------------------------------------------
 def test_offline_tune_finds_the_layout_and_batch_of_the_highest_throughput():
     engine, (lines, log) = FakeEngine(), lines_sink()
-    start = Layout(32, 1, 2)
+    start = Layout(32, 1, 2, None, True, 1)
     stages = knobs(Scenario.Offline, "onnxruntime", 2)
     judge = Judge(Scenario.Offline, 240.0, log, lambda v: f"{v:g} QPS")
     result = tune(lambda layout, value: engine.run(Scenario.Offline, {**layout.fields(),
                                                                       "offline_expected_qps": value}, True),
                   start, stages, judge, log)
     # Stage 1 at batch 32: two instances of one thread beat one of two (speed-up 1.7 < 2).
-    layouts = [Layout(32, n, 2 // n) for n in (1, 2)]
+    layouts = [Layout(32, n, 2 // n, None, True, 1) for n in (1, 2)]
     best_layout = max(layouts, key=engine.capacity)
     # Stage 2 at that layout: the batch of the lowest cost per sample among the candidates.
     expected = max((replace(best_layout, batch_size=b) for b in OFFLINE_BATCHES), key=engine.capacity)
@@ -90,8 +97,47 @@ def test_offline_tune_finds_the_layout_and_batch_of_the_highest_throughput():
     assert result.best.score == pytest.approx(engine.capacity(expected))
     assert len(engine.runs) == len(result.judged) == len({*layouts, *(replace(best_layout, batch_size=b)
                                                                        for b in OFFLINE_BATCHES)})
-    assert planned_trials(Scenario.Offline, start, stages) == (len(engine.runs), len(engine.runs))
+    # The fewest the plan announced: 2 x 1 won, whose threads have no pool to spin; 1 x 2 would have tried its
+    # sleeping threads and two inter-op threads as well.
+    assert planned_trials(Scenario.Offline, start, stages) == (len(engine.runs), len(engine.runs) + 2)
     assert any("batch size: 7 candidates" in line for line in lines)
+
+
+def _threading_stage(scenario: Scenario):
+    (stage,) = [k for k in knobs(scenario, "onnxruntime", 2) if k.name == "ONNX Runtime threading"]
+    return stage
+
+
+def test_threading_stage_lets_server_threads_sleep_where_spinning_costs_latency():
+    engine, (lines, log) = FakeEngine(), lines_sink()
+    start = Layout(1, 1, 2, 0, True, 1)
+    stage = _threading_stage(Scenario.Server)
+    # Server: spinning or sleeping, never inter-op threads (one call's latency on a chain of operators).
+    assert stage.candidates(start) == [start, replace(start, intra_op_spinning=False)]
+    judge = Judge(Scenario.Server, 20.0, log, lambda v: f"{v:g} QPS")
+    result = tune(lambda layout, value: engine.run(Scenario.Server, {**layout.fields(),
+                                                                     "server_target_qps": value}, True),
+                  start, [stage], judge, log)
+    assert result.best.layout == replace(start, intra_op_spinning=False)
+    assert "intra_op_spinning" in result.best.layout.fields() and "-sleep" in result.best.layout.label
+    held = {j.layout: j.score for j in result.judged}
+    assert held[start] is not None and result.best.score > held[start]
+
+
+def test_threading_stage_keeps_spinning_and_one_inter_op_thread_where_they_pay():
+    engine, (lines, log) = FakeEngine(), lines_sink()
+    start = Layout(8, 1, 2, None, True, 1)
+    stage = _threading_stage(Scenario.Offline)
+    candidates = stage.candidates(start)
+    assert candidates == [start, replace(start, intra_op_spinning=False), replace(start, inter_op_threads=2)]
+    assert replace(start, inter_op_threads=2).label == "b8-i1x2-io2"
+    judge = Judge(Scenario.Offline, 240.0, log, lambda v: f"{v:g} QPS")
+    result = tune(lambda layout, value: engine.run(Scenario.Offline, {**layout.fields(),
+                                                                      "offline_expected_qps": value}, True),
+                  start, [stage], judge, log)
+    assert result.best.layout == start and len(engine.runs) == 3
+    # Instances of one thread have no pool of threads to spin: nothing to try there.
+    assert stage.candidates(Layout(8, 2, 1, None, True, 1)) == [Layout(8, 2, 1, None, True, 1)]
 
 
 def test_server_tune_raises_the_rate_held_at_the_bound_with_batching():
@@ -118,13 +164,14 @@ def test_server_tune_raises_the_rate_held_at_the_bound_with_batching():
 
 
 def test_tensorrt_keeps_the_batch_of_its_engine():
+    assert "ONNX Runtime threading" in [k.name for k in knobs(Scenario.Server, "onnxruntime", 16)]
     names = [k.name for k in knobs(Scenario.Server, "tensorrt", 16)]
     assert names == ["instances x intra-op threads", "batching window (server_batch_timeout_us)"]
     assert [k.name for k in knobs(Scenario.Offline, "tensorrt", 16)] == ["instances x intra-op threads"]
     layouts = knobs(Scenario.Offline, "tensorrt", 16)[0].candidates(Layout(2048, 1))
     assert [(layout.instances, layout.intra_op_threads) for layout in layouts] == [(1, None), (2, None)]
     single = knobs(Scenario.SingleStream, "onnxruntime", 4)
-    assert len(single) == 1 and single[0].candidates(Layout(1, 2, 2)) == [Layout(1, 1, 4), Layout(1, 1, 2)]
+    assert single[0].candidates(Layout(1, 2, 2)) == [Layout(1, 1, 4), Layout(1, 1, 2)]
 
 
 def test_trial_book_hands_back_each_recorded_run_once(tmp_path):
@@ -223,8 +270,8 @@ def test_dry_run_prints_the_plan_and_runs_nothing(repo_copy, kvm_2core):  # noqa
     engine = FakeEngine()
     assert FakeTune(ctx, engine).run() == 0
     assert engine.runs == [] and not (repo_copy / "logs").exists()
-    assert any("stage 3, batching window (server_batch_timeout_us): 0, 500, 2000, 8000 us" in line for line in lines)
-    assert any("plan: 8 short runs" in line for line in lines)
+    assert any("stage 4, batching window (server_batch_timeout_us): 0, 500, 2000, 8000 us" in line for line in lines)
+    assert any("plan: 8 to 10 short runs" in line for line in lines)
     assert lines[-1] == "Dry run: nothing was run or written."
 
 

@@ -262,7 +262,7 @@ class Bench(Handler):
     def _raw_backends(self, ctx: Context, benchmark_name: str, config):
         """The benchmark's postprocessing, a function from sample indices to a batch of named inputs, and one backend
         per instance on the config's own engine, with the harness's threads per instance."""
-        from ..common.backends import create_backend, get_plugin, threads_per_instance
+        from ..common.backends import create_backend, get_plugin, runtime_options, threads_per_instance
         from ..common.backends.registry import instance_count
         from ..common.engines.builder import locate_engine
         from ..common.named_inputs import named_sample, stack_batch
@@ -274,7 +274,8 @@ class Bench(Handler):
         threads = threads_per_instance(config, ctx.system.info.cpu.cores)
         inputs = benchmark.models[config["model"]].inputs
         backends = [create_backend(engine, backend=config["backend"], input_names=[i.name for i in inputs],
-                                   threads=threads, instance=index) for index in range(instances)]
+                                   threads=threads, instance=index, options=runtime_options(config))
+                    for index in range(instances)]
 
         def batch(indices) -> dict[str, np.ndarray]:
             return stack_batch([named_sample(samples.load(int(i)), inputs) for i in indices], inputs)

@@ -98,7 +98,8 @@ def origin_of(config_class: type, field: str, source: str) -> str:
 # -- the engine layout: tuned on this system or not ---------------------------------------------------------------
 # The fields make tune chooses. A run whose layout is still a shipped config's (set by no custom.py class and not
 # typed) runs as configured, and its plan says so with the command that measures one.
-LAYOUT_FIELDS = ("batch_size", "instances", "intra_op_threads", "server_batch_timeout_us")
+LAYOUT_FIELDS = ("batch_size", "instances", "intra_op_threads", "server_batch_timeout_us", "intra_op_spinning",
+                 "inter_op_threads")
 TUNED_BACKENDS = ("onnxruntime", "tensorrt")
 TUNED_SCENARIOS = (Scenario.Offline, Scenario.Server, Scenario.SingleStream, Scenario.MultiStream)
 

@@ -1,10 +1,13 @@
-"""`make tune`: which layout of the engine (batch size, instances x intra-op threads, for Server the batching
-window) does best on this system, from short LoadGen runs. Pure: the runs come in as a callable.
+"""`make tune`: which layout of the engine (batch size, instances x intra-op threads, ONNX Runtime's
+threading, for Server the batching window) does best on this system, from short LoadGen runs. Pure: the runs come
+in as a callable.
 
 The search goes knob by knob (coordinate descent) instead of over the whole grid, so its trials add up instead of
-multiplying: first the instances x threads layouts at the configured batch size, then the batch sizes at the best
-layout (Server: larger batches with a window, since without one a batch holds only what is already queued), then
-(Server) the batching windows at the best of both. A knob with one candidate costs no trial.
+multiplying: first the instances x threads layouts at the configured batch size, then (ONNX Runtime) whether
+intra-op threads spin or sleep between operators and, for one instance off Server, one or two inter-op threads,
+then the batch sizes at the best layout (Server: larger batches with a window, since without one a batch holds
+only what is already queued), then (Server) the batching windows at the best of both. A knob with one candidate
+costs no trial.
 
 How a candidate is judged, per scenario:
 - Offline: the samples/s of one short run (its verdict is about the query's length, which the confirmation sizes).
@@ -49,16 +52,21 @@ class Layout:
     instances: int
     intra_op_threads: int | None = None
     server_batch_timeout_us: int | None = None
+    intra_op_spinning: bool | None = None     # ONNX Runtime: idle intra-op threads spin (True) or sleep
+    inter_op_threads: int | None = None       # ONNX Runtime: 1 sequential, more its parallel mode
 
-    def fields(self) -> dict[str, int]:
+    def fields(self) -> dict[str, int | bool]:
         return {f.name: getattr(self, f.name) for f in dataclass_fields(self) if getattr(self, f.name) is not None}
 
     @property
     def label(self) -> str:
-        """The layout in a run folder's name: b8-i1x2-w2000us."""
+        """The layout in a run folder's name: b8-i1x2-w2000us, with -sleep where intra-op threads do not spin and
+        -io2 for two inter-op threads."""
         threads = f"x{self.intra_op_threads}" if self.intra_op_threads is not None else ""
         window = f"-w{self.server_batch_timeout_us}us" if self.server_batch_timeout_us is not None else ""
-        return f"b{self.batch_size}-i{self.instances}{threads}{window}"
+        sleep = "-sleep" if self.intra_op_spinning is False else ""
+        inter = f"-io{self.inter_op_threads}" if (self.inter_op_threads or 1) > 1 else ""
+        return f"b{self.batch_size}-i{self.instances}{threads}{window}{sleep}{inter}"
 
     def describe(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.fields().items())
@@ -101,11 +109,25 @@ def knobs(scenario: Scenario, backend: str, cores: int, samples_per_query: int =
         return [replace(best, batch_size=b, server_batch_timeout_us=best.server_batch_timeout_us if b == 1 else window)
                 for b in SERVER_BATCHES]
 
+    def threading(best: Layout) -> list[Layout]:
+        """Intra-op threads that spin or sleep where an instance has a pool of them (more than one thread), and for
+        one instance outside Server, two inter-op threads (ORT's parallel mode: independent branches of the graph
+        at once; a chain of operators gains nothing, and the trial says so)."""
+        spins = (True, False) if (best.intra_op_threads or 1) > 1 else (best.intra_op_spinning,)
+        found = [replace(best, intra_op_spinning=spin) for spin in spins]
+        if best.instances == 1 and not scenario.server_like and cores > 1:
+            found.append(replace(best, inter_op_threads=2 if (best.inter_op_threads or 1) == 1 else 1))
+        return found
+
     # A TensorRT plan is built for its batch size (paths.engine_file names it): other sizes need engines of
     # their own, so there the batch size stays as configured.
     rebatch = backend in THREADED_BACKENDS
     stages = [Knob("instances x intra-op threads", layouts,
                    ", ".join(f"{n}x{t}" if t is not None else f"{n}" for n, t in pairs))]
+    if rebatch:
+        stages.append(Knob("ONNX Runtime threading", threading,
+                           "intra-op threads spinning or sleeping (instances of several threads)"
+                           + ("; 1 or 2 inter-op threads (one instance)" if not scenario.server_like else "")))
     if scenario is Scenario.Offline and rebatch:
         stages.append(Knob("batch size", batches(OFFLINE_BATCHES), _listed(OFFLINE_BATCHES)))
     elif scenario.server_like:
@@ -128,10 +150,12 @@ def _listed(values: Iterable[int]) -> str:
 def starting_layout(config, scenario: Scenario, backend: str, cores: int) -> Layout:
     """The configured layout, as the tune's first point (intra_op_threads 0 is spelled out as the run shares it)."""
     instances = int(config["instances"])
-    threads = (int(config.get("intra_op_threads") or 0) or max(1, cores // instances)) \
-        if backend in THREADED_BACKENDS else None
+    threaded = backend in THREADED_BACKENDS
+    threads = (int(config.get("intra_op_threads") or 0) or max(1, cores // instances)) if threaded else None
     window = int(config["server_batch_timeout_us"]) if scenario.server_like else None
-    return Layout(int(config["batch_size"]), instances, threads, window)
+    spinning = bool(config.get("intra_op_spinning", True)) if threaded else None
+    inter = int(config.get("inter_op_threads") or 1) if threaded else None
+    return Layout(int(config["batch_size"]), instances, threads, window, spinning, inter)
 
 
 @dataclass(frozen=True)
@@ -229,11 +253,21 @@ def tune(trial: Trial, start: Layout, stages: Sequence[Knob], judge: Judge,
 
 def planned_trials(scenario: Scenario, start: Layout, stages: Sequence[Knob]) -> tuple[int, int]:
     """(fewest, most) short runs the stages take: each distinct candidate once (Server: one run for a challenger
-    that loses at once, up to the search's trials for one that wins)."""
-    seen: set[Layout] = set()
-    for stage in stages:
-        seen.update(stage.candidates(start))
-    count = len(seen)
+    that loses at once, up to the search's trials for one that wins). A stage of one candidate takes none."""
+    if not stages:
+        return 0, 0
+    counts = []
+    # A later stage's candidates depend on the first stage's winner (threading: one instance of several threads
+    # has more to try than several of one), so the count is taken for each winner the first stage may choose.
+    first = list(dict.fromkeys(stages[0].candidates(start)))
+    for winner in first or [start]:
+        seen: set[Layout] = set(first)
+        for stage in stages[1:]:
+            candidates = set(stage.candidates(winner))
+            if len(candidates) > 1:
+                seen.update(candidates)
+        counts.append(len(seen))
+    fewest, most = min(counts), max(counts)
     if not scenario.server_like:
-        return count, count
-    return SERVER_TRIALS_FIRST - 4 + (count - 1), SERVER_TRIALS_FIRST + (count - 1) * (1 + SERVER_TRIALS_MORE)
+        return fewest, most
+    return SERVER_TRIALS_FIRST - 4 + (fewest - 1), SERVER_TRIALS_FIRST + (most - 1) * (1 + SERVER_TRIALS_MORE)
