@@ -253,6 +253,44 @@ def test_interrupted_offline_tune_resumes_and_writes_the_confirmed_layout(repo_c
                            capture_output=True, text=True, check=False)
     assert shown.returncode == 0, shown.stderr
     assert f"batch_size                        = {best.batch_size} " in shown.stdout
+    _tuned_layout_reaches_the_run_record_and_the_report(repo_copy, folder, best)
+
+
+def _tuned_layout_reaches_the_run_record_and_the_report(repo_copy, folder, best: Layout) -> None:
+    """make tune's record of what it wrote: a run of that layout carries it, a run of another layout does not, and
+    the report says which layout each ran and the measurement behind a tuned one."""
+    import json
+
+    from code.common.harness.first_run import tuned_layout
+    from code.common.paths import TUNED_LAYOUT
+    from code.common.records.metadata import write_metadata
+    from code.common.report.collect import read_rows
+    from code.common.report.text import layout_text
+    from tests.run_records import make_record
+
+    written = json.loads((folder / TUNED_LAYOUT).read_text())
+    assert written["layout"]["batch_size"] == best.batch_size and written["confirmed"]["valid"] is True
+    assert written["confirmed"]["run_dir"].startswith("logs/tune/") and "samples/s" in written["short_run"]["figure"]
+    fields = {**written["engine"], **written["layout"], "offline_expected_qps": 1.0}   # a later find_peak's QPS
+    assert tuned_layout(folder, fields) == written
+    other = {**fields, "batch_size": best.batch_size * 2}
+    assert tuned_layout(folder, other) == {}
+    assert tuned_layout(folder, {**fields, "precision": "int8"}) == {}    # another engine
+    (folder / TUNED_LAYOUT).write_text("{not json")
+    assert tuned_layout(folder, fields) == {}
+    (folder / TUNED_LAYOUT).write_text(json.dumps(written))
+
+    for name, run_fields in (("tuned", fields), ("configured", other)):
+        record = make_record(value=250.0, log_dir=str(repo_copy / "report-logs" / name), **{
+            k: v for k, v in run_fields.items() if k in ("batch_size", "instances", "intra_op_threads")})
+        record = replace(record, config=replace(record.config, tuned_layout=tuned_layout(folder, run_fields)))
+        (repo_copy / "report-logs" / name).mkdir(parents=True)
+        write_metadata(repo_copy / "report-logs" / name, record)
+    rows = {row.run_dir.name: row for row in read_rows([repo_copy / "report-logs"], lambda *_: None)}
+    tuned = layout_text(rows["tuned"])
+    assert f"batch_size={best.batch_size}" in tuned and "make tune" in tuned
+    assert written["confirmed"]["figure"] in tuned and written["confirmed"]["run_dir"] in tuned
+    assert layout_text(rows["configured"]).endswith("(as configured; not tuned on this system)")
 
 
 def test_server_layout_not_confirmed_is_not_written(repo_copy, kvm_2core):  # noqa: F811

@@ -22,8 +22,10 @@ command line (`--offline_expected_qps=90000` accepts NVIDIA's figure knowingly) 
 from __future__ import annotations
 
 import inspect
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Mapping
 
 from ..constants import Scenario, TestMode
 
@@ -102,6 +104,23 @@ LAYOUT_FIELDS = ("batch_size", "instances", "intra_op_threads", "server_batch_ti
                  "inter_op_threads")
 TUNED_BACKENDS = ("onnxruntime", "tensorrt")
 TUNED_SCENARIOS = (Scenario.Offline, Scenario.Server, Scenario.SingleStream, Scenario.MultiStream)
+
+
+def tuned_layout(tune_folder: Path, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """make tune's record of the layout it wrote for one benchmark and scenario (paths.TUNED_LAYOUT in
+    `tune_folder`: the layout, the short runs that chose it and the full-length run that confirmed it), when the
+    run's `fields` hold that layout on the same engine; else empty (never tuned, tuned for another layout, or a
+    record that does not read)."""
+    from ..paths import TUNED_LAYOUT
+
+    try:
+        record = json.loads((Path(tune_folder) / TUNED_LAYOUT).read_text())
+        layout, engine = dict(record["layout"]), dict(record.get("engine") or {})
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    same = all(fields.get(name) == value for name, value in {**layout, **engine}.items() if name in LAYOUT_FIELDS
+               or name in engine)
+    return record if same else {}
 
 
 def set_in_custom_config(config_class: type, field: str) -> bool:
