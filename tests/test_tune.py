@@ -324,6 +324,9 @@ def test_bench_measures_server_at_the_tuned_layout(repo_copy, kvm_2core):  # noq
 
     ctx, _ = context(repo_copy, kvm_2core, "--scenarios=server")
     assert server_layout(ctx, "resnet50", "fp32") == SERVER_LAYOUT["fp32"]      # nothing tuned: bench's own
+    from code.actions.bench import _with
+    own = _with(ctx, (Scenario.Server,), **SERVER_LAYOUT["fp32"])
+    assert ctx_layout(own, "resnet50").startswith("1 x 2 threads sleeping, batch 1")
     assert FakeTune(ctx, FakeEngine()).run() == 0
     ctx, _ = context(repo_copy, kvm_2core, "--scenarios=server")
     ctx.registry.add_module(_load(repo_copy / "configs/resnet50/Server/custom.py"))
