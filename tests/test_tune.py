@@ -18,7 +18,7 @@ from code.common.paths import Paths
 from code.common.rules import get_round
 from code.common.tuning.config_edit import TUNE_MARKER
 from code.common.tuning.layouts import (OFFLINE_BATCHES, SERVER_WINDOWS_US, Judge, Layout, knobs, planned_trials,
-                                        tune)
+                                        server_failure, tune)
 from code.common.tuning.search import Outcome
 from code.common.tuning.trial_book import RECORD, TrialBook
 from tests.test_find_peak import _load, repo_copy  # noqa: F401  (the fixture)
@@ -303,6 +303,22 @@ def test_server_layout_not_confirmed_is_not_written(repo_copy, kvm_2core):  # no
     assert any("nothing written" in line and "was not confirmed" in line for line in lines)
 
 
+class SlowEngine(FakeEngine):
+    """Its latency alone is over the bound: p99 1.2 x the bound at any rate."""
+
+    def server_p99_ns(self, layout: Layout, rate: float) -> float:
+        return 1.2 * BOUND_NS
+
+
+def test_server_tune_that_holds_nothing_writes_nothing_and_says_why(repo_copy, kvm_2core):  # noqa: F811
+    ctx, lines = context(repo_copy, kvm_2core, "--scenarios=server")
+    assert FakeTune(ctx, SlowEngine()).run() == 1
+    assert not (repo_copy / "configs/resnet50/Server/custom.py").exists()
+    summary = lines[lines.index("\ntune:") + 1]
+    assert "nothing written" in summary and "p99 18.0 ms against the 15 ms bound" in summary
+    assert "the engine's own latency on this machine" in summary
+
+
 def test_dry_run_prints_the_plan_and_runs_nothing(repo_copy, kvm_2core):  # noqa: F811
     ctx, lines = context(repo_copy, kvm_2core, "--scenarios=offline,server", "--dry_run")
     engine = FakeEngine()
@@ -347,10 +363,16 @@ def test_a_server_layout_that_holds_nothing_is_given_up_before_its_runs_grow_lon
     def never(layout: Layout, rate: float) -> Outcome:
         rates.append(rate)
         layouts.append(layout)
-        return Outcome(valid=False, latency_ns=2 * BOUND_NS, percentile=0.99, bound_ns=BOUND_NS, reason="p99 high")
+        # The engine's own latency: 1.1 x the bound however far apart the queries are, a little more when closer.
+        return Outcome(valid=False, latency_ns=(1.1 + rate / 1000) * BOUND_NS, percentile=0.99, bound_ns=BOUND_NS,
+                       mean_latency_ns=0.8 * BOUND_NS, throughput=rate, reason="p99 high")
     start = Layout(1, 2, 1, 0)
     result = tune(never, start, knobs(Scenario.Server, "onnxruntime", 2)[:1],
                   Judge(Scenario.Server, 20.0, lambda _: None, str), lambda _: None)
     assert result.best is None
+    why = server_failure(result.judged, lambda v: f"{v:g} QPS")
+    assert why.startswith(f"at the lowest rate tried ({min(rates):g} QPS, ")
+    assert f"p99 {(1.1 + min(rates) / 1000) * 15:.1f} ms against the 15 ms bound" in why and "mean 12.0 ms" in why
+    assert "--precision=int8" in why
     assert min(rates) >= SERVER_SHORT_QUERIES / SERVER_LONGEST_TRIAL_S and rates[0] == 20.0
     assert rates[:3] == [20.0, 10.0, 5.0] and layouts[0] == start   # the configured layout is searched first

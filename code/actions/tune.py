@@ -21,7 +21,8 @@ from ..common.harness.plan import format_duration
 from ..common.fileio import write_atomically
 from ..common.paths import TUNED_LAYOUT, shown_path
 from ..common.tuning.config_edit import TUNE_MARKER, literal
-from ..common.tuning.layouts import Judge, Judged, Layout, knobs, planned_trials, starting_layout, tune
+from ..common.tuning.layouts import (Judge, Judged, Layout, knobs, planned_trials, server_failure, starting_layout,
+                                     tune)
 from ..common.tuning.search import ConfirmResult, Outcome, confirm, round_sig
 from ..common.tuning.trial_book import RECORD, TrialBook
 from ..common.tuning.trials import SEARCHED_FIELD, SHORT_SECONDS
@@ -98,8 +99,9 @@ class Tune(FindPeak):
         judge = Judge(scenario, float(config[field]), lambda line: ctx.log("  " + line), plan.unit)
         result = tune(lambda layout, value: measure(layout, value, True), start, stages, judge, ctx.log)
         if result.best is None:
+            why = server_failure(result.judged, plan.unit) if scenario.server_like else ""
             return Found(benchmark, scenario, field, None, "nothing written: no layout completed a short run that "
-                         "LoadGen's verdict accepts (see the trials above)")
+                         "LoadGen's verdict accepts (see the trials above)" + (f"; {why}" if why else ""))
         best = result.best
         value = _searched_value(scenario, best, kind)
         ctx.log(f"  best: {best.layout.describe()} ({len(result.judged)} layouts judged, {book.reused} run(s) "

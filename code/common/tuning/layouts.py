@@ -205,7 +205,11 @@ class Judge:
                                  growth=growth, max_trials=max_trials, unit=self.unit, log=self.log,
                                  floor=max(start / 64, SERVER_SHORT_QUERIES / SERVER_LONGEST_TRIAL_S))
             accepted = [s for s in found.steps if s.accepted and s.value == found.value]
-            return Judged(layout, found.value, found.value, accepted[-1].outcome if accepted else None, count)
+            if accepted:
+                return Judged(layout, found.value, found.value, accepted[-1].outcome, count)
+            # Nothing held: the run at the lowest rate tried, whose queue was the shortest (why, in tune_failure).
+            lowest = min(found.steps, key=lambda step: step.value, default=None)
+            return Judged(layout, None, None, lowest.outcome if lowest else None, count)
 
         if self.best is None or self.best.score is None:
             return search(self.start_value, SERVER_TRIALS_FIRST, growth=2.0)
@@ -216,6 +220,22 @@ class Judge:
                      f"({outcome.describe(SERVER_LATENCY_MARGIN)}); the best so far stays")
             return Judged(layout, None, None, outcome, count)
         return search(challenge, SERVER_TRIALS_MORE, growth=SERVER_CHALLENGER_GROWTH)
+
+
+def server_failure(judged: Sequence[Judged], unit: Callable[[float], str]) -> str:
+    """Why no Server layout held the bound, from the run of the lowest rate tried (where the queue is nearly empty,
+    so its latency is the engine's own on this machine); empty when no layout ran."""
+    runs = [j for j in judged if j.outcome is not None and j.outcome.latency_ns and j.outcome.bound_ns]
+    if not runs:
+        return ""
+    low = min(runs, key=lambda j: (j.outcome.throughput or 0.0, j.outcome.latency_ns))
+    outcome = low.outcome
+    mean = f"mean {outcome.mean_latency_ns / 1e6:.1f} ms, " if outcome.mean_latency_ns else ""
+    return (f"at the lowest rate tried ({unit(outcome.throughput or 0.0)}, {low.layout.label}) the latency was "
+            f"{mean}p99 {outcome.latency_ns / 1e6:.1f} ms against the {outcome.bound_ns / 1e6:g} ms bound: with "
+            f"queries that far apart the queue is nearly empty, so that is the engine's own latency on this machine "
+            f"(other processes on its cores lengthen it). A faster engine (--precision=int8), or a quieter machine, "
+            f"is what holds the bound")
 
 
 @dataclass(frozen=True)
