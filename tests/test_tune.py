@@ -174,6 +174,16 @@ def test_tensorrt_keeps_the_batch_of_its_engine():
     assert single[0].candidates(Layout(1, 2, 2)) == [Layout(1, 1, 4), Layout(1, 1, 2)]
 
 
+def test_a_model_of_one_sample_a_call_is_never_tried_at_a_larger_batch():
+    offline = knobs(Scenario.Offline, "onnxruntime", 2, max_batch=1)
+    assert [k.name for k in offline] == ["instances x intra-op threads", "ONNX Runtime threading"]
+    server = knobs(Scenario.Server, "onnxruntime", 2, max_batch=4)
+    (largest,) = [k for k in server if k.name == "largest batch"]
+    assert {layout.batch_size for layout in largest.candidates(Layout(1, 2, 1, 0))} == {1, 2, 4}
+    assert [k.name for k in knobs(Scenario.MultiStream, "onnxruntime", 2, 8, max_batch=1)] == \
+        ["instances x intra-op threads", "ONNX Runtime threading"]
+
+
 def test_trial_book_hands_back_each_recorded_run_once(tmp_path):
     measured: list[str] = []
 
@@ -327,6 +337,18 @@ def test_dry_run_prints_the_plan_and_runs_nothing(repo_copy, kvm_2core):  # noqa
     assert any("stage 4, batching window (server_batch_timeout_us): 0, 500, 2000, 8000 us" in line for line in lines)
     assert any("plan: 8 to 10 short runs" in line for line in lines)
     assert lines[-1] == "Dry run: nothing was run or written."
+
+
+def test_yolo_dry_run_plans_no_batch_larger_than_its_model_takes(repo_copy, kvm_2core):  # noqa: F811
+    lines: list[str] = []
+    args = parse_run_args(["--action=tune", "--benchmarks=yolo", "--scenarios=offline,singlestream", "--dry_run"],
+                          list(ACTIONS), ["yolo"])
+    paths = Paths.create(scratch=repo_copy / "scratch", log_dir=repo_copy / "logs", repo=repo_copy)
+    ctx = Context(args=args, paths=paths, rules=get_round(), detect=lambda: kvm_2core, log=lines.append)
+    assert FakeTune(ctx, FakeEngine()).run() == 0
+    assert not any("batch size" in line for line in lines)
+    assert any("== tune yolo Offline" in line for line in lines) and any("== tune yolo SingleStream" in line
+                                                                         for line in lines)
 
 
 def test_run_lengths_are_refused(repo_copy, kvm_2core):  # noqa: F811

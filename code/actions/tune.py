@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..common.benchmark_api import get_benchmark
 from ..common.constants import Scenario
 from ..common.fields import FIELDS
 from ..common.harness.plan import format_duration
@@ -63,7 +64,8 @@ class Tune(FindPeak):
         kind = FIELDS[field].type
         plan = strategy(scenario, lambda line: ctx.log("  " + line))
         start = starting_layout(config, scenario, backend, cores)
-        stages = knobs(scenario, backend, cores, int(config.get("multi_stream_samples_per_query") or 8))
+        max_batch = get_benchmark(benchmark).models[config["model"]].max_batch_size   # yolo: one image a call
+        stages = knobs(scenario, backend, cores, int(config.get("multi_stream_samples_per_query") or 8), max_batch)
         folder = ctx.paths.tune_dir(ctx.system.system_id, benchmark, scenario)
         book = TrialBook(folder)
         engine = {k: config[k] for k in ENGINE_FIELDS if k in config.values}

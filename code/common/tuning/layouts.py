@@ -92,8 +92,13 @@ def instance_layouts(cores: int, backend: str, scenario: Scenario) -> list[tuple
     return [(1, None), (2, None)]
 
 
-def knobs(scenario: Scenario, backend: str, cores: int, samples_per_query: int = 8) -> list[Knob]:
-    """The stages of a tune, in the order they run."""
+def knobs(scenario: Scenario, backend: str, cores: int, samples_per_query: int = 8,
+          max_batch: int | None = None) -> list[Knob]:
+    """The stages of a tune, in the order they run. `max_batch`: the most samples the model takes per call (yolo:
+    1); no larger batch is tried, and a batch stage left with one size is no stage."""
+    offline_batches = tuple(b for b in OFFLINE_BATCHES if max_batch is None or b <= max_batch)
+    server_sizes = tuple(b for b in SERVER_BATCHES if max_batch is None or b <= max_batch)
+    stream_batches = sorted(b for b in {1, samples_per_query} if max_batch is None or b <= max_batch)
     pairs = instance_layouts(cores, backend, scenario)
 
     def layouts(best: Layout) -> list[Layout]:
@@ -107,7 +112,7 @@ def knobs(scenario: Scenario, backend: str, cores: int, samples_per_query: int =
         tried with BATCHING_WINDOW_US (the window stage then moves it)."""
         window = best.server_batch_timeout_us or BATCHING_WINDOW_US
         return [replace(best, batch_size=b, server_batch_timeout_us=best.server_batch_timeout_us if b == 1 else window)
-                for b in SERVER_BATCHES]
+                for b in server_sizes]
 
     def threading(best: Layout) -> list[Layout]:
         """Intra-op threads that spin or sleep where an instance has a pool of them (more than one thread), and for
@@ -128,18 +133,17 @@ def knobs(scenario: Scenario, backend: str, cores: int, samples_per_query: int =
         stages.append(Knob("ONNX Runtime threading", threading,
                            "intra-op threads spinning or sleeping (instances of several threads)"
                            + ("; 1 or 2 inter-op threads (one instance)" if not scenario.server_like else "")))
-    if scenario is Scenario.Offline and rebatch:
-        stages.append(Knob("batch size", batches(OFFLINE_BATCHES), _listed(OFFLINE_BATCHES)))
+    if scenario is Scenario.Offline and rebatch and len(offline_batches) > 1:
+        stages.append(Knob("batch size", batches(offline_batches), _listed(offline_batches)))
     elif scenario.server_like:
-        if rebatch:
+        if rebatch and len(server_sizes) > 1:
             stages.append(Knob("largest batch", server_batches,
-                               f"{_listed(SERVER_BATCHES)} (above 1 with a window of {BATCHING_WINDOW_US} us)"))
+                               f"{_listed(server_sizes)} (above 1 with a window of {BATCHING_WINDOW_US} us)"))
         stages.append(Knob("batching window (server_batch_timeout_us)",
                            lambda best: [replace(best, server_batch_timeout_us=w) for w in SERVER_WINDOWS_US],
                            f"{_listed(SERVER_WINDOWS_US)} us"))
-    elif scenario is Scenario.MultiStream and rebatch:
-        stages.append(Knob("batch size", batches(sorted({1, samples_per_query})),
-                           _listed(sorted({1, samples_per_query}))))
+    elif scenario is Scenario.MultiStream and rebatch and len(stream_batches) > 1:
+        stages.append(Knob("batch size", batches(stream_batches), _listed(stream_batches)))
     return stages
 
 
