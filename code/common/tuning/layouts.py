@@ -7,7 +7,8 @@ multiplying: first the instances x threads layouts at the configured batch size,
 intra-op threads spin or sleep between operators and, for one instance off Server, one or two inter-op threads,
 then the batch sizes at the best layout (Server: larger batches with a window, since without one a batch holds
 only what is already queued), then (Server) the batching windows at the best of both. A knob with one candidate
-costs no trial.
+costs no trial. Outside Server the two best then run again back to back and are judged by those runs (a shared
+machine's load drifts between stages; runs back to back see much the same load).
 
 How a candidate is judged, per scenario:
 - Offline: the samples/s of one short run (its verdict is about the query's length, which the confirmation sizes).
@@ -272,7 +273,41 @@ def tune(trial: Trial, start: Layout, stages: Sequence[Knob], judge: Judge,
                                                      or judged[layout].score > best.score):
                 best = judged[layout]
             judge.best = best
+    if not judge.scenario.server_like:
+        best = _runoff(trial, judged, judge, log) or best
     return TuneResult(best if best is not None and best.score is not None else None, tuple(judged.values()))
+
+
+RUNOFF = 2     # Offline, SingleStream, MultiStream: the best this many run again, back to back, after the stages
+
+
+def _runoff(trial: Trial, judged: dict[Layout, Judged], judge: Judge, log: Callable[[str], None]) -> Judged | None:
+    """The best RUNOFF layouts run once more, one right after the other, and are judged by these runs alone: on a
+    shared machine the load drifts between the stages (a candidate measured in a quiet minute would otherwise win
+    on that minute), while runs back to back see much the same load."""
+    scored = sorted((j for j in judged.values() if j.score is not None), key=lambda j: j.score, reverse=True)
+    if len(scored) < 2:
+        return None
+    log(f"  runoff: the best {RUNOFF} run again back to back, and are judged by these runs")
+    finalists = []
+    for first in scored[:RUNOFF]:
+        again = judge(trial, first.layout)
+        if again.score is None:      # it measured nothing this time: it keeps its first run, and does not win
+            finalists.append(replace(first, score=None))
+            log(f"    {first.layout.label}: measured nothing in the runoff")
+            continue
+        judged[first.layout] = replace(again, trials=first.trials + again.trials)
+        finalists.append(judged[first.layout])
+        shown = judge.unit(abs(again.score)) if judge.scenario is not Scenario.Offline \
+            else f"{again.score:,.1f} samples/s"
+        log(f"    {first.layout.label}: {shown} (first run: "
+            f"{judge.unit(abs(first.score)) if judge.scenario is not Scenario.Offline else f'{first.score:,.1f}'})")
+    measured = [j for j in finalists if j.score is not None]
+    if not measured:
+        return None
+    best = max(measured, key=lambda j: j.score)
+    judge.best = best
+    return best
 
 
 def planned_trials(scenario: Scenario, start: Layout, stages: Sequence[Knob]) -> tuple[int, int]:
@@ -293,5 +328,6 @@ def planned_trials(scenario: Scenario, start: Layout, stages: Sequence[Knob]) ->
         counts.append(len(seen))
     fewest, most = min(counts), max(counts)
     if not scenario.server_like:
-        return fewest, most
+        runoff = RUNOFF if fewest >= 2 else 0
+        return fewest + runoff, most + runoff
     return SERVER_TRIALS_FIRST - 4 + (fewest - 1), SERVER_TRIALS_FIRST + (most - 1) * (1 + SERVER_TRIALS_MORE)
