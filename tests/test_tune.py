@@ -344,8 +344,14 @@ class SlowEngine(FakeEngine):
 
 def test_server_tune_that_holds_nothing_writes_nothing_and_says_why(repo_copy, kvm_2core):  # noqa: F811
     ctx, lines = context(repo_copy, kvm_2core, "--scenarios=server")
-    assert FakeTune(ctx, SlowEngine()).run() == 1
+    engine = SlowEngine()
+    assert FakeTune(ctx, engine).run() == 1
     assert not (repo_copy / "configs/resnet50/Server/custom.py").exists()
+    tried = {layout for layout, _, _ in engine.runs}
+    # Nothing held, so the threading stage tried the layouts of several threads too (sleeping), and the batching
+    # stages, which at a low rate only add latency, were skipped.
+    assert Layout(1, 1, 2, 0, False, 1) in tried and all(layout.batch_size == 1 for layout in tried)
+    assert sum("skipped: no layout so far held the bound" in line for line in lines) == 2
     summary = lines[lines.index("\ntune:") + 1]
     assert "nothing written" in summary and "p99 18.0 ms against the 15 ms bound" in summary
     assert "the engine's own latency on this machine" in summary

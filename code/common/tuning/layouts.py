@@ -78,6 +78,9 @@ class Knob:
     name: str                        # what the stage varies, in words
     candidates: Callable[[Layout], list[Layout]]   # the layouts to try, from the best one so far
     values: str                      # the values it tries, in words (for the plan)
+    # Server: the stage batches (a larger batch, a longer window), which at a low rate only adds latency, so where
+    # no layout before it held the bound at any rate it is skipped.
+    batches: bool = False
 
 
 def instance_layouts(cores: int, backend: str, scenario: Scenario) -> list[tuple[int, int | None]]:
@@ -139,10 +142,11 @@ def knobs(scenario: Scenario, backend: str, cores: int, samples_per_query: int =
     elif scenario.server_like:
         if rebatch and len(server_sizes) > 1:
             stages.append(Knob("largest batch", server_batches,
-                               f"{_listed(server_sizes)} (above 1 with a window of {BATCHING_WINDOW_US} us)"))
+                               f"{_listed(server_sizes)} (above 1 with a window of {BATCHING_WINDOW_US} us)",
+                               batches=True))
         stages.append(Knob("batching window (server_batch_timeout_us)",
                            lambda best: [replace(best, server_batch_timeout_us=w) for w in SERVER_WINDOWS_US],
-                           f"{_listed(SERVER_WINDOWS_US)} us"))
+                           f"{_listed(SERVER_WINDOWS_US)} us", batches=True))
     elif scenario is Scenario.MultiStream and rebatch and len(stream_batches) > 1:
         stages.append(Knob("batch size", batches(stream_batches), _listed(stream_batches)))
     return stages
@@ -255,10 +259,20 @@ def tune(trial: Trial, start: Layout, stages: Sequence[Knob], judge: Judge,
     judged: dict[Layout, Judged] = {}
     best: Judged | None = None
     for stage in stages:
+        held = best is not None and best.score is not None
+        if stage.batches and judged and not held:
+            log(f"  {stage.name}: skipped: no layout so far held the bound at any rate, and at a low rate batching "
+                f"only adds latency")
+            continue
         incumbent = best.layout if best else start
         # The incumbent first: the layout in use is the one the others must beat (and the Server's first search).
-        candidates = sorted(dict.fromkeys(stage.candidates(incumbent)), key=lambda layout: layout != incumbent)
+        # With no winner yet (nothing held the bound), the stage tries its candidates of every layout judged.
+        sources = [incumbent] if held or not judged else [start, *judged]
+        candidates = sorted(dict.fromkeys(c for source in sources for c in stage.candidates(source)),
+                            key=lambda layout: layout != incumbent)
         if len(candidates) < 2 and best is not None:
+            continue
+        if not held and judged and all(c in judged for c in candidates):
             continue
         log(f"  {stage.name}: {len(candidates)} candidate{'s' if len(candidates) != 1 else ''}")
         for layout in candidates:
