@@ -120,6 +120,15 @@ def offline_layout(ctx: Context, benchmark_name: str) -> str:
     return ctx_layout(ctx, benchmark_name, Scenario.Offline)
 
 
+def bench_scenarios(args, available) -> tuple[Scenario, ...]:
+    """The scenarios bench measures of those the benchmark has: all of them, but Server only where --scenarios
+    names it when --scenarios is given (its searches are the longest part; Offline and SingleStream are the
+    baselines of every figure and always run)."""
+    if "scenarios" not in args.explicit:
+        return tuple(available)
+    return tuple(s for s in available if s is not Scenario.Server or s in args.scenarios)
+
+
 def best_of(rates: dict[int, float]) -> tuple[int, float]:
     """(the batch size, its samples/s) of the highest samples/s."""
     if not rates:
@@ -158,7 +167,8 @@ class Bench(Handler):
 
     def _figures(self, benchmark_name: str, searches: dict[str, SearchResult], overhead: bool) -> list[Figure]:
         """(a) when `overhead`; (b) and (c) for the benchmark; (d) and (e) where it has a Server scenario."""
-        scenarios = tuple(s for s in SCENARIOS if self.ctx.registry.systems_for(benchmark_name, s))
+        scenarios = bench_scenarios(self.ctx.args, [s for s in SCENARIOS
+                                                    if self.ctx.registry.systems_for(benchmark_name, s)])
         one = dataclasses.replace(self.ctx, args=self.ctx.args.fill_in(BENCH_SOURCE, benchmarks=(benchmark_name,)),
                                   _registry=None)
         ctx = _with(one, scenarios)
