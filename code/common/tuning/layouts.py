@@ -240,7 +240,8 @@ def server_failure(judged: Sequence[Judged], unit: Callable[[float], str]) -> st
     low = min(runs, key=lambda j: (j.outcome.throughput or 0.0, j.outcome.latency_ns))
     outcome = low.outcome
     mean = f"mean {outcome.mean_latency_ns / 1e6:.1f} ms, " if outcome.mean_latency_ns else ""
-    return (f"at the lowest rate tried ({unit(outcome.throughput or 0.0)}, {low.layout.label}) the latency was "
+    rate = unit(round_sig(outcome.throughput or 0.0))
+    return (f"at the lowest rate tried ({rate}, {low.layout.label}) the latency was "
             f"{mean}p99 {outcome.latency_ns / 1e6:.1f} ms against the {outcome.bound_ns / 1e6:g} ms bound: with "
             f"queries that far apart the queue is nearly empty, so that is the engine's own latency on this machine "
             f"(other processes on its cores lengthen it). A faster engine (--precision=int8), or a quieter machine, "
