@@ -191,9 +191,9 @@ class Bench(Handler):
                      f"{offline['instances']} instance(s)")
         if overhead:
             bare = self._probe("bare", offline)
-            harness = self._probe("harness", offline)
+            probed = self._probe("harness", offline)
             figures.append(Figure("(a) harness overhead: Offline, backend returns at once, vs bare LoadGen SUT",
-                                  harness, bare, "samples/s", goals["a"]))
+                                  probed, bare, "samples/s", goals["a"]))
             for plugin in of_type(harness.harness_type, generates_tokens=False):
                 if plugin.overhead_figures:
                     figures += _function(plugin.overhead_figures)(self, ctx)
