@@ -196,6 +196,12 @@ def test_tensorrt_keeps_the_batch_of_its_engine():
     assert single[0].candidates(Layout(1, 2, 2)) == [Layout(1, 1, 4), Layout(1, 1, 2)]
 
 
+def test_a_batch_of_one_has_no_window_to_try():
+    (window,) = [k for k in knobs(Scenario.Server, "onnxruntime", 2) if k.name.startswith("batching window")]
+    assert window.candidates(Layout(1, 2, 1, 0)) == [Layout(1, 2, 1, 0)]
+    assert len(window.candidates(Layout(4, 2, 1, 2000))) == len(SERVER_WINDOWS_US)
+
+
 def test_a_model_of_one_sample_a_call_is_never_tried_at_a_larger_batch():
     offline = knobs(Scenario.Offline, "onnxruntime", 2, max_batch=1)
     assert [k.name for k in offline] == ["instances x intra-op threads", "ONNX Runtime threading"]
@@ -362,7 +368,7 @@ def test_dry_run_prints_the_plan_and_runs_nothing(repo_copy, kvm_2core):  # noqa
     engine = FakeEngine()
     assert FakeTune(ctx, engine).run() == 0
     assert engine.runs == [] and not (repo_copy / "logs").exists()
-    assert any("stage 4, batching window (server_batch_timeout_us): 0, 500, 2000, 8000 us" in line for line in lines)
+    assert any("stage 4, batching window (server_batch_timeout_us): 0, 500, 2000, 8000 us (batches above 1)" in line for line in lines)
     assert any("plan: 10 to 12 short runs" in line for line in lines)
     assert lines[-1] == "Dry run: nothing was run or written."
 
