@@ -41,3 +41,17 @@ def test_the_raw_loop_is_taken_at_its_best_batch():
     from code.actions.bench import best_of
 
     assert best_of({1: 180.0, 8: 221.5, 32: 212.0}) == (8, 221.5)
+
+
+def test_server_figures_run_only_where_scenarios_name_server():
+    from code.actions import ACTIONS
+    from code.actions.bench import SCENARIOS, bench_scenarios
+    from code.common.arguments import parse_run_args
+    from code.common.constants import Scenario
+
+    def scenarios(*flags: str):
+        return bench_scenarios(parse_run_args(["--action=bench", *flags], list(ACTIONS), ["resnet50"]), SCENARIOS)
+
+    assert scenarios() == SCENARIOS                                        # all, by default
+    assert Scenario.Server not in scenarios("--scenarios=offline,singlestream")
+    assert Scenario.Offline in scenarios("--scenarios=server") and Scenario.Server in scenarios("--scenarios=server")

@@ -133,6 +133,26 @@ def _run(engine: Path, batch: np.ndarray) -> np.ndarray:
         return backend.infer({"input": batch})[0]
 
 
+def test_a_configs_inter_op_threads_and_spinning_reach_the_onnxruntime_session(paths: Paths) -> None:
+    from code.common.backends import runtime_options
+    from code.common.engines.onnxruntime_session import ALLOW_SPINNING
+
+    engine = build_engine(_config(), SYSTEM, paths, FakeBenchmark(), lambda line: None).path
+    batch = FakeBenchmark().data[:2]
+    options = runtime_options({"intra_op_threads": 2, "inter_op_threads": 2, "intra_op_spinning": False})
+    assert options == {"inter_op_threads": 2, "intra_op_spinning": False}
+    with create_backend(engine, backend="onnxruntime", input_names=["input"], threads=2, options=options) as backend:
+        session = backend._session.get_session_options()
+        assert session.inter_op_num_threads == 2 and session.get_session_config_entry(ALLOW_SPINNING) == "0"
+        assert str(session.execution_mode).endswith("ORT_PARALLEL")
+        np.testing.assert_allclose(backend.infer({"input": batch})[0], _run(engine, batch), atol=1e-5, rtol=1e-5)
+    # ORT's defaults where a config sets neither (a TensorRT config has neither field).
+    with create_backend(engine, backend="onnxruntime", input_names=["input"], threads=1,
+                        options=runtime_options({"backend": "tensorrt"})) as backend:
+        session = backend._session.get_session_options()
+        assert session.inter_op_num_threads == 1 and session.get_session_config_entry(ALLOW_SPINNING) == "1"
+
+
 def test_fp32_build_then_no_op(paths: Paths) -> None:
     messages: list[str] = []
     bench = FakeBenchmark()

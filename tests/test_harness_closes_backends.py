@@ -79,9 +79,11 @@ def _run(spec: RunSpec) -> HarnessRun:
 @pytest.fixture
 def made(monkeypatch):
     """The backends the harness makes: a list, and a way to decide how each is made."""
-    state = SimpleNamespace(backends=[], closed=[], fail_at=None, fail_infer=False, parallel_calls=1, devices=None)
+    state = SimpleNamespace(backends=[], closed=[], fail_at=None, fail_infer=False, parallel_calls=1, devices=None,
+                            options=[])
 
-    def create_backend(engine, *, backend, input_names, threads, device, instance):
+    def create_backend(engine, *, backend, input_names, threads, device, instance, options=None):
+        state.options.append(options)
         if instance == state.fail_at:
             raise UserError(f"instance {instance} could not be made")
         made = RecordingBackend(instance, state.closed, state.parallel_calls, state.fail_infer)

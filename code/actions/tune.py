@@ -11,15 +11,19 @@ It holds the same locks as find_peak, for the same reasons.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 from typing import Any
 
+from ..common.benchmark_api import get_benchmark
 from ..common.constants import Scenario
 from ..common.fields import FIELDS
 from ..common.harness.plan import format_duration
-from ..common.paths import shown_path
+from ..common.fileio import write_atomically
+from ..common.paths import TUNED_LAYOUT, shown_path
 from ..common.tuning.config_edit import TUNE_MARKER, literal
-from ..common.tuning.layouts import Judge, Judged, Layout, knobs, planned_trials, starting_layout, tune
+from ..common.tuning.layouts import (Judge, Judged, Layout, knobs, planned_trials, server_failure, starting_layout,
+                                     tune)
 from ..common.tuning.search import ConfirmResult, Outcome, confirm, round_sig
 from ..common.tuning.trial_book import RECORD, TrialBook
 from ..common.tuning.trials import SEARCHED_FIELD, SHORT_SECONDS
@@ -60,7 +64,8 @@ class Tune(FindPeak):
         kind = FIELDS[field].type
         plan = strategy(scenario, lambda line: ctx.log("  " + line))
         start = starting_layout(config, scenario, backend, cores)
-        stages = knobs(scenario, backend, cores, int(config.get("multi_stream_samples_per_query") or 8))
+        max_batch = get_benchmark(benchmark).models[config["model"]].max_batch_size   # yolo: one image a call
+        stages = knobs(scenario, backend, cores, int(config.get("multi_stream_samples_per_query") or 8), max_batch)
         folder = ctx.paths.tune_dir(ctx.system.system_id, benchmark, scenario)
         book = TrialBook(folder)
         engine = {k: config[k] for k in ENGINE_FIELDS if k in config.values}
@@ -96,8 +101,9 @@ class Tune(FindPeak):
         judge = Judge(scenario, float(config[field]), lambda line: ctx.log("  " + line), plan.unit)
         result = tune(lambda layout, value: measure(layout, value, True), start, stages, judge, ctx.log)
         if result.best is None:
+            why = server_failure(result.judged, plan.unit) if scenario.server_like else ""
             return Found(benchmark, scenario, field, None, "nothing written: no layout completed a short run that "
-                         "LoadGen's verdict accepts (see the trials above)")
+                         "LoadGen's verdict accepts (see the trials above)" + (f"; {why}" if why else ""))
         best = result.best
         value = _searched_value(scenario, best, kind)
         ctx.log(f"  best: {best.layout.describe()} ({len(result.judged)} layouts judged, {book.reused} run(s) "
@@ -114,6 +120,7 @@ class Tune(FindPeak):
         comment = tune_provenance(ctx, scenario, best, len(result.judged), confirmed, folder)
         for line in write_values(ctx, target, benchmark, scenario, values, comment, marker=TUNE_MARKER):
             ctx.log(f"  {line}")
+        write_tuned_layout(ctx, folder, values, engine, best, len(result.judged), confirmed)
         return Found(benchmark, scenario, field, confirmed.value,
                      f"{written}; written to {shown_path(target.path, ctx.paths.repo)} (class {target.class_name})")
 
@@ -124,6 +131,25 @@ def _searched_value(scenario: Scenario, best: Judged, kind) -> float:
     if scenario is Scenario.Offline or scenario.server_like:
         return float(best.value)
     return kind(round_sig(best.value))
+
+
+def write_tuned_layout(ctx, folder: Path, values: dict[str, Any], engine: dict[str, Any], best: Judged,
+                       judged: int, confirmed: ConfirmResult) -> Path:
+    """paths.TUNED_LAYOUT in the tune folder: the layout written, the short run that chose it and the full-length
+    run that confirmed it. Each run whose fields hold this layout carries it in its record (metadata.json's
+    config.tuned_layout), and make report shows it."""
+    repo = ctx.paths.repo
+    last = confirmed.steps[-1].outcome
+
+    def run(outcome) -> dict[str, Any]:
+        return {"figure": outcome.describe(), "throughput": outcome.throughput, "latency_ns": outcome.latency_ns,
+                "percentile": outcome.percentile, "run_dir": shown_path(Path(outcome.run_dir), repo)}
+
+    record = {"tuned": dt.datetime.now().astimezone().isoformat(timespec="seconds"), "layout": values,
+              "engine": engine, "layouts_judged": judged,
+              "short_run": run(best.outcome) if best.outcome is not None else {},
+              "confirmed": {**run(last), "valid": last.valid}}
+    return write_atomically(folder / TUNED_LAYOUT, json.dumps(record, indent=1, default=str) + "\n")
 
 
 def tune_provenance(ctx, scenario: Scenario, best: Judged, judged: int, confirmed: ConfirmResult,

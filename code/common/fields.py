@@ -150,6 +150,13 @@ _CORE: Mapping[str, Field] = _fields(
           backends=frozenset({"tensorrt"})),
     Field("intra_op_threads", int, 0, "Threads per backend instance (0: cores divided by instances).",
           backends=frozenset({"onnxruntime"}), minimum=0, maximum=4096),
+    Field("inter_op_threads", int, 1, "ONNX Runtime: threads that run independent operators of one call at once "
+          "(1: operators one after another, ORT's sequential mode; more: its parallel mode). Pays only for graphs with "
+          "parallel branches and spare cores.", backends=frozenset({"onnxruntime"}), minimum=1, maximum=4096),
+    Field("intra_op_spinning", bool, True, "ONNX Runtime: intra-op threads spin between operators instead of "
+          "sleeping (ORT's session.intra_op.allow_spinning). Spinning saves a wake-up per operator when the cores "
+          "are free, but burns them between calls, against other instances and LoadGen's threads.",
+          backends=frozenset({"onnxruntime"})),
     Field("workspace_size", int, 4 << 30, "Scratch memory TensorRT's builder may use (bytes).",
           backends=frozenset({"tensorrt"}), minimum=1 << 20, maximum=1 << 40),
     # Generation (the LLM benchmarks)

@@ -46,6 +46,7 @@ ACCURACY_DIR = "accuracy"
 COMPLIANCE_RUNS = "runs"               # a compliance test's every attempt, beside the verdict laid out from one
 COMPLIANCE_DIRS = "TEST*"              # the compliance tests' folders beside them, as a glob pattern
 MEASUREMENTS_JSON = "measurements.json"
+TUNED_LAYOUT = "tuned_layout.json"     # make tune's layout and its measurement, in the tune folder (first_run.py)
 README = "README.md"
 # A compliance test's folder: its verdicts, and TEST01's Part III scores of the accuracy logs (in accuracy/).
 VERIFY_PERFORMANCE, VERIFY_ACCURACY = "verify_performance.txt", "verify_accuracy.txt"

@@ -53,7 +53,8 @@ def providers_for(device: str) -> list[str]:
 
 
 class OnnxRuntimeBackend(Backend):
-    def __init__(self, engine_path: Path, *, input_names: Sequence[str], threads: int, device: str = "cpu") -> None:
+    def __init__(self, engine_path: Path, *, input_names: Sequence[str], threads: int, device: str = "cpu",
+                 inter_op_threads: int = 1, spinning: bool = True) -> None:
         import onnxruntime as ort
 
         engine_path = Path(engine_path)
@@ -62,7 +63,8 @@ class OnnxRuntimeBackend(Backend):
                             exit_code=EXIT_FAILURE)
         self.device = device
         self._session: ort.InferenceSession | None = ort.InferenceSession(
-            str(engine_path), session_options(threads), providers=providers_for(device))
+            str(engine_path), session_options(threads, inter_op_threads=inter_op_threads, spinning=spinning),
+            providers=providers_for(device))
         inputs = [i.name for i in self._session.get_inputs()]
         if sorted(inputs) != sorted(input_names):
             raise UserError(f"{engine_path} has input(s) {', '.join(inputs)}, not {', '.join(input_names)}: the "

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from .base import Backend
 from .registry import BuildRequest, Hardware
@@ -65,10 +65,14 @@ class OnnxRuntimePlugin:
                                   providers_for(request.hardware.device), request.calibration_cache)
 
     def create_backend(self, engine: Path, *, input_names: Sequence[str], threads: int, device: str,
-                       instance: int = 0) -> Backend:
+                       instance: int = 0, options: Mapping[str, Any] | None = None) -> Backend:
+        """`options`: inter_op_threads and intra_op_spinning where the config sets them (ORT's defaults else)."""
         from .onnxruntime_backend import OnnxRuntimeBackend
 
-        return OnnxRuntimeBackend(Path(engine), input_names=input_names, threads=threads, device=device)
+        options = options or {}
+        return OnnxRuntimeBackend(Path(engine), input_names=input_names, threads=threads, device=device,
+                                  inter_op_threads=int(options.get("inter_op_threads", 1)),
+                                  spinning=bool(options.get("intra_op_spinning", True)))
 
     def create_decoder(self, engine: Path, *, threads: int, device: str, max_batch: int,
                        instance: int = 0) -> "Decoder":

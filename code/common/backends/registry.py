@@ -84,7 +84,9 @@ class BackendPlugin(Protocol):
 
     def create_backend(self, engine: Path, *, input_names: Sequence[str], threads: int, device: str,
                        instance: int = 0) -> "Backend":
-        """Load `engine` for one backend instance (the `instance`-th of a run), fed the model's inputs by name."""
+        """Load `engine` for one backend instance (the `instance`-th of a run), fed the model's inputs by name. A
+        plug-in whose backend declares fields of its own in fields.py (backends=...) and listed in
+        backends.RUNTIME_FIELDS also takes `options`, those of them the config sets."""
 
     def create_decoder(self, engine: Path, *, threads: int, device: str, max_batch: int,
                        instance: int = 0) -> "Decoder":

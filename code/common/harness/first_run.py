@@ -22,8 +22,10 @@ command line (`--offline_expected_qps=90000` accepts NVIDIA's figure knowingly) 
 from __future__ import annotations
 
 import inspect
+import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Mapping
 
 from ..constants import Scenario, TestMode
 
@@ -98,9 +100,27 @@ def origin_of(config_class: type, field: str, source: str) -> str:
 # -- the engine layout: tuned on this system or not ---------------------------------------------------------------
 # The fields make tune chooses. A run whose layout is still a shipped config's (set by no custom.py class and not
 # typed) runs as configured, and its plan says so with the command that measures one.
-LAYOUT_FIELDS = ("batch_size", "instances", "intra_op_threads", "server_batch_timeout_us")
+LAYOUT_FIELDS = ("batch_size", "instances", "intra_op_threads", "server_batch_timeout_us", "intra_op_spinning",
+                 "inter_op_threads")
 TUNED_BACKENDS = ("onnxruntime", "tensorrt")
 TUNED_SCENARIOS = (Scenario.Offline, Scenario.Server, Scenario.SingleStream, Scenario.MultiStream)
+
+
+def tuned_layout(tune_folder: Path, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """make tune's record of the layout it wrote for one benchmark and scenario (paths.TUNED_LAYOUT in
+    `tune_folder`: the layout, the short runs that chose it and the full-length run that confirmed it), when the
+    run's `fields` hold that layout on the same engine; else empty (never tuned, tuned for another layout, or a
+    record that does not read)."""
+    from ..paths import TUNED_LAYOUT
+
+    try:
+        record = json.loads((Path(tune_folder) / TUNED_LAYOUT).read_text())
+        layout, engine = dict(record["layout"]), dict(record.get("engine") or {})
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    same = all(fields.get(name) == value for name, value in {**layout, **engine}.items() if name in LAYOUT_FIELDS
+               or name in engine)
+    return record if same else {}
 
 
 def set_in_custom_config(config_class: type, field: str) -> bool:

@@ -49,13 +49,19 @@ ACCURACY_ENTRY_BYTES = 44
 ACCURACY_LOG_FRAME_BYTES = 4     # "[", "]" and line breaks around the entries
 # Config fields that change the speed of a test: an earlier run is its measurement only when they all agree.
 SPEED_FIELDS = ("model", "backend", "harness_impl", "precision", "batch_size", "instances", "intra_op_threads",
-                "start_from_device", "multi_stream_samples_per_query", "max_input_tokens", "max_output_tokens",
-                "prefill_batch", "prefill_chunk_tokens")
+                "intra_op_spinning", "inter_op_threads", "start_from_device", "multi_stream_samples_per_query",
+                "max_input_tokens", "max_output_tokens", "prefill_batch", "prefill_chunk_tokens")
+# Speed fields a record may lack (made before they existed, or of a backend without them): the value it ran with.
+SPEED_FIELD_DEFAULTS = {"intra_op_spinning": True, "inter_op_threads": 1}
 TOKENS_PER_S = "tokens/s"          # the unit of an LLM's Offline and Server figure
 OUTPUT_TOKENS_FIELD = "max_output_tokens"   # the tokens a sample generates at most
 # The keys of user.conf and audit.config that size a test (LoadGen's names, after `<model>.<Scenario>.`).
 SIZING_KEYS = ("target_qps", "target_latency", "min_duration", "min_query_count", "samples_per_query",
                "performance_issue_unique")
+
+
+def _speed_value(fields: Mapping[str, Any], name: str) -> Any:
+    return fields.get(name, SPEED_FIELD_DEFAULTS.get(name))
 
 
 def find_measurement(runs: Sequence[EarlierRun], system_id: str, benchmark: str, scenario: Scenario,
@@ -65,7 +71,7 @@ def find_measurement(runs: Sequence[EarlierRun], system_id: str, benchmark: str,
     same = [r for r in runs if r.status == COMPLETED and r.test_mode == TestMode.PerformanceOnly.value
             and r.audit_test is None and r.purpose == "submission" and r.system_id == system_id
             and r.benchmark == benchmark and r.scenario == scenario.value and (r.metric or 0) > 0
-            and all(r.fields.get(name) == fields.get(name) for name in SPEED_FIELDS)]
+            and all(_speed_value(r.fields, name) == _speed_value(fields, name) for name in SPEED_FIELDS)]
     return max(same, key=lambda r: r.finished, default=None)
 
 

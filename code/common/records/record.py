@@ -50,6 +50,9 @@ class ConfigRecord:
     # The benchmark's own defaults for the test's kind of run (the reference's values; config_registry): records
     # written before they were kept have none.
     benchmark_defaults: Mapping[str, Any] = field(default_factory=dict)
+    # make tune's record of the layout the test ran (harness/first_run.tuned_layout): the layout, the short runs
+    # that chose it and the full-length run that confirmed it; empty for a layout not tuned on this system.
+    tuned_layout: Mapping[str, Any] = field(default_factory=dict)
 
     def given(self) -> dict[str, Any]:
         """The fields the invocation set (typed, or filled in by the toolkit): what repeats the config."""

@@ -13,7 +13,7 @@ from typing import Any, Iterable, Mapping
 
 from .collect import Latencies, ReportRow
 from ..paths import shown_path
-from .text import NONE, figure_text, headline, number, plural, ratio_text, target_text
+from .text import NONE, figure_text, headline, layout_text, number, plural, ratio_text, target_text
 
 
 @dataclass(frozen=True)
@@ -115,6 +115,9 @@ def _facts(test: TestView, repo: Path) -> str:
     facts.append(("target", esc(target_text(row)) + (f": {esc(comparison)}" if comparison else "")))
     if test.bound_ms is not None:
         facts.append(("latency bound", esc(f"{number(test.bound_ms)} ms")))
+    layout = layout_text(row)
+    if layout and not row.is_accuracy:
+        facts.append(("layout", esc(layout)))
     facts += [("verdict", _verdict(row)), ("status", esc(row.status)),
               ("model, data set", esc(f"{row.model}, {row.dataset}")),
               ("started", esc(row.started.isoformat(timespec="seconds"))),

@@ -1,6 +1,7 @@
 """How figures and targets read in the console table and the HTML page (plain text, not escaped)."""
 from __future__ import annotations
 
+from ..harness.first_run import LAYOUT_FIELDS
 from .collect import Figure, ReportRow, target
 
 NONE = "-"
@@ -49,3 +50,18 @@ def ratio_text(row: ReportRow) -> str:
 
 def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def layout_text(row: ReportRow) -> str:
+    """The engine layout the run had (batch size, instances, threads, window) and, where make tune chose it, the
+    measurement behind it; empty for a run without layout fields (an LLM's, a served one's)."""
+    shown = ", ".join(f"{name}={row.fields[name]}" for name in LAYOUT_FIELDS if name in row.fields)
+    if not shown:
+        return ""
+    tuned = row.tuned_layout
+    if not tuned:
+        return f"{shown} (as configured; not tuned on this system)"
+    short, confirmed = tuned.get("short_run") or {}, tuned.get("confirmed") or {}
+    return (f"{shown} (make tune, {tuned.get('tuned', '?')}: the best of {tuned.get('layouts_judged', '?')} layouts "
+            f"in short runs, {short.get('figure') or NONE}; confirmed VALID at full length, "
+            f"{confirmed.get('figure') or NONE}, in {confirmed.get('run_dir') or NONE})")

@@ -13,12 +13,15 @@ TUNE_MARKER = "# Tuned by make tune"
 _MARKERS = (MARKER, TUNE_MARKER)
 
 
-def literal(value: float | int) -> str:
-    """How a value is written: integers with underscores (3_520_000), floats as Python reads them back."""
-    return f"{value:_}" if isinstance(value, int) and not isinstance(value, bool) else repr(float(value))
+def literal(value: float | int | bool) -> str:
+    """How a value is written: True / False, integers with underscores (3_520_000), floats as Python reads them
+    back."""
+    if isinstance(value, bool):
+        return repr(value)
+    return f"{value:_}" if isinstance(value, int) else repr(float(value))
 
 
-def set_class_field(source: str, class_name: str, name: str, value: float | int, comment: list[str],
+def set_class_field(source: str, class_name: str, name: str, value: float | int | bool, comment: list[str],
                     marker: str = MARKER) -> str:
     """`source` with `name = value` in class `class_name`, preceded by `comment` (lines without the `# `);
     the first comment line should start after `marker`'s words, e.g. 'on 2026-01-01 12:00: ...'."""

@@ -50,7 +50,7 @@ def backend_instances(run: HarnessRun, log=None) -> BackendInstances:
     made is closed again when making or warming up one fails."""
     import sys
 
-    from ...backends import create_backend, get_plugin, threads_per_instance
+    from ...backends import create_backend, get_plugin, runtime_options, threads_per_instance
     from ...backends.registry import instance_count
     from ...constants import Scenario
     from ...engines.input_samples import engine_inputs
@@ -75,7 +75,8 @@ def backend_instances(run: HarnessRun, log=None) -> BackendInstances:
         for index in range(count):
             made.backends.append(create_backend(Path(spec.engine), backend=fields["backend"],
                                                 input_names=[i.name for i in inputs], threads=threads,
-                                                device=spec.engine_manifest.get("device", "cpu"), instance=index))
+                                                device=spec.engine_manifest.get("device", "cpu"), instance=index,
+                                                options=runtime_options(fields)))
         if fields.get("start_from_device"):
             for backend in made.backends:
                 backend.keep_inputs_on_device()
