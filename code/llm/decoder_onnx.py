@@ -38,15 +38,36 @@ MASK_BIAS = -1e9           # added to the scores of keys a query must not see
 _ALIGN = 4096
 
 
-class _GraphWriter:
-    """Nodes and initializers of the graph being built; large initializers go straight to the data file."""
+class GraphNodes:
+    """Nodes and initializers of a graph being built with onnx's helper API, each node named by its op and number
+    (the whisper graphs are built on it too); `const` is the subclass's: where the initializers' bytes go."""
 
-    def __init__(self, data: BinaryIO, data_name: str) -> None:
+    def __init__(self) -> None:
         self.nodes: list[Any] = []
         self.initializers: list[Any] = []
+        self._count = 0
+
+    def const(self, name: str, array: np.ndarray) -> str:
+        raise NotImplementedError
+
+    def op(self, op_type: str, inputs: list[str], outputs: int | list[str] = 1, **attrs: Any) -> Any:
+        """Add a node; returns its output name (or the list of them when there are several)."""
+        from onnx import helper
+
+        self._count += 1
+        if isinstance(outputs, int):
+            outputs = [f"{op_type.lower()}_{self._count}" + (f"_{k}" if outputs > 1 else "") for k in range(outputs)]
+        self.nodes.append(helper.make_node(op_type, inputs, outputs, name=f"{op_type}_{self._count}", **attrs))
+        return outputs[0] if len(outputs) == 1 else outputs
+
+
+class _GraphWriter(GraphNodes):
+    """The decoder graph being built; large initializers go straight to the data file."""
+
+    def __init__(self, data: BinaryIO, data_name: str) -> None:
+        super().__init__()
         self._data = data
         self._data_name = data_name
-        self._count = 0
 
     def const(self, name: str, array: np.ndarray) -> str:
         from onnx import TensorProto, helper, numpy_helper
@@ -64,16 +85,6 @@ class _GraphWriter:
         tensor.data_location = TensorProto.EXTERNAL
         self.initializers.append(tensor)
         return name
-
-    def op(self, op_type: str, inputs: list[str], outputs: int | list[str] = 1, **attrs: Any) -> Any:
-        """Add a node; returns its output name (or the list of them when there are several)."""
-        from onnx import helper
-
-        self._count += 1
-        if isinstance(outputs, int):
-            outputs = [f"{op_type.lower()}_{self._count}" + (f"_{k}" if outputs > 1 else "") for k in range(outputs)]
-        self.nodes.append(helper.make_node(op_type, inputs, outputs, name=f"{op_type}_{self._count}", **attrs))
-        return outputs[0] if len(outputs) == 1 else outputs
 
 
 def _rms_norm(g: _GraphWriter, x: str, weight: str, eps: str) -> str:

@@ -17,7 +17,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
@@ -126,20 +126,27 @@ def read_safetensors_header(path: Path) -> dict[str, Any]:
 
 
 def write_folder(weights: DecoderWeights, tokenizer: TextTokenizer, folder: Path) -> Path:
-    """Write the whole folder into a fresh temporary folder beside `folder`, then put it in place (an existing
-    `folder` is replaced): a folder is never seen half written."""
+    """The decoder's Hugging Face folder: fp32 safetensors, config, generation config, tokenizer (write_files)."""
+    tensors = dict(weights.tensors)
+    if weights.config.tie_embeddings:
+        tensors.pop("lm_head.weight", None)
+    return write_files(folder, tensors, ((CONFIG_FILE, hf_config(weights, tokenizer)),
+                                         (GENERATION_CONFIG_FILE, generation_config(tokenizer)),
+                                         (TOKENIZER_CONFIG_FILE,
+                                          tokenizer_config(tokenizer, weights.config.max_positions))), tokenizer)
+
+
+def write_files(folder: Path, tensors: Mapping[str, np.ndarray], configs: Iterable[tuple[str, Any]],
+                tokenizer: TextTokenizer) -> Path:
+    """Write a Hugging Face folder (the weights, each (file name, JSON body) of `configs`, tokenizer.json) into a
+    fresh temporary folder beside `folder`, then put it in place (an existing `folder` is replaced): a folder is
+    never seen half written."""
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
-        max_positions = weights.config.max_positions
-        tensors = dict(weights.tensors)
-        if weights.config.tie_embeddings:
-            tensors.pop("lm_head.weight", None)
         write_safetensors(work / WEIGHTS_FILE, tensors)
-        for name, body in ((CONFIG_FILE, hf_config(weights, tokenizer)),
-                           (GENERATION_CONFIG_FILE, generation_config(tokenizer)),
-                           (TOKENIZER_CONFIG_FILE, tokenizer_config(tokenizer, max_positions))):
+        for name, body in configs:
             (work / name).write_text(json.dumps(body, indent=2) + "\n")
         (work / TOKENIZER_FILE).write_text(tokenizer.to_json())
         if folder.exists():

@@ -19,10 +19,6 @@ in the prompt, where vLLM puts the visual tokens in its place.
 """
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +26,7 @@ import numpy as np
 
 from .decoder_config import DecoderWeights
 from .hf_folder import (CONFIG_FILE, GENERATION_CONFIG_FILE, TOKENIZER_CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE,
-                        hf_config, tokenizer_config, write_safetensors)
+                        hf_config, tokenizer_config, write_files)
 from .tokenizer import TextTokenizer
 from .vision_tower import TowerConfig, tower_tensors
 
@@ -144,26 +140,13 @@ def generation_config(tokenizer: TextTokenizer, sampling: dict[str, Any]) -> dic
 
 def write_vlm_folder(weights: DecoderWeights, text: TextTokenizer, folder: Path, sampling: dict[str, Any],
                      tower: TowerConfig = TowerConfig()) -> Path:
-    """Write the whole folder into a fresh temporary folder beside `folder`, then put it in place (an existing
-    `folder` is replaced): a folder is never seen half written."""
+    """The whole folder, written as hf_folder.write_files writes one (never seen half written)."""
     tokenizer = vision_tokenizer(text)
-    folder = Path(folder)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-    try:
-        tensors = text_tensors(weights, text, tokenizer.vocab_size)
-        tensors.update(tower_tensors(tower, weights.config.hidden_size))
-        write_safetensors(work / WEIGHTS_FILE, tensors)
-        for name, body in ((CONFIG_FILE, vlm_config(weights, tokenizer, tower)),
-                           (GENERATION_CONFIG_FILE, generation_config(tokenizer, sampling)),
-                           (TOKENIZER_CONFIG_FILE, tokenizer_config(tokenizer, weights.config.max_positions)),
-                           (PREPROCESSOR_CONFIG_FILE, preprocessor_config(tower)),
-                           (PROCESSOR_CONFIG_FILE, processor_config(tower))):
-            (work / name).write_text(json.dumps(body, indent=2) + "\n")
-        (work / TOKENIZER_FILE).write_text(tokenizer.to_json())
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(work, folder)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return folder
+    tensors = text_tensors(weights, text, tokenizer.vocab_size)
+    tensors.update(tower_tensors(tower, weights.config.hidden_size))
+    return write_files(folder, tensors, ((CONFIG_FILE, vlm_config(weights, tokenizer, tower)),
+                                         (GENERATION_CONFIG_FILE, generation_config(tokenizer, sampling)),
+                                         (TOKENIZER_CONFIG_FILE,
+                                          tokenizer_config(tokenizer, weights.config.max_positions)),
+                                         (PREPROCESSOR_CONFIG_FILE, preprocessor_config(tower)),
+                                         (PROCESSOR_CONFIG_FILE, processor_config(tower))), tokenizer)

@@ -37,6 +37,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..common.fileio import write_atomically
+from ..llm.decoder_onnx import GraphNodes
 from .ct2_weights import Ct2Model, WhisperFolder, read_whisper_folder
 
 ENCODER_FILE = "encoder.onnx"
@@ -88,29 +89,14 @@ class GraphShape:
                    vocab_size=int(embed.shape[0]))
 
 
-class _Graph:
-    """Nodes and initializers of the graph being built (in memory: a Whisper graph fits one protobuf)."""
-
-    def __init__(self) -> None:
-        self.nodes: list[Any] = []
-        self.initializers: list[Any] = []
-        self._count = 0
+class _Graph(GraphNodes):
+    """The graph being built (in memory: a Whisper graph fits one protobuf)."""
 
     def const(self, name: str, array: np.ndarray) -> str:
         from onnx import numpy_helper
 
         self.initializers.append(numpy_helper.from_array(np.asarray(array, order="C"), name))
         return name
-
-    def op(self, op_type: str, inputs: list[str], outputs: int | list[str] = 1, **attrs: Any) -> Any:
-        """Add a node; returns its output name (or the list of them when there are several)."""
-        from onnx import helper
-
-        self._count += 1
-        if isinstance(outputs, int):
-            outputs = [f"{op_type.lower()}_{self._count}" + (f"_{k}" if outputs > 1 else "") for k in range(outputs)]
-        self.nodes.append(helper.make_node(op_type, inputs, outputs, name=f"{op_type}_{self._count}", **attrs))
-        return outputs[0] if len(outputs) == 1 else outputs
 
     # -- the blocks both graphs use -------------------------------------------------------------------
     def layer_norm(self, x: str, m: Ct2Model, scope: str) -> str:
