@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -29,7 +27,7 @@ import numpy as np
 
 from ..common.decoder_graph import (ATTENTION_MASK, INPUT_IDS, LOGITS, NEXT_TOKEN, PAST_KEY, PAST_VALUE,
                                      POSITION_IDS, PRESENT_KEY, PRESENT_VALUE, ROPE_COS)
-from ..common.fileio import external_data
+from ..common.fileio import atomic_dir, external_data
 from .decoder_config import DecoderWeights, rope_tables
 
 MODEL_FILE = "decoder.onnx"
@@ -220,10 +218,7 @@ def build_decoder(weights: DecoderWeights, out_dir: Path, *, max_positions: int 
     c = weights.config
     out_dir = Path(out_dir)
     positions = int(max_positions or c.max_positions)
-    work = out_dir.with_name(f".{out_dir.name}.{os.getpid()}.tmp")
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    try:
+    with atomic_dir(out_dir) as work:
         graph_file = work / MODEL_FILE
         data_name = external_data(graph_file).name
         with open(work / data_name, "wb") as data:
@@ -237,17 +232,7 @@ def build_decoder(weights: DecoderWeights, out_dir: Path, *, max_positions: int 
                                        "max_positions": str(positions)})
         onnx.save_model(model, str(graph_file))
         onnx.checker.check_model(str(graph_file))
-        _swap_in(work, out_dir)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
     return out_dir / MODEL_FILE
 
 
-def _swap_in(work: Path, out_dir: Path) -> None:
-    old = out_dir.with_name(f".{out_dir.name}.{os.getpid()}.old")
-    if out_dir.exists():
-        os.replace(out_dir, old)
-    os.replace(work, out_dir)
-    shutil.rmtree(old, ignore_errors=True)
 

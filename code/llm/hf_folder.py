@@ -13,14 +13,12 @@ header; padded with spaces to a multiple of 8 bytes), then the raw little-endian
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from ..common.fileio import atomic_dir
 from .decoder_config import DecoderWeights
 from .tokenizer import TextTokenizer
 
@@ -138,20 +136,11 @@ def write_folder(weights: DecoderWeights, tokenizer: TextTokenizer, folder: Path
 
 def write_files(folder: Path, tensors: Mapping[str, np.ndarray], configs: Iterable[tuple[str, Any]],
                 tokenizer: TextTokenizer) -> Path:
-    """Write a Hugging Face folder (the weights, each (file name, JSON body) of `configs`, tokenizer.json) into a
-    fresh temporary folder beside `folder`, then put it in place (an existing `folder` is replaced): a folder is
-    never seen half written."""
-    folder = Path(folder)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-    try:
+    """Write a Hugging Face folder (the weights, each (file name, JSON body) of `configs`, tokenizer.json) whole or
+    not at all (fileio.atomic_dir: an existing `folder` is replaced; a failure leaves it as it was)."""
+    with atomic_dir(folder) as work:
         write_safetensors(work / WEIGHTS_FILE, tensors)
         for name, body in configs:
             (work / name).write_text(json.dumps(body, indent=2) + "\n")
         (work / TOKENIZER_FILE).write_text(tokenizer.to_json())
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(work, folder)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return folder
+    return Path(folder)

@@ -28,15 +28,13 @@ swapped in as a whole, with `source.json` naming the model.bin digest and this w
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from ..common.fileio import write_atomically
+from ..common.fileio import atomic_dir, write_atomically
 from ..llm.decoder_onnx import GraphNodes
 from .ct2_weights import Ct2Model, WhisperFolder, read_whisper_folder
 
@@ -289,10 +287,7 @@ def build_graphs(weights: WhisperFolder, out_dir: Path) -> Path:
     out_dir = Path(out_dir)
     shape = GraphShape.of(weights)
     props = {"whisper_shape": json.dumps(shape.__dict__), "source_sha256": weights.digest}
-    work = out_dir.with_name(f".{out_dir.name}.{os.getpid()}.tmp")
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    try:
+    with atomic_dir(out_dir) as work:
         graph, inputs, outputs = _write_encoder(weights, shape)
         _save(graph, "whisper_encoder", inputs, outputs, work / ENCODER_FILE, props)
         del graph
@@ -300,19 +295,7 @@ def build_graphs(weights: WhisperFolder, out_dir: Path) -> Path:
         _save(graph, "whisper_decoder", inputs, outputs, work / DECODER_FILE, props)
         del graph
         write_atomically(work / STAMP_FILE, stamp_text(weights.digest, shape))
-        _swap_in(work, out_dir)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
     return out_dir
-
-
-def _swap_in(work: Path, out_dir: Path) -> None:
-    old = out_dir.with_name(f".{out_dir.name}.{os.getpid()}.old")
-    if out_dir.exists():
-        os.replace(out_dir, old)
-    os.replace(work, out_dir)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def current_shape(out_dir: Path, digest: str) -> GraphShape | None:
