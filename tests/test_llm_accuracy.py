@@ -325,6 +325,7 @@ def test_a_closed_division_accuracy_log_is_decoded_as_evaluation_decodes_it(tmp_
     from tests.test_llm_decoder import (CLEANED, SPACED, TINY, RopeScaling, random_weights, tiny_tokenizer_json,
                                         write_checkpoint)
 
+    _need(SHARED / "data" / "cnndm_sample" / "cnndm_test_250.json")
     paths = _paths(tmp_path)
     download_data("cnndm_sample", paths, print)
     folder = paths.model_dir(BENCHMARK.name) / "Llama-3.1-8B-Instruct"

@@ -31,11 +31,15 @@ RULES = get_round()
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
-def _rows(name: str, relative: str) -> list[dict]:
+def _shared(name: str, relative: str) -> Path:
     path = SHARED / "data" / relative
     if not path.is_file():
         pytest.skip(f"{path} is absent: the shared {name} sample lives beside the repository")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return path
+
+
+def _rows(name: str, relative: str) -> list[dict]:
+    return [json.loads(line) for line in _shared(name, relative).read_text().splitlines() if line.strip()]
 
 
 def _accuracy_log(path: Path, responses: dict[int, list[int]]) -> Path:
@@ -98,6 +102,7 @@ def test_the_deepseek_sample_keeps_its_sub_data_sets_and_ground_truths(tmp_path:
 
 # -- prompts ------------------------------------------------------------------------------------------------------
 def test_the_closed_model_gets_the_official_token_ids_without_a_checkpoint(tmp_path: Path):
+    _shared("openorca", "openorca_sample/open_orca_llama2_40.jsonl")
     paths = Paths.create(scratch=tmp_path)
     LLAMA2.download_data("openorca_sample", paths, print)
     prompts = LLAMA2.preprocess("llama2-70b-chat", "openorca_sample", paths, print)
@@ -112,6 +117,7 @@ def test_the_closed_model_gets_the_official_token_ids_without_a_checkpoint(tmp_p
 
 
 def test_gpt_oss_needs_the_harmony_token_ids_for_its_closed_model(tmp_path: Path):
+    _shared("gpt-oss-120b", "gpt_oss_120b_sample/gpt_oss_120b_acc_sample.jsonl")
     paths = Paths.create(scratch=tmp_path)
     GPT_OSS.download_data("gpt_oss_sample", paths, print)
     with pytest.raises(UserError, match="Harmony conversations.*input_tokens"):
@@ -183,6 +189,7 @@ def test_a_data_set_file_edited_after_preprocess_data_is_refused_for_runs_and_sc
 
 
 def test_a_llama2_sample_edited_after_preprocess_data_is_refused(tmp_path: Path):
+    _shared("openorca", "openorca_sample/open_orca_llama2_40.jsonl")
     paths = Paths.create(scratch=tmp_path)
     LLAMA2.download_data("openorca_sample", paths, print)
     LLAMA2.preprocess("llama2-70b-chat", "openorca_sample", paths, print)
