@@ -1,7 +1,7 @@
 """make bench's figures: ratios (latencies inverted so that higher is better), goals and the printed table."""
 import math
 
-from code.actions.bench import percentile_of
+from code.actions.bench_raw import percentile_of
 from code.common.tuning.ratios import Figure, amount, figure_table
 
 

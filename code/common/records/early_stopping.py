@@ -79,3 +79,13 @@ def server_min_queries(percentile: float = 0.99, confidence: float = EARLY_STOPP
     (results.cc: queries_issued >= h + t with t = 0): 459 at the 99th percentile."""
     return _min_passing_h(0, percentile, confidence, tolerance)
 
+
+
+def server_early_stopping_met(queries: int, over_bound: int, percentile: float = 0.99,
+                              confidence: float = EARLY_STOPPING_CONFIDENCE,
+                              tolerance: float = EARLY_STOPPING_TOLERANCE) -> bool:
+    """LoadGen's Server early stopping (results.cc): with `over_bound` of `queries` over the latency bound (t), met
+    when queries >= h + t, h the smallest passing h for that t."""
+    if over_bound < 0 or over_bound > queries:
+        raise ValueError(f"{over_bound} queries over the bound among {queries}")
+    return queries >= _min_passing_h(over_bound, percentile, confidence, tolerance) + over_bound

@@ -1,0 +1,153 @@
+"""The raw engine, without LoadGen or the harness: the baselines of `make bench`'s figures (b), (c), (d) and (e).
+
+Each loop loads the config's own engine with the harness's instances, threads per instance and ONNX Runtime
+settings, feeds it the same preprocessed samples, and postprocesses every batch as the harness does.
+- throughput: batches of one size back to back on every instance (b);
+- latency: one sample after the other, as SingleStream issues them (c);
+- server: the arrivals of a Server run at a target rate, batched as the harness batches, judged as LoadGen judges
+  (tuning/poisson_server.py); `server_peak` searches the highest rate it holds, as (d) and (e) search the harness's.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..common.benchmark_api import get_benchmark
+from ..common.tuning import poisson_server
+from ..common.tuning.search import Outcome, SearchResult, find_highest
+from ..common.tuning.trials import SERVER_SHORT_QUERIES, SHORT_SECONDS
+from ..common.constants import Scenario
+from .base import Context
+
+LATENCY_SECONDS = 5           # each raw SingleStream measurement
+
+
+@dataclass
+class RawEngine:
+    """The config's engine loaded as the harness loads it, and its samples."""
+
+    postprocess: Callable
+    batch: Callable[[np.ndarray], dict]      # sample indices -> the batch of named inputs
+    count: int                               # samples
+    backends: list
+
+    def close(self) -> None:
+        for backend in self.backends:
+            backend.close()
+        self.backends = []
+
+
+def raw_engine(ctx: Context, benchmark_name: str, config) -> RawEngine:
+    from ..common.backends import create_backend, get_plugin, runtime_options, threads_per_instance
+    from ..common.backends.registry import instance_count
+    from ..common.engines.builder import locate_engine
+    from ..common.named_inputs import named_sample, stack_batch
+
+    benchmark = get_benchmark(benchmark_name)
+    engine = locate_engine(config, ctx.system.system_id, ctx.paths, benchmark)
+    samples = benchmark.preprocessed(config["model"], config["dataset"], ctx.paths)
+    instances = instance_count(get_plugin(config["backend"]), int(config["instances"]))   # TensorRT: per GPU
+    threads = threads_per_instance(config, ctx.system.info.cpu.cores)
+    inputs = benchmark.models[config["model"]].inputs
+    backends = [create_backend(engine, backend=config["backend"], input_names=[i.name for i in inputs],
+                               threads=threads, instance=index, options=runtime_options(config))
+                for index in range(instances)]
+
+    def batch(indices) -> dict[str, np.ndarray]:
+        return stack_batch([named_sample(samples.load(int(i)), inputs) for i in indices], inputs)
+    return RawEngine(benchmark.postprocessor(config["model"], samples), batch, len(samples), backends)
+
+
+def throughput(ctx: Context, benchmark_name: str, config, batch_size: int, seconds: float) -> float:
+    """Samples/s of batches of `batch_size` back to back on every instance."""
+    raw = raw_engine(ctx, benchmark_name, config)
+    try:
+        indices = np.arange(batch_size) % raw.count
+        data = raw.batch(indices)
+        for backend in raw.backends:
+            backend.infer(data)   # warm-up
+        done = [0] * len(raw.backends)
+        stop = time.monotonic() + seconds
+
+        def loop(slot: int) -> None:
+            while time.monotonic() < stop:
+                raw.postprocess(raw.backends[slot].infer(data), indices)
+                done[slot] += batch_size
+
+        start = time.monotonic()
+        workers = [threading.Thread(target=loop, args=(i,)) for i in range(len(raw.backends))]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        return sum(done) / (time.monotonic() - start)
+    finally:
+        raw.close()
+
+
+def percentile_of(latencies, percentile: float) -> float:
+    """The percentile as LoadGen takes it (results.cc): the sorted latencies at index count x percentile."""
+    ordered = sorted(latencies)
+    return float(ordered[min(len(ordered) - 1, int(len(ordered) * percentile))])
+
+
+def latency(ctx: Context, benchmark_name: str, config, percentile: float, seconds: float = LATENCY_SECONDS) -> float:
+    """One sample after the other on the first instance (gathered from memory, inferred, postprocessed): the
+    `percentile` of the per-sample latencies, in ms."""
+    raw = raw_engine(ctx, benchmark_name, config)
+    try:
+        backend = raw.backends[0]
+        singles = [raw.batch([index]) for index in range(raw.count)]
+        backend.infer(singles[0])   # warm-up
+        latencies: list[int] = []
+        stop = time.monotonic() + seconds
+        for index in itertools.cycle(range(raw.count)):
+            if time.monotonic() >= stop:
+                break
+            began = time.perf_counter_ns()
+            raw.postprocess(backend.infer(singles[index]), np.array([index]))
+            latencies.append(time.perf_counter_ns() - began)
+        return percentile_of(latencies, percentile) / 1e6
+    finally:
+        raw.close()
+
+
+def server_run(raw: RawEngine, rate: float, batch_size: int, window_us: int, bound_ms: float,
+               seconds: float = SHORT_SECONDS[Scenario.Server], min_queries: int = SERVER_SHORT_QUERIES) -> Outcome:
+    """One Server run of the raw engine at `rate` per second, as long as the harness's short Server runs."""
+    schedule = poisson_server.arrivals(rate, seconds, min_queries)
+    samples = np.arange(len(schedule)) % raw.count
+
+    def instance(backend) -> poisson_server.BatchCall:
+        def call(numbers: np.ndarray) -> None:
+            indices = samples[numbers]
+            raw.postprocess(backend.infer(raw.batch(indices)), indices)
+        return call
+
+    latencies = poisson_server.serve(schedule, [instance(b) for b in raw.backends], batch_size, window_us * 1000)
+    verdict = poisson_server.judge(latencies, schedule, bound_ms * 1e6)
+    return verdict.outcome(bound_ms * 1e6, float(latencies.mean()))
+
+
+def server_peak(ctx: Context, benchmark_name: str, config, start: float, ceiling: float, max_trials: int,
+                tolerance: float) -> SearchResult:
+    """The highest rate the raw engine holds at the Server latency bound, with the config's layout (instances,
+    threads, largest batch, batching window), searched as the harness's Server figure is."""
+    bound_ms = ctx.rules.benchmark(benchmark_name).server_latency_ms
+    raw = raw_engine(ctx, benchmark_name, config)
+    try:
+        batch_size, window_us = int(config["batch_size"]), int(config.get("server_batch_timeout_us") or 0)
+        for backend in raw.backends:     # every batch size a Server batch may take, once, as the harness warms up
+            for size in range(1, min(batch_size, 16) + 1):
+                backend.infer(raw.batch(np.arange(size) % raw.count))
+        ctx.log(f"Server, raw engine: highest rate that holds p99 <= {bound_ms:g} ms, from {start:g} QPS")
+        return find_highest(lambda rate: server_run(raw, rate, batch_size, window_us, bound_ms), start,
+                            tolerance=tolerance, latency_margin=0.0, ceiling=ceiling, floor=start / 16,
+                            max_trials=max_trials, unit=lambda v: f"{v:g} QPS", log=ctx.log)
+    finally:
+        raw.close()
