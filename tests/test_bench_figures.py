@@ -1,6 +1,8 @@
 """make bench's figures: ratios (latencies inverted so that higher is better), goals and the printed table."""
 import math
 
+import pytest
+
 from code.actions.bench_raw import percentile_of
 from code.common.tuning.ratios import Figure, amount, figure_table
 
@@ -55,3 +57,40 @@ def test_server_figures_run_only_where_scenarios_name_server():
     assert scenarios() == SCENARIOS                                        # all, by default
     assert Scenario.Server not in scenarios("--scenarios=offline,singlestream")
     assert Scenario.Offline in scenarios("--scenarios=server") and Scenario.Server in scenarios("--scenarios=server")
+
+
+def test_rounds_in_turns_read_each_harness_figure_against_the_baselines_beside_it():
+    from code.common.tuning.ratios import in_turns
+
+    order: list[str] = []
+    raws, harness = iter([100.0, 80.0, 60.0, 100.0]), iter([90.0, 70.0, 50.0])
+
+    def raw() -> float:
+        order.append("raw")
+        return next(raws)
+
+    def measured() -> float:
+        order.append("harness")
+        return next(harness)
+
+    rounds = in_turns(raw, measured, 3)
+    assert order == ["raw", "harness", "raw", "harness", "raw", "harness", "raw"]
+    # The machine slowed then recovered: each round's ratio is against the mean of its neighbours.
+    assert rounds.around() == [90.0, 70.0, 80.0]
+    assert rounds.ratios() == [1.0, 1.0, 0.625]
+    assert rounds.median() == (90.0, 90.0)           # the lower middle of [0.625, 1.0, 1.0] is 1.0, round one
+
+
+def test_rounds_of_latencies_are_baseline_over_harness():
+    from code.common.tuning.ratios import Rounds
+
+    rounds = Rounds(harness=(5.0, 6.0), baselines=(4.0, 5.0, 6.0), higher_is_better=False)
+    assert rounds.ratios() == [0.9, 5.5 / 6.0]
+    assert rounds.median() == (5.0, 4.5)             # two rounds: the one of the lower ratio
+
+
+def test_no_rounds_is_refused():
+    from code.common.tuning.ratios import in_turns
+
+    with pytest.raises(ValueError):
+        in_turns(lambda: 1.0, lambda: 1.0, 0)

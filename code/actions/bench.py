@@ -8,6 +8,8 @@
 (c) SingleStream: raw ONNX Runtime's batch-1 latency / the harness's, as LoadGen measures it, both at the
     percentile LoadGen judges (the 90th), so that higher is better (goal: the harness within 1.05 x raw), with the
     SingleStream layout (instance's threads, spinning or sleeping).
+(b) and (c) are taken in ROUNDS rounds, the harness between two raw runs each time (ratios.in_turns), and the
+    round of the median ratio is reported: this machine's speed can drift by half within minutes.
 (d) Server at INT8: the highest target QPS that LoadGen rates VALID (search.find_highest over short runs) / the
     INT8 Offline samples/s through the harness; (e) the same at FP32. Beside each, that rate against the raw
     engine's own Server ceiling (bench_raw.server_peak: the same layout fed the same kind of arrivals without
@@ -37,7 +39,7 @@ from ..common.errors import EXIT_FAILURE, EXIT_OK, UserError
 from ..common.harness.registry import IMPL_FIELD, of_type
 from ..common.harness.selection import choose
 from ..common.records.early_stopping import TARGET_LATENCY_PERCENTILE
-from ..common.tuning.ratios import Figure, figure_table
+from ..common.tuning.ratios import Figure, Rounds, figure_table, in_turns
 from ..common.tuning.search import Outcome, SearchResult, find_highest, round_sig
 from . import bench_raw
 from .base import Context, Handler
@@ -57,6 +59,8 @@ PROBE_SECONDS = 5
 RUN_SECONDS = 15
 RAW_BATCHES = (1, 2, 4, 8, 16, 32, 64)   # the raw loop's batch sizes, for (b)'s best batch (ONNX Runtime)
 RAW_BATCH_SECONDS = 3         # each batch size's raw loop while looking for the best
+RAW_ROUND_SECONDS = 5         # each raw loop at the best batch, between two harness runs
+ROUNDS = 3                    # (b), (c): harness runs, each between two raw ones
 SERVER_TOLERANCE = 0.05
 SERVER_MAX_TRIALS = 10
 SCENARIOS = (Scenario.Offline, Scenario.Server, Scenario.SingleStream)
@@ -193,29 +197,42 @@ class Bench(Handler):
                 if plugin.overhead_figures:
                     figures += _function(plugin.overhead_figures)(self, ctx)
 
-        # Raw ONNX Runtime before and after the harness run: their mean cancels slow drifts of the machine. Before:
-        # every batch size, for the best; after: that one again.
+        # Every raw batch size first, for the best; then the harness and raw ONNX Runtime at that batch in turns
+        # (ratios.in_turns: a shared machine's speed drifts within minutes, and each round's ratio sees one drift).
         batches = RAW_BATCHES if offline["backend"] == "onnxruntime" else (int(offline["batch_size"]),)
         tried = {b: bench_raw.throughput(ctx, benchmark_name, offline, b, RAW_BATCH_SECONDS) for b in batches}
-        best_batch, raw_before = best_of(tried)
+        best_batch, expected = best_of(tried)
         self.ctx.log(f"raw ONNX Runtime, {offline_layout(ctx, benchmark_name)}: "
                      + ", ".join(f"b{b} {rate:,.1f}" for b, rate in tried.items()) + " samples/s")
-        through = {precision: self._harness_offline(ctx, benchmark_name, raw_before,
-                                                    f"{benchmark_name}-offline-{precision}")}
-        raw = (raw_before + bench_raw.throughput(ctx, benchmark_name, offline, best_batch, RUN_SECONDS)) / 2
+        offline_runs = itertools.count(1)
+        rounds = in_turns(lambda: bench_raw.throughput(ctx, benchmark_name, offline, best_batch, RAW_ROUND_SECONDS),
+                          lambda: self._harness_offline(ctx, benchmark_name, expected,
+                                                        f"{benchmark_name}-offline-{precision}-{next(offline_runs)}"),
+                          ROUNDS)
+        self._log_rounds("(b) Offline samples/s", rounds)
+        harness, raw = rounds.median()
+        through = {precision: harness}
         figures.append(Figure(f"(b) {model} {precision} Offline (batch {offline['batch_size']}, "
                               f"{offline_layout(ctx, benchmark_name)}): harness vs raw ONNX Runtime at its best "
-                              f"batch ({best_batch})", through[precision], raw, "samples/s", goals["b"]))
+                              f"batch ({best_batch}), median of {ROUNDS} rounds", harness, raw, "samples/s",
+                              goals["b"]))
 
         single = ctx.resolve(benchmark_name, Scenario.SingleStream)
         percentile = TARGET_LATENCY_PERCENTILE[Scenario.SingleStream]
-        raw_before = bench_raw.latency(ctx, benchmark_name, single, percentile)
-        measured = self._harness_singlestream(ctx, benchmark_name, raw_before)
-        raw = (raw_before + bench_raw.latency(ctx, benchmark_name, single, percentile)) / 2
+        raw_latencies: list[float] = []
+
+        def raw_latency() -> float:
+            raw_latencies.append(bench_raw.latency(ctx, benchmark_name, single, percentile))
+            return raw_latencies[-1]
+        rounds = in_turns(raw_latency, lambda: self._harness_singlestream(ctx, benchmark_name, raw_latencies[-1],
+                                                                          len(raw_latencies)),
+                          ROUNDS, higher_is_better=False)
+        self._log_rounds(f"(c) SingleStream p{percentile * 100:g} ms", rounds)
+        measured, raw = rounds.median()
         stream_layout = ctx_layout(ctx, benchmark_name, Scenario.SingleStream)
         figures.append(Figure(f"(c) {model} {precision} SingleStream ({stream_layout}) p{percentile * 100:g} "
-                              f"latency: raw ONNX Runtime batch 1 / harness", measured, raw, "ms", goals["c"],
-                              higher_is_better=False))
+                              f"latency: raw ONNX Runtime batch 1 / harness, median of {ROUNDS} rounds", measured,
+                              raw, "ms", goals["c"], higher_is_better=False))
         if not server:
             return figures + self._implementations(ctx, benchmark_name, scenarios, through[precision], None)
         server_at: tuple[Context, float] | None = None
@@ -293,11 +310,19 @@ class Bench(Handler):
                             exit_code=EXIT_FAILURE)
         return outcome.throughput
 
-    def _harness_singlestream(self, ctx: Context, benchmark_name: str, expected_ms: float) -> float:
+    def _log_rounds(self, what: str, rounds: Rounds) -> None:
+        """The measurements in the order taken, and each round's ratio."""
+        taken = [f"raw {rounds.baselines[0]:,.3f}"]
+        for harness, raw in zip(rounds.harness, rounds.baselines[1:]):
+            taken += [f"harness {harness:,.3f}", f"raw {raw:,.3f}"]
+        self.ctx.log(f"{what}, in turns: {', '.join(taken)}; ratios "
+                     + ", ".join(f"{r:.3f}" for r in rounds.ratios()))
+
+    def _harness_singlestream(self, ctx: Context, benchmark_name: str, expected_ms: float, number: int) -> float:
         """The SingleStream latency percentile LoadGen judges, in ms, through the harness (a short run sized on
         the raw latency, so that it does not run out of queries)."""
         outcome = self._short(ctx, benchmark_name, Scenario.SingleStream, self.ctx.paths.bench_dir /
-                              f"{benchmark_name}-singlestream",
+                              f"{benchmark_name}-singlestream-{number}",
                               single_stream_expected_latency_ns=max(1, int(expected_ms * 1e6)))
         if outcome.latency_ns is None:
             raise UserError(f"The SingleStream run in {outcome.run_dir} gave no latency: {outcome.reason}",

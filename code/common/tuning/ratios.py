@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 
 @dataclass(frozen=True)
@@ -48,3 +49,41 @@ def figure_table(figures: list[Figure]) -> list[str]:
     def line(cells) -> str:
         return "  ".join(f"{cell:{a}{w}}" for cell, a, w in zip(cells, align, widths)).rstrip()
     return [line(header), line(["-" * w for w in widths]), *(line(row) for row in rows)]
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """Measurements of the harness between measurements of its baseline, taken in turns: baseline, harness,
+    baseline, ..., baseline. Each harness figure is read against the mean of the two baseline figures beside it, so
+    a machine whose speed drifts within minutes (a shared VM's can move by half) moves both sides of a ratio alike;
+    the figure reported is the round of the median ratio."""
+
+    harness: tuple[float, ...]
+    baselines: tuple[float, ...]      # one more than harness
+    higher_is_better: bool = True
+
+    def ratios(self) -> list[float]:
+        pairs = zip(self.harness, self.around())
+        return [h / b if self.higher_is_better else b / h for h, b in pairs]
+
+    def around(self) -> list[float]:
+        return [(self.baselines[i] + self.baselines[i + 1]) / 2 for i in range(len(self.harness))]
+
+    def median(self) -> tuple[float, float]:
+        """(harness, baseline) of the round whose ratio is the median (the lower middle one of an even count)."""
+        ratios = self.ratios()
+        order = sorted(range(len(ratios)), key=lambda i: ratios[i])
+        chosen = order[(len(order) - 1) // 2]
+        return self.harness[chosen], self.around()[chosen]
+
+
+def in_turns(baseline: Callable[[], float], harness: Callable[[], float], rounds: int,
+             higher_is_better: bool = True) -> Rounds:
+    """`rounds` harness measurements, each between two baseline ones (rounds + 1 of those)."""
+    if rounds < 1:
+        raise ValueError("at least one round")
+    baselines, measured = [baseline()], []
+    for _ in range(rounds):
+        measured.append(harness())
+        baselines.append(baseline())
+    return Rounds(tuple(measured), tuple(baselines), higher_is_better)
