@@ -202,6 +202,17 @@ def test_the_reproduce_command_of_a_compliance_run_keeps_workload_system_and_tes
     assert not args.test_run and args.test_mode is TestMode.PerformanceOnly
 
 
+def test_how_long_loadgen_runs_stays_out_of_the_command_of_other_steps(tmp_path: Path, kvm_2core) -> None:
+    from code.common.records.reproduce import config_command
+
+    ctx = _make_run_context(tmp_path, kvm_2core, "--min_duration=10000", "--min_query_count=1", "--batch_size=2")
+    config = ctx.resolve("resnet50", Scenario.Offline)
+    build = config_command("generate_engines", config)
+    assert "--batch_size=2" in build and "min_duration" not in build and "min_query_count" not in build
+    run = config_command("run_harness", config, TestMode.PerformanceOnly)
+    assert "--min_duration=10000" in run and "--min_query_count=1" in run
+
+
 def test_config_sources_name_the_fields_to_give_again() -> None:
     config = ConfigRecord(workload_setting="lwis_k_99_MaxP", fields={"a": 1, "b": 2, "c": 3, "d": 4, "e": 5},
                           sources={"a": "command line", "b": "config class", "c": "default", "d": "embedded default",

@@ -80,7 +80,15 @@ def reproduce_command(record: RunRecord, action: str | None = None) -> str:
     return record_selection(record).command(action or (AUDIT_ACTION if record.audit_test else RUN_HARNESS_ACTION))
 
 
+# How long LoadGen runs: a setting of runs alone, left out of the command of any other step (a short trial run's
+# missing engine is built by the same generate_engines line as any other run's).
+RUN_LENGTH_FIELDS = ("min_duration", "min_query_count")
+
+
 def config_command(action: str, config: ResolvedConfig, test_mode: TestMode | None = None,
                    test_run: bool = False) -> str:
     """The `make` line that selects this resolved config again for `action`."""
-    return config_selection(config, test_mode, test_run).command(action)
+    selection = config_selection(config, test_mode, test_run)
+    if action not in (RUN_HARNESS_ACTION, AUDIT_ACTION):
+        selection = replace(selection, fields={k: v for k, v in selection.fields.items() if k not in RUN_LENGTH_FIELDS})
+    return selection.command(action)

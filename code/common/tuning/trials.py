@@ -13,6 +13,8 @@ from typing import Mapping
 from ..constants import Scenario
 from ..records.early_stopping import scenario_min_queries
 from ..records.loadgen_log import read_detail
+# RUN_LENGTH_FIELDS: the fields a search sets itself (the user may not set them for it).
+from ..records.reproduce import RUN_LENGTH_FIELDS  # noqa: F401
 from .search import Outcome
 
 # LoadGen's Server early stopping needs 459 queries within the bound (0.99^459 < 1 - 0.99) to rate a p99
@@ -37,8 +39,6 @@ SEARCHED_FIELD = MappingProxyType({
     Scenario.SingleStream: "single_stream_expected_latency_ns",
     Scenario.MultiStream: "multi_stream_expected_latency_ns"})
 FIND_PEAK_SOURCE = "make find_peak"   # the source its records give the settings a search chooses
-# Fields a search sets itself: the user may not set them for it.
-RUN_LENGTH_FIELDS = ("min_duration", "min_query_count")
 
 
 def outcome_of(run_dir: Path, valid: bool, reasons: tuple[str, ...] | list[str] = ()) -> Outcome:
