@@ -314,6 +314,17 @@ def _tuned_layout_reaches_the_run_record_and_the_report(repo_copy, folder, best:
     other = {**fields, "batch_size": best.batch_size * 2}
     assert tuned_layout(folder, other) == {}
     assert tuned_layout(folder, {**fields, "precision": "int8"}) == {}    # another engine
+    # The tuned layout on another engine: the plan says whose figures they are, and how to run or measure either.
+    from code.common.harness.first_run import other_engine_note
+
+    tuned_precision = written["engine"]["precision"]
+    note = other_engine_note("resnet50", Scenario.Offline, folder, {**fields, "precision": "int8"})
+    assert f"measured with precision={tuned_precision}; this run has precision=int8" in note
+    assert f"Run with --precision={tuned_precision} for the tuned one" in note
+    assert 'make tune RUN_ARGS="--benchmarks=resnet50 --scenarios=offline --precision=int8"' in note
+    assert "offline_expected_qps=" in note
+    assert other_engine_note("resnet50", Scenario.Offline, folder, fields) is None       # the engine it was tuned on
+    assert other_engine_note("resnet50", Scenario.Offline, folder, {**other, "precision": "int8"}) is None
     (folder / TUNED_LAYOUT).write_text("{not json")
     assert tuned_layout(folder, fields) == {}
     (folder / TUNED_LAYOUT).write_text(json.dumps(written))

@@ -106,21 +106,57 @@ TUNED_BACKENDS = ("onnxruntime", "tensorrt")
 TUNED_SCENARIOS = (Scenario.Offline, Scenario.Server, Scenario.SingleStream, Scenario.MultiStream)
 
 
+def _tune_record(tune_folder: Path) -> dict[str, Any]:
+    """paths.TUNED_LAYOUT in `tune_folder` with its layout and engine as dicts; empty when absent or unreadable."""
+    from ..paths import TUNED_LAYOUT
+
+    try:
+        record = json.loads((Path(tune_folder) / TUNED_LAYOUT).read_text())
+        record["layout"], record["engine"] = dict(record["layout"]), dict(record.get("engine") or {})
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+    return record
+
+
+def _holds_tuned_layout(record: Mapping[str, Any], fields: Mapping[str, Any]) -> bool:
+    return all(fields.get(name) == value for name, value in record["layout"].items() if name in LAYOUT_FIELDS)
+
+
 def tuned_layout(tune_folder: Path, fields: Mapping[str, Any]) -> dict[str, Any]:
     """make tune's record of the layout it wrote for one benchmark and scenario (paths.TUNED_LAYOUT in
     `tune_folder`: the layout, the short runs that chose it and the full-length run that confirmed it), when the
     run's `fields` hold that layout on the same engine; else empty (never tuned, tuned for another layout, or a
     record that does not read)."""
-    from ..paths import TUNED_LAYOUT
-
-    try:
-        record = json.loads((Path(tune_folder) / TUNED_LAYOUT).read_text())
-        layout, engine = dict(record["layout"]), dict(record.get("engine") or {})
-    except (OSError, ValueError, KeyError, TypeError):
+    record = _tune_record(tune_folder)
+    if not record or not _holds_tuned_layout(record, fields):
         return {}
-    same = all(fields.get(name) == value for name, value in {**layout, **engine}.items() if name in LAYOUT_FIELDS
-               or name in engine)
-    return record if same else {}
+    return record if all(fields.get(name) == value for name, value in record["engine"].items()) else {}
+
+
+def other_engine_note(benchmark: str, scenario: Scenario, tune_folder: Path, fields: Mapping[str, Any]) -> str | None:
+    """A line for the plan when a run holds the layout make tune wrote but runs another engine than the one it was
+    measured on (another precision, model, data set, backend): the layout and the figure written with it (Server's
+    target QPS, Offline's expected QPS) are that engine's, and a Server target above what this one holds is INVALID
+    after the run's full length. None otherwise."""
+    record = _tune_record(tune_folder)
+    if not record or not _holds_tuned_layout(record, fields):
+        return None
+    differ = {name: value for name, value in record["engine"].items() if fields.get(name) != value}
+    if not differ:
+        return None
+    tuned = ", ".join(f"{name}={value}" for name, value in differ.items())
+    here = ", ".join(f"{name}={fields.get(name)}" for name in differ)
+    figures = ", ".join(f"{name}={value}" for name, value in record["layout"].items() if name not in LAYOUT_FIELDS)
+    flags = " ".join(f"--{name}={_flag(fields.get(name))}" for name in differ)
+    again = " ".join(f"--{name}={_flag(value)}" for name, value in differ.items())
+    return (f"Note: {benchmark} {scenario.value} runs the layout make tune wrote into custom.py "
+            f"({figures or 'its layout'}), measured with {tuned}; this run has {here}, another engine. Run with "
+            f"{again} for the tuned one, or measure this one: make tune RUN_ARGS=\"--benchmarks={benchmark} "
+            f"--scenarios={scenario.value.lower()} {flags}\".")
+
+
+def _flag(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def set_in_custom_config(config_class: type, field: str) -> bool:

@@ -316,8 +316,9 @@ def plan_harness(ctx, selection: Sequence[tuple[str, Scenario, TestMode]]) -> Pl
 
 
 def untuned_notes(ctx, selection: Sequence[tuple[str, Scenario, TestMode]]) -> tuple[str, ...]:
-    """One note per benchmark and scenario whose performance test runs a layout tuned nowhere (first_run.py)."""
-    from .first_run import LAYOUT_FIELDS, untuned_layout_note
+    """One note per benchmark and scenario whose performance test runs a layout tuned nowhere, or the layout make
+    tune wrote on another engine than it was measured on (first_run.py)."""
+    from .first_run import LAYOUT_FIELDS, other_engine_note, untuned_layout_note
 
     notes: dict[tuple[str, Scenario], str] = {}
     for benchmark, scenario, mode in selection:
@@ -329,6 +330,9 @@ def untuned_notes(ctx, selection: Sequence[tuple[str, Scenario, TestMode]]) -> t
                                    found[1] if found else None,
                                    {f: config.sources[f] for f in LAYOUT_FIELDS if f in config.sources},
                                    {f: config[f] for f in LAYOUT_FIELDS if f in config.values})
+        if note is None and mode is TestMode.PerformanceOnly:
+            note = other_engine_note(benchmark, scenario, ctx.paths.tune_dir(ctx.system.system_id, benchmark, scenario),
+                                     dict(config.values))
         if note:
             notes[(benchmark, scenario)] = note
     return tuple(notes.values())
