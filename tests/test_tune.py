@@ -321,7 +321,8 @@ def _tuned_layout_reaches_the_run_record_and_the_report(repo_copy, folder, best:
     note = other_engine_note("resnet50", Scenario.Offline, folder, {**fields, "precision": "int8"})
     assert f"measured with precision={tuned_precision}; this run has precision=int8" in note
     assert f"Run with --precision={tuned_precision} for the tuned one" in note
-    assert 'make tune RUN_ARGS="--benchmarks=resnet50 --scenarios=offline --precision=int8"' in note
+    assert ('make tune RUN_ARGS="--benchmarks=resnet50 --scenarios=offline --model=mobilenet_v2 '
+            f'--dataset={fields["dataset"]} --precision=int8"') in note
     assert "offline_expected_qps=" in note
     assert other_engine_note("resnet50", Scenario.Offline, folder, fields) is None       # the engine it was tuned on
     assert other_engine_note("resnet50", Scenario.Offline, folder, {**other, "precision": "int8"}) is None

@@ -147,7 +147,9 @@ def other_engine_note(benchmark: str, scenario: Scenario, tune_folder: Path, fie
     tuned = ", ".join(f"{name}={value}" for name, value in differ.items())
     here = ", ".join(f"{name}={fields.get(name)}" for name in differ)
     figures = ", ".join(f"{name}={value}" for name, value in record["layout"].items() if name not in LAYOUT_FIELDS)
-    flags = " ".join(f"--{name}={_flag(fields.get(name))}" for name in differ)
+    # What runs on what (model, data set) is given with the fields that differ, so the line tunes this very engine.
+    flags = " ".join(f"--{name}={_flag(fields.get(name))}" for name in dict.fromkeys(("model", "dataset", *differ))
+                     if fields.get(name) is not None)
     again = " ".join(f"--{name}={_flag(value)}" for name, value in differ.items())
     return (f"Note: {benchmark} {scenario.value} runs the layout make tune wrote into custom.py "
             f"({figures or 'its layout'}), measured with {tuned}; this run has {here}, another engine. Run with "
