@@ -59,11 +59,11 @@ def test_server_figures_run_only_where_scenarios_name_server():
     assert Scenario.Offline in scenarios("--scenarios=server") and Scenario.Server in scenarios("--scenarios=server")
 
 
-def test_rounds_in_turns_read_each_harness_figure_against_the_baselines_beside_it():
+def test_rounds_in_turns_compare_the_best_run_of_each_side():
     from code.common.tuning.ratios import in_turns
 
     order: list[str] = []
-    raws, harness = iter([100.0, 80.0, 60.0, 100.0]), iter([90.0, 70.0, 50.0])
+    raws, harness = iter([100.0, 80.0, 60.0, 110.0]), iter([90.0, 70.0, 105.0])
 
     def raw() -> float:
         order.append("raw")
@@ -75,18 +75,16 @@ def test_rounds_in_turns_read_each_harness_figure_against_the_baselines_beside_i
 
     rounds = in_turns(raw, measured, 3)
     assert order == ["raw", "harness", "raw", "harness", "raw", "harness", "raw"]
-    # The machine slowed then recovered: each round's ratio is against the mean of its neighbours.
-    assert rounds.around() == [90.0, 70.0, 80.0]
-    assert rounds.ratios() == [1.0, 1.0, 0.625]
-    assert rounds.median() == (90.0, 90.0)           # the lower middle of [0.625, 1.0, 1.0] is 1.0, round one
+    # The machine slowed, then recovered: each side's quietest run is compared.
+    assert rounds.harness == (90.0, 70.0, 105.0) and rounds.baselines == (100.0, 80.0, 60.0, 110.0)
+    assert rounds.best() == (105.0, 110.0)
 
 
-def test_rounds_of_latencies_are_baseline_over_harness():
+def test_rounds_of_latencies_take_the_lowest_of_each_side():
     from code.common.tuning.ratios import Rounds
 
-    rounds = Rounds(harness=(5.0, 6.0), baselines=(4.0, 5.0, 6.0), higher_is_better=False)
-    assert rounds.ratios() == [0.9, 5.5 / 6.0]
-    assert rounds.median() == (5.0, 4.5)             # two rounds: the one of the lower ratio
+    rounds = Rounds(harness=(5.3, 8.1), baselines=(5.1, 7.9, 5.2), higher_is_better=False)
+    assert rounds.best() == (5.3, 5.1)
 
 
 def test_no_rounds_is_refused():

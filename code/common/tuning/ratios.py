@@ -54,27 +54,20 @@ def figure_table(figures: list[Figure]) -> list[str]:
 @dataclass(frozen=True)
 class Rounds:
     """Measurements of the harness between measurements of its baseline, taken in turns: baseline, harness,
-    baseline, ..., baseline. Each harness figure is read against the mean of the two baseline figures beside it, so
-    a machine whose speed drifts within minutes (a shared VM's can move by half) moves both sides of a ratio alike;
-    the figure reported is the round of the median ratio."""
+    baseline, ..., baseline. A shared VM's speed moves in phases (measured here: MobileNetV2's batch-1 p90 at 5 ms for
+    tens of seconds, then at 8 ms), so a ratio of two single runs can compare a quiet phase with a slow one. Taken
+    in turns, each side gets its runs in every phase, and the figure compares the best of each side (the highest
+    throughput, the lowest latency): both as the quietest phase let them run, as timeit takes the fastest of its
+    repeats. Every round is kept, to be printed."""
 
     harness: tuple[float, ...]
     baselines: tuple[float, ...]      # one more than harness
     higher_is_better: bool = True
 
-    def ratios(self) -> list[float]:
-        pairs = zip(self.harness, self.around())
-        return [h / b if self.higher_is_better else b / h for h, b in pairs]
-
-    def around(self) -> list[float]:
-        return [(self.baselines[i] + self.baselines[i + 1]) / 2 for i in range(len(self.harness))]
-
-    def median(self) -> tuple[float, float]:
-        """(harness, baseline) of the round whose ratio is the median (the lower middle one of an even count)."""
-        ratios = self.ratios()
-        order = sorted(range(len(ratios)), key=lambda i: ratios[i])
-        chosen = order[(len(order) - 1) // 2]
-        return self.harness[chosen], self.around()[chosen]
+    def best(self) -> tuple[float, float]:
+        """(harness, baseline): the best run of each."""
+        pick = max if self.higher_is_better else min
+        return pick(self.harness), pick(self.baselines)
 
 
 def in_turns(baseline: Callable[[], float], harness: Callable[[], float], rounds: int,
