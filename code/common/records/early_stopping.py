@@ -80,7 +80,6 @@ def server_min_queries(percentile: float = 0.99, confidence: float = EARLY_STOPP
     return _min_passing_h(0, percentile, confidence, tolerance)
 
 
-
 def server_early_stopping_met(queries: int, over_bound: int, percentile: float = 0.99,
                               confidence: float = EARLY_STOPPING_CONFIDENCE,
                               tolerance: float = EARLY_STOPPING_TOLERANCE) -> bool:

@@ -60,16 +60,16 @@ def serve(schedule_ns: np.ndarray, instances: Sequence[BatchCall], max_batch: in
     start = clock()
     failures: list[BaseException] = []
 
-    def take(now: int) -> tuple[int, int, int] | int:
-        """(first, end, closes at) of the next batch, or the time to sleep until when nothing has arrived;
-        (count, count, 0) when the schedule is served."""
+    def take(now: int) -> tuple[int, int, int] | None:
+        """(first, end, begins at) of the next batch: an empty one (first == end) when nothing has arrived yet,
+        which begins at the next arrival; None when the schedule is served."""
         with lock:
             first = state["next"]
             if first >= count:
-                return count, count, 0
+                return None
             arrives = start + int(schedule_ns[first])
             if arrives > now:
-                return arrives
+                return first, first, arrives
             last_possible = min(count, first + max_batch)
             closes = now
             if window_ns:
@@ -82,18 +82,13 @@ def serve(schedule_ns: np.ndarray, instances: Sequence[BatchCall], max_batch: in
 
     def run(call: BatchCall) -> None:
         try:
-            while True:
-                taken = take(clock())
-                if isinstance(taken, int):
-                    wait(taken)
-                    continue
-                first, end, closes = taken
-                if first >= count:
-                    return
-                if closes > clock():
-                    wait(closes)
-                call(np.arange(first, end))
-                done[first:end] = clock() - start
+            while (taken := take(clock())) is not None:
+                first, end, begins = taken
+                if begins > clock():
+                    wait(begins)
+                if end > first:
+                    call(np.arange(first, end))
+                    done[first:end] = clock() - start
         except BaseException as error:  # noqa: BLE001  raised on the caller's thread below
             failures.append(error)
             with lock:
