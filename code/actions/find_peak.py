@@ -37,7 +37,8 @@ from ..common.systems import KnownSystem, all_known_systems, read_custom_systems
 from ..common.tuning.config_edit import MARKER, literal, set_class_field
 from ..common.tuning.search import (ConfirmResult, Outcome, SearchResult, confirm, find_highest, round_sig,
                                     settle)
-from ..common.tuning.trials import RUN_LENGTH_FIELDS, SEARCHED_FIELD, SHORT_RUNS
+from ..common.records.reproduce import RUN_LENGTH_FIELDS
+from ..common.tuning.trials import SEARCHED_FIELD, SHORT_RUNS
 from .base import Handler
 from .custom_system import append_config, class_name, hardware_description, render_custom_list, system_entry
 from .locks import editing_configs, measuring

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..constants import Scenario, TestMode
+from ..records.reproduce import FIRST_FIELDS, flag_text
 
 QPS_FIELDS = {Scenario.Offline: "offline_expected_qps", Scenario.Server: "server_target_qps"}
 CHECKED_BACKENDS = ("tensorrt",)
@@ -148,17 +149,13 @@ def other_engine_note(benchmark: str, scenario: Scenario, tune_folder: Path, fie
     here = ", ".join(f"{name}={fields.get(name)}" for name in differ)
     figures = ", ".join(f"{name}={value}" for name, value in record["layout"].items() if name not in LAYOUT_FIELDS)
     # What runs on what (model, data set) is given with the fields that differ, so the line tunes this very engine.
-    flags = " ".join(f"--{name}={_flag(fields.get(name))}" for name in dict.fromkeys(("model", "dataset", *differ))
+    flags = " ".join(f"--{name}={flag_text(fields.get(name))}" for name in dict.fromkeys((*FIRST_FIELDS, *differ))
                      if fields.get(name) is not None)
-    again = " ".join(f"--{name}={_flag(value)}" for name, value in differ.items())
+    again = " ".join(f"--{name}={flag_text(value)}" for name, value in differ.items())
     return (f"Note: {benchmark} {scenario.value} runs the layout make tune wrote into custom.py "
             f"({figures or 'its layout'}), measured with {tuned}; this run has {here}, another engine. Run with "
             f"{again} for the tuned one, or measure this one: make tune RUN_ARGS=\"--benchmarks={benchmark} "
             f"--scenarios={scenario.value.lower()} {flags}\".")
-
-
-def _flag(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def set_in_custom_config(config_class: type, field: str) -> bool:

@@ -14,6 +14,9 @@ from ..constants import AUDIT_ACTION, RUN_HARNESS_ACTION, TestMode, WorkloadSett
 from .record import RunRecord
 
 FIRST_FIELDS = ("model", "dataset")   # what runs on what; the other fields follow by name
+# How long LoadGen runs: a setting of runs alone, left out of the command of any other step (a short trial run's
+# missing engine is built by the same generate_engines line as any other run's). Searches set these themselves.
+RUN_LENGTH_FIELDS = ("min_duration", "min_query_count")
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,7 @@ class Selection:
         if self.system_name:
             args.append(f"--system_name={self.system_name}")
         names = [n for n in FIRST_FIELDS if n in self.fields] + sorted(n for n in self.fields if n not in FIRST_FIELDS)
-        args += [f"--{name}={_flag_text(self.fields[name])}" for name in names]
+        args += [f"--{name}={flag_text(self.fields[name])}" for name in names]
         if self.test_run:
             args.append("--test_run")
         if self.test_mode:
@@ -56,7 +59,8 @@ class Selection:
         return replace(self, test_mode=mode.value)
 
 
-def _flag_text(value: Any) -> str:
+def flag_text(value: Any) -> str:
+    """A field's value as a flag gives it: true / false for booleans, the value as written otherwise."""
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
@@ -78,11 +82,6 @@ def reproduce_command(record: RunRecord, action: str | None = None) -> str:
     """The `make` line that runs this record's test again with the same resolved config: run_harness, or
     run_audit_harness for a compliance test, unless `action` names another."""
     return record_selection(record).command(action or (AUDIT_ACTION if record.audit_test else RUN_HARNESS_ACTION))
-
-
-# How long LoadGen runs: a setting of runs alone, left out of the command of any other step (a short trial run's
-# missing engine is built by the same generate_engines line as any other run's).
-RUN_LENGTH_FIELDS = ("min_duration", "min_query_count")
 
 
 def config_command(action: str, config: ResolvedConfig, test_mode: TestMode | None = None,

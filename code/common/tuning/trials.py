@@ -13,8 +13,6 @@ from typing import Mapping
 from ..constants import Scenario
 from ..records.early_stopping import scenario_min_queries
 from ..records.loadgen_log import read_detail
-# RUN_LENGTH_FIELDS: the fields a search sets itself (the user may not set them for it).
-from ..records.reproduce import RUN_LENGTH_FIELDS  # noqa: F401
 from .search import Outcome
 
 # LoadGen's Server early stopping needs 459 queries within the bound (0.99^459 < 1 - 0.99) to rate a p99
