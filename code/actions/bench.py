@@ -231,8 +231,8 @@ class Bench(Handler):
         measured, raw = rounds.best()
         stream_layout = ctx_layout(ctx, benchmark_name, Scenario.SingleStream)
         figures.append(Figure(f"(c) {model} {precision} SingleStream ({stream_layout}) p{percentile * 100:g} "
-                              f"latency: raw ONNX Runtime batch 1 / harness, best of {ROUNDS} runs each in turns", measured,
-                              raw, "ms", goals["c"], higher_is_better=False))
+                              f"latency: raw ONNX Runtime batch 1 / harness, best of {ROUNDS} runs each in turns",
+                              measured, raw, "ms", goals["c"], higher_is_better=False))
         if not server:
             return figures + self._implementations(ctx, benchmark_name, scenarios, through[precision], None)
         server_at: tuple[Context, float] | None = None

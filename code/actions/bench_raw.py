@@ -18,10 +18,11 @@ from typing import Callable
 import numpy as np
 
 from ..common.benchmark_api import get_benchmark
+from ..common.constants import Scenario
+from ..common.harness.plugins.inprocess import warmup_batch_sizes
 from ..common.tuning import poisson_server
 from ..common.tuning.search import Outcome, SearchResult, find_highest
 from ..common.tuning.trials import SERVER_SHORT_QUERIES, SHORT_SECONDS
-from ..common.constants import Scenario
 from .base import Context
 
 LATENCY_SECONDS = 5           # each raw SingleStream measurement
@@ -147,8 +148,8 @@ def server_peak(ctx: Context, benchmark_name: str, config, start: float, ceiling
     raw = raw_engine(ctx, benchmark_name, config)
     try:
         batch_size, window_us = int(config["batch_size"]), int(config.get("server_batch_timeout_us") or 0)
-        for backend in raw.backends:     # every batch size a Server batch may take, once, as the harness warms up
-            for size in range(1, min(batch_size, 16) + 1):
+        for backend in raw.backends:     # warmed up as the harness warms up its instances
+            for size in warmup_batch_sizes(Scenario.Server, batch_size):
                 backend.infer(raw.batch(np.arange(size) % raw.count))
         ctx.log(f"Server, raw engine: highest rate that holds p99 <= {bound_ms:g} ms, from {start:g} QPS")
         return find_highest(lambda rate: server_run(raw, rate, batch_size, window_us, bound_ms), start,

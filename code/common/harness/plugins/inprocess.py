@@ -52,7 +52,6 @@ def backend_instances(run: HarnessRun, log=None) -> BackendInstances:
 
     from ...backends import create_backend, get_plugin, runtime_options, threads_per_instance
     from ...backends.registry import instance_count
-    from ...constants import Scenario
     from ...engines.input_samples import engine_inputs
     from ...named_inputs import warmup_inputs
 
@@ -80,11 +79,8 @@ def backend_instances(run: HarnessRun, log=None) -> BackendInstances:
         if fields.get("start_from_device"):
             for backend in made.backends:
                 backend.keep_inputs_on_device()
-        # A runtime's first call at a new batch shape is slow; Server batches take every size up to batch_size.
-        sizes = range(1, batch_size + 1) if spec.scenario_enum is Scenario.Server and batch_size <= 16 \
-            else sorted({1, batch_size})
         for backend in made.backends:
-            for size in sizes:
+            for size in warmup_batch_sizes(spec.scenario_enum, batch_size):
                 backend.infer(warmup_inputs(inputs, size))
     except BaseException:
         made.close()
@@ -96,6 +92,16 @@ def backend_instances(run: HarnessRun, log=None) -> BackendInstances:
 
     made.calls = [make(b) for b in made.backends for _ in range(max(1, int(getattr(b, "parallel_calls", 1))))]
     return made
+
+
+def warmup_batch_sizes(scenario, batch_size: int) -> list[int]:
+    """The batch sizes an instance is warmed up on before the test: a runtime's first call at a new batch shape is
+    slow, and Server batches take every size up to batch_size (up to 16 of them; above, 1 and batch_size)."""
+    from ...constants import Scenario
+
+    if scenario is Scenario.Server and batch_size <= 16:
+        return list(range(1, batch_size + 1))
+    return sorted({1, batch_size})
 
 
 def batching(run: HarnessRun) -> tuple[int, int]:
