@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import onnxruntime
 
-# ORT's session config key for whether idle intra-op threads spin (its default) or sleep.
+# ORT's session config keys for whether idle intra-op (and, in its parallel mode, inter-op) threads spin (its
+# default) or sleep.
 ALLOW_SPINNING = "session.intra_op.allow_spinning"
+INTER_OP_ALLOW_SPINNING = "session.inter_op.allow_spinning"
 
 
 def session_options(threads: int, level: str = "ORT_ENABLE_ALL", *, inter_op_threads: int = 1,
@@ -26,7 +28,8 @@ def session_options(threads: int, level: str = "ORT_ENABLE_ALL", *, inter_op_thr
         else ort.ExecutionMode.ORT_PARALLEL
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
     options.log_severity_level = 3                         # errors only; warnings are not the user's business
-    options.add_session_config_entry(ALLOW_SPINNING, "1" if spinning else "0")
+    spin = "1" if spinning else "0"
+    options.add_session_config_entry(ALLOW_SPINNING, spin)
     if options.inter_op_num_threads > 1:
-        options.add_session_config_entry("session.inter_op.allow_spinning", "1" if spinning else "0")
+        options.add_session_config_entry(INTER_OP_ALLOW_SPINNING, spin)
     return options
