@@ -190,6 +190,13 @@ class Judge:
         self.scenario, self.start_value, self.log, self.unit = scenario, start_value, log, unit
         self.best: Judged | None = None
 
+    def shown(self, score: float | None) -> str:
+        """A score as people read it: samples/s (Offline), the rate or the latency (the unit's), or that nothing
+        was accepted."""
+        if score is None:
+            return "no short run accepted"
+        return f"{score:,.1f} samples/s" if self.scenario is Scenario.Offline else self.unit(abs(score))
+
     def __call__(self, trial: Trial, layout: Layout) -> Judged:
         if self.scenario.server_like:
             return self._server(trial, layout)
@@ -281,11 +288,7 @@ def tune(trial: Trial, start: Layout, stages: Sequence[Knob], judge: Judge,
         for layout in candidates:
             if layout not in judged:
                 judged[layout] = judge(trial, layout)
-                result = judged[layout]
-                shown = "no short run accepted" if result.score is None else \
-                    judge.unit(abs(result.score)) if judge.scenario is not Scenario.Offline \
-                    else f"{result.score:,.1f} samples/s"
-                log(f"    {layout.label}: {shown}")
+                log(f"    {layout.label}: {judge.shown(judged[layout].score)}")
             if judged[layout].score is not None and (best is None or best.score is None
                                                      or judged[layout].score > best.score):
                 best = judged[layout]
@@ -315,10 +318,7 @@ def _runoff(trial: Trial, judged: dict[Layout, Judged], judge: Judge, log: Calla
             continue
         judged[first.layout] = replace(again, trials=first.trials + again.trials)
         finalists.append(judged[first.layout])
-        shown = judge.unit(abs(again.score)) if judge.scenario is not Scenario.Offline \
-            else f"{again.score:,.1f} samples/s"
-        log(f"    {first.layout.label}: {shown} (first run: "
-            f"{judge.unit(abs(first.score)) if judge.scenario is not Scenario.Offline else f'{first.score:,.1f}'})")
+        log(f"    {first.layout.label}: {judge.shown(again.score)} (first run: {judge.shown(first.score)})")
     measured = [j for j in finalists if j.score is not None]
     if not measured:
         return None
