@@ -121,6 +121,26 @@ def test_an_unlucky_run_below_the_peak_is_overturned_by_the_edge_retest():
     assert 95 <= result.value <= 100
 
 
+def test_an_overturned_edge_with_nothing_below_it_steps_down_a_little_not_by_half():
+    """Seen in a Server search: the first rate under the start passed once by luck, every rate above it failed,
+    and two more runs overturned it. The peak is just below that rate: the search steps down by 2 x the tolerance
+    (200 -> 180) instead of halving to 100, which with the trials left would have been the figure handed on."""
+    trial = Recorder(server(171.0), flips={200.0: 1})   # accepted up to 190 QPS (p99 at the bound at 171 / 0.9)
+    lines: list[str] = []
+    result = find_highest(trial, 400.0, tolerance=0.05, latency_margin=0.0, max_trials=12, log=lines.append)
+    assert trial.values[:2] == [400.0, 200.0] and trial.values.count(200.0) == 3
+    third = len(trial.values) - 1 - trial.values[::-1].index(200.0)
+    assert trial.values[third + 1] == 180.0
+    assert 100.0 not in trial.values
+    assert result.value == 190.0 and result.high == 195.0
+
+
+def test_a_clean_rejection_below_the_start_still_halves():
+    trial = Recorder(server(10.0))
+    find_highest(trial, 100.0, tolerance=0.05, latency_margin=0.0, log=quiet)
+    assert trial.values[:4] == [100.0, 50.0, 25.0, 12.5]
+
+
 def test_non_monotone_results_end_on_a_value_accepted_by_most_of_its_runs():
     def bumpy(value: float) -> Outcome:     # accepted up to 60 and again from 70 to 100
         ok = value <= 60 or 70 < value <= 100

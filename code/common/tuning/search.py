@@ -5,8 +5,9 @@ starts LoadGen itself, so it is tested with fake trials.
   at most (1 - latency_margin) x the bound. The bracket [highest accepted, lowest rejected] is found by growing or
   shrinking from the start value by `growth`, then halved until its width is at most `tolerance` x its low end.
   Runs are noisy, so each edge is then run once more; an edge whose second result contradicts its first is run a
-  third time and the majority decides. An overturned edge moves the bracket and the narrowing goes on. Every value
-  is judged by the majority of its runs, so one lucky or unlucky run never decides the result alone.
+  third time and the majority decides. An overturned edge moves the bracket and the narrowing goes on; when it
+  leaves nothing accepted, the search steps down by 2 x `tolerance` from the overturned value, not by `growth`.
+  Every value is judged by the majority of its runs, so one lucky or unlucky run never decides the result alone.
 - `settle` (Offline's expected QPS, SingleStream's and MultiStream's expected latency): the value follows from a
   measurement (throughput, latency); run, set the value from what was measured, run again, until a VALID run's
   measurement gives back the value it ran at, within `tolerance`. Noise that never settles ends on the safest value
@@ -153,8 +154,10 @@ def find_highest(trial: Callable[[float], Outcome], start: float, *, tolerance: 
         elif low is None and high is None:
             value = round_value(start)
         elif low is None:
-            value = round_value(high / growth)
-            if value < floor:
+            # A contested edge (accepted once, overturned by the runs after) puts the peak just below it: step
+            # down a little. Halving from there would hand on half the rate after one lucky run.
+            value = round_value(high * max(1 - 2 * tolerance, 1 / growth) if any(votes[high]) else high / growth)
+            if value < floor or value >= high:
                 return result(f"nothing accepted down to {unit(high)}")
         elif high is None:
             if ceiling is not None and low >= ceiling:
