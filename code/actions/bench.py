@@ -9,7 +9,8 @@
     percentile LoadGen judges (the 90th), so that higher is better (goal: the harness within 1.05 x raw), with the
     SingleStream layout (instance's threads, spinning or sleeping).
 (b) and (c) are taken in ROUNDS rounds, the harness between two raw runs each time (ratios.in_turns), and the best
-    run of each side is compared (ratios.Rounds): a shared VM's speed moves in phases of tens of seconds.
+    run of each side is compared (ratios.Rounds): a shared VM's speed moves in phases of tens of seconds. Each raw
+    run lasts as long as a harness run, so that the best of each side is picked from windows of one length.
 (d) Server at INT8: the highest target QPS that LoadGen rates VALID (search.find_highest over short runs) / the
     INT8 Offline samples/s through the harness; (e) the same at FP32. Beside each, that rate against the raw
     engine's own Server ceiling (bench_raw.server_peak: the same layout fed the same kind of arrivals without
@@ -59,7 +60,9 @@ PROBE_SECONDS = 5
 RUN_SECONDS = 15
 RAW_BATCHES = (1, 2, 4, 8, 16, 32, 64)   # the raw loop's batch sizes, for (b)'s best batch (ONNX Runtime)
 RAW_BATCH_SECONDS = 3         # each batch size's raw loop while looking for the best
-RAW_ROUND_SECONDS = 5         # each raw loop at the best batch, between two harness runs
+# Each raw loop at the best batch, between two harness runs, as long as a harness run: the best of several short
+# loops would catch a fast phase of the machine that a longer harness run averages away.
+RAW_ROUND_SECONDS = RUN_SECONDS
 ROUNDS = 3                    # (b), (c): harness runs, each between two raw ones
 SERVER_TOLERANCE = 0.05
 SERVER_MAX_TRIALS = 10

@@ -25,7 +25,7 @@ from ..common.tuning.search import Outcome, SearchResult, find_highest
 from ..common.tuning.trials import SERVER_SHORT_QUERIES, SHORT_SECONDS
 from .base import Context
 
-LATENCY_SECONDS = 5           # each raw SingleStream measurement
+LATENCY_SECONDS = SHORT_SECONDS[Scenario.SingleStream]   # each raw SingleStream measurement: a short run's length
 SERVER_SAMPLES = 256          # the samples a raw Server run holds in memory and cycles through
 
 
