@@ -15,9 +15,11 @@
     INT8 Offline samples/s through the harness; (e) the same at FP32. Beside each, that rate against the raw
     engine's own Server ceiling (bench_raw.server_peak: the same layout fed the same kind of arrivals without
     LoadGen or the harness, judged as LoadGen judges), and for the record that ceiling against Offline: what
-    queueing at the latency bound leaves of the engine's throughput on this machine, whatever runs it.
+    queueing at the latency bound leaves of the engine's throughput on this machine, whatever runs it. The two
+    searches start at the same rate and run in turns, trial by trial (tuning/turns.py).
 (k) Offline samples/s of the harness type's first implementation (native) / its last (python), same engine and
-    config (where the first can run); (l) the last one's Server p99 latency / the first one's, at the rate (d) found.
+    config (where the first can run); (l) the last one's Server p99 latency / the first one's, at the rate (d) found;
+    both the best of ROUNDS runs each in turns, as (b) and (c).
 (b), (c) and (k) are measured for every benchmark (resnet50, yolo), (d), (e) and (l) for those with a Server
 scenario. A harness plug-in with figures of its own gets those instead (its `bench_figures`): the LLM harness for
 the benchmarks that generate tokens (bench_llm.py: (f) and (g)), the Triton harness with --harness_type=triton
@@ -34,6 +36,7 @@ import json
 import math
 import subprocess
 import sys
+from typing import Callable
 from ..common.benchmark_api import IMPLEMENTATIONS
 from ..common.constants import Scenario
 from ..common.errors import EXIT_FAILURE, EXIT_OK, UserError
@@ -42,6 +45,7 @@ from ..common.harness.selection import choose
 from ..common.records.early_stopping import TARGET_LATENCY_PERCENTILE
 from ..common.tuning.ratios import Figure, Rounds, figure_table, in_turns
 from ..common.tuning.search import Outcome, SearchResult, find_highest, round_sig
+from ..common.tuning.turns import side_by_side
 from . import bench_raw
 from .base import Context, Handler
 from .locks import measuring
@@ -245,13 +249,17 @@ class Bench(Handler):
                                                       f"{benchmark_name}-offline-{each}")
             server_ctx = _with(at[each], scenarios, precision=each, **server_layout(at[each], benchmark_name, each))
             layout = ctx_layout(server_ctx, benchmark_name)
-            searches[each] = self._server_peak(server_ctx, benchmark_name, each, through[each])
+            # The harness's search and the raw engine's, trial by trial in turns (tuning/turns.py).
+            self.ctx.log(f"Server {each}: highest VALID target QPS through the harness and of the raw engine, "
+                         f"from {round_sig(through[each] * GOALS['server']):g}, their runs in turns")
+            searches[each], ceiling = side_by_side([
+                lambda turn: self._server_peak(server_ctx, benchmark_name, each, through[each], turn),
+                lambda turn: self._raw_server_peak(server_ctx, benchmark_name, through[each], turn)])
             held = searches[each].value or 0.0
             figures.append(Figure(f"({label}) {model} {each} Server ({layout}): highest VALID target "
                                   f"QPS vs {each} Offline through the harness", held,
                                   through[each], "QPS", goals["server"], baseline_unit="samples/s"))
-            figures += self._server_ceiling(server_ctx, benchmark_name, label, f"{model} {each}", held,
-                                            through[each], goals)
+            figures += self._server_ceiling(label, f"{model} {each}", held, ceiling, through[each], goals)
             server_at = server_at or (server_ctx, searches[each].value or through[each] * GOALS["server"])
         return figures + self._implementations(ctx, benchmark_name, scenarios, through[precision], server_at)
 
@@ -259,8 +267,8 @@ class Bench(Handler):
     def _implementations(self, ctx: Context, benchmark_name: str, scenarios: tuple[Scenario, ...], expected: float,
                          server_at: tuple[Context, float] | None) -> list[Figure]:
         """(k) Offline samples/s of the harness type's first implementation / its last; (l) where given a Server
-        config and rate, the last one's p99 latency at that rate / the first one's. Same engine and config, runs in
-        turns."""
+        config and rate, the last one's p99 latency at that rate / the first one's. Same engine and config; the best
+        of ROUNDS runs of each, taken in turns."""
         config = ctx.resolve(benchmark_name, Scenario.Offline)   # the first unless it cannot be, and then says why
         implementations = [p.implementation for p in of_type(ctx.args.workload.harness_type.value, False)]
         if len(implementations) < 2:
@@ -271,24 +279,32 @@ class Bench(Handler):
                          f"({config.sources[IMPL_FIELD]})")
             return []
         folder = self.ctx.paths.bench_dir
-        offline = {impl: self._harness_offline(_with(ctx, scenarios, **{IMPL_FIELD: impl}), benchmark_name, expected,
-                                               f"{benchmark_name}-offline-{impl}") for impl in (last, first)}
+        numbers = itertools.count(1)
+
+        def offline(impl: str) -> float:
+            return self._harness_offline(_with(ctx, scenarios, **{IMPL_FIELD: impl}), benchmark_name, expected,
+                                         f"{benchmark_name}-offline-{impl}-{next(numbers)}")
+        rounds = in_turns(lambda: offline(last), lambda: offline(first), ROUNDS)
+        self._log_rounds("(k) Offline samples/s", rounds, (first, last))
         model = config["model"]
-        figures = [Figure(f"(k) {model} Offline: {first} harness vs {last} harness", offline[first],
-                          offline[last], "samples/s", GOALS["impl"])]
+        figures = [Figure(f"(k) {model} Offline: {first} harness vs {last} harness, best of {ROUNDS} runs each in "
+                          f"turns", *rounds.best(), "samples/s", GOALS["impl"])]
         if server_at is None:
             return figures
         server_ctx, qps = server_at
-        p99: dict[str, float] = {}
-        for impl in (last, first):
+
+        def p99(impl: str) -> float:
+            run_dir = folder / f"{benchmark_name}-server-{impl}-{qps:g}qps-{next(numbers)}"
             outcome = self._short(_with(server_ctx, scenarios, **{IMPL_FIELD: impl}), benchmark_name,
-                                  Scenario.Server, folder / f"{benchmark_name}-server-{impl}-{qps:g}qps",
-                                  server_target_qps=qps)
+                                  Scenario.Server, run_dir, server_target_qps=qps)
             self.ctx.log(f"Server at {qps:g} QPS, {impl} harness: {outcome.describe()}")
-            p99[impl] = (outcome.latency_ns or float("nan")) / 1e6
+            return (outcome.latency_ns or float("nan")) / 1e6
+        rounds = in_turns(lambda: p99(last), lambda: p99(first), ROUNDS, higher_is_better=False)
+        self._log_rounds(f"(l) Server p99 ms at {qps:g} QPS", rounds, (first, last))
         precision = server_ctx.resolve(benchmark_name, Scenario.Server)["precision"]
         figures.append(Figure(f"(l) {model} {precision} Server at {qps:g} QPS: p99 latency, {last} harness / {first} "
-                              f"harness", p99[first], p99[last], "ms", GOALS["impl"], higher_is_better=False))
+                              f"harness, best of {ROUNDS} runs each in turns", *rounds.best(), "ms", GOALS["impl"],
+                              higher_is_better=False))
         return figures
 
     # -- (a) ---------------------------------------------------------------------------------------
@@ -313,11 +329,12 @@ class Bench(Handler):
                             exit_code=EXIT_FAILURE)
         return outcome.throughput
 
-    def _log_rounds(self, what: str, rounds: Rounds) -> None:
-        """The measurements in the order taken."""
-        taken = [f"raw {rounds.baselines[0]:,.3f}"]
+    def _log_rounds(self, what: str, rounds: Rounds, names: tuple[str, str] = ("harness", "raw")) -> None:
+        """The measurements in the order taken; `names`: what the measured side and the baseline are called."""
+        measured, baseline = names
+        taken = [f"{baseline} {rounds.baselines[0]:,.3f}"]
         for harness, raw in zip(rounds.harness, rounds.baselines[1:]):
-            taken += [f"harness {harness:,.3f}", f"raw {raw:,.3f}"]
+            taken += [f"{measured} {harness:,.3f}", f"{baseline} {raw:,.3f}"]
         self.ctx.log(f"{what}, in turns: {', '.join(taken)}")
 
     def _harness_singlestream(self, ctx: Context, benchmark_name: str, expected_ms: float, number: int) -> float:
@@ -331,37 +348,54 @@ class Bench(Handler):
                             exit_code=EXIT_FAILURE)
         return outcome.latency_ns / 1e6
 
-    def _server_peak(self, ctx: Context, benchmark_name: str, precision: str, offline: float) -> SearchResult:
-        """The highest Server target QPS LoadGen rates VALID in short runs, from half the Offline throughput up to
-        at most all of it."""
+    def _server_peak(self, ctx: Context, benchmark_name: str, precision: str, offline: float,
+                     next_turn: Callable[[], None]) -> SearchResult:
+        """The highest Server target QPS LoadGen rates VALID in short runs, from 0.8 x the Offline throughput up to
+        at most all of it; `next_turn` is called before each run."""
         folder = self.ctx.paths.bench_dir / f"{benchmark_name}-server-{precision}"
         numbers = itertools.count(1)
-        self.ctx.log(f"Server {precision}: highest VALID target QPS, from {round_sig(offline * GOALS['server']):g}")
 
         def trial(qps: float) -> Outcome:   # the figure is LoadGen's VALID: early stopping counts here
+            next_turn()
             outcome = self._short(ctx, benchmark_name, Scenario.Server,
                                   folder / f"trial-{next(numbers):02d}-{qps:g}qps", server_target_qps=qps)
             return dataclasses.replace(outcome, early_stopping_only=False)
-        # Below a sixteenth of the Offline throughput the figure is far from its goal anyway, and each trial (500
-        # queries) lasts ever longer: the search gives up there instead of halving on towards 1 QPS.
-        return find_highest(trial, offline * GOALS["server"], tolerance=SERVER_TOLERANCE, latency_margin=0.0,
-                            ceiling=round_sig(offline), floor=offline / 16, max_trials=SERVER_MAX_TRIALS,
-                            unit=lambda v: f"{v:g} QPS", log=self.ctx.log)
+        return find_highest(trial, offline * GOALS["server"], **self._server_search(offline),
+                            log=self._labelled("harness"))
 
-    def _server_ceiling(self, ctx: Context, benchmark_name: str, label: str, what: str, held: float,
-                        offline: float, goals: dict) -> list[Figure]:
-        """The raw engine's Server ceiling with the same layout (bench_raw.server_peak), searched from the rate the
-        harness held: the harness against it, and it against Offline (what queueing at the bound leaves of the
-        engine's throughput on this machine, whatever runs it)."""
+    def _raw_server_peak(self, ctx: Context, benchmark_name: str, offline: float,
+                         next_turn: Callable[[], None]) -> SearchResult:
+        """The raw engine's Server ceiling with the same layout (bench_raw.server_peak), searched as the harness's
+        is, from the same rate."""
         config = ctx.resolve(benchmark_name, Scenario.Server)
-        found = bench_raw.server_peak(ctx, benchmark_name, config, start=held or offline * GOALS["server"] / 2,
-                                      ceiling=round_sig(offline), max_trials=SERVER_MAX_TRIALS,
-                                      tolerance=SERVER_TOLERANCE)
+        search = self._server_search(offline)
+        return bench_raw.server_peak(ctx, benchmark_name, config, start=offline * GOALS["server"],
+                                     ceiling=search["ceiling"], max_trials=search["max_trials"],
+                                     tolerance=search["tolerance"], floor=search["floor"], next_turn=next_turn,
+                                     log=self._labelled("raw engine"))
+
+    @staticmethod
+    def _server_search(offline: float) -> dict:
+        """find_highest's settings for both Server searches. Below a sixteenth of the Offline throughput the figure
+        is far from its goal anyway, and each trial (500 queries) lasts ever longer: the searches give up there
+        instead of halving on towards 1 QPS."""
+        return {"tolerance": SERVER_TOLERANCE, "latency_margin": 0.0, "ceiling": round_sig(offline),
+                "floor": offline / 16, "max_trials": SERVER_MAX_TRIALS, "unit": lambda v: f"{v:g} QPS"}
+
+    def _labelled(self, who: str) -> Callable[[str], None]:
+        """The log, each line saying whose search it belongs to (the two searches' lines alternate)."""
+        return lambda line: self.ctx.log(f"  {who}: {line.strip()}")
+
+    def _server_ceiling(self, label: str, what: str, held: float, found: SearchResult, offline: float,
+                        goals: dict) -> list[Figure]:
+        """The harness against the raw engine's Server ceiling, and that ceiling against Offline (what queueing at
+        the bound leaves of the engine's throughput on this machine, whatever runs it)."""
         ceiling = found.value or math.nan
         if found.value is None:
             self.ctx.log(f"  Server, raw engine: no rate held the bound ({found.stopped})")
         return [Figure(f"({label}) {what} Server: highest VALID target QPS, harness vs the raw engine fed the same "
-                       f"Poisson arrivals and batched alike", held, ceiling, "QPS", goals["server_raw"]),
+                       f"Poisson arrivals and batched alike, searched in turns", held, ceiling, "QPS",
+                       goals["server_raw"]),
                 Figure(f"({label}) {what} Server: the raw engine's highest VALID rate vs Offline through the harness "
                        f"(queueing at the bound)", ceiling, offline, "QPS", None, baseline_unit="samples/s")]
 

@@ -141,9 +141,12 @@ def server_run(raw: RawEngine, rate: float, batch_size: int, window_us: int, bou
 
 
 def server_peak(ctx: Context, benchmark_name: str, config, start: float, ceiling: float, max_trials: int,
-                tolerance: float) -> SearchResult:
+                tolerance: float, floor: float | None = None, next_turn: Callable[[], None] = lambda: None,
+                log: Callable[[str], None] | None = None) -> SearchResult:
     """The highest rate the raw engine holds at the Server latency bound, with the config's layout (instances,
-    threads, largest batch, batching window), searched as the harness's Server figure is."""
+    threads, largest batch, batching window), searched as the harness's Server figure is. `next_turn` is called
+    before each run (tuning/turns.py: searches side by side)."""
+    log = log or ctx.log
     bound_ms = ctx.rules.benchmark(benchmark_name).server_latency_ms
     raw = raw_engine(ctx, benchmark_name, config)
     try:
@@ -151,9 +154,13 @@ def server_peak(ctx: Context, benchmark_name: str, config, start: float, ceiling
         for backend in raw.backends:     # warmed up as the harness warms up its instances
             for size in warmup_batch_sizes(Scenario.Server, batch_size):
                 backend.infer(raw.batch(np.arange(size) % raw.count))
-        ctx.log(f"Server, raw engine: highest rate that holds p99 <= {bound_ms:g} ms, from {start:g} QPS")
-        return find_highest(lambda rate: server_run(raw, rate, batch_size, window_us, bound_ms), start,
-                            tolerance=tolerance, latency_margin=0.0, ceiling=ceiling, floor=start / 16,
-                            max_trials=max_trials, unit=lambda v: f"{v:g} QPS", log=ctx.log)
+
+        def trial(rate: float) -> Outcome:
+            next_turn()
+            return server_run(raw, rate, batch_size, window_us, bound_ms)
+        log(f"highest rate that holds p99 <= {bound_ms:g} ms, from {start:g} QPS")
+        return find_highest(trial, start, tolerance=tolerance, latency_margin=0.0, ceiling=ceiling,
+                            floor=start / 16 if floor is None else floor, max_trials=max_trials,
+                            unit=lambda v: f"{v:g} QPS", log=log)
     finally:
         raw.close()
