@@ -5,15 +5,17 @@ settings, feeds it the same preprocessed samples, and postprocesses every batch 
 - throughput: batches of one size back to back on every instance (b);
 - latency: one sample after the other, as SingleStream issues them (c);
 - server: the arrivals of a Server run at a target rate, batched as the harness batches, judged as LoadGen judges
-  (tuning/poisson_server.py); `server_peak` searches the highest rate it holds, as (d) and (e) search the harness's.
+  (tuning/poisson_server.py): `server_p99` is one run's p99 at a rate (the harness's at the rate it held is read
+  against it), `server_peak` searches the highest rate the engine holds, as (d) and (e) search the harness's.
 """
 from __future__ import annotations
 
 import itertools
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -140,6 +142,28 @@ def server_run(raw: RawEngine, rate: float, batch_size: int, window_us: int, bou
     return verdict.outcome(bound_ms * 1e6, float(latencies.mean()))
 
 
+@contextmanager
+def server_engine(ctx: Context, benchmark_name: str, config) -> Iterator[Callable[[float], Outcome]]:
+    """The config's engine loaded and warmed up as the harness warms up its instances, as a Server run at a rate:
+    rate -> the Outcome of one run with the config's layout (largest batch, batching window) at the round's bound."""
+    bound_ms = ctx.rules.benchmark(benchmark_name).server_latency_ms
+    raw = raw_engine(ctx, benchmark_name, config)
+    try:
+        batch_size, window_us = int(config["batch_size"]), int(config.get("server_batch_timeout_us") or 0)
+        for backend in raw.backends:
+            for size in warmup_batch_sizes(Scenario.Server, batch_size):
+                backend.infer(raw.batch(np.arange(size) % raw.count))
+        yield lambda rate: server_run(raw, rate, batch_size, window_us, bound_ms)
+    finally:
+        raw.close()
+
+
+def server_p99(ctx: Context, benchmark_name: str, config, rate: float) -> float:
+    """The raw engine's p99 latency in ms in one Server run at `rate`."""
+    with server_engine(ctx, benchmark_name, config) as run:
+        return run(rate).latency_ns / 1e6
+
+
 def server_peak(ctx: Context, benchmark_name: str, config, start: float, ceiling: float, max_trials: int,
                 tolerance: float, floor: float | None = None, next_turn: Callable[[], None] = lambda: None,
                 log: Callable[[str], None] | None = None) -> SearchResult:
@@ -147,20 +171,12 @@ def server_peak(ctx: Context, benchmark_name: str, config, start: float, ceiling
     threads, largest batch, batching window), searched as the harness's Server figure is. `next_turn` is called
     before each run (tuning/turns.py: searches side by side)."""
     log = log or ctx.log
-    bound_ms = ctx.rules.benchmark(benchmark_name).server_latency_ms
-    raw = raw_engine(ctx, benchmark_name, config)
-    try:
-        batch_size, window_us = int(config["batch_size"]), int(config.get("server_batch_timeout_us") or 0)
-        for backend in raw.backends:     # warmed up as the harness warms up its instances
-            for size in warmup_batch_sizes(Scenario.Server, batch_size):
-                backend.infer(raw.batch(np.arange(size) % raw.count))
-
+    with server_engine(ctx, benchmark_name, config) as run:
         def trial(rate: float) -> Outcome:
             next_turn()
-            return server_run(raw, rate, batch_size, window_us, bound_ms)
-        log(f"highest rate that holds p99 <= {bound_ms:g} ms, from {start:g} QPS")
+            return run(rate)
+        log(f"highest rate that holds p99 <= {ctx.rules.benchmark(benchmark_name).server_latency_ms:g} ms, "
+            f"from {start:g} QPS")
         return find_highest(trial, start, tolerance=tolerance, latency_margin=0.0, ceiling=ceiling,
                             floor=start / 16 if floor is None else floor, max_trials=max_trials,
                             unit=lambda v: f"{v:g} QPS", log=log)
-    finally:
-        raw.close()
