@@ -250,12 +250,16 @@ class Bench(Handler):
                                                       f"{benchmark_name}-offline-{each}")
             server_ctx = _with(at[each], scenarios, precision=each, **server_layout(at[each], benchmark_name, each))
             layout = ctx_layout(server_ctx, benchmark_name)
-            # The harness's search and the raw engine's, trial by trial in turns (tuning/turns.py).
+            # The harness's search and the raw engine's, from the same rate with the same settings, trial by trial
+            # in turns (tuning/turns.py).
+            start, search = through[each] * GOALS["server"], self._server_search(through[each])
             self.ctx.log(f"Server {each}: highest VALID target QPS through the harness and of the raw engine, "
-                         f"from {round_sig(through[each] * GOALS['server']):g}, their runs in turns")
+                         f"from {round_sig(start):g}, their runs in turns")
             searches[each], ceiling = side_by_side([
-                lambda turn: self._server_peak(server_ctx, benchmark_name, each, through[each], turn),
-                lambda turn: self._raw_server_peak(server_ctx, benchmark_name, through[each], turn)])
+                lambda turn: self._server_peak(server_ctx, benchmark_name, each, start, search, turn),
+                lambda turn: bench_raw.server_peak(server_ctx, benchmark_name,
+                                                   server_ctx.resolve(benchmark_name, Scenario.Server), start, turn,
+                                                   self._labelled("raw engine"), **search)])
             held = searches[each].value or 0.0
             figures.append(Figure(f"({label}) {model} {each} Server ({layout}): highest VALID target "
                                   f"QPS vs {each} Offline through the harness", held,
@@ -263,7 +267,7 @@ class Bench(Handler):
             figures.append(self._server_against_raw(server_ctx, benchmark_name, label, f"{model} {each}", held,
                                                     goals))
             figures.append(self._server_ceiling(label, f"{model} {each}", ceiling, through[each]))
-            server_at = server_at or (server_ctx, searches[each].value or through[each] * GOALS["server"])
+            server_at = server_at or (server_ctx, searches[each].value or start)
         return figures + self._implementations(ctx, benchmark_name, scenarios, through[precision], server_at)
 
     # -- (k), (l): one implementation of the harness against another ---------------------------------
@@ -351,10 +355,10 @@ class Bench(Handler):
                             exit_code=EXIT_FAILURE)
         return outcome.latency_ns / 1e6
 
-    def _server_peak(self, ctx: Context, benchmark_name: str, precision: str, offline: float,
+    def _server_peak(self, ctx: Context, benchmark_name: str, precision: str, start: float, search: dict,
                      next_turn: Callable[[], None]) -> SearchResult:
-        """The highest Server target QPS LoadGen rates VALID in short runs, from 0.8 x the Offline throughput up to
-        at most all of it; `next_turn` is called before each run."""
+        """The highest Server target QPS LoadGen rates VALID in short runs, searched from `start` with `search`
+        (_server_search); `next_turn` is called before each run."""
         folder = self.ctx.paths.bench_dir / f"{benchmark_name}-server-{precision}"
         numbers = itertools.count(1)
 
@@ -363,25 +367,14 @@ class Bench(Handler):
             outcome = self._short(ctx, benchmark_name, Scenario.Server,
                                   folder / f"trial-{next(numbers):02d}-{qps:g}qps", server_target_qps=qps)
             return dataclasses.replace(outcome, early_stopping_only=False)
-        return find_highest(trial, offline * GOALS["server"], **self._server_search(offline),
-                            log=self._labelled("harness"))
-
-    def _raw_server_peak(self, ctx: Context, benchmark_name: str, offline: float,
-                         next_turn: Callable[[], None]) -> SearchResult:
-        """The raw engine's Server ceiling with the same layout (bench_raw.server_peak), searched as the harness's
-        is, from the same rate."""
-        config = ctx.resolve(benchmark_name, Scenario.Server)
-        search = self._server_search(offline)
-        return bench_raw.server_peak(ctx, benchmark_name, config, start=offline * GOALS["server"],
-                                     ceiling=search["ceiling"], max_trials=search["max_trials"],
-                                     tolerance=search["tolerance"], floor=search["floor"], next_turn=next_turn,
-                                     log=self._labelled("raw engine"))
+        return find_highest(trial, start, log=self._labelled("harness"), **search)
 
     @staticmethod
     def _server_search(offline: float) -> dict:
-        """find_highest's settings for both Server searches. Below a sixteenth of the Offline throughput the figure
-        is far from its goal anyway, and each trial (500 queries) lasts ever longer: the searches give up there
-        instead of halving on towards 1 QPS."""
+        """find_highest's settings for both Server searches (the harness's and the raw engine's): never above the
+        Offline throughput, accepting a rate when it is VALID. Below a sixteenth of the Offline throughput the
+        figure is far from its goal anyway, and each trial (500 queries) lasts ever longer: the searches give up
+        there instead of halving on towards 1 QPS."""
         return {"tolerance": SERVER_TOLERANCE, "latency_margin": 0.0, "ceiling": round_sig(offline),
                 "floor": offline / 16, "max_trials": SERVER_MAX_TRIALS, "unit": lambda v: f"{v:g} QPS"}
 

@@ -164,19 +164,15 @@ def server_p99(ctx: Context, benchmark_name: str, config, rate: float) -> float:
         return run(rate).latency_ns / 1e6
 
 
-def server_peak(ctx: Context, benchmark_name: str, config, start: float, ceiling: float, max_trials: int,
-                tolerance: float, floor: float | None = None, next_turn: Callable[[], None] = lambda: None,
-                log: Callable[[str], None] | None = None) -> SearchResult:
+def server_peak(ctx: Context, benchmark_name: str, config, start: float, next_turn: Callable[[], None],
+                log: Callable[[str], None], **search) -> SearchResult:
     """The highest rate the raw engine holds at the Server latency bound, with the config's layout (instances,
-    threads, largest batch, batching window), searched as the harness's Server figure is. `next_turn` is called
-    before each run (tuning/turns.py: searches side by side)."""
-    log = log or ctx.log
+    threads, largest batch, batching window), searched by find_highest with `search`, the settings of the harness's
+    own Server search. `next_turn` is called before each run (tuning/turns.py: searches side by side)."""
     with server_engine(ctx, benchmark_name, config) as run:
         def trial(rate: float) -> Outcome:
             next_turn()
             return run(rate)
         log(f"highest rate that holds p99 <= {ctx.rules.benchmark(benchmark_name).server_latency_ms:g} ms, "
             f"from {start:g} QPS")
-        return find_highest(trial, start, tolerance=tolerance, latency_margin=0.0, ceiling=ceiling,
-                            floor=start / 16 if floor is None else floor, max_trials=max_trials,
-                            unit=lambda v: f"{v:g} QPS", log=log)
+        return find_highest(trial, start, log=log, **search)
