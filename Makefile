@@ -1,5 +1,6 @@
 # MLPerf Inference toolkit. Every target is one call into Python; `make help` lists them.
-# Variables: RUN_ARGS, SUBMITTER, MLPERF_SCRATCH_PATH, LOG_DIR, BENCHMARKS, SYSTEM_NAME.
+# Variables: RUN_ARGS, SUBMITTER, MLPERF_SCRATCH_PATH, LOG_DIR, BENCHMARKS, SYSTEM_NAME; for the container targets
+# also BASE_IMAGE, NO_BUILD, DOCKER_ARGS, DOCKER_COMMAND, MIG_CONF (documentation/docker.md).
 
 SHELL := /bin/bash
 PYTHON_BOOTSTRAP ?= python3
@@ -13,16 +14,28 @@ MLPERF_SCRATCH_PATH ?=
 LOG_DIR ?=
 BENCHMARKS ?=
 SYSTEM_NAME ?=
+BASE_IMAGE ?=
+NO_BUILD ?=
+DOCKER_ARGS ?=
+DOCKER_COMMAND ?=
+MIG_CONF ?=
 
 # Make variables reach Python as data, never as shell or make syntax: each one that is set becomes one flag whose
 # value is its raw text ($(value ...): make expands nothing in it) in single quotes (a ' in it written '\''),
 # and none is exported (make would expand it for the environment). Python splits RUN_ARGS into flags as a shell
 # splits words (quotes group, nothing runs) and refuses a setting given twice with different values.
-DATA_VARIABLES := RUN_ARGS SUBMITTER MLPERF_SCRATCH_PATH LOG_DIR BENCHMARKS SYSTEM_NAME
+DATA_VARIABLES := RUN_ARGS SUBMITTER MLPERF_SCRATCH_PATH LOG_DIR BENCHMARKS SYSTEM_NAME BASE_IMAGE NO_BUILD DOCKER_ARGS \
+	DOCKER_COMMAND MIG_CONF
 unexport $(DATA_VARIABLES)
 shell_word = '$(subst ','\'',$(value $(1)))'
 flag = $(if $(value $(2)),--$(1)=$(call shell_word,$(2)))
 MAIN = $(PY) -m code.main --action=$@ $(call flag,scratch_path,MLPERF_SCRATCH_PATH) $(call flag,log_dir,LOG_DIR) \
+	$(call flag,submitter,SUBMITTER) $(call flag,benchmarks,BENCHMARKS) $(call flag,system_name,SYSTEM_NAME) \
+	$(call flag,run_args,RUN_ARGS)
+# The container targets run on the host's python3 (standard library only), before any environment exists.
+DOCKER_MAIN = $(PYTHON_BOOTSTRAP) -m code.docker --action=$@ $(call flag,base_image,BASE_IMAGE) \
+	$(call flag,no_build,NO_BUILD) $(call flag,docker_args,DOCKER_ARGS) $(call flag,docker_command,DOCKER_COMMAND) \
+	$(call flag,mig_conf,MIG_CONF) $(call flag,scratch_path,MLPERF_SCRATCH_PATH) $(call flag,log_dir,LOG_DIR) \
 	$(call flag,submitter,SUBMITTER) $(call flag,benchmarks,BENCHMARKS) $(call flag,system_name,SYSTEM_NAME) \
 	$(call flag,run_args,RUN_ARGS)
 
@@ -38,9 +51,10 @@ refuse_line_break = $(error $(1) holds a line break, which make would run as a c
 $(foreach variable,$(DATA_VARIABLES),$(if $(call line_break_in,$(variable)),$(call refuse_line_break,$(variable))))
 
 .DEFAULT_GOAL := help
-.PHONY: help prebuild build link_dirs show_config download_model download_data preprocess_data generate_engines \
+.PHONY: help prebuild build_docker docker_add_user launch_docker configure_mig teardown_mig build link_dirs show_config download_model download_data preprocess_data generate_engines \
 	selftest_gpu calibrate run_harness run bench find_peak tune run_audit_harness report generate_conf_files stage_results stage_compliance \
-	truncate_results export_submission check_submission pack_submission add_custom_system lock clean test test_all \
+	truncate_results export_submission check_submission pack_submission update_results update_compliance \
+	copy_results_artifacts add_custom_system lock clean test test_all \
 	serve_triton serve_llm
 
 # make asks the bootstrap when a file below is newer than the stamp, and also when the stamp ("<environment>
@@ -57,8 +71,18 @@ endif
 help: ## List the targets and variables
 	@$(PYTHON_BOOTSTRAP) scripts/make_help.py Makefile
 
-prebuild: $(VENV_STAMP) ## Set up the environment: docker image if a docker engine runs, else the local .venv
-	@$(MAIN)
+prebuild: ## Set up the environment: build the image and enter it where a docker engine runs, else the local .venv
+	@$(DOCKER_MAIN)
+build_docker: ## Build this machine's image (BASE_IMAGE=...), then run make build in it (NO_BUILD=1: not)
+	@$(DOCKER_MAIN)
+docker_add_user: ## Add your user (name, uid, gid) to the image, so what the container writes is yours
+	@$(DOCKER_MAIN)
+launch_docker: ## Enter the image with the repository at /work (DOCKER_COMMAND='make run': run it headless)
+	@$(DOCKER_MAIN)
+configure_mig: ## Partition every MIG-capable GPU into MIG_CONF=N instances (nvidia-smi, as root)
+	@$(DOCKER_MAIN)
+teardown_mig: ## Remove the MIG instances and turn MIG off
+	@$(DOCKER_MAIN)
 build: $(VENV_STAMP) ## Finish the environment and print which backends (ONNX Runtime, TensorRT, CUDA) work here
 	@$(MAIN)
 link_dirs: $(VENV_STAMP) ## Link data, models and preprocessed_data from MLPERF_SCRATCH_PATH into build/
@@ -108,6 +132,12 @@ export_submission: $(VENV_STAMP) ## Write a pristine submission tree to build/su
 check_submission: $(VENV_STAMP) ## Check the exported tree against the round's rules
 	@$(MAIN)
 pack_submission: $(VENV_STAMP) ## Write mlperf-inference-$(SUBMITTER)-submission.tar.gz and its .sha1
+	@$(MAIN)
+update_results: $(VENV_STAMP) ## Old name of stage_results
+	@$(MAIN)
+update_compliance: $(VENV_STAMP) ## Old name of stage_compliance
+	@$(MAIN)
+copy_results_artifacts: $(VENV_STAMP) ## Old name of export_submission
 	@$(MAIN)
 add_custom_system: $(VENV_STAMP) ## Register this machine and write config stubs (RUN_ARGS="--system_id=ID --yes")
 	@$(MAIN)

@@ -15,7 +15,7 @@ import threading
 import traceback
 from typing import Callable, Sequence
 
-from .actions import ACTIONS
+from .actions import ACTIONS, current_names
 from .actions.base import Context
 from .common.arguments import expand_run_args, parse_run_args
 from .common.disk_full import disk_full_message
@@ -75,7 +75,9 @@ def available_benchmarks(paths: Paths, rules_round) -> list[str]:
 
 def main(argv: Sequence[str] | None = None, detect: Callable[[], SystemInfo] | None = None,
          log: Callable[[str], None] = print) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv, renamed = current_names(list(sys.argv[1:] if argv is None else argv))
+    if renamed:
+        log(renamed)
     verbose = wants_tracebacks(argv)
     restore_signal_handlers = raise_on_stop_signals()
     paths = Paths.create()

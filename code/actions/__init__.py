@@ -23,7 +23,7 @@ class Action:
 
 
 ACTIONS: dict[str, Action] = {a.name: a for a in (
-    Action("prebuild", "Set up the environment (docker image if a docker engine runs here, else .venv)",
+    Action("prebuild", "Set up the local environment where no docker engine runs (make prebuild)",
            "environment:Prebuild"),
     Action("build", "Finish the environment and print which backends work here", "environment:Build"),
     Action("link_dirs", "Link data, models and preprocessed_data of MLPERF_SCRATCH_PATH into build/",
@@ -69,3 +69,22 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
     Action("clean", "Remove build outputs (engines, logs, staging); keeps the scratch data and .venv",
            "environment:Clean"),
 )}
+
+# Names that older guides still use, and the action each one is now: the old name runs the current action and says
+# its current name once.
+RENAMED: dict[str, str] = {
+    "update_results": "stage_results",
+    "update_compliance": "stage_compliance",
+    "copy_results_artifacts": "export_submission",
+}
+
+
+def current_names(argv: list[str]) -> tuple[list[str], str | None]:
+    """`argv` with an old action name replaced by the current one, and the sentence that says so (None if none)."""
+    for index, flag in enumerate(argv):
+        old = flag.partition("=")[2] if flag.startswith("--action=") else None
+        if old in RENAMED:
+            current = RENAMED[old]
+            return ([*argv[:index], f"--action={current}", *argv[index + 1:]],
+                    f"`make {old}` is now called `make {current}`: running {current}.")
+    return argv, None

@@ -1,4 +1,4 @@
-"""prebuild, build, link_dirs and clean: the environment the harness runs in."""
+"""prebuild (its local part), build, link_dirs and clean: the environment the harness runs in."""
 from __future__ import annotations
 
 import importlib
@@ -21,20 +21,6 @@ _SEED_PROBE = (
 )
 
 
-def docker_engine() -> tuple[bool, str]:
-    """Whether a docker engine answers here, and why not."""
-    if shutil.which("docker") is None:
-        return False, "the docker client is not installed"
-    try:
-        done = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True,
-                              text=True, timeout=20, check=False)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return False, f"docker info failed: {error}"
-    if done.returncode != 0:
-        return False, "the docker client found no running engine"
-    return True, f"docker engine {done.stdout.strip()}"
-
-
 def make_harness_environment(ctx, for_run: bool) -> None:
     """What the selected harness needs beyond .venv, as its plug-ins say (e.g. the Triton environment for a local
     server, the native core), made through the same hash-checked bootstrap by make build (for_run False) and make
@@ -54,29 +40,13 @@ def harness_notices(ctx) -> list[str]:
 
 
 class Prebuild(Handler):
+    """The local part of make prebuild, where no docker engine runs (code/docker builds and enters the image where
+    one does): .venv is set up by then, and what the selected harness needs beyond it is made here."""
+
     def handle(self) -> int:
         make_harness_environment(self.ctx, for_run=False)
-        ok, why = docker_engine()
-        if not ok:
-            self.ctx.log(f"No docker engine ({why}): using the local virtual environment "
-                         f"{self.ctx.paths.venv}, which is set up. Next: make build")
-            return EXIT_OK
-        gpu = self.ctx.system.info.has_gpu
-        flavour = "gpu" if gpu else "cpu"
-        image = f"mlperf-inference-toolkit:{flavour}"
-        dockerfile = self.ctx.paths.repo / "docker" / f"Dockerfile.{flavour}"
-        self.ctx.log(f"{why}: building {image} from {dockerfile.relative_to(self.ctx.paths.repo)} ...")
-        if subprocess.call(["docker", "build", "-t", image, "-f", str(dockerfile), str(self.ctx.paths.repo)]) != 0:
-            raise UserError(f"docker build of {dockerfile} failed (see above).", exit_code=EXIT_FAILURE)
-        # The scratch path is mounted at the same absolute path, so MLPERF_SCRATCH_PATH means the same inside.
-        scratch = self.ctx.paths.scratch
-        scratch.mkdir(parents=True, exist_ok=True)
-        run = ["docker", "run", "--rm", "-v", f"{self.ctx.paths.repo}:/work", "-w", "/work",
-               "-v", f"{scratch}:{scratch}"]
-        run += ["--gpus", "all"] if gpu else []
-        run += ["-it"] if sys.stdin.isatty() else []
-        self.ctx.log(f"Launching {image} with the repository mounted at /work ...")
-        return subprocess.call([*run, image])
+        self.ctx.log(f"The local virtual environment {self.ctx.paths.venv} is set up. Next: make build")
+        return EXIT_OK
 
 
 class Build(Handler):

@@ -124,6 +124,32 @@ class Paths:
     def venv(self) -> Path:
         return self.repo / ".venv"
 
+    # -- the container workflow (code/docker) ----------------------------------------------------------
+    @property
+    def docker(self) -> Path:
+        """docker/: the Dockerfiles (Dockerfile.cpu, Dockerfile.gpu, Dockerfile.user)."""
+        return self.repo / "docker"
+
+    def dockerfile(self, flavour: str) -> Path:
+        """docker/Dockerfile.<cpu|gpu|user>."""
+        return self.docker / f"Dockerfile.{flavour}"
+
+    @property
+    def dockerignore(self) -> Path:
+        return self.repo / ".dockerignore"
+
+    @property
+    def docker_ca_stage(self) -> Path:
+        """build/docker-ca/ca-bundle.crt: the host's extra CA bundle, staged for the one build stage that installs
+        the environment (the final image copies nothing from it), removed when the build ends. The Dockerfiles and
+        .dockerignore name it too."""
+        return self.build / "docker-ca" / "ca-bundle.crt"
+
+    @property
+    def shared(self) -> Path:
+        """../shared beside the repository, mounted into the container where it exists."""
+        return self.repo.parent / "shared"
+
     @property
     def triton_venv(self) -> Path:
         """Triton Inference Server's own environment (requirements/triton.txt)."""
@@ -169,7 +195,7 @@ class Paths:
     def shared_data(self) -> Path:
         """../shared/data beside the repository: the development samples that `make download_data` links (never
         copies) into the scratch data folder; not part of a fresh clone."""
-        return self.repo.parent / "shared" / "data"
+        return self.shared / "data"
 
     def dataset_dir(self, dataset: str) -> Path:
         return self.scratch_dir("data") / dataset
