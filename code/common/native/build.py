@@ -129,9 +129,25 @@ def _unpack(sdist: Path, dest: Path) -> Path:
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     with tarfile.open(sdist) as archive:
-        archive.extractall(dest, filter="data")
+        if hasattr(tarfile, "data_filter"):
+            archive.extractall(dest, filter="data")
+        else:   # Python 3.11.0-3.11.3 (Debian bookworm's 3.11.2) has no extraction filters: the same refusal by hand
+            _refuse_escaping_members(archive, dest, sdist)
+            archive.extractall(dest)
     [top] = [p for p in dest.iterdir() if p.is_dir()]
     return top
+
+
+def _refuse_escaping_members(archive: tarfile.TarFile, dest: Path, sdist: Path) -> None:
+    """What the "data" extraction filter refuses: a member or link target outside `dest`, a device or pipe."""
+    root = dest.resolve()
+    for member in archive.getmembers():
+        target = (root / member.name).resolve()
+        linked = (target.parent / member.linkname).resolve() if member.issym() else \
+            (root / member.linkname).resolve() if member.islnk() else target
+        if not (target.is_relative_to(root) and linked.is_relative_to(root)) or member.isdev() or member.isfifo():
+            raise NativeUnavailable(f"{sdist} holds {member.name!r}, which would land outside {dest} or is not a "
+                                    f"file: refused")
 
 
 @functools.cache
