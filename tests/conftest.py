@@ -151,7 +151,8 @@ def shared_dir() -> Path:
 EMBEDDED = ["--benchmarks=resnet50", "--model=mobilenet_v2", "--dataset=foolbox20"]
 
 
-MAKE_VARIABLES = ("RUN_ARGS", "SUBMITTER", "LOG_DIR", "MLPERF_SCRATCH_PATH", "BENCHMARKS", "SYSTEM_NAME")
+MAKE_VARIABLES = ("RUN_ARGS", "SUBMITTER", "LOG_DIR", "MLPERF_SCRATCH_PATH", "BENCHMARKS", "SYSTEM_NAME", "BASE_IMAGE",
+                  "NO_BUILD", "DOCKER_ARGS", "DOCKER_COMMAND", "MIG_CONF")
 
 
 def make_in(repo: Path, *arguments: str) -> subprocess.CompletedProcess:
