@@ -25,19 +25,21 @@ if args[:1] == ["info"]:
     else:
         print("20.10.24")
 elif args[:2] == ["image", "inspect"]:
-    created = state["images"].get(args[-1])
-    if created is None:
+    image = state["images"].get(args[-1])
+    if image is None:
         status = 1
     else:
-        print(created)
+        print(image["user"] if "User" in args[-2] else image["created"])
 elif args[:1] == ["build"]:
     tag = args[args.index("-t") + 1]
+    built = dict(a.split("=", 1) for a in args[1:] if "=" in a and args[args.index(a) - 1] == "--build-arg")
     if args[-1] == "-":
         call["stdin"] = sys.stdin.read()
     else:
         staged = Path(args[-1]) / "build" / "docker-ca" / "ca-bundle.crt"
         call["staged_ca"] = staged.read_text() if staged.exists() else None
-    state["images"][tag] = time.strftime("%Y-%m-%dT%H:%M:%S.") + f"{time.time_ns() % 10**9:09d}Z"
+    state["images"][tag] = {"created": time.strftime("%Y-%m-%dT%H:%M:%S.") + f"{time.time_ns() % 10**9:09d}Z",
+                            "user": f"{built['USER_ID']}:{built['GROUP_ID']}" if "USER_ID" in built else ""}
 elif args[:1] == ["run"]:
     status = int(os.environ.get("FAKE_RUN_STATUS", "0"))
 with open(home / "calls.jsonl", "a") as log:

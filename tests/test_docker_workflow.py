@@ -99,7 +99,7 @@ def test_build_docker_passes_base_and_proxies_and_stages_the_hosts_ca_bundle_for
     assert option(args, "--build-arg") == [f"BASE_IMAGE={BASE}", "HTTPS_PROXY=http://proxy.example:3128"]
     assert args[-1] == str(REPO)
     assert build["staged_ca"] == bundle.read_text()          # the install stage trusts the host's bundle ...
-    assert not Paths.create().docker_ca_stage.exists()       # ... and the checkout keeps no copy afterwards
+    assert not Paths.create().docker_ca_stage.parent.exists()   # ... and the checkout keeps no copy afterwards
     assert f"trusting the CA bundle {bundle} (PIP_CERT)" in done.stdout
     assert tools.calls("docker", "run") == []                # NO_BUILD=1: make build is not run in it
 
@@ -251,3 +251,46 @@ def test_images_from_different_bases_have_different_names():
     assert Image.of("cpu", None).built == "mlperf-inference-toolkit:cpu-latest"
     assert Image.of("cpu", BASE).with_user == WITH_USER
     assert Image.of("gpu", "registry.example:5000/cuda:12.9").tag == "gpu-registry.example-5000-cuda-12.9"
+
+
+# -- end to end, where a docker engine answers -------------------------------------------------------------------
+def engine_and_base() -> str:
+    """The base image to build from, where a docker engine answers and has it; otherwise the test is skipped naming
+    what is missing."""
+    import shutil
+
+    if shutil.which("docker") is None:
+        pytest.skip("no docker client on PATH (Debian: apt-get install docker.io)")
+    try:
+        info = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True,
+                              timeout=15, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.skip("docker info did not answer within 15 s")
+    if info.returncode != 0 or not info.stdout.strip():
+        pytest.skip("no docker engine answers here (start dockerd)")
+    base = os.environ.get("TOOLKIT_DOCKER_BASE_IMAGE", BASE)
+    if subprocess.run(["docker", "image", "inspect", base], capture_output=True, check=False).returncode != 0:
+        pytest.skip(f"the base image {base} is not here (documentation/docker.md makes one; "
+                    f"TOOLKIT_DOCKER_BASE_IMAGE names another)")
+    return base
+
+
+def test_end_to_end_the_image_builds_and_runs_commands_as_the_caller(tmp_path):
+    base = engine_and_base()
+    done = make_in(REPO, "build_docker", f"BASE_IMAGE={base}", "NO_BUILD=1")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    context = re.search(r"Sending build context to Docker daemon\s+([\d.]+)([kMG]?B)", done.stdout + done.stderr)
+    if context:     # the legacy builder says how much it sent
+        assert float(context.group(1)) * {"B": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9}[context.group(2)] < 100e6
+    scratch = tmp_path / "scratch"
+    check = ("test ! -e /opt/toolkit-ca && $VENV/bin/python -c 'import mlperf_loadgen, onnxruntime' "
+             "&& touch $MLPERF_SCRATCH_PATH/written-inside && test \"$(id -u)\" = " + str(os.getuid()))
+    done = make_in(REPO, "launch_docker", f"BASE_IMAGE={base}", f"DOCKER_COMMAND={check}",
+                   f"MLPERF_SCRATCH_PATH={scratch}")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert (scratch / "written-inside").stat().st_uid == os.getuid()
+    done = make_in(REPO, "launch_docker", f"BASE_IMAGE={base}", "DOCKER_COMMAND=exit 3")
+    assert done.returncode != 0 and "Error 3" in done.stderr
+    left = subprocess.run(["docker", "ps", "-a", "--filter", "name=mlperf-inference-toolkit-", "--format",
+                           "{{.Names}}"], capture_output=True, text=True, check=True)
+    assert left.stdout.strip() == ""

@@ -58,8 +58,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("run orchestration", ("code/common/harness/*", "code/common/arguments.py", "code/common/engines/builder.py")),
     ("submission, audit, report, tuning", ("code/common/submission/*", "code/common/audit/*",
                                            "code/common/report/*", "code/common/tuning/*")),
-    ("actions", ("code/actions/*",)),
-    ("main", ("code/main.py",)),
+    # code/docker: the container targets, on the host's python3 before any environment exists (standard library
+    # and the foundation alone: tests/test_docker_workflow.py runs them without site packages).
+    ("actions", ("code/actions/*", "code/docker/*")),
+    ("main", ("code/main.py", "code/docker/__main__.py")),
 )
 
 # Imports of a higher layer that the code still has, each with why and what removes it: (importer, imported).

@@ -76,6 +76,8 @@ class Workflow:
             status = subprocess.call(build_command(self.paths, self.image))
         finally:
             staged.unlink(missing_ok=True)
+            if not any(staged.parent.iterdir()):
+                staged.parent.rmdir()
         if status != 0:
             raise UserError(f"docker build of {dockerfile} failed (its messages are above).", exit_code=EXIT_FAILURE)
         if self.request.no_build:
@@ -103,7 +105,7 @@ class Workflow:
     def launch_docker(self) -> int:
         self._need_engine()
         self._need_image(self.image.built)
-        if not self._is_newer_or_same(self.image.with_user, self.image.built):
+        if not self._user_layer_is_current():
             self.docker_add_user()
         return self._run(self.image.with_user, self.request.docker_command)
 
@@ -186,15 +188,21 @@ class Workflow:
                             exit_code=EXIT_FAILURE)
 
     @staticmethod
-    def _created(image: str) -> str | None:
-        done = subprocess.run(["docker", "image", "inspect", "--format", "{{.Created}}", image], capture_output=True,
-                              text=True, check=False)
-        return done.stdout.strip() or None if done.returncode == 0 else None
+    def _inspect(image: str, field: str) -> str | None:
+        """`docker image inspect`'s `field` of `image` ("" when it is empty), None where the image is not here."""
+        done = subprocess.run(["docker", "image", "inspect", "--format", "{{" + field + "}}", image],
+                              capture_output=True, text=True, check=False)
+        return done.stdout.strip() if done.returncode == 0 else None
 
-    def _is_newer_or_same(self, image: str, than: str) -> bool:
-        """Whether `image` exists and was made after `than` (the user layer of the image built last)."""
-        created, base = self._created(image), self._created(than)
-        return created is not None and base is not None and created >= base
+    def _created(self, image: str) -> str | None:
+        return self._inspect(image, ".Created") or None
+
+    def _user_layer_is_current(self) -> bool:
+        """Whether the user layer exists, was made after the image built last, and for the caller."""
+        created, built = self._created(self.image.with_user), self._created(self.image.built)
+        user = self._inspect(self.image.with_user, ".Config.User")
+        return (created is not None and built is not None and created >= built
+                and user == f"{os.getuid()}:{os.getgid()}")
 
     @staticmethod
     def _caller() -> tuple[tuple[str, str], tuple[str, str]]:
