@@ -24,6 +24,8 @@ if args[:1] == ["info"]:
         status = 1
     else:
         print("20.10.24")
+elif args[:2] == ["buildx", "version"]:
+    status = 0 if os.environ.get("FAKE_DOCKER_BUILDX") == "1" else 1
 elif args[:2] == ["image", "inspect"]:
     image = state["images"].get(args[-1])
     if image is None:
@@ -33,9 +35,9 @@ elif args[:2] == ["image", "inspect"]:
 elif args[:1] == ["build"]:
     tag = args[args.index("-t") + 1]
     built = dict(a.split("=", 1) for a in args[1:] if "=" in a and args[args.index(a) - 1] == "--build-arg")
-    if args[-1] == "-":
+    if args[-1] == "-" or args[args.index("-f") + 1:][:1] == ["-"]:
         call["stdin"] = sys.stdin.read()
-    else:
+    if args[-1] != "-":
         staged = Path(args[-1]) / "build" / "docker-ca" / "ca-bundle.crt"
         call["staged_ca"] = staged.read_text() if staged.exists() else None
     state["images"][tag] = {"created": time.strftime("%Y-%m-%dT%H:%M:%S.") + f"{time.time_ns() % 10**9:09d}Z",

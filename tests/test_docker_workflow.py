@@ -16,7 +16,7 @@ import pytest
 from code.common.errors import UserError
 from code.common.paths import Paths
 from code.docker import image as image_module
-from code.docker.image import CA_IN_CONTAINER, Image, find_ca_bundle
+from code.docker.image import CA_IN_CONTAINER, Image, find_ca_bundle, with_secret_mount
 from code.docker.mig import Profile, parse_mig_conf, profile_for
 from code.docker.workflow import Request, Workflow
 
@@ -41,7 +41,7 @@ def tools_in(tmp_path: Path, monkeypatch, nvidia_smi: str | None = None, pip_cer
     tools = FakeTools(tmp_path / "fake", nvidia_smi)
     for name, value in tools.environment().items():
         monkeypatch.setenv(name, value)
-    for name in ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", *image_module.PROXY_VARIABLES):
+    for name in ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "DOCKER_BUILDKIT", *image_module.PROXY_VARIABLES):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)     # pip reads no configuration file
     if pip_cert is not None:
@@ -102,6 +102,28 @@ def test_build_docker_passes_base_and_proxies_and_stages_the_hosts_ca_bundle_for
     assert not Paths.create().docker_ca_stage.parent.exists()   # ... and the checkout keeps no copy afterwards
     assert f"trusting the CA bundle {bundle} (PIP_CERT)" in done.stdout
     assert tools.calls("docker", "run") == []                # NO_BUILD=1: make build is not run in it
+
+
+def test_where_the_builder_is_buildkit_the_bundle_is_a_build_secret_and_no_file_of_the_context(
+        tmp_path, monkeypatch, bundle):
+    tools = tools_in(tmp_path, monkeypatch, pip_cert=bundle)
+    monkeypatch.setenv("FAKE_DOCKER_BUILDX", "1")
+    done = make_in(REPO, "build_docker", f"BASE_IMAGE={BASE}", "NO_BUILD=1")
+    assert done.returncode == 0, done.stderr
+    [build] = tools.calls("docker", "build")
+    assert option(build["args"], "--secret") == [f"id=ca_bundle,src={bundle}"] and option(build["args"], "-f") == ["-"]
+    assert build["staged_ca"] == ""
+    assert "RUN --mount=type=secret,id=ca_bundle,target=/opt/toolkit-ca/ca-bundle.crt if [ -s " in build["stdin"]
+    assert build["stdin"].replace(
+        "RUN --mount=type=secret,id=ca_bundle,target=/opt/toolkit-ca/ca-bundle.crt ",
+        f"COPY {Paths.create().docker_ca_stage.relative_to(REPO).as_posix()} /opt/toolkit-ca/ca-bundle.crt\nRUN ") \
+        == (REPO / "docker" / "Dockerfile.cpu").read_text()      # that step alone differs
+    assert "as a BuildKit secret" in done.stdout
+    for flavour in ("cpu", "gpu"):     # the GPU Dockerfile has the same step
+        assert "--mount=type=secret" in with_secret_mount((REPO / "docker" / f"Dockerfile.{flavour}").read_text(),
+                                                          "build/docker-ca/ca-bundle.crt")
+    with pytest.raises(UserError, match="The Dockerfile has 0 steps that copy build/docker-ca/ca-bundle.crt"):
+        with_secret_mount("FROM x\nRUN true\n", "build/docker-ca/ca-bundle.crt")
 
 
 def test_build_docker_then_runs_make_build_in_the_image_and_stages_an_empty_bundle_where_the_host_has_none(

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
-from ..common.errors import UserError
+from ..common.errors import EXIT_FAILURE, UserError
 from ..common.paths import Paths
 
 REPOSITORY = "mlperf-inference-toolkit"
@@ -22,6 +22,7 @@ PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "FTP_PROXY", "NO_PROXY", "ALL_PR
 # Where the container finds the host's extra CA bundle, and the variables that point the installers at it.
 CA_IN_CONTAINER = "/etc/toolkit-ca/ca-bundle.crt"
 CA_VARIABLES = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+CA_SECRET = "ca_bundle"    # the build secret's id where the builder is BuildKit
 _TAG_CHARACTERS = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -96,20 +97,48 @@ def proxy_settings(environ: Mapping[str, str] = os.environ) -> list[tuple[str, s
     return [(name, environ[name]) for name in PROXY_VARIABLES if environ.get(name)]
 
 
-def build_command(paths: Paths, image: Image, environ: Mapping[str, str] = os.environ) -> list[str]:
+def builder_has_secrets(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether `docker build` builds with BuildKit here, which takes build secrets: asked for (DOCKER_BUILDKIT=1),
+    or the buildx component that current clients build with; DOCKER_BUILDKIT=0 asks for the legacy builder."""
+    if environ.get("DOCKER_BUILDKIT") in ("0", "1"):
+        return environ["DOCKER_BUILDKIT"] == "1"
+    try:
+        return subprocess.run(["docker", "buildx", "version"], capture_output=True, timeout=20,
+                              check=False).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def with_secret_mount(dockerfile: str, staged: str) -> str:
+    """The Dockerfile for BuildKit: the install step reads the bundle from the build secret CA_SECRET, mounted
+    where the legacy builder's copy of the staged file would be, so no layer or cache holds it."""
+    copy = re.compile(rf"^COPY {re.escape(staged)} (\S+)\nRUN ", flags=re.M)
+    found = copy.findall(dockerfile)
+    if len(found) != 1:
+        raise UserError(f"The Dockerfile has {len(found)} steps that copy {staged} and install (one expected): "
+                        f"restore it from the repository.", exit_code=EXIT_FAILURE)
+    return copy.sub(f"RUN --mount=type=secret,id={CA_SECRET},target={found[0]} ", dockerfile)
+
+
+def build_command(paths: Paths, image: Image, bundle: CaBundle | None, secrets: bool,
+                  environ: Mapping[str, str] = os.environ) -> list[str]:
     """`docker build` of the image: the repository as the context (.dockerignore keeps it to a few MB), the base
     and proxies as build arguments, the host's network (as NVIDIA's builds: the proxies and name servers the host
-    uses)."""
-    command = ["docker", "build", "--network", "host", "-t", image.built, "-f", str(paths.dockerfile(image.flavour)),
+    uses). With BuildKit (`secrets`) the Dockerfile comes on stdin, its install step reading the bundle as a build
+    secret."""
+    dockerfile = "-" if secrets else str(paths.dockerfile(image.flavour))
+    command = ["docker", "build", "--network", "host", "-t", image.built, "-f", dockerfile,
                "--build-arg", f"BASE_IMAGE={image.base}"]
+    if secrets and bundle is not None:
+        command += ["--secret", f"id={CA_SECRET},src={bundle.path}"]
     for name, value in proxy_settings(environ):
         command += ["--build-arg", f"{name}={value}"]
     return [*command, str(paths.repo)]
 
 
 def stage_ca_bundle(paths: Paths, bundle: CaBundle | None) -> Path:
-    """Put the bundle (or an empty file: the Dockerfiles copy the path either way) where the install stage reads it;
-    the caller removes it when the build ends."""
+    """Put the bundle (or an empty file: the Dockerfiles copy the path either way) where the legacy builder's
+    install stage reads it (BuildKit's reads the secret: give None); the caller removes it when the build ends."""
     staged = paths.docker_ca_stage
     staged.parent.mkdir(parents=True, exist_ok=True)
     if bundle is None:

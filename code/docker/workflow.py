@@ -17,7 +17,8 @@ from typing import Callable
 from ..common.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, UserError
 from ..common.paths import Paths
 from . import mig
-from .image import Image, ca_run_flags, find_ca_bundle, proxy_settings, stage_ca_bundle, build_command
+from .image import (Image, build_command, builder_has_secrets, ca_run_flags, find_ca_bundle, proxy_settings,
+                    stage_ca_bundle, with_secret_mount)
 
 IN_CONTAINER = "/work"          # where the repository is mounted (NVIDIA's CONTAINER_VOL)
 SHARED_IN_CONTAINER = "/shared"  # ../shared as the repository mounted at /work sees it
@@ -68,18 +69,24 @@ class Workflow:
     def build_docker(self) -> int:
         self._need_engine()
         bundle = find_ca_bundle()
-        dockerfile = self.paths.dockerfile(self.image.flavour).relative_to(self.paths.repo)
-        self.log(f"Building {self.image.built} from {dockerfile} on {self.image.base}"
-                 + (f"; trusting the CA bundle {bundle.path} ({bundle.source}) while it installs" if bundle else ""))
-        staged = stage_ca_bundle(self.paths, bundle)
+        secrets = builder_has_secrets()
+        dockerfile = self.paths.dockerfile(self.image.flavour)
+        how = "as a BuildKit secret" if secrets else "in the install stage alone (legacy builder: no secrets)"
+        self.log(f"Building {self.image.built} from {dockerfile.relative_to(self.paths.repo)} on {self.image.base}"
+                 + (f"; trusting the CA bundle {bundle.path} ({bundle.source}) {how}" if bundle else ""))
+        staged = stage_ca_bundle(self.paths, None if secrets else bundle)
+        text = with_secret_mount(dockerfile.read_text(), staged.relative_to(self.paths.repo).as_posix()) \
+            if secrets else None
         try:
-            status = subprocess.call(build_command(self.paths, self.image))
+            status = subprocess.run(build_command(self.paths, self.image, bundle, secrets), input=text, text=True,
+                                    check=False).returncode
         finally:
             staged.unlink(missing_ok=True)
             if not any(staged.parent.iterdir()):
                 staged.parent.rmdir()
         if status != 0:
-            raise UserError(f"docker build of {dockerfile} failed (its messages are above).", exit_code=EXIT_FAILURE)
+            raise UserError(f"docker build of {dockerfile.relative_to(self.paths.repo)} failed (its messages are "
+                            f"above).", exit_code=EXIT_FAILURE)
         if self.request.no_build:
             self.log(f"{self.image.built} is built (NO_BUILD=1: make build not run in it). Next: make launch_docker")
             return EXIT_OK
