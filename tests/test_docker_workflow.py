@@ -218,6 +218,25 @@ def test_bad_container_variables_are_refused_by_name_before_anything_runs(tmp_pa
     assert "No docker engine answers here (the docker client found no running engine)" in done.stderr
 
 
+def test_container_variables_are_data_on_the_host(tmp_path, monkeypatch):
+    """DOCKER_COMMAND reaches the container as typed, one argument of bash -c; nothing in it, in DOCKER_ARGS or in
+    BASE_IMAGE runs on the host."""
+    tools = tools_in(tmp_path, monkeypatch)
+    witness = tmp_path / "witness"
+    witness.mkdir()
+    hostile = (f"x;touch {witness}/semicolon $(touch {witness}/dollar) `touch {witness}/backquote` "
+               f"$(shell touch {witness}/make) $$(touch {witness}/double)")
+    assert make_in(REPO, "build_docker", f"BASE_IMAGE={hostile}", "NO_BUILD=1").returncode == 0
+    [build] = tools.calls("docker", "build")
+    assert option(build["args"], "--build-arg") == [f"BASE_IMAGE={hostile}"]
+    done = make_in(REPO, "launch_docker", f"BASE_IMAGE={hostile}", f"DOCKER_COMMAND={hostile}",
+                   f"DOCKER_ARGS=--label '{hostile}'")
+    assert done.returncode == 0, done.stderr
+    [run] = tools.calls("docker", "run")
+    assert run["args"][-3:] == ["bash", "-c", hostile] and option(run["args"], "--label") == [hostile]
+    assert sorted(p.name for p in witness.iterdir()) == []
+
+
 def test_the_container_targets_need_no_environment_of_the_toolkit():
     """They run on the host's python3 before .venv exists: the standard library alone (-S: no site packages)."""
     done = subprocess.run([sys.executable, "-S", "-m", "code.docker", "--action=launch"], cwd=REPO,

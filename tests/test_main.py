@@ -94,3 +94,16 @@ def test_make_with_bad_run_args_exits_2(run_args):
                           capture_output=True, text=True, check=False)
     assert done.returncode == 2, done.stderr
     assert "error:" in done.stderr and "Valid" in done.stderr or "expected an integer" in done.stderr
+
+
+@pytest.mark.parametrize("old, current", [("update_results", "stage_results"),
+                                          ("update_compliance", "stage_compliance"),
+                                          ("copy_results_artifacts", "export_submission")])
+def test_an_old_target_name_runs_the_current_step_and_says_its_name_once(capsys, tmp_path, old, current):
+    arguments = (f"--log_dir={tmp_path / 'logs'}", f"--scratch_path={tmp_path / 'scratch'}")
+    now = run_main(capsys, f"--action={current}", *arguments)
+    before = run_main(capsys, f"--action={old}", *arguments)
+    sentence = f"`make {old}` is now called `make {current}`: running {current}."
+    assert before[1].count(sentence) == 1 and sentence not in now[1]
+    assert (before[0], before[1].replace(sentence, "", 1).removeprefix("\n"), before[2]) == now   # the same step
+    assert f"\n{old}: $(VENV_STAMP) ## Old name of {current}\n\t@$(MAIN)\n" in (REPO_ROOT / "Makefile").read_text()

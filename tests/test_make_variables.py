@@ -111,6 +111,7 @@ def refused_by_make(done: subprocess.CompletedProcess, variable: str) -> None:
 @pytest.mark.parametrize("variable, action", [
     ("RUN_ARGS", "run_harness"), ("SUBMITTER", "show_config"), ("LOG_DIR", "report"),
     ("MLPERF_SCRATCH_PATH", "run"), ("BENCHMARKS", "show_config"), ("SYSTEM_NAME", "show_config"),
+    ("DOCKER_COMMAND", "launch_docker"), ("BASE_IMAGE", "build_docker"),
 ])
 @pytest.mark.parametrize("line_break", ["\n", "\r"])
 def test_a_line_break_in_a_make_variable_is_refused_before_any_shell_sees_it(witness, ignore_errors, variable,
