@@ -103,3 +103,35 @@ def test_the_core_gathers_named_inputs_padded_as_the_python_library_does(native_
     result = probe(native_lib, "padded", scenario, tmp_path)
     assert result["error"] == "" and result["completed"] == 64
     assert result["batches"] > 0 and result["mismatches"] == 0
+
+
+@pytest.mark.parametrize("member, link", [("top/../../outside.txt", None), ("top/link", "../../etc/passwd"),
+                                          ("/abs.txt", None)])
+def test_without_extraction_filters_an_escaping_member_is_refused_as_the_data_filter_would(tmp_path, monkeypatch,
+                                                                                          member, link):
+    """Python 3.11.0-3.11.3 (Debian bookworm's python3) has no tarfile filters: the sdist is checked by hand."""
+    import io
+    import tarfile
+
+    from code.common.native import build
+
+    sdist = tmp_path / "sdist.tar.gz"
+    with tarfile.open(sdist, "w:gz") as archive:
+        for name, target in (("top/ok.txt", None), (member, link)):
+            info = tarfile.TarInfo(name)
+            if target is None:
+                info.size = 2
+                archive.addfile(info, io.BytesIO(b"ok"))
+            else:
+                info.type, info.linkname = tarfile.SYMTYPE, target
+                archive.addfile(info)
+    monkeypatch.delattr(tarfile, "data_filter", raising=False)
+    with pytest.raises(NativeUnavailable, match="which would land outside"):
+        build._unpack(sdist, tmp_path / "unpacked")
+    assert not (tmp_path / "outside.txt").exists()
+    safe = tmp_path / "safe.tar.gz"
+    with tarfile.open(safe, "w:gz") as archive:
+        info = tarfile.TarInfo("top/ok.txt")
+        info.size = 2
+        archive.addfile(info, io.BytesIO(b"ok"))
+    assert (build._unpack(safe, tmp_path / "unpacked") / "ok.txt").read_text() == "ok"
