@@ -53,6 +53,14 @@ def option(args: list[str], flag: str) -> list[str]:
     return [args[i + 1] for i, a in enumerate(args[:-1]) if a == flag]
 
 
+def built_with(tools: FakeTools, *variables: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """make build_docker with `variables`: its output, and the one `docker build` it called."""
+    done = make_in(REPO, "build_docker", *variables)
+    assert done.returncode == 0, done.stderr
+    [build] = tools.calls("docker", "build")
+    return done, build
+
+
 # -- what goes into the image ------------------------------------------------------------------------------------
 def test_the_build_context_is_the_installs_inputs_and_not_environments_builds_or_history():
     patterns = [line.strip() for line in (REPO / ".dockerignore").read_text().splitlines()
@@ -91,9 +99,7 @@ def test_build_docker_passes_base_and_proxies_and_stages_the_hosts_ca_bundle_for
         tmp_path, monkeypatch, bundle):
     tools = tools_in(tmp_path, monkeypatch, pip_cert=bundle)
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
-    done = make_in(REPO, "build_docker", f"BASE_IMAGE={BASE}", "NO_BUILD=1")
-    assert done.returncode == 0, done.stderr
-    [build] = tools.calls("docker", "build")
+    done, build = built_with(tools, f"BASE_IMAGE={BASE}", "NO_BUILD=1")
     args = build["args"]
     assert option(args, "-t") == [BUILT] and option(args, "-f") == [str(REPO / "docker" / "Dockerfile.cpu")]
     assert option(args, "--build-arg") == [f"BASE_IMAGE={BASE}", "HTTPS_PROXY=http://proxy.example:3128"]
@@ -108,9 +114,7 @@ def test_where_the_builder_is_buildkit_the_bundle_is_a_build_secret_and_no_file_
         tmp_path, monkeypatch, bundle):
     tools = tools_in(tmp_path, monkeypatch, pip_cert=bundle)
     monkeypatch.setenv("FAKE_DOCKER_BUILDX", "1")
-    done = make_in(REPO, "build_docker", f"BASE_IMAGE={BASE}", "NO_BUILD=1")
-    assert done.returncode == 0, done.stderr
-    [build] = tools.calls("docker", "build")
+    done, build = built_with(tools, f"BASE_IMAGE={BASE}", "NO_BUILD=1")
     assert option(build["args"], "--secret") == [f"id=ca_bundle,src={bundle}"] and option(build["args"], "-f") == ["-"]
     assert build["staged_ca"] == ""
     assert "RUN --mount=type=secret,id=ca_bundle,target=/opt/toolkit-ca/ca-bundle.crt if [ -s " in build["stdin"]
@@ -129,9 +133,7 @@ def test_where_the_builder_is_buildkit_the_bundle_is_a_build_secret_and_no_file_
 def test_build_docker_then_runs_make_build_in_the_image_and_stages_an_empty_bundle_where_the_host_has_none(
         tmp_path, monkeypatch):
     tools = tools_in(tmp_path, monkeypatch)
-    done = make_in(REPO, "build_docker")
-    assert done.returncode == 0, done.stderr
-    [build] = tools.calls("docker", "build")
+    done, build = built_with(tools)
     assert option(build["args"], "-t") == ["mlperf-inference-toolkit:cpu-latest"]
     assert option(build["args"], "--build-arg") == ["BASE_IMAGE=python:3.11-slim-bookworm"]
     assert build["staged_ca"] == ""
@@ -226,8 +228,7 @@ def test_container_variables_are_data_on_the_host(tmp_path, monkeypatch):
     witness.mkdir()
     hostile = (f"x;touch {witness}/semicolon $(touch {witness}/dollar) `touch {witness}/backquote` "
                f"$(shell touch {witness}/make) $$(touch {witness}/double)")
-    assert make_in(REPO, "build_docker", f"BASE_IMAGE={hostile}", "NO_BUILD=1").returncode == 0
-    [build] = tools.calls("docker", "build")
+    _, build = built_with(tools, f"BASE_IMAGE={hostile}", "NO_BUILD=1")
     assert option(build["args"], "--build-arg") == [f"BASE_IMAGE={hostile}"]
     done = make_in(REPO, "launch_docker", f"BASE_IMAGE={hostile}", f"DOCKER_COMMAND={hostile}",
                    f"DOCKER_ARGS=--label '{hostile}'")
