@@ -193,6 +193,23 @@ def test_launch_docker_adds_the_user_layer_mounts_the_checkout_and_returns_the_c
     assert len(tools.calls("docker", "build")) == 2
 
 
+def test_prebuild_builds_adds_the_user_and_enters_the_image_or_sets_up_the_local_environment(tmp_path, monkeypatch):
+    tools = tools_in(tmp_path, monkeypatch)
+    done = make_in(REPO, "prebuild", "NO_BUILD=1")
+    assert done.returncode == 0, done.stderr
+    builds = tools.calls("docker", "build")
+    assert [option(b["args"], "-t") for b in builds] == [["mlperf-inference-toolkit:cpu-latest"],
+                                                          ["mlperf-inference-toolkit:cpu"]]
+    [run] = tools.calls("docker", "run")
+    assert run["args"][-1] == "mlperf-inference-toolkit:cpu" and "-i" in run["args"] and "-t" not in run["args"]
+    monkeypatch.setenv("FAKE_DOCKER_ENGINE", "none")
+    done = make_in(REPO, "prebuild")
+    assert done.returncode == 0, done.stderr
+    assert "No docker engine (the docker client found no running engine): setting up the local environment " \
+           "instead." in done.stdout and f"The local virtual environment {sys.prefix} is set up." in done.stdout
+    assert len(tools.calls("docker", "build")) == 2
+
+
 def test_a_container_runs_as_the_caller_and_mounts_shared_data_where_it_lies(tmp_path, monkeypatch):
     tools_in(tmp_path, monkeypatch)
     repo = tmp_path / "checkout" / "repo"

@@ -45,7 +45,7 @@ class Prebuild(Handler):
 
     def handle(self) -> int:
         make_harness_environment(self.ctx, for_run=False)
-        self.ctx.log(f"The local virtual environment {self.ctx.paths.venv} is set up. Next: make build")
+        self.ctx.log(f"The local virtual environment {sys.prefix} is set up. Next: make build")
         return EXIT_OK
 
 
