@@ -133,12 +133,15 @@ def test_where_the_builder_is_buildkit_the_bundle_is_a_build_secret_and_no_file_
 def test_build_docker_then_runs_make_build_in_the_image_and_stages_an_empty_bundle_where_the_host_has_none(
         tmp_path, monkeypatch):
     tools = tools_in(tmp_path, monkeypatch)
-    done, build = built_with(tools)
+    done = make_in(REPO, "build_docker")
+    assert done.returncode == 0, done.stderr
+    build = tools.calls("docker", "build")[0]
     assert option(build["args"], "-t") == ["mlperf-inference-toolkit:cpu-latest"]
     assert option(build["args"], "--build-arg") == ["BASE_IMAGE=python:3.11-slim-bookworm"]
     assert build["staged_ca"] == ""
+    assert option(tools.calls("docker", "build")[-1]["args"], "-t") == ["mlperf-inference-toolkit:cpu"]  # user layer
     [run] = tools.calls("docker", "run")
-    assert run["args"][-4:] == ["mlperf-inference-toolkit:cpu-latest", "bash", "-c", "make build"]
+    assert run["args"][-4:] == ["mlperf-inference-toolkit:cpu", "bash", "-c", "make build"]
 
 
 def test_the_ca_bundle_is_the_one_the_hosts_installers_trust_in_pips_order(tmp_path, bundle):

@@ -90,8 +90,9 @@ class Workflow:
         if self.request.no_build:
             self.log(f"{self.image.built} is built (NO_BUILD=1: make build not run in it). Next: make launch_docker")
             return EXIT_OK
+        self.docker_add_user()
         self.log("Running make build in it (NO_BUILD=1 skips this) ...")
-        return self._run(self.image.built, "make build")
+        return self._run(self.image.with_user, "make build")
 
     def docker_add_user(self) -> int:
         self._need_engine()
@@ -120,9 +121,8 @@ class Workflow:
         ok, why = docker_engine()
         if not ok:
             return self._local_prebuild(why)
-        self.build_docker()
-        self.docker_add_user()
-        return self._run(self.image.with_user, self.request.docker_command)
+        status = self.build_docker()
+        return status if status != EXIT_OK else self.launch_docker()
 
     def configure_mig(self) -> int:
         conf = mig.parse_mig_conf(self.request.mig_conf)
@@ -141,7 +141,9 @@ class Workflow:
         """`docker run` of `image`: the repository at /work, the scratch space at its own path, ../shared where it
         exists, the host's CA bundle and proxies, the GPUs (or MIG_CONF's instances), DOCKER_ARGS, then `command`
         through bash (headless) or an interactive shell."""
-        run = ["docker", "run", "--rm", "--init", "--name", name, "-w", IN_CONTAINER, "--hostname", "mlperf-toolkit"]
+        # The host's network, as NVIDIA's containers: servers started inside (serve_triton, serve_llm) are
+        # reachable at the host's address, and the host's proxies and name servers apply.
+        run = ["docker", "run", "--rm", "--init", "--name", name, "-w", IN_CONTAINER, "--network", "host"]
         run += ["-i", "-t"] if command is None and interactive_terminal else ["-i"] if command is None else []
         if os.getuid() != 0:
             run += ["--user", f"{os.getuid()}:{os.getgid()}"]
