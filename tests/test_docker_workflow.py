@@ -185,7 +185,7 @@ def test_launch_docker_adds_the_user_layer_mounts_the_checkout_and_returns_the_c
     assert f"{REPO}:/work" in volumes and f"{scratch}:{scratch}" in volumes and scratch.is_dir()
     assert f"{bundle}:{CA_IN_CONTAINER}:ro" in volumes
     assert {f"MLPERF_SCRATCH_PATH={scratch}", f"PIP_CERT={CA_IN_CONTAINER}", f"SSL_CERT_FILE={CA_IN_CONTAINER}",
-            f"REQUESTS_CA_BUNDLE={CA_IN_CONTAINER}"} <= set(option(args, "-e"))
+            f"REQUESTS_CA_BUNDLE={CA_IN_CONTAINER}", "PYTHONUNBUFFERED=1"} <= set(option(args, "-e"))
     assert option(args, "--gpus") == ["all"]
     assert args[args.index("--shm-size=2g"):][:3] == ["--shm-size=2g", "--env", "NOTE=a b"]
     # The container is removed by name even where the client was stopped before --rm could.

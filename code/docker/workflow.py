@@ -144,6 +144,7 @@ class Workflow:
         # The host's network, as NVIDIA's containers: servers started inside (serve_triton, serve_llm) are
         # reachable at the host's address, and the host's proxies and name servers apply.
         run = ["docker", "run", "--rm", "--init", "--name", name, "-w", IN_CONTAINER, "--network", "host"]
+        run += ["-e", "PYTHONUNBUFFERED=1"]     # headless, stdout is a pipe: progress shows as it happens
         run += ["-i", "-t"] if command is None and interactive_terminal else ["-i"] if command is None else []
         if os.getuid() != 0:
             run += ["--user", f"{os.getuid()}:{os.getgid()}"]
