@@ -151,6 +151,24 @@ def test_the_command_line_and_the_embedded_default_win_over_the_benchmark_defaul
             assert set_by_invocation(config.sources["max_output_tokens"])
 
 
+@pytest.mark.parametrize("flag", ["--model=gpt-oss-120b", "--dataset=gpt_oss_eval"])
+def test_make_run_naming_a_closed_model_or_data_set_gets_the_benchmarks_own_caps(tmp_path, flag):
+    """One rule: the substitute's development caps come with the embedded default's model and data set only; make
+    run naming another (the closed model, the full data set) runs at the benchmark's reference caps, as
+    run_harness would, and what it leaves out of the pair is still filled in."""
+    ctx = with_embedded_default(_context(tmp_path, "gpt-oss-120b", flag, action="run"))
+    default = get_benchmark("gpt-oss-120b").embedded_default
+    for mode, cap in ((TestMode.PerformanceOnly, 10240), (TestMode.AccuracyOnly, 32768)):
+        config = ctx.resolve("gpt-oss-120b", Scenario.Offline, mode)
+        assert config["max_output_tokens"] == cap and config.sources["max_output_tokens"].startswith(BENCHMARK_DEFAULT)
+        assert config["total_sample_count"] != default["total_sample_count"]
+        named, left = ("model", "dataset") if flag.startswith("--model") else ("dataset", "model")
+        assert config[named] == flag.split("=", 1)[1] and config[left] == default[left]
+    # Naming the embedded default's own model is no other choice: its caps stay.
+    own = with_embedded_default(_context(tmp_path, "gpt-oss-120b", f"--model={default['model']}", action="run"))
+    assert own.resolve("gpt-oss-120b", Scenario.Offline)["max_output_tokens"] == default["max_output_tokens"]
+
+
 def test_resnet50_has_no_generation_fields_and_no_defaults_of_its_own(tmp_path):
     ctx = _context(tmp_path, "resnet50")
     config = ctx.resolve("resnet50", Scenario.Offline, TestMode.AccuracyOnly)
