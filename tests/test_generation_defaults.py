@@ -8,6 +8,7 @@ its generation settings are compared with the table.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -200,6 +201,19 @@ def test_a_performance_run_and_an_accuracy_run_each_at_its_reference_cap_compute
                                                fields=dict(accuracy.config.fields),
                                                sources=dict(accuracy.config.sources)))
     assert computation_differences(performance, old) == ["max_output_tokens=10240, not 32768"]
+
+
+def test_a_guided_run_and_an_unguided_one_are_other_computations(tmp_path):
+    """use_guided_decoding constrains the answers: a guided accuracy run is never paired with an unguided
+    performance run; a record written before the field was kept is an unguided one."""
+    performance = _gpt_oss_record(tmp_path, TestMode.PerformanceOnly)
+    accuracy = _gpt_oss_record(tmp_path, TestMode.AccuracyOnly)
+    guided = accuracy.replace(config=dataclasses.replace(
+        accuracy.config, fields={**accuracy.config.fields, "use_guided_decoding": True}))
+    assert computation_differences(performance, guided) == ["use_guided_decoding=False, not True"]
+    before = accuracy.replace(config=dataclasses.replace(
+        accuracy.config, fields={k: v for k, v in accuracy.config.fields.items() if k != "use_guided_decoding"}))
+    assert computation_differences(performance, before) == []
 
 
 def test_a_closed_run_under_a_development_cap_says_why_it_cannot_be_submitted(tmp_path):
