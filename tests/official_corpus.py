@@ -39,6 +39,9 @@ def mllog(key: str, value: Any, error: bool = False) -> str:
                                                   "line_no": 1, "pid": 1, "tid": 1}})
 
 
+COMPLIANCE_DATETIME = "2026-11-20T11:00:00Z"   # a compliance run's start, after the submission run's
+
+
 def perf_values(scenario: str, **changes: Any) -> dict[str, Any]:
     """What LoadGen 6.0.17 logs for a VALID 600 s resnet50 performance run of `scenario` (the keys the checkers
     and the compliance scripts read)."""
@@ -216,7 +219,9 @@ def build_tree(root: Path, spec: TreeSpec) -> Path:
             tests = spec.compliance_tests if spec.compliance_tests is not None else \
                 ("TEST01", "TEST04") if spec.benchmark == "resnet" else ("TEST01",)
             for test in (t for t in tests if t in ("TEST01", "TEST04")):
-                write_run(folder / test / "performance" / "run_1", perf_values(logged, **spec.perf))
+                # A run of its own (started later), with the submission run's figures.
+                write_run(folder / test / "performance" / "run_1",
+                          perf_values(logged, **{"test_datetime": COMPLIANCE_DATETIME, **spec.perf}))
                 write(folder / test / "verify_performance.txt", spec.verify_performance)
             if "TEST01" in tests:
                 write(folder / "TEST01" / "verify_accuracy.txt", spec.test01_verify_accuracy)

@@ -115,3 +115,21 @@ def compliance_run(folder: Path, test: str, **record: Any) -> Path:
             (run_dir / laid_out.name).write_bytes(laid_out.read_bytes())
     write_compliance_record(run_dir, test, **record)
     return run_dir
+
+
+def record_staged_compliance(tree: Path, paths: Any) -> None:
+    """What stage_compliance records in the staging tree of `paths` for each compliance folder of a hand-made
+    exported `tree` (the sha256 of the logs it lays out), as if it had staged them from recorded runs."""
+    from code.common.fileio import sha256_file
+    from code.common.submission.compliance_evidence import COMPLIANCE_PROVENANCE
+
+    for scenario_dir in sorted({test.parent for test in tree.glob("*/*/results/*/*/*/TEST*")}):
+        entries = {}
+        for test in sorted(scenario_dir.glob("TEST*")):
+            logs = [test / "performance" / "run_1" / "mlperf_log_summary.txt",
+                    test / "performance" / "run_1" / "mlperf_log_detail.txt",
+                    test / "accuracy" / "mlperf_log_accuracy.json"]
+            entries[test.name] = {"log_sha256": {log.name: sha256_file(log) for log in logs if log.is_file()}}
+        staged = paths.staging / scenario_dir.relative_to(tree)
+        staged.mkdir(parents=True, exist_ok=True)
+        (staged / COMPLIANCE_PROVENANCE).write_text(json.dumps(entries))

@@ -462,8 +462,9 @@ def _compliance_folders(root: Path, test07: str | None, test09: str | None) -> N
                 continue
             write(folder / test / "accuracy" / ACCURACY_LOG, "[]")
             (folder / test / "performance" / "run_1").mkdir(parents=True)
-            for log in (SUMMARY_LOG, DETAIL_LOG):
-                shutil.copy2(folder / "performance" / "run_1" / log, folder / test / "performance" / "run_1" / log)
+            for log in (SUMMARY_LOG, DETAIL_LOG):   # the submission run's figures, from a run of its own
+                text = (folder / "performance" / "run_1" / log).read_text()
+                write(folder / test / "performance" / "run_1" / log, text.replace("T10:00:00Z", "T11:00:00Z"))
 
 
 GPT_OSS_TREES = {   # name: (TEST07 verdict line, TEST09 verdict line, main.py's verdict)
@@ -629,7 +630,11 @@ def test_check_submission_counts_a_cut_test09_log_against_its_run(tmp_path):
     staged = paths.staging / _offline(tree).relative_to(tree)
     staged.mkdir(parents=True)
     (staged / COMPLIANCE_PROVENANCE).write_text(json.dumps({"TEST09": {"log_sha256": {ACCURACY_LOG: written}}}))
-    [error] = check_submission(tree, RULES, paths=paths).errors
+    errors = check_submission(tree, RULES, paths=paths).errors
+    # The other compliance folders have no record of their runs in the staging tree: refused, each named.
+    assert sorted(e.path.split("gpt-oss-120b/")[1] for e in errors if "was not staged by make stage_compliance"
+                  in e.message) == ["Offline/TEST07", "Server/TEST07", "Server/TEST09"]
+    [error] = [e for e in errors if "Offline/TEST09" in e.path]
     assert error.path.endswith("Offline/TEST09/accuracy/mlperf_log_accuracy.json")
     assert f"{cut} is not the {ACCURACY_LOG} the compliance run wrote" in error.message
 
@@ -644,12 +649,15 @@ def test_check_submission_scores_an_edited_test07_verdict_again(tmp_path, monkey
     write_log(_offline(tree) / "TEST07" / "accuracy", mc.answers_log(mc.COMPLIANCE_DATASET, 0))
     staged = paths.staging / _offline(tree).relative_to(tree)
     staged.mkdir(parents=True)
+    test07 = _offline(tree) / "TEST07"
+    logs = {log.name: hashlib.sha256(log.read_bytes()).hexdigest() for log in
+            (test07 / "accuracy" / ACCURACY_LOG, test07 / "performance" / "run_1" / DETAIL_LOG)}
     (staged / COMPLIANCE_PROVENANCE).write_text(json.dumps(
-        {"TEST07": {"model": "gpt-oss-120b", "dataset": mc.COMPLIANCE_DATASET}}))
+        {"TEST07": {"model": "gpt-oss-120b", "dataset": mc.COMPLIANCE_DATASET, "log_sha256": logs}}))
     monkeypatch.setattr("code.common.benchmark_api.get_benchmark", lambda name: mc.BENCHMARK)
     assert check_submission(tree, RULES).passed       # the tree alone: the official checkers' verdict
     report = check_submission(tree, RULES, paths=paths)
-    [error] = report.errors
+    [error] = [e for e in report.errors if "Offline/TEST07" in e.path]
     assert error.path.endswith("Offline/TEST07/verify_accuracy.txt")
     assert "verify_accuracy.txt says TEST PASS, but its logs give TEST FAIL (accuracy 0 over 40 samples: below the " \
            "threshold 60.698)" in error.message

@@ -92,3 +92,30 @@ def test_no_rounds_is_refused():
 
     with pytest.raises(ValueError):
         in_turns(lambda: 1.0, lambda: 1.0, 0)
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--benchmarks=resnet50", "--scenarios=interactive"], "make bench cannot run resnet50 Interactive: no config "
+                                                            "for it (resnet50 has configs for Offline, Server, "
+                                                            "SingleStream, MultiStream)"),
+    (["--benchmarks=whisper", "--scenarios=server"], "make bench cannot run whisper Server: no config for it "
+                                                      "(whisper has configs for Offline)"),
+    (["--benchmarks=resnet50", "--test_mode=AccuracyOnly"], "make bench runs PerformanceOnly tests only, so "
+                                                             "--test_mode=AccuracyOnly would be ignored"),
+])
+def test_what_bench_cannot_run_is_refused_before_anything_runs(tmp_path, kvm_2core, flags, says):
+    from code.actions import ACTIONS
+    from code.actions.base import Context
+    from code.actions.bench import Bench
+    from code.common.arguments import parse_run_args
+    from code.common.errors import UserError
+    from code.common.paths import Paths
+    from code.common.rules import get_round
+
+    args = parse_run_args(["--action=bench", *flags], list(ACTIONS), ["resnet50", "whisper"])
+    paths = Paths.create(scratch=tmp_path / "scratch", log_dir=tmp_path / "logs", repo=tmp_path)
+    lines: list[str] = []
+    with pytest.raises(UserError) as refused:
+        Bench(Context(args=args, paths=paths, rules=get_round(), detect=lambda: kvm_2core, log=lines.append)).run()
+    assert refused.value.exit_code == 2 and str(refused.value).startswith(says)
+    assert lines == [] and not (tmp_path / "scratch").exists()

@@ -30,9 +30,10 @@ def paths(tmp_path, monkeypatch) -> Paths:
 
 
 def _export(paths: Paths, tmp_path: Path, **tweaks) -> Path:
-    """A hand-made exported tree of ORG in build/submission (what export_submission writes)."""
+    """A hand-made exported tree of ORG in build/submission (what export_submission writes), in the open division:
+    its compliance folders would be refused, as no stage_compliance staged them (test_checker tests that)."""
     shutil.rmtree(paths.submission, ignore_errors=True)
-    made = make_tree(tmp_path / "made", **tweaks)
+    made = make_tree(tmp_path / "made", division="open", **tweaks)
     paths.submission.parent.mkdir(parents=True, exist_ok=True)
     shutil.move(made, paths.submission)
     shutil.rmtree(tmp_path / "made")
@@ -73,11 +74,11 @@ def test_a_passing_check_records_the_tree_and_pack_packs_exactly_it(paths, tmp_p
     root = _export(paths, tmp_path)
     assert check(paths) == 0
     record = read_record(paths.submission_check_record)
-    assert record.digest == tree_digest(root) and record.submitters == [f"closed/{ORG}"]
+    assert record.digest == tree_digest(root) and record.submitters == [f"open/{ORG}"]
     assert record.dry_run is False and record.relaxed is False and record.checked_at
     assert pack(paths) == 0
     with tarfile.open(paths.tarball(ORG)) as archive:
-        assert f"closed/{ORG}/results/submission_checker_log.txt" in archive.getnames()   # as checked
+        assert f"open/{ORG}/results/submission_checker_log.txt" in archive.getnames()   # as checked
 
 
 def test_the_digest_covers_paths_and_content(tmp_path):
@@ -133,12 +134,12 @@ def test_official_checkers_that_pass_keep_the_record(paths, tmp_path, monkeypatc
 # -- pack after the tree changed -------------------------------------------------------------------------------
 def _edit(root: Path) -> None:
     """A change of content no checker reads: only the digest sees it."""
-    readme = root / f"closed/{ORG}/src/README.md"
+    readme = root / f"open/{ORG}/src/README.md"
     readme.write_text(readme.read_text() + "Edited after the check.\n")
 
 
 def _add(root: Path) -> None:
-    (root / f"closed/{ORG}/results/notes.txt").write_text("added after the check\n")
+    (root / f"open/{ORG}/results/notes.txt").write_text("added after the check\n")
 
 
 def _remove(root: Path) -> None:
@@ -167,19 +168,19 @@ def test_pack_with_another_submitter_is_refused(paths, tmp_path):
     _export(paths, tmp_path)
     assert check(paths) == 0
     message = refused_pack(paths, submitter="OtherOrg")
-    assert f"closed/{ORG}" in message and "SUBMITTER=OtherOrg" in message
+    assert f"open/{ORG}" in message and "SUBMITTER=OtherOrg" in message
     assert pack(paths) == 0
 
 
 def test_a_tree_of_two_submitters_is_never_checked_or_packed(paths, tmp_path):
     root = _export(paths, tmp_path)
     assert check(paths) == 0
-    shutil.copytree(root / f"closed/{ORG}", root / "closed/OtherOrg")
+    shutil.copytree(root / f"open/{ORG}", root / "closed/OtherOrg")
     message = refused_check(paths)
-    assert "closed/OtherOrg" in message and f"closed/{ORG}" in message
+    assert "closed/OtherOrg" in message and f"open/{ORG}" in message
     assert f"remove {paths.staging}/*/OtherOrg" in message
     message = refused_pack(paths)
-    assert "closed/OtherOrg" in message and f"closed/{ORG}" in message
+    assert "closed/OtherOrg" in message and f"open/{ORG}" in message
 
 
 # -- check as another submitter ---------------------------------------------------------------------------------
@@ -197,13 +198,13 @@ def test_checking_a_tree_exported_for_another_submitter_fails(paths, tmp_path):
     that check it as either; ORG's own check of the same tree still passes and packs."""
     _export(paths, tmp_path)
     message = refused_check(paths, submitter="OtherOrg")
-    assert f"holds closed/{ORG} (exported for {ORG}), but SUBMITTER=OtherOrg" in message
+    assert f"holds open/{ORG} (exported for {ORG}), but SUBMITTER=OtherOrg" in message
     assert f"make check_submission SUBMITTER={ORG}" in message
     assert "make stage_results export_submission check_submission SUBMITTER=OtherOrg" in message
     assert not paths.submission_check_record.exists()
     assert check(paths) == 0
     refused_check(paths, submitter="OtherOrg")
-    assert read_record(paths.submission_check_record).submitters == [f"closed/{ORG}"]   # ORG's pass stays
+    assert read_record(paths.submission_check_record).submitters == [f"open/{ORG}"]   # ORG's pass stays
     assert "SUBMITTER=OtherOrg" in refused_pack(paths, submitter="OtherOrg")
     assert pack(paths) == 0
 

@@ -8,6 +8,7 @@ its generation settings are compared with the table.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,6 +152,24 @@ def test_the_command_line_and_the_embedded_default_win_over_the_benchmark_defaul
             assert set_by_invocation(config.sources["max_output_tokens"])
 
 
+@pytest.mark.parametrize("flag", ["--model=gpt-oss-120b", "--dataset=gpt_oss_eval"])
+def test_make_run_naming_a_closed_model_or_data_set_gets_the_benchmarks_own_caps(tmp_path, flag):
+    """One rule: the substitute's development caps come with the embedded default's model and data set only; make
+    run naming another (the closed model, the full data set) runs at the benchmark's reference caps, as
+    run_harness would, and what it leaves out of the pair is still filled in."""
+    ctx = with_embedded_default(_context(tmp_path, "gpt-oss-120b", flag, action="run"))
+    default = get_benchmark("gpt-oss-120b").embedded_default
+    for mode, cap in ((TestMode.PerformanceOnly, 10240), (TestMode.AccuracyOnly, 32768)):
+        config = ctx.resolve("gpt-oss-120b", Scenario.Offline, mode)
+        assert config["max_output_tokens"] == cap and config.sources["max_output_tokens"].startswith(BENCHMARK_DEFAULT)
+        assert config["total_sample_count"] != default["total_sample_count"]
+        named, left = ("model", "dataset") if flag.startswith("--model") else ("dataset", "model")
+        assert config[named] == flag.split("=", 1)[1] and config[left] == default[left]
+    # Naming the embedded default's own model is no other choice: its caps stay.
+    own = with_embedded_default(_context(tmp_path, "gpt-oss-120b", f"--model={default['model']}", action="run"))
+    assert own.resolve("gpt-oss-120b", Scenario.Offline)["max_output_tokens"] == default["max_output_tokens"]
+
+
 def test_resnet50_has_no_generation_fields_and_no_defaults_of_its_own(tmp_path):
     ctx = _context(tmp_path, "resnet50")
     config = ctx.resolve("resnet50", Scenario.Offline, TestMode.AccuracyOnly)
@@ -182,6 +201,19 @@ def test_a_performance_run_and_an_accuracy_run_each_at_its_reference_cap_compute
                                                fields=dict(accuracy.config.fields),
                                                sources=dict(accuracy.config.sources)))
     assert computation_differences(performance, old) == ["max_output_tokens=10240, not 32768"]
+
+
+def test_a_guided_run_and_an_unguided_one_are_other_computations(tmp_path):
+    """use_guided_decoding constrains the answers: a guided accuracy run is never paired with an unguided
+    performance run; a record written before the field was kept is an unguided one."""
+    performance = _gpt_oss_record(tmp_path, TestMode.PerformanceOnly)
+    accuracy = _gpt_oss_record(tmp_path, TestMode.AccuracyOnly)
+    guided = accuracy.replace(config=dataclasses.replace(
+        accuracy.config, fields={**accuracy.config.fields, "use_guided_decoding": True}))
+    assert computation_differences(performance, guided) == ["use_guided_decoding=False, not True"]
+    before = accuracy.replace(config=dataclasses.replace(
+        accuracy.config, fields={k: v for k, v in accuracy.config.fields.items() if k != "use_guided_decoding"}))
+    assert computation_differences(performance, before) == []
 
 
 def test_a_closed_run_under_a_development_cap_says_why_it_cannot_be_submitted(tmp_path):

@@ -7,6 +7,7 @@ with MLPERF_INFERENCE_DIR the tests below run run_verification.py again.
 from __future__ import annotations
 
 import json
+import shutil
 import types
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from code.common.constants import AccuracyTarget, Scenario
 from code.common.paths import Paths
 from code.common.rules import get_round
 from code.common.submission.checker import check_submission
-from code.common.submission.staging import stage_compliance_for
+from code.common.submission.staging import EvidenceProblem, stage_compliance_for
 from code.common.submission.truncate import truncate_tree
 from tests.official_corpus import (HASH, LLM_INTERACTIVE, TEST06_CASES, TEST06_EOS, TEST06_PASS, SampledCase, _llm,
                                    build_tree, perf_values, rouge_line, sampled_log, write_run)
@@ -195,22 +196,27 @@ def test_staging_checks_the_log_again_not_the_recorded_verdict(tmp_path: Path, m
     (problem,) = _stage(paths, _staged_interactive(paths), [])
     assert f"{folder / 'accuracy' / 'mlperf_log_accuracy.json'} is not the mlperf_log_accuracy.json the " \
            f"compliance run wrote" in problem
-    # Without the run's record of its digests, the log is verified again: it fails, and the verdict file that
-    # says it passes is refused, naming both verdicts.
+    # Without the run's record of its digests, the logs cannot be verified: refused, never staged unverified.
     (tmp_path / "compliance_run" / "metadata.json").unlink()
+    (problem,) = _stage(paths, _staged_interactive(paths), [])
+    assert isinstance(problem, EvidenceProblem) and "no record of the compliance run that wrote" in problem
+    # A run that wrote that very log (its record holds its digest): the log is verified again and fails, and the
+    # verdict file that says it passes is refused, naming both verdicts.
+    shutil.copy2(folder / "accuracy" / "mlperf_log_accuracy.json", tmp_path / "compliance_run")
+    write_compliance_record(tmp_path / "compliance_run", "TEST06", benchmark="llama3.1-8b",
+                            model="llama3.1-8b-instruct", dataset="cnn_dailymail", scenario="Server")
     (problem,) = _stage(paths, _staged_interactive(paths), [])
     assert "verify_accuracy.txt says TEST PASS, but its logs give TEST FAIL (qsl_idx 7 ends with 2" in problem
     (folder / "verify_accuracy.txt").write_text(TEST06_PASS.replace("EOS check pass: True", "EOS check pass: False"))
     (problem,) = _stage(paths, _staged_interactive(paths), [])
     assert "the test fails" in problem
     (folder / "verify_accuracy.txt").write_text(TEST06_PASS)
-    # Without recorded EOS ids the verdict file is staged as run_audit_harness wrote it.
+    # Without recorded EOS ids the verdict cannot be verified again: refused, never staged as written.
     against = read_verified_against(folder)
     del against["eos_token_ids"]
     (folder / VERIFIED_AGAINST).write_text(json.dumps(against))
-    lines: list[str] = []
-    assert _stage(paths, _staged_interactive(paths), lines) == []
-    assert any("no EOS token ids recorded" in line for line in lines), lines
+    (problem,) = _stage(paths, _staged_interactive(paths), [])
+    assert isinstance(problem, EvidenceProblem) and "records no EOS token ids" in problem
 
 
 # -- the checker and the truncation on LLM trees ----------------------------------------------------------------

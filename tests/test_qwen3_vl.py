@@ -349,9 +349,29 @@ def test_json_answers_through_the_openai_harness(qwen_scratch: Paths, tmp_path: 
     assert len(chats) == 7
     for body in chats:
         assert not {"temperature", "top_p", "top_k", "min_tokens", "stop_token_ids", "seed"} & set(body)
+        assert "response_format" not in body         # guided decoding is off by default, as in the reference
         image = body["messages"][1]["content"][1]["image_url"]["url"]
         head, data = image.split(",", 1)
         assert head == "data:image/JPEG;base64" and base64.b64decode(data) in {qproducts.sent_image(p) for p in found}
+
+
+def test_guided_decoding_sends_the_answer_schema_and_is_recorded(qwen_scratch: Paths, tmp_path: Path):
+    """--use_guided_decoding, the reference's option: every chat request carries the answer schema as its
+    response_format (OpenAI's json_schema form, as multimodal/qwen3-vl task.py sends it) and the run's record says
+    it was on; a benchmark whose reference has no schema refuses it."""
+    with StreamingServer(ServerSettings(model=SUBSTITUTE, answer="json_choice")) as server:
+        code, out = run_harness(qwen_scratch, server.url, tmp_path / "logs", "--use_guided_decoding=true")
+    assert code == 0, out
+    chats = [body for body in server.received if body["max_completion_tokens"] == 150]
+    assert len(chats) == 7 and all(body["response_format"] == qprompt.RESPONSE_FORMAT for body in chats)
+    assert qprompt.RESPONSE_FORMAT["json_schema"]["schema"] == qprompt.ANSWER_SCHEMA
+    record = accuracy_run(tmp_path / "logs")
+    assert record.config.fields["use_guided_decoding"] is True
+    assert record.config.sources["use_guided_decoding"] == "command line"
+    lines: list[str] = []
+    refused = main(["--action=run_harness", "--benchmarks=llama3.1-8b", "--use_guided_decoding=true", "--dry_run",
+                    f"--log_dir={tmp_path / 'other'}"], log=lines.append)
+    assert refused == 2
 
 
 def qscoring_log() -> str:

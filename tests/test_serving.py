@@ -298,3 +298,63 @@ def test_the_system_description_names_the_serving_engines_that_answered():
         "ONNX Runtime 1.31.1, vllm 0.32.0"
     triton = SimpleNamespace(endpoints=[SimpleNamespace(extras={"engine": "/e.onnx"})])
     assert framework([triton], "ONNX Runtime 1.31.1") == "ONNX Runtime 1.31.1"
+
+
+FIB_TRIE = """Main:
+  +-- 0.0.0.0/0 3 0 4
+     +-- 127.0.0.0/8 2 0 2
+        +-- 127.0.0.0/31 1 0 0
+           |-- 127.0.0.0
+              /8 host LOCAL
+           |-- 127.0.0.1
+              /32 host LOCAL
+        |-- 127.255.255.255
+           /32 link BROADCAST
+     +-- 192.168.7.0/24 2 0 2
+           |-- 192.168.7.0
+              /24 link UNICAST
+           |-- 192.168.7.21
+              /32 host LOCAL
+        |-- 192.168.7.255
+           /32 link BROADCAST
+"""
+IF_INET6 = ("fe80000000000000004265fffe68487e 05 40 20 80  docker0\n"
+            "fd000000000000000000000000000002 04 40 00 82     eth0\n"
+            "00000000000000000000000000000001 01 80 10 80       lo\n")
+
+
+def test_the_interfaces_addresses_are_read_as_the_kernel_lists_them():
+    from code.common.serving.machines import ipv4_local_addresses, ipv6_addresses
+
+    assert ipv4_local_addresses(FIB_TRIE) == {"127.0.0.1", "192.168.7.21"}   # not the network nor its broadcast
+    assert ipv6_addresses(IF_INET6) == {"fe80::42:65ff:fe68:487e", "fd00::2", "::1"}
+
+
+@pytest.fixture
+def lan_address(monkeypatch):
+    """This machine with a LAN interface at 192.168.7.21 (and fd00::2) that no name of it resolves to."""
+    from code.common.serving import machines
+
+    monkeypatch.setattr(machines, "interface_addresses",
+                        lambda: machines.ipv4_local_addresses(FIB_TRIE) | machines.ipv6_addresses(IF_INET6))
+    monkeypatch.setattr(machines.socket, "gethostname", lambda: "no-such-host.invalid")
+    monkeypatch.setattr(machines.socket, "getfqdn", lambda: "no-such-host.invalid")
+    for cached in (machines.resolve, machines._own_addresses):
+        cached.cache_clear()
+    yield
+    for cached in (machines.resolve, machines._own_addresses):
+        cached.cache_clear()
+
+
+@pytest.mark.parametrize("lan", ["http://192.168.7.21:8000", "http://[fd00::2]:8000"])
+def test_the_nodes_lan_address_and_loopback_are_one_machine(lan_address, lan):
+    """A server bound to all interfaces (make serve_llm), named by the node's LAN address and by 127.0.0.1: one
+    server, refused when named twice, and one node in the record."""
+    from code.common.serving.machines import THIS_MACHINE, count_machines, machine_key
+
+    with pytest.raises(UserError, match="twice") as refused:
+        parse_endpoints([lan, "http://127.0.0.1:8000"])
+    assert refused.value.exit_code == 2
+    host = parse_endpoint(lan).host
+    assert machine_key(host) == THIS_MACHINE and count_machines([host, "127.0.0.1"]) == 1
+    assert count_machines(["192.168.7.22", "127.0.0.1"]) == 2     # another machine of the LAN

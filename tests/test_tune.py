@@ -12,7 +12,7 @@ from code.actions import ACTIONS
 from code.actions.base import Context
 from code.actions.tune import Tune
 from code.common.arguments import parse_run_args
-from code.common.constants import Scenario
+from code.common.constants import Scenario, TestMode
 from code.common.errors import UserError
 from code.common.paths import Paths
 from code.common.rules import get_round
@@ -444,3 +444,38 @@ def test_a_server_layout_that_holds_nothing_is_given_up_before_its_runs_grow_lon
     assert "--precision=int8" in why
     assert min(rates) >= SERVER_SHORT_QUERIES / SERVER_LONGEST_TRIAL_S and rates[0] == 20.0
     assert rates[:3] == [20.0, 10.0, 5.0] and layouts[0] == start   # the configured layout is searched first
+
+
+@pytest.mark.parametrize("flags, says", [
+    (("--scenarios=interactive",), "make tune cannot run resnet50 Interactive: no config for it (resnet50 has "
+                                   "configs for Offline, Server, SingleStream, MultiStream)"),
+    (("--scenarios=offline", "--test_mode=AccuracyOnly"), "make tune runs PerformanceOnly tests only, so "
+                                                          "--test_mode=AccuracyOnly would be ignored"),
+])
+def test_what_tune_cannot_run_is_refused(repo_copy, kvm_2core, flags, says):  # noqa: F811
+    ctx, _ = context(repo_copy, kvm_2core, *flags)
+    with pytest.raises(UserError) as refused:
+        FakeTune(ctx, FakeEngine()).run()
+    assert refused.value.exit_code == 2 and str(refused.value).startswith(says)
+
+
+def test_a_served_llm_is_not_tuned_and_its_plan_does_not_recommend_tune(repo_copy, kvm_2core):  # noqa: F811
+    """The openai harness with --endpoints: ONNX Runtime layouts never reach the servers; refused, and the plan of
+    its runs names no make tune."""
+    from code.common.harness.plan import untuned_notes
+
+    args = parse_run_args(["--action=tune", "--benchmarks=llama3.1-8b", "--scenarios=server", "--harness_type=openai",
+                           "--endpoints=http://127.0.0.1:8000"], list(ACTIONS), ["llama3.1-8b"])
+    paths = Paths.create(scratch=repo_copy / "scratch", log_dir=repo_copy / "logs", repo=repo_copy)
+    ctx = Context(args=args, paths=paths, rules=get_round(), detect=lambda: kvm_2core, log=lambda line: None)
+    with pytest.raises(UserError) as refused:
+        FakeTune(ctx, FakeEngine()).run()
+    assert refused.value.exit_code == 2
+    assert str(refused.value).startswith("make tune cannot tune llama3.1-8b Server on the openai harness: its model "
+                                         "runs in the serving engines")
+    assert "--openai_in_flight" in str(refused.value)
+    selection = [("llama3.1-8b", s, TestMode.PerformanceOnly) for s in (Scenario.Offline, Scenario.Server)]
+    assert untuned_notes(ctx, selection) == ()
+    in_process, _ = context(repo_copy, kvm_2core, "--scenarios=offline")
+    [note] = untuned_notes(in_process, [("resnet50", Scenario.Offline, TestMode.PerformanceOnly)])
+    assert "make tune" in note

@@ -59,9 +59,35 @@ class Context:
     def nothing_selected(self) -> str:
         """Why the selection is empty: the scenarios each benchmark has configs for, and the edge variant that has
         a scenario its datacenter benchmark lacks (llama3.1-8b-edge's SingleStream)."""
+        asked = ", ".join(s.value for s in self.args.scenarios)
+        return f"Nothing selected that has a config ({asked} asked for): {self._configured_scenarios()}."
+
+    def refuse_unrunnable(self, modes: tuple[TestMode, ...] = (TestMode.PerformanceOnly,)) -> None:
+        """UserError (exit status 2) for a selection this action cannot run as asked: a --test_mode it does not run
+        (it runs `modes`), or a scenario given with --scenarios that a benchmark has no config for, where
+        run_harness would run nothing of it (nothing_selected's account of what each benchmark has)."""
+        from ..common.errors import UserError
+
+        action = self.args.action
+        if "test_mode" in self.args.explicit and self.args.test_mode not in modes:
+            runs = " and ".join(m.value for m in modes)
+            raise UserError(f"make {action} runs {runs} tests only, so --test_mode={self.args.test_mode.value} would "
+                            f"be ignored; drop it, or run that test with make run_harness RUN_ARGS=\"... "
+                            f"--test_mode={self.args.test_mode.value}\".")
+        if "scenarios" not in self.args.explicit:
+            return
+        lacking = [f"{b} {s.value}" for b in self.args.benchmarks for s in self.args.scenarios
+                   if not self.registry.systems_for(b, s)]
+        if lacking:
+            raise UserError(f"make {action} cannot run {', '.join(lacking)}: no config for "
+                            f"{'it' if len(lacking) == 1 else 'them'} ({self._configured_scenarios()}); choose "
+                            f"--scenarios among those.")
+
+    def _configured_scenarios(self) -> str:
+        """The scenarios each selected benchmark has configs for, and the edge variant that has a scenario its
+        datacenter benchmark lacks."""
         from ..common.benchmark_api import IMPLEMENTATIONS
 
-        asked = ", ".join(s.value for s in self.args.scenarios)
         parts = []
         for benchmark in self.args.benchmarks:
             has = [s.value for s in Scenario if self.registry.systems_for(benchmark, s)]
@@ -73,7 +99,7 @@ class Context:
                 if found:
                     line += f"; {', '.join(found)} is run by its edge variant: --benchmarks={edge}"
             parts.append(line)
-        return f"Nothing selected that has a config ({asked} asked for): {'; '.join(parts)}."
+        return "; ".join(parts)
 
 
 class Handler:

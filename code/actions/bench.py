@@ -156,6 +156,7 @@ class Bench(Handler):
             return super().run()
 
     def handle(self) -> int:
+        self.ctx.refuse_unrunnable()     # performance runs of the scenarios the benchmarks have
         figures: list[Figure] = []
         searches: dict[str, SearchResult] = {}
         for number, benchmark_name in enumerate(self.ctx.args.benchmarks):

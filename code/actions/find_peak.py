@@ -131,6 +131,7 @@ class FindPeak(Handler):
     def selected_targets(self) -> dict:
         """Each selected (benchmark, scenario) with its target, every check made before the first run."""
         self._refuse_run_lengths()
+        self.ctx.refuse_unrunnable()     # performance runs of the scenarios the benchmarks have
         pairs = self.ctx.selected()
         if not pairs:
             raise UserError("Nothing selected has a config: choose --benchmarks and --scenarios that do "

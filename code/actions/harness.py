@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any, Mapping
 
 from ..common.benchmark_api import get_benchmark
 from ..common.config_registry import resolve_value
@@ -204,11 +205,21 @@ def with_embedded_default(ctx: Context, test_run: bool = True,
     cores = ctx.system.info.cpu.cores
     gpu_backend = {"backend": "tensorrt"} if "backend" not in args.overrides and tensorrt_runs_here(ctx) else {}
     fields = {benchmark: {k: resolve_value(FIELDS[k], v, cores)
-                          for k, v in {**get_benchmark(benchmark).embedded_default, **gpu_backend}.items()
+                          for k, v in {**embedded_fields(get_benchmark(benchmark).embedded_default, args.overrides),
+                                       **gpu_backend}.items()
                           if k not in args.overrides}
               for benchmark in args.benchmarks}
     return dataclasses.replace(ctx, args=args.fill_in_per_benchmark(EMBEDDED_DEFAULT_SOURCE, fields),
                                _registry=None)
+
+
+def embedded_fields(default: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    """What a benchmark's embedded default fills in beside `given` (the fields RUN_ARGS set): its model and data set
+    where RUN_ARGS leave them out, and its development caps and speed hints (output cap, sample count, expected
+    rates) only while the model and data set are both its own. Naming another model or data set (a closed one, or
+    the full set) gets that benchmark's own caps, as make run_harness would."""
+    own = all(str(given.get(name, default.get(name))) == str(default.get(name)) for name in EMBEDDED_FIELDS)
+    return {k: v for k, v in default.items() if own or k in EMBEDDED_FIELDS}
 
 
 class Run(RunHarness):

@@ -220,8 +220,8 @@ class StageCompliance(_SubmissionStep):
         refused = [line for line in problems if isinstance(line, staging.EvidenceProblem)]
         if refused:
             raise UserError(f"{len(refused)} compliance test{'s were' if len(refused) > 1 else ' was'} refused: "
-                            f"a log or verdict file disagrees with the run that wrote it (the \"not staged:\" lines "
-                            f"above name each file), and nothing of {'them' if len(refused) > 1 else 'it'} is staged; "
+                            f"a log or verdict file disagrees with the run that wrote it, or cannot be verified "
+                            f"against it (the \"not staged:\" lines above name each file), and nothing of {'them' if len(refused) > 1 else 'it'} is staged; "
                             f"run the test again with make run_audit_harness, then make stage_compliance.",
                             exit_code=EXIT_FAILURE)
         return EXIT_OK

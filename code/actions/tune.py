@@ -17,6 +17,7 @@ from typing import Any
 
 from ..common.benchmark_api import get_benchmark
 from ..common.constants import Scenario
+from ..common.errors import UserError
 from ..common.fields import FIELDS
 from ..common.harness.plan import format_duration
 from ..common.fileio import write_atomically
@@ -45,6 +46,8 @@ class Tune(FindPeak):
         targets = self.selected_targets()
         pairs = list(targets)
         for benchmark, scenario in pairs:
+            self._refuse_untunable(benchmark, scenario)
+        for benchmark, scenario in pairs:
             if not ctx.args.dry_run:
                 self.preflight(benchmark, scenario)
         found = [self._tune(benchmark, scenario, targets[(benchmark, scenario)]) for benchmark, scenario in pairs]
@@ -55,6 +58,18 @@ class Tune(FindPeak):
             ctx.log("Dry run: nothing was run or written.")
             return 0
         return 0 if all(item.value is not None for item in found) else 1
+
+    def _refuse_untunable(self, benchmark: str, scenario: Scenario) -> None:
+        """UserError (exit status 2) where the layouts tuned here would never reach the engine (a served harness):
+        their measurements would be noise, and its winner written into custom.py a setting nothing reads."""
+        from ..common.harness.selection import choose
+
+        harness = choose(self.ctx.resolve(benchmark, scenario), self.ctx.args.workload.harness_type.value,
+                         self.ctx.paths.build)
+        why = harness.layout_tunable(self.ctx.args)
+        if why is not None:
+            raise UserError(f"make tune cannot tune {benchmark} {scenario.value} on the {harness.name} harness: "
+                            f"{why}.")
 
     def _tune(self, benchmark: str, scenario: Scenario, target: Target) -> Found:
         ctx = self.ctx

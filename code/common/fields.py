@@ -167,6 +167,10 @@ _CORE: Mapping[str, Field] = _fields(
           "cap for the kind of run, e.g. 128 for llama3.1-8b, 32768 in gpt-oss-120b's accuracy runs and 10240 in "
           "its others; another value is a development cap, recorded like max_input_tokens).",
           generative=True, minimum=1, maximum=1_000_000),
+    Field("use_guided_decoding", bool, False, "Serving engines: each answer constrained to the benchmark's JSON "
+          "schema (the response_format of a chat request), as the reference's option of that name; off by "
+          "default, as there. Only a benchmark whose reference defines a schema (qwen3-vl) has one: the others "
+          "refuse it. Recorded in metadata.json with the other config fields.", generative=True),
     Field("prefill_batch", int, 1, "Waiting prompts prefilled together when sequences join the running batch "
           "(larger: more throughput; smaller: running sequences wait less per output token).",
           generative=True, minimum=1, maximum=65_536),

@@ -53,6 +53,9 @@ class GenerationSettings:
     # Where the reference sends no sampling parameter (a vision-language one): serving engines get the output cap
     # alone and sample with their defaults, the model's generation_config.json (the fields above are not sent).
     server_sampling: bool = False
+    # Guided decoding (the reference's use_guided_decoding): the chat request's response_format as JSON text (a
+    # JSON schema each answer is constrained to; text keeps the settings hashable and picklable); None: free text.
+    response_format: str | None = None
     # How an output's token ids become its response in the accuracy log, where the reference writes something else
     # than the ids (whisper: the text's characters as label indices, int64); None: the token ids as int32. LoadGen
     # still counts the output's tokens (n_tokens).

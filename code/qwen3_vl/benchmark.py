@@ -12,6 +12,7 @@ accuracy log as its UTF-8 bytes, as the reference's SUT logs it.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -27,6 +28,7 @@ from ..common.prompts import IMAGE, TEXT
 from ..llm import substitute as _substitute
 from . import datasets as _datasets
 from . import scoring as _scoring
+from .prompt import RESPONSE_FORMAT
 
 NAME = "qwen3-vl-235b-a22b"
 CLOSED, SUBSTITUTE = "qwen3-vl-235b-a22b", "smolvlm-substitute"
@@ -73,6 +75,7 @@ class Qwen3VLBenchmark(PackagedBenchmark):
     models: Mapping[str, ModelSpec] = MODELS
     response = ResponseFormat(dtype="uint8", fields=("utf8_byte",), records_per_sample=None, typical_records=120)
     field_defaults: Mapping[str, Any] = {"max_output_tokens": MAX_NEW_TOKENS}
+    guided_response_format: Mapping[str, Any] = RESPONSE_FORMAT    # what --use_guided_decoding asks of the server
     # What `make run RUN_ARGS=--benchmarks=qwen3-vl-235b-a22b` runs: the substitute on the 7 substitute products.
     embedded_default: Mapping[str, Any] = {"model": SUBSTITUTE, "dataset": _datasets.SUBSTITUTE,
                                            "offline_expected_qps": PerCore(0.5), "server_target_qps": PerCore(0.1)}
@@ -151,10 +154,13 @@ class Qwen3VLBenchmark(PackagedBenchmark):
     # -- generation and responses ---------------------------------------------------------------------------
     def generation(self, model: str, fields: Mapping[str, Any], paths: Paths) -> GenerationSettings:
         """The output cap (150 new tokens unless the config or command line say otherwise) and nothing else: the
-        server's own sampling defaults apply, as in the reference."""
+        server's own sampling defaults apply, as in the reference; with use_guided_decoding, the answer schema as
+        each request's response_format (the reference's option, off by default)."""
+        guided = json.dumps(self.guided_response_format) if fields.get("use_guided_decoding") else None
         return GenerationSettings(max_new_tokens=int(fields["max_output_tokens"]), min_new_tokens=0,
                                   eos_token_ids=EOS_IDS[self._model(model)],
-                                  max_batch=int(fields.get("batch_size") or 1), server_sampling=True)
+                                  max_batch=int(fields.get("batch_size") or 1), server_sampling=True,
+                                  response_format=guided)
 
     def postprocessor(self, model: str, samples) -> Postprocess:
         """Not used by the token-streaming harness, which logs each answer's text; kept for the interface."""

@@ -33,6 +33,10 @@ ANSWER_SCHEMA = {
     "title": "ProductMetadata",
     "type": "object",
 }
+# The reference's guided decoding (its endpoint option use_guided_decoding, off by default): each chat request's
+# response_format, the answer schema in OpenAI's json_schema form, as multimodal/qwen3-vl task.py writes it.
+RESPONSE_FORMAT = {"type": "json_schema",
+                   "json_schema": {"name": "product_metadata", "schema": ANSWER_SCHEMA, "strict": True}}
 
 SYSTEM_TEMPLATE = """Please analyze the product from the user prompt
 and provide the following fields in a valid JSON object:

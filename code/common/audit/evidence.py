@@ -8,6 +8,7 @@ and refuse a written verdict file that disagrees, naming the file and both verdi
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -29,7 +30,33 @@ def laid_out_logs(folder: Path) -> dict[str, Path]:
     candidates = {SUMMARY_LOG: performance_run_dir(folder) / SUMMARY_LOG,
                   DETAIL_LOG: performance_run_dir(folder) / DETAIL_LOG,
                   ACCURACY_LOG: accuracy_dir(folder) / ACCURACY_LOG}
-    return {name: path for name, path in candidates.items() if path.is_file()}
+    return {name: path for name, path in candidates.items() if path.is_file() and not path.is_symlink()}
+
+
+def log_entry_problem(path: Path) -> str | None:
+    """Why the entry at a log's place is not a log a run wrote: a link (dangling or not), a folder or anything but
+    a regular file, or a file that cannot be read; None when it is a readable file or nothing is there."""
+    if path.is_symlink():
+        target = os.readlink(path)
+        state = "which does not exist" if not path.exists() else "and a submission holds the file itself"
+        return f"{path} is a link to {target}, {state}"
+    if not path.exists():
+        return None
+    if not path.is_file():
+        return f"{path} is a folder (or other non-file) where the log should be"
+    try:
+        with open(path, "rb") as f:
+            f.read(1)
+    except OSError as error:
+        return f"{path} cannot be read ({error.strerror or error})"
+    return None
+
+
+def laid_out_problems(folder: Path) -> list[Problem]:
+    """Each place of a LoadGen log in a compliance folder that holds something other than a readable log."""
+    places = (performance_run_dir(folder) / SUMMARY_LOG, performance_run_dir(folder) / DETAIL_LOG,
+              accuracy_dir(folder) / ACCURACY_LOG)
+    return [(path, problem) for path in places if (problem := log_entry_problem(path)) is not None]
 
 
 def _read(path: Path) -> RunRecord | None:

@@ -325,6 +325,8 @@ def untuned_notes(ctx, selection: Sequence[tuple[str, Scenario, TestMode]]) -> t
         if (benchmark, scenario) in notes:
             continue
         config = ctx.resolve(benchmark, scenario, mode)
+        if not _layout_tunable(ctx, config):
+            continue     # a served harness: the layout never reaches the engine, make tune does not apply
         found = ctx.registry.lookup(benchmark, scenario, [config.key.system_id], config.key.workload)
         note = untuned_layout_note(benchmark, scenario, config["backend"], mode, bool(ctx.args.test_run),
                                    found[1] if found else None,
@@ -336,6 +338,18 @@ def untuned_notes(ctx, selection: Sequence[tuple[str, Scenario, TestMode]]) -> t
         if note:
             notes[(benchmark, scenario)] = note
     return tuple(notes.values())
+
+
+def _layout_tunable(ctx, config) -> bool:
+    """Whether make tune's layouts reach the engine of this test's harness (not a served one's)."""
+    from ..errors import UserError
+    from .selection import choose
+
+    try:
+        harness = choose(config, ctx.args.workload.harness_type.value, ctx.paths.build)
+    except UserError:
+        return True     # no harness can run it: the test's own preflight says why
+    return harness.layout_tunable(ctx.args) is None
 
 
 # -- the whole plan ---------------------------------------------------------------------------------------------

@@ -103,6 +103,11 @@ class HarnessPlugin:
         test's harness type and kind; an implementation asked for by name is asked too, whatever it serves."""
         return None
 
+    def layout_tunable(self, args) -> str | None:
+        """Why make tune's layouts (batch size, instances x threads, Server batching) would never reach the engine
+        this harness runs the model on (None: they do, as in process, where the toolkit loads the engine)."""
+        return None
+
     def parse_flag(self, name: str, text: str) -> Any:
         """The value of this harness's flag `name` as typed (`text`, never empty); UserError (exit status 2) saying
         what is wrong with it."""

@@ -93,6 +93,9 @@ def check_selection(ctx, benchmark_name: str, fields: Mapping[str, Any]):
     if limit is not None and batch_size is not None and int(batch_size) > limit:
         raise UserError(f"{model} takes at most {limit} sample(s) per call, so batch_size={batch_size} cannot run; "
                         f"use --batch_size={limit} (more instances, --instances, give it parallelism).")
+    if fields.get("use_guided_decoding") and getattr(benchmark, "guided_response_format", None) is None:
+        raise UserError(f"--use_guided_decoding: {benchmark_name}'s reference defines no JSON schema for its answers, "
+                        f"so there is nothing to guide them to; drop the flag.")
     rules = ctx.rules.benchmark(benchmark_name)
     target = ctx.args.workload_for(benchmark_name).accuracy_target
     if target not in rules.accuracy_targets:

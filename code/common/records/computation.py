@@ -18,7 +18,10 @@ GENERATION_CAPS = ("max_input_tokens", "max_output_tokens", "total_sample_count"
 # timeout, prefill batching) are left out: they change how fast the same outputs come, not what they are. Where a
 # knob does go into the engine (a TensorRT plan's batch size, the calibration set of INT8), the engine's sha256
 # tells the runs apart.
-COMPUTATION_FIELDS = ("model", "dataset", "backend", "precision", *GENERATION_CAPS)
+# Guided decoding constrains what the model may answer: a guided run and an unguided one are other computations.
+COMPUTATION_FIELDS = ("model", "dataset", "backend", "precision", *GENERATION_CAPS, "use_guided_decoding")
+# What a record written before a field was kept means by its absence (the field's default then).
+ABSENT_MEANS = {"use_guided_decoding": False}
 
 
 def differing_fields(have: Mapping[str, Any], want: Mapping[str, Any],
@@ -34,7 +37,10 @@ def differing_fields(have: Mapping[str, Any], want: Mapping[str, Any],
         return name in have_reference and name in want_reference and \
             have.get(name) == have_reference[name] and want.get(name) == want_reference[name]
 
-    return [name for name in COMPUTATION_FIELDS if have.get(name) != want.get(name) and not at_reference(name)]
+    def value(fields: Mapping[str, Any], name: str) -> Any:
+        return fields.get(name, ABSENT_MEANS.get(name))
+
+    return [name for name in COMPUTATION_FIELDS if value(have, name) != value(want, name) and not at_reference(name)]
 
 
 def development_caps(fields: Mapping[str, Any], reference: Mapping[str, Any]) -> list[str]:

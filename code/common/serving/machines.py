@@ -2,26 +2,70 @@
 spellings (localhost and 127.0.0.1, a host name and its address, 0.0.0.0 and the loopback address) is seen as one.
 
 A machine is known by the addresses its name resolves to; every address of this machine (loopback, the wildcard
-address a server binds to, the addresses of its own host name) is this machine. Two endpoints are one server when
+address a server binds to, the addresses of its own host name, and every address of its network interfaces: its
+LAN address, a docker bridge's) is this machine, so a server bound to all interfaces and named by the node's LAN
+address and by 127.0.0.1 is one server. Two endpoints are one server when
 their machines are one and their ports are equal; the number of machines is what a system's `number_of_nodes`
 counts.
 """
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 from ..errors import UserError
 
 THIS_MACHINE = "this machine"
 
 
+PROC_IPV4_LOCAL = Path("/proc/net/fib_trie")   # Linux: the kernel's routing table, local addresses marked
+PROC_IPV6 = Path("/proc/net/if_inet6")         # Linux: every IPv6 address of every interface
+_TRIE_ADDRESS = re.compile(r"^\s*\|--\s+(\d+\.\d+\.\d+\.\d+)\s*$")
+
+
+def ipv4_local_addresses(fib_trie: str) -> set[str]:
+    """The IPv4 addresses /proc/net/fib_trie marks as this host's own (an address line, then `/32 host LOCAL`)."""
+    found, last = set(), None
+    for line in fib_trie.splitlines():
+        address = _TRIE_ADDRESS.match(line)
+        if address:
+            last = address.group(1)
+        elif last is not None and line.strip() == "/32 host LOCAL":
+            found.add(last)
+    return found
+
+
+def ipv6_addresses(if_inet6: str) -> set[str]:
+    """The IPv6 addresses of /proc/net/if_inet6 (32 hex digits first on each line)."""
+    found = set()
+    for line in if_inet6.splitlines():
+        digits = line.split()[0] if line.split() else ""
+        if len(digits) == 32:
+            found.add(str(ipaddress.IPv6Address(int(digits, 16))))
+    return found
+
+
+def interface_addresses() -> set[str]:
+    """Every address of this machine's network interfaces, as the kernel lists them (the standard library has no
+    portable call for it; where /proc does not say, as off Linux, only the host's own names count)."""
+    found: set[str] = set()
+    for path, read in ((PROC_IPV4_LOCAL, ipv4_local_addresses), (PROC_IPV6, ipv6_addresses)):
+        try:
+            found |= read(path.read_text())
+        except (OSError, ValueError):
+            continue
+    return found
+
+
 @lru_cache(maxsize=1)
 def _own_addresses() -> frozenset[str]:
-    """The addresses of this machine's own names (a name that does not resolve adds none)."""
-    own: set[str] = set()
+    """The addresses of this machine: those of its network interfaces and of its own names (a name that does not
+    resolve adds none)."""
+    own: set[str] = {_plain(address) for address in interface_addresses()}
     for name in {socket.gethostname(), socket.getfqdn()}:
         try:
             own.update(_plain(info[4][0]) for info in socket.getaddrinfo(name, None, type=socket.SOCK_STREAM))

@@ -113,8 +113,11 @@ class ChatCompletions(Payload):
     def body(self, model, prompt, settings, max_tokens, server_ids, stream=True, stream_interval=0):
         self.refuse(prompt)
         messages = [{"role": m.role, "content": _message_content(m.content)} for m in prompt.messages]
-        return _json(_generation_body({"model": model, "messages": messages}, "max_completion_tokens", settings,
-                                      max_tokens, server_ids, stream, stream_interval))
+        body = _generation_body({"model": model, "messages": messages}, "max_completion_tokens", settings,
+                                max_tokens, server_ids, stream, stream_interval)
+        if settings.response_format is not None:      # guided decoding, as the reference sends it
+            body["response_format"] = msgspec.json.decode(settings.response_format)
+        return _json(body)
 
     def read(self, choice):
         message = choice.get("delta") if "delta" in choice else choice.get("message")

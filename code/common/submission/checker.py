@@ -12,11 +12,12 @@ logs do not give: compliance_evidence.py), which the official checkers would acc
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
 from ..constants import AccuracyTarget, Scenario, SystemType
-from ..paths import CALIBRATION_DOC, DOCUMENTATION_DIR, RESULTS_DIR, SRC_DIR, SYSTEMS_DIR, Paths
+from ..paths import CALIBRATION_DOC, COMPLIANCE_DIRS, DOCUMENTATION_DIR, RESULTS_DIR, SRC_DIR, SYSTEMS_DIR, Paths
 from ..rules.schema import BenchmarkRules, RulesRound
 from .checker_rules import (ERROR, WARNING, ScenarioContext, as_int, check_scenario, harness_command, is_falsy,
                             read_json_object)
@@ -134,7 +135,22 @@ def check_submission(root: Path, rules: RulesRound, allow_test_runs: bool = Fals
             sink(ERROR, division, "the division holds no submitter folder; run make export_submission.")
         for submitter in submitters:
             checked += _check_submitter(sink, rules, submitter, allow_test_runs, sources)
+    _check_stray_evidence(sink, root)
     return CheckReport(tuple(sink.findings), checked)
+
+
+def _check_stray_evidence(sink: _Sink, root: Path) -> None:
+    """Compliance folders anywhere but in a results scenario folder (<division>/<submitter>/results/<system>/
+    <benchmark>/<scenario>/TEST0x), where neither the checkers nor the toolkit verify them."""
+    for division in (d for d in root.iterdir() if d.is_dir() and d.name in DIVISIONS):
+        for folder in sorted(division.rglob(COMPLIANCE_DIRS)):
+            parts = folder.relative_to(division).parts
+            if (len(parts) == 6 and parts[1] == RESULTS_DIR) or SRC_DIR in parts[1:2] \
+                    or any(fnmatch(part, COMPLIANCE_DIRS) for part in parts[:-1]):
+                continue   # in place (checked there), the code's copy, or inside a compliance folder
+            sink(ERROR, folder, f"{folder.name} lies outside a results/<system>/<benchmark>/<scenario>/ folder, where "
+                                f"nothing verifies it; remove it (make stage_compliance puts each test in its "
+                                f"scenario folder) and run make export_submission again.")
 
 
 def _check_hygiene(sink: _Sink, root: Path) -> None:
@@ -155,6 +171,9 @@ def _check_hygiene(sink: _Sink, root: Path) -> None:
             sink(ERROR, path, f"{name}/ is a cache; {fix}.")
         elif path.is_symlink() and not path.exists():
             sink(ERROR, path, f"{name} is a link to nothing; {fix}.")
+        elif path.is_symlink():
+            sink(ERROR, path, f"{name} is a link, and a submission holds files, not links to someone's disk (the "
+                              f"export copies them); {fix}.")
         elif path.is_dir() and not any(path.iterdir()):
             sink(ERROR, path, f"{name}/ is empty, and the official checker refuses empty folders; {fix}.")
         elif path.is_file() and path.stat().st_size > MAX_FILE_BYTES:

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..audit.verdicts import ACCURACY_FILES as TEST01_ACCURACY_FILES
-from ..audit.evidence import compliance_record, digest_problems, disagreement, laid_out_logs, written_verdict
+from ..audit.evidence import (compliance_record, digest_problems, disagreement, laid_out_logs, laid_out_problems,
+                              written_verdict)
 from ..audit.test06 import verify_test06
 from ..audit.test07 import score_test07
 from ..audit.test09 import issued_samples, verify_test09
@@ -314,16 +315,19 @@ def _benchmark(name: str) -> Any:
 
 def _compliance_run(source: Path, label: str, log: Log) -> tuple[RunRecord | None, str | None]:
     """(the record of the compliance run whose logs `source` lays out, why the test is refused or None): each
-    laid-out log against the sha256 that run recorded. A folder whose run recorded no digests is staged with a
-    note, as stage_results stages such a run."""
+    laid-out log a readable file (not a link, not a folder) and against the sha256 that run recorded. Logs whose
+    run left no record with their digests cannot be verified and are refused."""
+    unusable = laid_out_problems(source)
+    if unusable:
+        return None, EvidenceProblem("; ".join(message for _, message in unusable))
     logs = laid_out_logs(source)
     if not logs:
         return None, None     # no compliance run: the test's own staging says so
     record = compliance_record(source)
     if record is None:
-        log(f"note: {label}: no record of the compliance run with the sha256 of its logs ({RUN_RECORD} under "
-            f"{source / COMPLIANCE_RUNS}), so its logs are staged unverified")
-        return None, None
+        return None, EvidenceProblem(f"no record of the compliance run that wrote {source}'s logs ({RUN_RECORD} "
+                                     f"under {source / COMPLIANCE_RUNS}, with the sha256 of each log), so they cannot "
+                                     f"be verified and are not staged")
     problems = digest_problems(logs, record.log_sha256, str(record.path or record.log_dir))
     if problems:
         return record, EvidenceProblem("; ".join(message for _, message in problems))
@@ -415,8 +419,8 @@ def _stage_test(paths: Paths, rules: RulesRound, test: str, source: Path, result
 def _stage_tokens(rules: RulesRound, test: str, source: Path, results_dir: Path, bench, target: AccuracyTarget,
                   response: ResponseFormat, scenario: Scenario, log: Log, label: str) -> str | None:
     """Stage TEST06: its accuracy log verified again (run_verification.py's checks) with the EOS token ids
-    run_audit_harness recorded, or, for a verdict recorded without them, its verify_accuracy.txt as it is; the
-    reason it cannot be staged, or None."""
+    run_audit_harness recorded (a verdict recorded without them cannot be verified: refused); the reason it cannot
+    be staged, or None."""
     spec = rules.compliance_tests[test]
     accuracy_log = source / TEST06_ACCURACY_LOG
     if not accuracy_log.is_file():
@@ -433,11 +437,9 @@ def _stage_tokens(rules: RulesRound, test: str, source: Path, results_dir: Path,
         if not check.passed:
             return f"the test fails ({check.summary})"
         text, how = check.text, f"verified again: {check.summary}"
-    elif (source / VERIFY_ACCURACY).is_file():
-        text = (source / VERIFY_ACCURACY).read_text(errors="replace")
-        how = "its verdict as run_audit_harness wrote it (no EOS token ids recorded to verify it again)"
     else:
-        return f"no verdict ({VERIFY_ACCURACY}) in the compliance folder"
+        return EvidenceProblem(f"{source / VERIFIED_AGAINST} records no EOS token ids to verify {accuracy_log} "
+                               f"again, so its verdict cannot be verified and is not staged")
     dest = results_dir / test
     tmp = results_dir / f".{test}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)

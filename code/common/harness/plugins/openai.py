@@ -115,6 +115,11 @@ class OpenAIHarness(HarnessPlugin):
     def run_options(self, args, paths) -> dict:
         return {"endpoints": list(args.endpoints)}
 
+    def layout_tunable(self, args) -> str | None:
+        return ("its model runs in the serving engines, which never see the toolkit's engine layout; the servers are "
+                "tuned with their own settings (vLLM's --max-num-seqs), the client with --openai_in_flight and "
+                "--openai_workers")
+
     def prepare_model(self, config, paths, log) -> str:
         """The model's Hugging Face folder, which a local server (and make serve_llm) loads."""
         from ...benchmark_api import get_benchmark

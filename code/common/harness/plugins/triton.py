@@ -80,6 +80,12 @@ class TritonHarness(HarnessPlugin):
     def run_options(self, args, paths) -> dict:
         return {"endpoints": list(args.endpoints)}
 
+    def layout_tunable(self, args) -> str | None:
+        if not args.endpoints:
+            return None     # each test starts its own server from the repository it writes with the layout
+        return ("--endpoints names Triton servers that run already, with the model configuration they were started "
+                "with; tune on the server's node without --endpoints, then start the servers again")
+
     def interrupted(self) -> None:
         import sys
 
