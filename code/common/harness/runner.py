@@ -57,6 +57,7 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
         engine = locate_engine(config, ctx.system.system_id, ctx.paths, benchmark)
         manifest = json.loads(ctx.paths.engine_manifest(engine).read_text())
     else:
+        harness.check_model(benchmark, fields, ctx.paths)
         engine, manifest = "", {}
     run_dir = log_dir or ctx.paths.run_log_dir(ctx.system.system_id, benchmark_name, scenario, mode)
     refuse_taken_run_dir(run_dir, ctx.paths.log_dir, audit=bool(audit_config))
