@@ -388,7 +388,7 @@ def test_a_damaged_image_stops_preprocessing_and_the_run_naming_it(qwen_scratch:
     (folder / qdata.IMAGES).symlink_to(images)
     code = main(["--action=preprocess_data", f"--scratch_path={copy.scratch}", *RUN], log=lambda _: None)
     error = capsys.readouterr().err
-    assert code == 2 and "Sample 2 (" in error and "n04019541_puck.JPEG) has an image Pillow cannot decode" in error
+    assert code == 1 and "Sample 2 (" in error and "n04019541_puck.JPEG) has an image Pillow cannot decode" in error
     with StreamingServer(ServerSettings(model=SUBSTITUTE, answer="json_choice")) as server:
         code, out = run_harness(copy, server.url, tmp_path / "run")
         assert server.received == []                              # nothing sent
@@ -423,6 +423,28 @@ def test_a_product_without_candidates_is_named_with_its_file(tmp_path: Path):
     shutil.rmtree(data)
     with pytest.raises(UserError, match="no train-\\*.parquet under .*huggingface-cli download"):
         qdata.read(NAME, qdata.CATALOGUE_8K, paths)
+
+
+def test_a_damaged_parquet_file_is_named_with_exit_status_1(tmp_path: Path, capsys):
+    """A shard cut short (a download that stopped): one sentence naming the file, never ArrowInvalid or
+    `internal error`, from download_data (which does not say ready) and preprocess_data alike."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    paths = Paths.create(scratch=tmp_path / "scratch")
+    data = paths.dataset_dir(qdata.CATALOGUE_8K) / "data"
+    data.mkdir(parents=True)
+    shard = data / "train-00000-of-00001.parquet"
+    pq.write_table(pa.table({"product_title": ["ball"] * 50}), shard)
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+    for action in ("download_data", "preprocess_data"):
+        code = main([f"--action={action}", f"--scratch_path={paths.scratch}", "--benchmarks=qwen3-vl",
+                     "--harness_type=openai", f"--model={SUBSTITUTE}", f"--dataset={qdata.CATALOGUE_8K}"],
+                    log=print)
+        out, err = capsys.readouterr()
+        assert code == 1, (out, err)
+        assert f"{shard} is not a readable Parquet file" in err and "internal error" not in err
+        assert "ready" not in out
 
 
 # -- a staged test-run tree and the checkers -------------------------------------------------------------------

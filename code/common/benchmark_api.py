@@ -330,6 +330,11 @@ class Benchmark(Protocol):
         counterpart for a sample); None: the benchmark has none, and the test cannot run. Optional: a benchmark
         without such a test need not define it."""
 
+    def prepared_size(self, model: str, dataset: str, paths: Paths) -> int | None:
+        """Samples of `dataset` as it is prepared here (counted from its files, nothing decoded), so that a set that
+        is not the published one (`DatasetSpec.sample_count`) is planned, recorded and staged as a subset; None
+        where it is not prepared. Optional: without it the published count is taken."""
+
 
 class PackagedBenchmark:
     """What a benchmark package delegates the same way, to its own modules `<package>.models` (download_model),
@@ -369,6 +374,11 @@ class PackagedBenchmark:
     def compliance_dataset(self, test: str, dataset: str) -> str | None:
         """No compliance data set of its own (see Benchmark.compliance_dataset)."""
         return None
+
+    def prepared_size(self, model: str, dataset: str, paths: Paths) -> int | None:
+        """The count `<package>.preprocessing.prepared_size` gives, where the package counts its sets."""
+        count = getattr(self._module("preprocessing"), "prepared_size", None)
+        return None if count is None else count(model, dataset, paths)
 
     def generation(self, model: str, fields: Mapping[str, Any], paths: Paths) -> "GenerationSettings | None":
         """Fixed-size models generate nothing (see Benchmark.generation)."""

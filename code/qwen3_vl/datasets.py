@@ -126,6 +126,21 @@ def download_data(benchmark: str, name: str, paths: Paths, log: Log) -> Path:
     return folder
 
 
+def prepared_size(name: str, paths: Paths) -> int | None:
+    """Products of the data set's Parquet files as their footers count them (nothing decoded); None where there are
+    none, or one does not read (preprocessing names it)."""
+    import pyarrow.parquet as pq
+
+    data = dataset(name)
+    if not data.splits:
+        return None
+    files = sources(name, paths)
+    try:
+        return sum(pq.ParquetFile(file).metadata.num_rows for file in files) if files else None
+    except (OSError, ValueError):
+        return None
+
+
 class ProductChats:
     """The preprocessed set: one chat per product, in QSL order, built when loaded."""
 

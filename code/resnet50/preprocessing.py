@@ -14,7 +14,7 @@ from ..common.benchmark_api import Log
 from ..common.fileio import sha256_file
 from ..common.paths import Paths
 from ..common.engines.int8_input import write_int8_store
-from ..common.preprocessed_store import (FILES, MANIFEST, PreprocessedSamples, SourceSample, Store, int8_store,
+from ..common.preprocessed_store import (store_size, FILES, MANIFEST, PreprocessedSamples, SourceSample, Store, int8_store,
                                          open_store, output_name, preprocess_hint as _hint,
                                          write_store)
 from .datasets import VAL_MAP, check_dataset, download_hint, parse_val_map, read_val_map
@@ -86,3 +86,9 @@ def preprocess_int8(model: str, dataset: str, paths: Paths, scale: float, log: L
     float_set = preprocessed(model, dataset, paths)
     store = int8_store(_store(model, dataset, paths), scale, INT8_HINT_ARGS)
     return write_int8_store(float_set, store, scale, log, PreprocessedImages)
+
+
+def prepared_size(model: str, dataset: str, paths: Paths) -> int | None:
+    """Samples of the preprocessed set as its manifest counts them (None: not preprocessed yet)."""
+    check_dataset(dataset)
+    return store_size(paths.preprocessed_dir(BENCHMARK, model, dataset))

@@ -203,7 +203,7 @@ def open_set(folder: Path, model: str, dataset: str, paths: Paths | None = None)
     if why is None and paths is not None:
         items = utterances(dataset, paths)
         changed = files_problem(_source_files(items, dataset, paths), record.get("sources"), hash_below=0)
-        why = None if changed is None else f"{changed} since the clips were repacked from it"
+        why = None if changed is None else f"{changed}: the clips were repacked from it as it was before"
     if why is not None:
         raise UserError(f"{why}; {hint}: it repacks the clips again.", exit_code=EXIT_FAILURE)
     try:

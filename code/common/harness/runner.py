@@ -41,6 +41,7 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
     from ..engines.input_samples import engine_samples
     from ..preprocessed_store import set_identity
     from .first_run import tuned_layout
+    from .plan import checked_subset
     from .selection import choose, refuse_served_only
 
     config = ctx.resolve(benchmark_name, scenario, mode)
@@ -50,6 +51,7 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
     refuse_served_only(harness, model_spec)
     harness.preflight(fields, ctx.args, ctx.paths)
     model, dataset = fields["model"], fields["dataset"]
+    prepared, published, _ = checked_subset(ctx, benchmark, model_spec, fields)
     target = ctx.args.workload_for(benchmark_name).accuracy_target
     samples = samples_for_run(engine_samples(benchmark, fields, ctx.paths),   # int8 form for input_dtype=int8
                               mode is TestMode.AccuracyOnly, audit_test)
@@ -79,7 +81,7 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
         invocation=invocation(ctx.args, mode, benchmark_name), purpose="audit" if audit_test else purpose,
         audit_test=audit_test, audit_config=list(audit_config or []),
         harness=harness.name, harness_options=harness.run_options(ctx.args, ctx.paths),
-        data=set_identity(samples.directory),
+        data={**set_identity(samples.directory), "samples": prepared, "published_samples": published},
     )
 
 
