@@ -375,11 +375,6 @@ class PackagedBenchmark:
         """No compliance data set of its own (see Benchmark.compliance_dataset)."""
         return None
 
-    def prepared_size(self, model: str, dataset: str, paths: Paths) -> int | None:
-        """The count `<package>.preprocessing.prepared_size` gives, where the package counts its sets."""
-        count = getattr(self._module("preprocessing"), "prepared_size", None)
-        return None if count is None else count(model, dataset, paths)
-
     def generation(self, model: str, fields: Mapping[str, Any], paths: Paths) -> "GenerationSettings | None":
         """Fixed-size models generate nothing (see Benchmark.generation)."""
         return None

@@ -70,6 +70,9 @@ class Store:
     # the raw data set is not there to compare (then an existing folder is trusted for what it says it is).
     sources: dict[str, Any] | None = None
     hint_args: str = ""             # more RUN_ARGS the make preprocess_data command of this set needs
+    # The raw data set's folder: sources under it are recorded by their path in it, so a scratch copied or moved
+    # elsewhere checks its own sources (None: sources are recorded by their full path).
+    source_dir: Path | None = None
 
     @property
     def hint(self) -> str:
@@ -207,17 +210,26 @@ def _inputs(manifest: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in manifest.items() if k not in (FILES, SOURCE_FILES)}
 
 
-def _source_entry(source: Path) -> dict[str, Any]:
-    return {"path": str(source), **FileDigest.of(source).to_dict()}
+def _source_name(source: Path, source_dir: Path | None) -> str:
+    """How a source is recorded: its path in the data set's folder where it lies there, else its full path."""
+    if source_dir is not None and Path(source).is_relative_to(source_dir):
+        return str(Path(source).relative_to(source_dir))
+    return str(source)
 
 
-def _changed_source(name: str, recorded: Any, check_present: bool) -> str | None:
+def _source_entry(source: Path, source_dir: Path | None) -> dict[str, Any]:
+    return {"path": _source_name(source, source_dir), **FileDigest.of(source).to_dict()}
+
+
+def _changed_source(name: str, recorded: Any, check_present: bool, source_dir: Path | None) -> str | None:
     """Why the source of sample `name` is not the file it was made from (a sentence fragment naming it), or None.
     A source no longer there is not compared (the set is trusted for what it says it is) unless `check_present`."""
     digest = FileDigest.from_dict(recorded)
     if digest is None or not isinstance(recorded.get("path"), str):
         return f"{name} has no digest of the file it was made from (made by an older version)"
     source = Path(recorded["path"])
+    if not source.is_absolute() and source_dir is not None:
+        source = source_dir / source
     if not check_present and not source.exists():
         return None
     why = problem(source, digest, hash_below=0)
@@ -230,7 +242,7 @@ def _changed_sources(store: Store, manifest: dict[str, Any], names: list[str]) -
     if store.sources is None:
         return {}
     recorded = manifest.get(SOURCE_FILES) if isinstance(manifest.get(SOURCE_FILES), dict) else {}
-    found = {name: _changed_source(name, recorded.get(name), False) for name in names}
+    found = {name: _changed_source(name, recorded.get(name), False, store.source_dir) for name in names}
     return {name: why for name, why in found.items() if why is not None}
 
 
@@ -330,10 +342,10 @@ def int8_store(store: Store, scale: float, hint_args: str) -> Store:
 # -- writing --------------------------------------------------------------------------------------
 
 def _convert_one(source: Path, dest: Path, convert: Callable[[Path], np.ndarray], shape: tuple[int, ...],
-                 dtype: np.dtype) -> tuple[dict[str, Any], dict[str, Any]]:
+                 dtype: np.dtype, source_dir: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Preprocess one sample into `dest`; the digest of its source (taken before reading it: a source written
     meanwhile shows as changed later) and the size and sha256 of what was written."""
-    read = _source_entry(source)
+    read = _source_entry(source, source_dir)
     array = np.ascontiguousarray(convert(source), dtype=dtype)
     if array.shape != shape:
         raise ValueError(f"preprocessing gave shape {array.shape}, the model takes {shape}")
@@ -365,7 +377,7 @@ def _reusable_files(store: Store, expected: dict[str, Any], samples: Sequence[So
         entry = recorded.get(sample.name)
         if isinstance(entry, dict):     # the source where it is now (a data set moved or copied keeps its bytes)
             entry = {**entry, "path": str(sample.source)}
-        why = _changed_source(sample.name, entry, True)
+        why = _changed_source(sample.name, entry, True, None)
         if why is not None and sample.name not in damaged:
             damaged[sample.name] = why
     if not damaged:
@@ -376,7 +388,7 @@ def _reusable_files(store: Store, expected: dict[str, Any], samples: Sequence[So
     return {n: entry for n, entry in found[FILES].items() if n not in damaged and n != store.map_name}
 
 
-def _record_times(directory: Path, samples: Sequence[SourceSample]) -> None:
+def _record_times(directory: Path, samples: Sequence[SourceSample], source_dir: Path | None) -> None:
     """Record the modification times of files, and the places and times of sources, just found by their sha256 to
     be as written or read (copied, touched, moved, or written by a version that recorded no times), so opening the
     set does not hash them again."""
@@ -392,7 +404,7 @@ def _record_times(directory: Path, samples: Sequence[SourceSample]) -> None:
     sources = manifest.get(SOURCE_FILES)
     for sample in samples if isinstance(sources, dict) else ():
         entry = sources.get(sample.name)
-        now = {"path": str(sample.source), "mtime_ns": sample.source.stat().st_mtime_ns}
+        now = {"path": _source_name(sample.source, source_dir), "mtime_ns": sample.source.stat().st_mtime_ns}
         if isinstance(entry, dict) and any(entry.get(k) != v for k, v in now.items()):
             entry.update(now)
             changed = True
@@ -417,7 +429,7 @@ def write_store(store: Store, samples: Sequence[SourceSample], convert: Callable
                         exit_code=EXIT_FAILURE)
     kept = _reusable_files(store, expected, samples, log)
     if kept is None:
-        _record_times(directory, samples)
+        _record_times(directory, samples, store.source_dir)
         log(f"{store.model} on {store.dataset}: preprocessed data in {directory} is up to date "
             f"({len(samples)} samples); skipped")
         return open_store(store, cls)
@@ -436,7 +448,8 @@ def write_store(store: Store, samples: Sequence[SourceSample], convert: Callable
         f"into {directory}")
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        futures = {pool.submit(_convert_one, s.source, directory / s.name, convert, tuple(store.shape), dtype): s
+        futures = {pool.submit(_convert_one, s.source, directory / s.name, convert, tuple(store.shape), dtype,
+                               store.source_dir): s
                    for s in todo}
         try:
             _wait_with_progress({future: str(s.source) for future, s in futures.items()}, label, log)

@@ -49,7 +49,7 @@ def _store(model: str, dataset: str, paths: Paths) -> Store:
     return Store(benchmark=BENCHMARK, model=model, dataset=dataset,
                  directory=paths.preprocessed_dir(BENCHMARK, model, dataset), map_name=VAL_MAP, columns=("label",),
                  shape=tuple(spec.shape), dtype=spec.dtype, preprocessing=facts(model).preprocessing,
-                 format=FORMAT_VERSION, sources=sources)
+                 format=FORMAT_VERSION, sources=sources, source_dir=paths.dataset_dir(dataset))
 
 
 def preprocessed(model: str, dataset: str, paths: Paths) -> PreprocessedImages:

@@ -206,32 +206,6 @@ def dataset_size(benchmark, dataset: str, rules: BenchmarkRules) -> int:
     return int(declared) if declared else rules.dataset_size
 
 
-def prepared_size(benchmark, model: str, dataset: str, paths) -> int | None:
-    """Samples of the data set as it is prepared here (its files counted, nothing decoded); None where it is not
-    prepared yet or the benchmark does not count it (`Benchmark.prepared_size` is optional)."""
-    count = getattr(benchmark, "prepared_size", None)
-    return None if count is None else count(model, dataset, paths)
-
-
-def checked_subset(ctx, benchmark, model_spec, fields) -> tuple[int | None, int | None, str]:
-    """(samples prepared, samples published, the subset label or "") of the test's data set; UserError (exit
-    status 1) for a closed-division run that is not a --test_run on a set that is not the published one: it could
-    never be submitted, and its figures would read as the whole set's."""
-    from ..records.record import subset_text
-
-    dataset = fields["dataset"]
-    published = benchmark.datasets[dataset].sample_count
-    prepared = prepared_size(benchmark, fields["model"], dataset, ctx.paths)
-    subset = subset_text(prepared, published)
-    if subset and model_spec.division == "closed" and not ctx.args.test_run:
-        raise UserError(f"{benchmark.name}: the data set {dataset} prepared here is {subset}; a closed-division run "
-                        f"needs the whole published set. Bring all of its files (`make download_data "
-                        f"RUN_ARGS=\"--benchmarks={benchmark.name} --dataset={dataset}\"` says what it needs), then "
-                        f"run `make preprocess_data` again; or add --test_run for a look at the part you have.",
-                        exit_code=EXIT_FAILURE)
-    return prepared, published, subset
-
-
 def response_bytes(benchmark, model: str) -> int:
     """Bytes of one sample's response in the accuracy log (before LoadGen writes them as hex)."""
     response = benchmark.response
@@ -246,6 +220,7 @@ def plan_entry(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, run
     test's verdict folder holds a second copy)."""
     from .runner import check_selection
     from .settings import effective_dataset_size, performance_sample_count, samples_responses, user_conf_lines
+    from .subset import checked_subset
 
     config = ctx.resolve(benchmark_name, scenario, mode)
     fields = config.values

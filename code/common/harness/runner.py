@@ -41,7 +41,7 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
     from ..engines.input_samples import engine_samples
     from ..preprocessed_store import set_identity
     from .first_run import tuned_layout
-    from .plan import checked_subset
+    from .subset import checked_subset
     from .selection import choose, refuse_served_only
 
     config = ctx.resolve(benchmark_name, scenario, mode)
