@@ -166,3 +166,20 @@ def test_a_transcript_that_is_not_utf8_is_named_and_download_data_does_not_say_r
         out, err = capsys.readouterr()
         assert code == EXIT_FAILURE and f"{listing} is not UTF-8 text" in err, (out, err)
         assert "internal error" not in err and "ready" not in out
+
+
+def test_a_changed_model_the_user_converted_is_refused_never_moved_aside(scratch: Paths) -> None:
+    """whisper-large-v3 is converted by the user: download_model cannot fetch it again, so it says what to do
+    (restore, or convert again and delete the record) and leaves the file where it is."""
+    tiny, user = scratch.model_dir("whisper") / MODEL, scratch.model_dir("whisper") / "whisper-large-v3"
+    user.mkdir()
+    for name in ("model.bin", "config.json", "tokenizer.json", "vocabulary.txt"):
+        shutil.copyfile(tiny / name, user / name)
+    assert model_folder(scratch, "whisper-large-v3") == user       # recorded at its first use
+    _overwrite_in_place(user / "model.bin", 30_000_000)
+    with pytest.raises(UserError) as caught:
+        ensure_model(BENCHMARK, "whisper-large-v3", scratch, QUIET)
+    message = str(caught.value)
+    assert caught.value.exit_code == EXIT_FAILURE and f"{user / 'model.bin'} does not match" in message
+    assert "restore the file, or convert the model again" in message and "model.bin.sha256.json" in message
+    assert (user / "model.bin").is_file() and not (user / "model.bin.changed").exists()

