@@ -104,6 +104,19 @@ def test_an_image_replaced_after_preprocessing_stops_the_run_and_is_preprocessed
     assert not np.array_equal(repaired.load(3), before) and np.array_equal(repaired.load(3), repaired.load(4))
 
 
+def test_a_downloaded_image_changed_at_the_same_size_is_extracted_again_by_download_data(scratch_copy: Paths) -> None:
+    """foolbox20 is extracted by the toolkit: download_data compares each image with the wheel's CRC-32, so a copy
+    changed in place (same size) is replaced, not reported ready."""
+    image = sorted(scratch_copy.dataset_dir(DATASET).glob("*.jpg"))[1]
+    original = image.read_bytes()
+    damaged = bytearray(original)
+    damaged[len(damaged) // 2] ^= 0xFF
+    image.unlink()                                        # never written through a link
+    image.write_bytes(bytes(damaged))
+    assert _main(scratch_copy, "download_data") == 0
+    assert image.read_bytes() == original
+
+
 def test_a_partial_data_set_is_a_labelled_subset_and_refused_for_the_closed_division(
         scratch_copy: Paths, capsys: pytest.CaptureFixture[str]) -> None:
     """18 of foolbox20's 20 images prepared: the plan, the record and the report say so; a closed-division model
