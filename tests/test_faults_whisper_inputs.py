@@ -183,3 +183,24 @@ def test_a_changed_model_the_user_converted_is_refused_never_moved_aside(scratch
     assert caught.value.exit_code == EXIT_FAILURE and f"{user / 'model.bin'} does not match" in message
     assert "restore the file, or convert the model again" in message and "model.bin.sha256.json" in message
     assert (user / "model.bin").is_file() and not (user / "model.bin.changed").exists()
+
+
+def test_a_model_damaged_before_it_was_ever_recorded_is_named_not_a_traceback(scratch: Paths) -> None:
+    """A folder placed by hand already damaged gets past its digests (recorded at first use): CTranslate2's own
+    error (once a bare RuntimeError or UnicodeDecodeError) becomes one sentence naming model.bin, exit status 1."""
+    from code.whisper.ctranslate2_engine import CTranslate2Whisper
+    from code.whisper.models import model_facts
+
+    folder = scratch.model_dir("whisper") / MODEL
+    (folder / "model.bin.sha256.json").unlink()
+    with open(folder / "model.bin", "r+b") as file:
+        file.seek(100)
+        file.write(bytes(range(256)) * 2)
+    with pytest.raises(UserError) as caught:
+        CTranslate2Whisper(folder, model_facts(MODEL, folder))
+    assert caught.value.exit_code == EXIT_FAILURE and f"{folder / 'model.bin'} cannot be loaded" in str(caught.value)
+    (folder / "tokenizer.json").write_bytes(b"\xff{not json")
+    with pytest.raises(UserError) as caught:
+        model_facts(MODEL, folder)
+    assert caught.value.exit_code == EXIT_FAILURE and f"{folder / 'tokenizer.json'} is not readable JSON" in \
+        str(caught.value)

@@ -116,16 +116,31 @@ def model_spec(model: str) -> WhisperModel:
     return choose(MODELS, model, "model", BENCHMARK)
 
 
-def _special_ids(tokenizer_json: Path) -> dict[str, int]:
-    data = json.loads(tokenizer_json.read_text(encoding="utf-8"))
+def _read_json(path: Path, model: str) -> dict:
+    """A JSON file of the model folder; UserError naming it (exit status 1) when it is not readable JSON."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:       # UnicodeDecodeError is a ValueError
+        raise UserError(f"{path} is not readable JSON ({str(error)[:120]}): the model folder is damaged; delete "
+                        f"{path.parent} and run `make download_model RUN_ARGS=\"--benchmarks={BENCHMARK} "
+                        f"--model={model}\"`.", exit_code=EXIT_FAILURE) from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path} is not a JSON object: the model folder is damaged; delete {path.parent} and run "
+                        f"`make download_model RUN_ARGS=\"--benchmarks={BENCHMARK} --model={model}\"`.",
+                        exit_code=EXIT_FAILURE)
+    return data
+
+
+def _special_ids(tokenizer_json: Path, model: str) -> dict[str, int]:
+    data = _read_json(tokenizer_json, model)
     return {token["content"]: int(token["id"]) for token in data.get("added_tokens", [])}
 
 
 def model_facts(model: str, folder: Path) -> ModelFacts:
     """The facts of `model` from its CTranslate2 folder (tokenizer.json's special tokens, config.json's lists)."""
     spec = model_spec(model)
-    special = _special_ids(folder / TOKENIZER)
-    config = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
+    special = _special_ids(folder / TOKENIZER, model)
+    config = _read_json(folder / CONFIG, model)
     missing = [name for name in spec.prompt_tokens + ("<|endoftext|>", "<|notimestamps|>") if name not in special]
     if missing:
         raise UserError(f"{folder / TOKENIZER} lacks the special tokens {', '.join(missing)}; remove {folder} and "
