@@ -15,9 +15,9 @@ The manifest is written last and removed first, so a folder is current when its 
 preprocess now and every file is still the one written: whenever the set is opened, each sample's size and time
 are compared with the record and a sample whose time changed is hashed (integrity.py), the map file is always
 hashed, and each source still there is compared by size and time (hashed where its time changed);
-`write_store` hashes every file and preprocesses again exactly the files that differ or whose source changed. Anything else
-(missing, interrupted, other preprocessing or source list, a truncated, replaced or overwritten file) is stale,
-and the message names the file and the `make preprocess_data` command that repairs it.
+`write_store` hashes every file and preprocesses again exactly the files that differ or whose source changed.
+Anything else (missing, interrupted, other preprocessing or source list, a truncated, replaced or overwritten
+file) is stale, and the message names the file and the `make preprocess_data` command that repairs it.
 """
 from __future__ import annotations
 

@@ -103,7 +103,7 @@ def read(benchmark: str, name: str, paths: Paths) -> list[Product]:
     if not files:
         raise UserError(f"Data set {name}: no {' or '.join(f'{s}-*.parquet' for s in data.splits)} under {folder}. "
                         f"{data.spec.how_to_get.format(folder=folder)}", exit_code=EXIT_FAILURE)
-    return _products.read_parquet(files)
+    return _products.read_parquet(files, data.spec.how_to_get.format(folder=folder))
 
 
 def download_data(benchmark: str, name: str, paths: Paths, log: Log) -> Path:

@@ -130,8 +130,10 @@ def parquet_files(folder: Path, splits: Sequence[str]) -> list[Path]:
     return files
 
 
-def read_parquet(files: Sequence[Path]) -> list[Product]:
-    """The products of the Parquet files as the datasets library stores them, in order."""
+def read_parquet(files: Sequence[Path],
+                 how_to_get: str = "make download_data says where it comes from") -> list[Product]:
+    """The products of the Parquet files as the datasets library stores them, in order; UserError (exit status 1)
+    naming a file that does not read, with `how_to_get` the published files."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -141,7 +143,7 @@ def read_parquet(files: Sequence[Path]) -> list[Product]:
             table = pq.read_table(file)
         except (OSError, ValueError, pa.ArrowException) as error:    # ArrowInvalid is a ValueError
             raise _damaged(f"{file} is not a readable Parquet file ({error}): it is damaged or cut short; replace it "
-                           f"with the published file (make download_data says where it comes from).") from None
+                           f"with the published file. {how_to_get}") from None
         missing = [c for c in PARQUET_COLUMNS if c not in table.column_names]
         if missing:
             raise _damaged(f"{file} lacks the column(s) {', '.join(missing)} of the Shopify product catalogue: it is "
