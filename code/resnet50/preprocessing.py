@@ -89,6 +89,7 @@ def preprocess_int8(model: str, dataset: str, paths: Paths, scale: float, log: L
 
 
 def prepared_size(model: str, dataset: str, paths: Paths) -> int | None:
-    """Samples of the preprocessed set as its manifest counts them (None: not preprocessed yet)."""
-    check_dataset(dataset)
-    return store_size(paths.preprocessed_dir(BENCHMARK, model, dataset))
+    """Samples of the data set as its val_map.txt lists them, else as the preprocessed set's manifest counts them
+    (None: neither is there)."""
+    store = _store(model, dataset, paths)
+    return store.sources["count"] if store.sources is not None else store_size(store.directory)
