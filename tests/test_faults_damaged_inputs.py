@@ -84,6 +84,66 @@ def test_samples_touched_but_unchanged_are_hashed_then_their_times_recorded(scra
     assert set_identity(images.directory) == identity     # runs before and after read the same data
 
 
+def test_an_image_replaced_after_preprocessing_stops_the_run_and_is_preprocessed_again(
+        scratch_copy: Paths, capsys: pytest.CaptureFixture[str]) -> None:
+    """Another photograph copied over a source image once went unnoticed: its sample was the old image's."""
+    images = BENCHMARK.preprocessed(MODEL, DATASET, scratch_copy)
+    source_dir = scratch_copy.dataset_dir(DATASET)
+    victim, other = (source_dir / name.removesuffix(".npy") for name in images.file_names[3:5])
+    before = images.load(3)
+    victim.unlink()                                       # a link into the download cache: replaced, not written
+    shutil.copyfile(other, victim)
+    assert _main(scratch_copy, "run_harness", "--test_run", "--test_mode=AccuracyOnly") == 1
+    err = capsys.readouterr().err
+    assert f"{victim} is " in err and "since" in err and "internal error" not in err
+    assert f'make preprocess_data RUN_ARGS="--benchmarks=resnet50 --model={MODEL} --dataset={DATASET}"' in err
+
+    assert _main(scratch_copy, "preprocess_data") == 0
+    assert "preprocessing 1 samples" in capsys.readouterr().out
+    repaired = BENCHMARK.preprocessed(MODEL, DATASET, scratch_copy)
+    assert not np.array_equal(repaired.load(3), before) and np.array_equal(repaired.load(3), repaired.load(4))
+
+
+def test_a_downloaded_image_changed_at_the_same_size_is_extracted_again_by_download_data(scratch_copy: Paths) -> None:
+    """foolbox20 is extracted by the toolkit: download_data compares each image with the wheel's CRC-32, so a copy
+    changed in place (same size) is replaced, not reported ready."""
+    image = sorted(scratch_copy.dataset_dir(DATASET).glob("*.jpg"))[1]
+    original = image.read_bytes()
+    damaged = bytearray(original)
+    damaged[len(damaged) // 2] ^= 0xFF
+    image.unlink()                                        # never written through a link
+    image.write_bytes(bytes(damaged))
+    assert _main(scratch_copy, "download_data") == 0
+    assert image.read_bytes() == original
+
+
+def test_a_partial_data_set_is_a_labelled_subset_and_refused_for_the_closed_division(
+        scratch_copy: Paths, capsys: pytest.CaptureFixture[str]) -> None:
+    """18 of foolbox20's 20 images prepared: the plan, the record and the report say so; a closed-division model
+    on them is refused before any test starts."""
+    from code.common.records.metadata import find_metadata, read_metadata
+    from code.common.report.collect import read_rows
+
+    val_map = scratch_copy.dataset_dir(DATASET) / "val_map.txt"
+    val_map.write_text("".join(val_map.read_text().splitlines(keepends=True)[:18]))
+    assert _main(scratch_copy, "preprocess_data") == 0
+    assert _main(scratch_copy, "run_harness", "--test_run", "--test_mode=AccuracyOnly") == 0
+    out = capsys.readouterr().out
+    assert "18 samples in 1 query" in out and f"{DATASET} is a subset: 18 of the published 20 samples" in out
+    (record,) = [read_metadata(m) for m in find_metadata(scratch_copy.log_dir)]
+    assert (record.data.samples, record.data.published_samples) == (18, 20)
+    (row,) = read_rows([scratch_copy.log_dir], lambda path, why: None)
+    assert "a subset: 18 of the published 20 samples" in row.verdict_text
+
+    closed = ["--benchmarks=resnet50", "--model=resnet50_v1.5", f"--dataset={DATASET}", "--scenarios=offline",
+              f"--scratch_path={scratch_copy.scratch}", f"--log_dir={scratch_copy.log_dir / 'closed'}"]
+    assert main(["--action=preprocess_data", *closed], log=print) == 0
+    assert main(["--action=run_harness", "--test_mode=AccuracyOnly", *closed], log=print) == 1
+    err = capsys.readouterr().err
+    assert "a closed-division run needs the whole published set" in err and "internal error" not in err
+    assert not (scratch_copy.log_dir / "closed").exists()
+
+
 # -- models ---------------------------------------------------------------------------------------------------
 
 def test_a_model_whose_weights_changed_is_never_built_from_and_is_made_again(

@@ -408,7 +408,7 @@ def test_a_damaged_image_stops_preprocessing_and_the_run_naming_it(qwen_scratch:
     (folder / qdata.IMAGES).symlink_to(images)
     code = main(["--action=preprocess_data", f"--scratch_path={copy.scratch}", *RUN], log=lambda _: None)
     error = capsys.readouterr().err
-    assert code == 2 and "Sample 2 (" in error and "n04019541_puck.JPEG) has an image Pillow cannot decode" in error
+    assert code == 1 and "Sample 2 (" in error and "n04019541_puck.JPEG) has an image Pillow cannot decode" in error
     with StreamingServer(ServerSettings(model=SUBSTITUTE, answer="json_choice")) as server:
         code, out = run_harness(copy, server.url, tmp_path / "run")
         assert server.received == []                              # nothing sent
@@ -443,6 +443,68 @@ def test_a_product_without_candidates_is_named_with_its_file(tmp_path: Path):
     shutil.rmtree(data)
     with pytest.raises(UserError, match="no train-\\*.parquet under .*huggingface-cli download"):
         qdata.read(NAME, qdata.CATALOGUE_8K, paths)
+
+
+@needs_images
+def test_one_shard_of_the_catalogue_runs_as_a_labelled_subset_and_never_as_the_closed_catalogue(
+        tmp_path: Path, capsys):
+    """One Parquet shard of 3 products once ran as the 48,289-product catalogue (the plan announced 48,289 samples
+    and 2 h 40 min): the plan, the record and the report now say 3 of 48,289, and the closed model is refused."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from code.common.report.collect import read_rows
+
+    paths = Paths.create(scratch=tmp_path / "scratch", log_dir=tmp_path / "logs")
+    photos = sorted(IMAGES.glob("*.JPEG"))[:3]
+    rows = {"product_title": ["a", "b", "c"], "product_description": ["", "", ""],
+            "product_image": [{"bytes": p.read_bytes(), "path": p.name} for p in photos],
+            "potential_product_categories": [["A > B", "A > C"]] * 3, "ground_truth_category": ["A > B"] * 3}
+    data = paths.dataset_dir(qdata.CATALOGUE) / "data"
+    data.mkdir(parents=True)
+    pq.write_table(pa.table(rows), data / "train-00000-of-00004.parquet")
+    assert qdata.prepared_size(qdata.CATALOGUE, paths) == 3
+    run = ["--benchmarks=qwen3-vl", "--harness_type=openai", f"--dataset={qdata.CATALOGUE}", "--scenarios=offline",
+           f"--scratch_path={paths.scratch}", f"--log_dir={paths.log_dir}"]
+    assert main(["--action=preprocess_data", f"--model={SUBSTITUTE}", *run], log=print) == 0
+    with StreamingServer(ServerSettings(model=SUBSTITUTE, answer="json_choice")) as server:
+        code = main(["--action=run_harness", f"--model={SUBSTITUTE}", "--test_mode=AccuracyOnly",
+                     f"--endpoints={server.url}", *run], log=print)
+        out = capsys.readouterr().out
+        assert code == 0, out
+        assert "3 samples in 1 query" in out and "48289 samples" not in out
+        assert f"{qdata.CATALOGUE} is a subset: 3 of the published 48,289 samples" in out
+        record = accuracy_run(paths.log_dir)
+        assert (record.data.samples, record.data.published_samples) == (3, 48289)
+        (row,) = read_rows([paths.log_dir], lambda path, why: None)
+        assert "a subset: 3 of the published 48,289 samples" in row.verdict_text
+
+        code = main(["--action=run_harness", f"--model={NAME}", f"--endpoints={server.url}", *run], log=print)
+    err = capsys.readouterr().err
+    assert code == 1 and "a closed-division run needs the whole published set" in err, err
+    assert "internal error" not in err
+
+
+def test_a_damaged_parquet_file_is_named_with_exit_status_1(tmp_path: Path, capsys):
+    """A shard cut short (a download that stopped): one sentence naming the file, never ArrowInvalid or
+    `internal error`, from download_data (which does not say ready) and preprocess_data alike."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    paths = Paths.create(scratch=tmp_path / "scratch")
+    data = paths.dataset_dir(qdata.CATALOGUE_8K) / "data"
+    data.mkdir(parents=True)
+    shard = data / "train-00000-of-00001.parquet"
+    pq.write_table(pa.table({"product_title": ["ball"] * 50}), shard)
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+    for action in ("download_data", "preprocess_data"):
+        code = main([f"--action={action}", f"--scratch_path={paths.scratch}", "--benchmarks=qwen3-vl",
+                     "--harness_type=openai", f"--model={SUBSTITUTE}", f"--dataset={qdata.CATALOGUE_8K}"],
+                    log=print)
+        out, err = capsys.readouterr()
+        assert code == 1, (out, err)
+        assert f"{shard} is not a readable Parquet file" in err and "internal error" not in err
+        assert "ready" not in out
 
 
 # -- a staged test-run tree and the checkers -------------------------------------------------------------------

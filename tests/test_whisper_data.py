@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from code.common.errors import EXIT_BAD_INPUT, UserError
+from code.common.errors import EXIT_FAILURE, UserError
+from code.common.integrity import digests_of
 from code.common.paths import Paths
 from code.whisper import datasets, preprocessing
 from code.whisper.datasets import librispeech_utterances
@@ -114,10 +115,16 @@ def _repacked(tmp_path: Path) -> tuple[Path, list]:
 def _refused(call, *names: str) -> UserError:
     with pytest.raises(UserError) as caught:
         call()
-    assert caught.value.exit_code == EXIT_BAD_INPUT
+    assert caught.value.exit_code == EXIT_FAILURE      # a missing or damaged file, not a value typed
     for name in names:
         assert name in str(caught.value)
     return caught.value
+
+
+def _recorded_as_is(out: Path) -> None:
+    record = json.loads((out / "manifest.json").read_text())
+    record["files"] = digests_of({p.name: p for p in (out / REPACKED).iterdir()})
+    (out / "manifest.json").write_text(json.dumps(record))
 
 
 def test_a_missing_flac_is_named_and_nothing_is_written(tmp_path: Path) -> None:
@@ -168,7 +175,7 @@ def test_a_clip_over_30_s_is_named_before_it_reaches_an_engine(tmp_path: Path) -
     entries = json.loads((out / REPACKED_MANIFEST).read_text())
     clip = out / entries[0]["files"][0]["fname"]
     soundfile.write(str(clip), speech_like(31.0, 5), RATE, subtype="PCM_16")
-    (out / "manifest.json").write_text(json.dumps({"files": {}}))   # a clip put there by hand: no size recorded
+    _recorded_as_is(out)       # a wrong clip the toolkit wrote itself: the check of its content is the last guard
     clips = open_set(out, "whisper-tiny.en", "librivox_sample")
     _refused(lambda: clips.samples(0), str(clip), "31.00 s", "30 s")
 
@@ -181,7 +188,7 @@ def test_a_wav_of_the_wrong_rate_in_the_set_is_named(tmp_path: Path) -> None:
     repack(items, out, {}, "redo")
     clip = out / json.loads((out / REPACKED_MANIFEST).read_text())[0]["files"][0]["fname"]
     soundfile.write(str(clip), np.zeros(22050, np.float32), 22050, subtype="PCM_16")
-    (out / "manifest.json").write_text(json.dumps({"files": {}}))
+    _recorded_as_is(out)
     clips = open_set(out, "whisper-tiny.en", "librivox_sample")
     _refused(lambda: clips.samples(0), str(clip), "22050 Hz")
 

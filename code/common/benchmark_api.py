@@ -330,6 +330,11 @@ class Benchmark(Protocol):
         counterpart for a sample); None: the benchmark has none, and the test cannot run. Optional: a benchmark
         without such a test need not define it."""
 
+    def prepared_size(self, model: str, dataset: str, paths: Paths) -> int | None:
+        """Samples of `dataset` as it is prepared here (counted from its files, nothing decoded), so that a set that
+        is not the published one (`DatasetSpec.sample_count`) is planned, recorded and staged as a subset; None
+        where it is not prepared. Optional: without it the published count is taken."""
+
 
 class PackagedBenchmark:
     """What a benchmark package delegates the same way, to its own modules `<package>.models` (download_model),

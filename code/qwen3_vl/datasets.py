@@ -2,8 +2,8 @@
 `make preprocess_data` checks (every image decodable, every product with candidates) before any run reads them.
 
 The products' chats are built when a sample is loaded, from the data set's own bytes; what preprocessing keeps is the
-check's record (the image formats, and what the files were when checked), so that a run reads products whose check
-still holds and checks them again where the files changed.
+check's record (the image formats, and the size, time and sha256 of every file read), so that a run reads products
+whose check still holds and checks them again where a file changed (hashed where its time changed).
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from ..common import shared_samples
 from ..common.benchmark_api import DatasetSpec, Log
 from ..common.errors import EXIT_FAILURE, UserError
 from ..common.fileio import write_atomically
+from ..common.integrity import digests_of, files_problem
 from ..common.paths import Paths
 from ..common.preprocessed_store import MANIFEST
 from ..common.prompts import Chat
@@ -102,7 +103,7 @@ def read(benchmark: str, name: str, paths: Paths) -> list[Product]:
     if not files:
         raise UserError(f"Data set {name}: no {' or '.join(f'{s}-*.parquet' for s in data.splits)} under {folder}. "
                         f"{data.spec.how_to_get.format(folder=folder)}", exit_code=EXIT_FAILURE)
-    return _products.read_parquet(files)
+    return _products.read_parquet(files, data.spec.how_to_get.format(folder=folder))
 
 
 def download_data(benchmark: str, name: str, paths: Paths, log: Log) -> Path:
@@ -126,6 +127,21 @@ def download_data(benchmark: str, name: str, paths: Paths, log: Log) -> Path:
     return folder
 
 
+def prepared_size(name: str, paths: Paths) -> int | None:
+    """Products of the data set's Parquet files as their footers count them (nothing decoded); None where there are
+    none, or one does not read (preprocessing names it)."""
+    import pyarrow.parquet as pq
+
+    data = dataset(name)
+    if not data.splits:
+        return None
+    files = sources(name, paths)
+    try:
+        return sum(pq.ParquetFile(file).metadata.num_rows for file in files) if files else None
+    except (OSError, ValueError):
+        return None
+
+
 class ProductChats:
     """The preprocessed set: one chat per product, in QSL order, built when loaded."""
 
@@ -144,13 +160,10 @@ class ProductChats:
         return chat(p.title, p.description, p.candidates, sent_image(p), self.formats[index])
 
 
-def _signature(files: Sequence[Path]) -> list[list]:
-    found = []
-    for file in files:
-        for member in sorted(file.rglob("*")) if file.is_dir() else [file]:
-            stat = member.stat()
-            found.append([str(member.name), stat.st_size, stat.st_mtime_ns])
-    return found
+def _source_files(files: Sequence[Path]) -> dict[str, Path]:
+    """The files the products are read from (a folder's files one by one), by name."""
+    return {member.name: member for file in files
+            for member in (sorted(p for p in file.rglob("*") if p.is_file()) if file.is_dir() else [file])}
 
 
 def preprocess(benchmark: str, model: str, name: str, paths: Paths, log: Log) -> ProductChats:
@@ -167,17 +180,21 @@ def preprocessed(benchmark: str, model: str, name: str, paths: Paths) -> Product
 
 
 def _checked(benchmark: str, model: str, name: str, paths: Paths, force: bool) -> ProductChats:
+    files = _source_files(sources(name, paths))
+    digests = digests_of(files)           # before reading: a file written meanwhile shows as changed later
     products = read(benchmark, name, paths)
     record = paths.preprocessed_dir(benchmark, model, name) / CHECKED
-    signature = _signature(sources(name, paths))
     if not force and record.is_file():
         try:
             kept = json.loads(record.read_text(encoding="utf-8"))
-        except ValueError:
+        except (ValueError, UnicodeDecodeError):
             kept = {}
-        if kept.get("signature") == signature and len(kept.get("formats", ())) == len(products):
+        kept = kept if isinstance(kept, dict) else {}
+        recorded = kept.get("files")
+        if isinstance(recorded, dict) and set(recorded) == set(files) and \
+                files_problem(files, recorded, hash_below=0) is None and len(kept.get("formats", ())) == len(products):
             return ProductChats(products, kept["formats"], record.parent)
     formats = [_products.check(product, index) for index, product in enumerate(products)]
     record.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(record, json.dumps({"signature": signature, "formats": formats}))
+    write_atomically(record, json.dumps({"files": digests, "formats": formats}))
     return ProductChats(products, formats, record.parent)

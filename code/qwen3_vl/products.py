@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ..common.errors import UserError
+from ..common.errors import EXIT_FAILURE, UserError
 
 SUBSTITUTE_PRODUCTS = Path(__file__).with_name("substitute_products.txt")
 PARQUET_COLUMNS = ("product_title", "product_description", "product_image", "potential_product_categories",
@@ -43,6 +43,11 @@ class Product:
     is_secondhand: bool = False
 
 
+def _damaged(message: str) -> UserError:
+    """A data set file that is not what the benchmark reads: damaged or not the published one (exit status 1)."""
+    return UserError(message, exit_code=EXIT_FAILURE)
+
+
 def image_format(product: Product, index: int) -> str:
     """The image's format as Pillow names it (JPEG, PNG, WEBP, ...), the word the reference's data URL carries;
     UserError naming the sample and its file when Pillow cannot decode the image."""
@@ -53,11 +58,11 @@ def image_format(product: Product, index: int) -> str:
             image.load()                 # decode it all: a truncated or damaged file fails here, not at the server
             found = image.format
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as error:
-        raise UserError(f"Sample {index} ({product.source}) has an image Pillow cannot decode ({error}): the data "
+        raise _damaged(f"Sample {index} ({product.source}) has an image Pillow cannot decode ({error}): the data "
                         f"set stores it damaged. Replace the file with the published one (make download_data says "
                         f"where it comes from).") from None
     if not found:
-        raise UserError(f"Sample {index} ({product.source}) has an image of no format Pillow names.")
+        raise _damaged(f"Sample {index} ({product.source}) has an image of no format Pillow names.")
     return str(found)
 
 
@@ -75,7 +80,7 @@ def sent_image(product: Product) -> bytes:
 def check(product: Product, index: int) -> str:
     """The product's image format, once the product is known whole: candidates present, image decodable."""
     if not product.candidates:
-        raise UserError(f"Sample {index} ({product.source}) has no candidate categories "
+        raise _damaged(f"Sample {index} ({product.source}) has no candidate categories "
                         f"(potential_product_categories is empty): the prompt asks the model to choose one of them. "
                         f"The data set file is not the published one; get it again (make download_data says how).")
     return image_format(product, index)
@@ -87,12 +92,12 @@ def read_substitute(images: Path, products_file: Path = SUBSTITUTE_PRODUCTS) -> 
     for number, block in enumerate(_blocks(products_file)):
         for key in ("image", "title", "truth"):
             if len(block.get(key, ())) != 1:
-                raise UserError(f"{products_file}: product {number} needs one `{key}:` line.")
+                raise _damaged(f"{products_file}: product {number} needs one `{key}:` line.")
         file = images / block["image"][0]
         try:
             data = file.read_bytes()
         except OSError as error:
-            raise UserError(f"Sample {number}: {file} cannot be read ({error.strerror}); link the development images "
+            raise _damaged(f"Sample {number}: {file} cannot be read ({error.strerror}); link the development images "
                             f"again with make download_data.") from None
         products.append(Product(title=block["title"][0], description="", image=data,
                                 candidates=tuple(block.get("candidate", ())), truth=block["truth"][0],
@@ -125,16 +130,23 @@ def parquet_files(folder: Path, splits: Sequence[str]) -> list[Path]:
     return files
 
 
-def read_parquet(files: Sequence[Path]) -> list[Product]:
-    """The products of the Parquet files as the datasets library stores them, in order."""
+def read_parquet(files: Sequence[Path],
+                 how_to_get: str = "make download_data says where it comes from") -> list[Product]:
+    """The products of the Parquet files as the datasets library stores them, in order; UserError (exit status 1)
+    naming a file that does not read, with `how_to_get` the published files."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     products: list[Product] = []
     for file in files:
-        table = pq.read_table(file)
+        try:
+            table = pq.read_table(file)
+        except (OSError, ValueError, pa.ArrowException) as error:    # ArrowInvalid is a ValueError
+            raise _damaged(f"{file} is not a readable Parquet file ({error}): it is damaged or cut short; replace it "
+                           f"with the published file. {how_to_get}") from None
         missing = [c for c in PARQUET_COLUMNS if c not in table.column_names]
         if missing:
-            raise UserError(f"{file} lacks the column(s) {', '.join(missing)} of the Shopify product catalogue: it is "
+            raise _damaged(f"{file} lacks the column(s) {', '.join(missing)} of the Shopify product catalogue: it is "
                             f"not the published data set.")
         rows = table.to_pylist()
         for row_number, row in enumerate(rows):

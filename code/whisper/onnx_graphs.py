@@ -35,6 +35,7 @@ from typing import Callable
 import numpy as np
 
 from ..common.fileio import atomic_dir, write_atomically
+from ..common.integrity import digests_of, files_problem
 from ..llm.decoder_onnx import GraphNodes
 from .ct2_weights import Ct2Model, WhisperFolder, read_whisper_folder
 
@@ -276,8 +277,11 @@ def _save(graph: _Graph, name: str, inputs: list, outputs: list, target: Path, p
     onnx.save_model(model, str(target))
 
 
-def stamp_text(digest: str, shape: GraphShape) -> str:
-    return json.dumps({"model_bin_sha256": digest, "writer_version": WRITER_VERSION, "shape": shape.__dict__},
+def stamp_text(digest: str, shape: GraphShape, folder: Path) -> str:
+    """source.json: what the graphs were built from, and the digests of the graphs as written (a graph changed
+    since is built again)."""
+    return json.dumps({"model_bin_sha256": digest, "writer_version": WRITER_VERSION, "shape": shape.__dict__,
+                       "files": digests_of({name: folder / name for name in (ENCODER_FILE, DECODER_FILE)})},
                       sort_keys=True) + "\n"
 
 
@@ -294,23 +298,32 @@ def build_graphs(weights: WhisperFolder, out_dir: Path) -> Path:
         graph, inputs, outputs = _write_decoder(weights, shape)
         _save(graph, "whisper_decoder", inputs, outputs, work / DECODER_FILE, props)
         del graph
-        write_atomically(work / STAMP_FILE, stamp_text(weights.digest, shape))
+        write_atomically(work / STAMP_FILE, stamp_text(weights.digest, shape, work))
     return out_dir
 
 
-def current_shape(out_dir: Path, digest: str) -> GraphShape | None:
-    """The shape of the graphs in `out_dir` when both are there and their stamp names `digest` and this writer's
-    version; None when they must be (re)built."""
+def stale_because(out_dir: Path, digest: str) -> str | None:
+    """Why the graphs in `out_dir` must be (re)built for the model.bin of sha256 `digest` (absent, built from other
+    weights or by another writer, or a graph changed since it was written); None when they are current."""
     stamp = Path(out_dir) / STAMP_FILE
     if not (stamp.is_file() and all((Path(out_dir) / name).is_file() for name in (ENCODER_FILE, DECODER_FILE))):
-        return None
+        return "they are not built yet"
     try:
         facts = json.loads(stamp.read_text())
         if facts.get("model_bin_sha256") != digest or facts.get("writer_version") != WRITER_VERSION:
-            return None
-        return GraphShape(**facts["shape"])
-    except (ValueError, TypeError, KeyError):
+            return "they were built from other weights or by another version"
+        GraphShape(**facts["shape"])
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return f"{stamp} is not readable"
+    return files_problem({name: Path(out_dir) / name for name in (ENCODER_FILE, DECODER_FILE)}, facts.get("files"))
+
+
+def current_shape(out_dir: Path, digest: str) -> GraphShape | None:
+    """The shape of the graphs in `out_dir` when both are there, their stamp names `digest` and this writer's
+    version, and both are as written; None when they must be (re)built."""
+    if stale_because(out_dir, digest) is not None:
         return None
+    return GraphShape(**json.loads((Path(out_dir) / STAMP_FILE).read_text())["shape"])
 
 
 def graphs_when_stale(model_folder: Path, out_dir: Path, log: Callable[[str], None]) -> tuple[Path, GraphShape]:
@@ -320,10 +333,11 @@ def graphs_when_stale(model_folder: Path, out_dir: Path, log: Callable[[str], No
     from .ct2_weights import MODEL_BIN
 
     digest = sha256_file(Path(model_folder) / MODEL_BIN)
-    shape = current_shape(out_dir, digest)
-    if shape is not None:
-        return Path(out_dir), shape
-    log(f"building the ONNX encoder and decoder graphs (float32) of {Path(model_folder).name} into {out_dir} ...")
+    why = stale_because(out_dir, digest)
+    if why is None:
+        return Path(out_dir), GraphShape(**json.loads((Path(out_dir) / STAMP_FILE).read_text())["shape"])
+    log(f"building the ONNX encoder and decoder graphs (float32) of {Path(model_folder).name} into {out_dir} "
+        f"({why}) ...")
     weights = read_whisper_folder(model_folder, digest)
     build_graphs(weights, out_dir)
     return Path(out_dir), GraphShape.of(weights)

@@ -17,18 +17,19 @@ from pathlib import Path
 
 from ..common.benchmark_api import Log
 from ..common.errors import EXIT_FAILURE, UserError
+from ..common.integrity import FileDigest, digests_of, files_problem
 from ..common.paths import Paths
 from ..common.preprocessed_store import MANIFEST, preprocess_hint
 from ..common.prompts import Audio, Chat
 from .audio import check_clip_length, clip_frames, read_clip, write_wav
-from .datasets import (BENCHMARK, DATASETS, RepackedClip, clip_entry, dataset_spec, joined_audio, repack_plan,
-                       utterances, write_manifest)
+from .datasets import (BENCHMARK, DATASETS, SHARED_SAMPLE, RepackedClip, clip_entry, dataset_spec, joined_audio,
+                       repack_plan, utterances, write_manifest)
 from .models import SAMPLE_RATE
 
 REPACKED = "dev-all-repack"              # the reference's folder and manifest names (download_dataset.sh)
 REPACKED_MANIFEST = f"{REPACKED}.json"
 ALL_MODELS = "repacked"                  # the preprocessed folder's model slot: the clips are the same for every model
-FORMAT = 1                               # of this folder's layout; a folder of another is made again
+FORMAT = 2                               # of this folder's layout; a folder of another is made again
 WAV = "audio/wav"
 
 
@@ -41,41 +42,78 @@ def _hint(model: str, dataset: str) -> str:
 
 
 def _source_identity(dataset: str, items) -> dict:
-    """What the clips are made from: the utterances (names and transcripts) and their files' sizes; a change makes
-    the folder again."""
+    """What the clips are made from: the utterances (names and transcripts); a change makes the folder again. The
+    source files' own digests are kept under `sources` (compared by size and time, hashed where the time changed)."""
     listing = "\n".join(f"{item.source} {item.path.name} {item.transcript}" for item in items)
     return {"benchmark": BENCHMARK, "dataset": dataset, "format": FORMAT, "utterances": len(items),
-            "listing_sha256": hashlib.sha256(listing.encode()).hexdigest(),
-            "source_bytes": sum(item.path.stat().st_size for item in items)}
+            "listing_sha256": hashlib.sha256(listing.encode()).hexdigest()}
+
+
+def _source_files(items, dataset: str, paths: Paths) -> dict[str, Path]:
+    """The source audio files by their path in the data set folder (the name the manifest keeps them under)."""
+    root = paths.dataset_dir(dataset)
+    return {os.path.relpath(item.path, root): item.path for item in items}
+
+
+def _clip_files(folder: Path, names) -> dict[str, Path]:
+    return {name: folder / REPACKED / name for name in names}
+
+
+def _stale_because(folder: Path, manifest: dict | None, identity: dict, sources: dict[str, Path]) -> str | None:
+    """Why the repacked folder is not what repacking would write now; None when it is."""
+    if manifest is None:
+        return "it is not there yet"
+    if {k: v for k, v in manifest.items() if k not in ("files", "sources", "reference_manifest")} != identity:
+        return "it was made from other utterances or by another version"
+    return files_problem(sources, manifest.get("sources"), hash_below=0) or _damaged(folder, manifest)
+
+
+def _damaged(folder: Path, manifest: dict) -> str | None:
+    """The first of the folder's files (the reference's manifest, always hashed; each clip by size and time, hashed
+    where its time changed) that is not as written."""
+    clips = manifest.get("files") if isinstance(manifest.get("files"), dict) else {}
+    return (files_problem({REPACKED_MANIFEST: folder / REPACKED_MANIFEST},
+                          {REPACKED_MANIFEST: manifest.get("reference_manifest")}, hash_below=1 << 62)
+            or files_problem(_clip_files(folder, clips), clips, hash_below=0))
 
 
 def preprocess(model: str, dataset: str, paths: Paths, log: Log) -> "RepackedSet":
     dataset_spec(dataset)
     folder = preprocessed_folder(dataset, paths)
-    redo = f"download the data set again (`make download_data RUN_ARGS=\"--benchmarks=whisper --dataset={dataset}\"`)"
+    redo = _redo(dataset)
     items = utterances(dataset, paths)
     for item in items:
         if not item.path.is_file():
-            raise UserError(f"{item.path} is missing (named by the data set's transcripts); {redo}.")
-    identity = _source_identity(dataset, items)
-    current = _read_manifest(folder)
-    if current is not None and {k: v for k, v in current.items() if k != "files"} == identity:
-        try:
-            found = open_set(folder, model, dataset)
-            log(f"whisper: {len(found)} repacked clips of {dataset} are up to date in {folder}")
-            return found
-        except UserError:
-            pass                                  # damaged: made again below
+            raise UserError(f"{item.path} is missing (named by the data set's transcripts); {redo}.",
+                            exit_code=EXIT_FAILURE)
+    identity, sources = _source_identity(dataset, items), _source_files(items, dataset, paths)
+    why = _stale_because(folder, _read_manifest(folder), identity, sources)
+    if why is None:
+        found = open_set(folder, model, dataset, paths)
+        log(f"whisper: {len(found)} repacked clips of {dataset} are up to date in {folder}")
+        return found
+    log(f"whisper: repacking {dataset} ({why})")
     plan = repack(items, folder, identity, redo, expected=DATASETS[dataset].sample_count
-                  if dataset == "librispeech_dev" else None)
+                  if dataset == "librispeech_dev" else None, sources=sources)
     log(f"whisper: {len(items)} utterances of {dataset} repacked into {len(plan)} clips in {folder}")
-    return open_set(folder, model, dataset)
+    return open_set(folder, model, dataset, paths)
 
 
-def repack(items, folder: Path, identity: dict, redo: str, expected: int | None = None) -> list[RepackedClip]:
-    """Repack `items` into `folder` (the clips, the reference's manifest, manifest.json holding `identity`), as
-    repackage_librispeech.py does; written beside `folder` and renamed into place. UserError (naming the file and
-    `redo`) for an utterance that cannot be read, or (`expected`) a clip count other than the reference's."""
+def _redo(dataset: str) -> str:
+    if dataset == SHARED_SAMPLE:
+        return (f"restore it from ../shared/data/{SHARED_SAMPLE} (`make download_data RUN_ARGS=\"--benchmarks=whisper "
+                f"--dataset={dataset}\"` links it again)")
+    return "replace it with the file of the LibriSpeech archive it came from (`make download_data RUN_ARGS=" \
+           f"\"--benchmarks=whisper --dataset={dataset}\"` says which archives)"
+
+
+def repack(items, folder: Path, identity: dict, redo: str, expected: int | None = None,
+           sources: dict[str, Path] | None = None) -> list[RepackedClip]:
+    """Repack `items` into `folder` (the clips, the reference's manifest, manifest.json holding `identity` and the
+    digests of the sources read and the files written), as repackage_librispeech.py does; written beside `folder`
+    and renamed into place. UserError (naming the file and `redo`) for an utterance that cannot be read, or
+    (`expected`) a clip count other than the reference's."""
+    source_digests = digests_of(sources or {})   # before reading: a source written meanwhile shows as changed later
     durations = [clip_frames(item.path, redo) / SAMPLE_RATE for item in items]
     plan = repack_plan(items, durations)
     if expected is not None and len(plan) != expected:
@@ -86,12 +124,12 @@ def repack(items, folder: Path, identity: dict, redo: str, expected: int | None 
     shutil.rmtree(work, ignore_errors=True)
     (work / REPACKED).mkdir(parents=True)
     try:
-        entries, files = [], {}
-        for clip in plan:
-            entries.append(_write_clip(work, clip, redo))
-            files[clip.name] = {"bytes": (work / REPACKED / clip.name).stat().st_size}
+        entries = [_write_clip(work, clip, redo) for clip in plan]
         write_manifest(work / REPACKED_MANIFEST, entries)
-        (work / MANIFEST).write_text(json.dumps({**identity, "files": files}, indent=1))
+        record = {**identity, "sources": source_digests,
+                  "reference_manifest": FileDigest.of(work / REPACKED_MANIFEST).to_dict(),
+                  "files": digests_of(_clip_files(work, [clip.name for clip in plan]))}
+        (work / MANIFEST).write_text(json.dumps(record, indent=1))
         if folder.exists():
             shutil.rmtree(folder)
         work.rename(folder)
@@ -137,8 +175,8 @@ class RepackedSet:
         try:
             return path.read_bytes()
         except OSError:
-            raise UserError(f"{path} is missing (named by {self.directory / REPACKED_MANIFEST}); {self.hint}.") \
-                from None
+            raise UserError(f"{path} is missing (named by {self.directory / REPACKED_MANIFEST}); {self.hint}.",
+                            exit_code=EXIT_FAILURE) from None
 
     def load(self, index: int) -> Chat:
         return Chat.user(Audio(self.audio_bytes(index), WAV))
@@ -151,29 +189,35 @@ class RepackedSet:
         return samples
 
 
-def open_set(folder: Path, model: str, dataset: str) -> RepackedSet:
+def open_set(folder: Path, model: str, dataset: str, paths: Paths | None = None) -> RepackedSet:
+    """The repacked set in `folder`, checked: its files as written (the reference's manifest hashed, each clip by
+    size and time) and, with `paths`, its sources as they were when it was made; UserError naming the file and
+    `make preprocess_data` otherwise."""
     hint = f"run {_hint(model, dataset)}"
     manifest = folder / REPACKED_MANIFEST
+    record = _read_manifest(folder)
+    if record is None:
+        raise UserError(f"{folder / MANIFEST} is missing or unreadable: the clips of {dataset} are not repacked; "
+                        f"{hint}.", exit_code=EXIT_FAILURE)
+    why = _damaged(folder, record)
+    if why is None and paths is not None:
+        items = utterances(dataset, paths)
+        changed = files_problem(_source_files(items, dataset, paths), record.get("sources"), hash_below=0)
+        why = None if changed is None else f"{changed}: the clips were repacked from it as it was before"
+    if why is not None:
+        raise UserError(f"{why}; {hint}: it repacks the clips again.", exit_code=EXIT_FAILURE)
     try:
         entries = json.loads(manifest.read_text(encoding="utf-8"))
     except OSError:
-        raise UserError(f"{manifest} is missing; {hint}.") from None
+        raise UserError(f"{manifest} is missing; {hint}.", exit_code=EXIT_FAILURE) from None
     except ValueError as error:
-        raise UserError(f"{manifest} is not JSON ({error}); {hint}.") from None
+        raise UserError(f"{manifest} is not JSON ({error}); {hint}.", exit_code=EXIT_FAILURE) from None
     if not isinstance(entries, list) or not all(isinstance(e, dict) and e.get("files") for e in entries):
-        raise UserError(f"{manifest} is not a list of clips in the reference's manifest format; {hint}.")
-    recorded = (_read_manifest(folder) or {}).get("files", {})
-    for entry in entries:
-        path = folder / entry["files"][0]["fname"]
-        if not path.is_file():
-            raise UserError(f"{path} is missing (named by {manifest}); {hint}.")
-        size = recorded.get(path.name, {}).get("bytes")
-        if size is not None and size != path.stat().st_size:
-            raise UserError(f"{path} has changed since it was written ({path.stat().st_size} bytes, not {size}); "
-                            f"{hint}.")
+        raise UserError(f"{manifest} is not a list of clips in the reference's manifest format; {hint}.",
+                        exit_code=EXIT_FAILURE)
     return RepackedSet(folder, entries, hint)
 
 
 def preprocessed(model: str, dataset: str, paths: Paths) -> RepackedSet:
     dataset_spec(dataset)
-    return open_set(preprocessed_folder(dataset, paths), model, dataset)
+    return open_set(preprocessed_folder(dataset, paths), model, dataset, paths)

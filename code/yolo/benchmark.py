@@ -42,6 +42,10 @@ class YoloBenchmark(PackagedBenchmark):
     embedded_default: Mapping[str, Any] = {"model": "nanodet-m", "dataset": "coco_mini",
                                            "offline_expected_qps": PerCore(30.0)}
 
+    def prepared_size(self, model: str, dataset: str, paths: Paths) -> int | None:
+        """Samples of the preprocessed set as its manifest counts them (a partial set is labelled a subset)."""
+        return self._module("preprocessing").prepared_size(model, dataset, paths)
+
     def postprocessor(self, model: str, samples) -> Postprocess:
         """Decode a batch's outputs and pack each image's detections. The letterboxed model needs each image's
         original size, read once from the preprocessed set's map."""

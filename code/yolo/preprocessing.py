@@ -15,7 +15,7 @@ from ..common.benchmark_api import Log
 from ..common.errors import EXIT_FAILURE, UserError
 from ..common.fileio import sha256_file
 from ..common.paths import Paths
-from ..common.preprocessed_store import (PreprocessedSamples, SourceSample, Store, open_store, output_name,
+from ..common.preprocessed_store import (store_size, PreprocessedSamples, SourceSample, Store, open_store, output_name,
                                          write_store)
 from .datasets import BENCHMARK, annotation_file, check_dataset, download_hint, image_dir, qsl_images
 from .models import facts, preprocess_function
@@ -52,7 +52,7 @@ def _store(model: str, dataset: str, paths: Paths, count: int | None = None) -> 
     return Store(benchmark=BENCHMARK, model=model, dataset=dataset,
                  directory=paths.preprocessed_dir(BENCHMARK, model, dataset), map_name=SAMPLE_MAP, columns=COLUMNS,
                  shape=tuple(spec.shape), dtype=spec.dtype, preprocessing=facts(model).preprocessing,
-                 format=FORMAT_VERSION, sources=sources)
+                 format=FORMAT_VERSION, sources=sources, source_dir=paths.dataset_dir(dataset))
 
 
 def preprocessed(model: str, dataset: str, paths: Paths) -> PreprocessedImages:
@@ -82,3 +82,9 @@ def preprocess(model: str, dataset: str, paths: Paths, log: Log) -> Preprocessed
                             (image.id, image.height, image.width)) for image in images]
     return write_store(_store(model, dataset, paths, len(images)), samples, convert, log, download_hint(dataset),
                        PreprocessedImages)
+
+
+def prepared_size(model: str, dataset: str, paths: Paths) -> int | None:
+    """Samples of the preprocessed set as its manifest counts them (None: not preprocessed yet)."""
+    check_dataset(dataset)
+    return store_size(paths.preprocessed_dir(BENCHMARK, model, dataset))

@@ -220,11 +220,13 @@ def plan_entry(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, run
     test's verdict folder holds a second copy)."""
     from .runner import check_selection
     from .settings import effective_dataset_size, performance_sample_count, samples_responses, user_conf_lines
+    from .subset import checked_subset
 
     config = ctx.resolve(benchmark_name, scenario, mode)
     fields = config.values
-    benchmark, _, rules = check_selection(ctx, benchmark_name, fields)
-    size = effective_dataset_size(fields, dataset_size(benchmark, fields["dataset"], rules))
+    benchmark, model_spec, rules = check_selection(ctx, benchmark_name, fields)
+    prepared, _, subset = checked_subset(ctx, benchmark, model_spec, fields)
+    size = effective_dataset_size(fields, prepared or dataset_size(benchmark, fields["dataset"], rules))
     user_conf = user_conf_lines(rules.loadgen_model_for(scenario), scenario, fields, rules, size, ctx.args.test_run,
                                 qps_scale, samples_responses(ctx.rules, rules, audit_test))
     audit_lines = ctx.rules.compliance_tests[audit_test].audit_config if audit_test else ()
@@ -245,7 +247,8 @@ def plan_entry(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, run
     on_device = device_set(benchmark, fields, performance_sample_count(fields, rules, size)) \
         if fields.get("start_from_device") else None
     return PlannedTest(benchmark_name, scenario, mode, audit_test, queries, samples, seconds, logged, disk, speed,
-                       folder=folder, device_set=on_device)
+                       folder=folder, device_set=on_device,
+                       subset=f"{fields['dataset']} is {subset}: the figures are this part's" if subset else None)
 
 
 def device_set(benchmark, fields: Mapping[str, Any], samples: int) -> tuple[int, int]:

@@ -92,6 +92,7 @@ class PlannedTest:
     retries_left: int = 0       # --resume: how many times it may run again after this run if it is not VALID
     # start_from_device: (samples, bytes) of the performance set each GPU holds; None when it stays on the host
     device_set: tuple[int, int] | None = None
+    subset: str | None = None   # the data set prepared here is not the published one: what it is
 
     @property
     def label(self) -> str:
@@ -110,6 +111,8 @@ class PlannedTest:
             samples, nbytes = self.device_set
             lines.append(f"    start_from_device: the performance set ({samples} samples) takes "
                          f"{format_bytes(nbytes)} of memory on each GPU")
+        if self.subset:
+            lines.append(f"    {self.subset}")
         if self.note:
             lines.append(f"    {self.note}")
         return lines

@@ -117,6 +117,10 @@ class HarnessPlugin:
         """Before any test starts: UserError saying why this environment cannot run the test and what fixes it
         (the make target), where it cannot."""
 
+    def check_model(self, benchmark, fields, paths: "Paths") -> None:
+        """Before any test starts, for a harness that needs no engine file: UserError where the model files its
+        test would load are missing or changed since they were made (an engine file is checked by its manifest)."""
+
     def needs_environment(self, args, for_run: bool) -> bool:
         """Whether `make build` (for_run False) or `make run` (True) makes an environment for this harness."""
         return False

@@ -41,6 +41,7 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
     from ..engines.input_samples import engine_samples
     from ..preprocessed_store import set_identity
     from .first_run import tuned_layout
+    from .subset import checked_subset
     from .selection import choose, refuse_served_only
 
     config = ctx.resolve(benchmark_name, scenario, mode)
@@ -50,6 +51,7 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
     refuse_served_only(harness, model_spec)
     harness.preflight(fields, ctx.args, ctx.paths)
     model, dataset = fields["model"], fields["dataset"]
+    prepared, published, _ = checked_subset(ctx, benchmark, model_spec, fields)
     target = ctx.args.workload_for(benchmark_name).accuracy_target
     samples = samples_for_run(engine_samples(benchmark, fields, ctx.paths),   # int8 form for input_dtype=int8
                               mode is TestMode.AccuracyOnly, audit_test)
@@ -57,6 +59,7 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
         engine = locate_engine(config, ctx.system.system_id, ctx.paths, benchmark)
         manifest = json.loads(ctx.paths.engine_manifest(engine).read_text())
     else:
+        harness.check_model(benchmark, fields, ctx.paths)
         engine, manifest = "", {}
     run_dir = log_dir or ctx.paths.run_log_dir(ctx.system.system_id, benchmark_name, scenario, mode)
     refuse_taken_run_dir(run_dir, ctx.paths.log_dir, audit=bool(audit_config))
@@ -78,7 +81,7 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
         invocation=invocation(ctx.args, mode, benchmark_name), purpose="audit" if audit_test else purpose,
         audit_test=audit_test, audit_config=list(audit_config or []),
         harness=harness.name, harness_options=harness.run_options(ctx.args, ctx.paths),
-        data=set_identity(samples.directory),
+        data={**set_identity(samples.directory), "samples": prepared, "published_samples": published},
     )
 
 

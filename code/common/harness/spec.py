@@ -38,7 +38,7 @@ class RunSpec:
     accuracy_target: str | None = None   # closed division: the AccuracyTarget whose bounds every metric is held to
     harness: str = ""                    # the harness plug-in that runs the test (harness/registry.py)
     harness_options: dict[str, Any] = field(default_factory=dict)   # what the plug-in took from the invocation
-    data: dict[str, str] = field(default_factory=dict)   # record.DataRecord of the preprocessed set it reads
+    data: dict[str, Any] = field(default_factory=dict)   # record.DataRecord of the preprocessed set it reads
 
     @property
     def fields(self) -> dict[str, Any]:

@@ -73,6 +73,21 @@ class DataRecord:
 
     directory: str
     manifest_sha256: str = ""
+    samples: int | None = None             # samples of the set read (before total_sample_count cuts them)
+    published_samples: int | None = None   # samples of the published data set of that name
+
+    @property
+    def subset(self) -> str:
+        """"a subset: N of the published M samples" where the set read is not the whole published set, else ""."""
+        return subset_text(self.samples, self.published_samples)
+
+
+def subset_text(samples: int | None, published: int | None) -> str:
+    """How a set of `samples` that is not the `published` data set is labelled everywhere (plan, report, staging);
+    "" for the published set, or where either count is not known."""
+    if samples is None or not published or samples == published:
+        return ""
+    return f"a subset: {samples:,} of the published {published:,} samples"
 
 
 @dataclass(frozen=True)

@@ -79,6 +79,7 @@ class ReportRow:
     changed_logs: tuple[str, ...] = ()
     rerun_command: str = ""               # the make line that runs the test again
     tuned_layout: Mapping[str, Any] = field(default_factory=dict)   # make tune's record of the layout run, if any
+    subset: str = ""                      # "a subset: N of the published M samples" where the set was not whole
 
     @property
     def run_dir(self) -> Path:
@@ -115,7 +116,8 @@ class ReportRow:
     @property
     def verdict_text(self) -> str:
         notes = [n for n, applies in (("below target", self.accuracy is not None and self.accuracy.meets_target
-                                       is False), ("test run", self.test_run), (self.changed_text, self.changed_logs))
+                                       is False), ("test run", self.test_run), (self.subset, self.subset),
+                                      (self.changed_text, self.changed_logs))
                  if applies]
         return f"{self.verdict} ({', '.join(notes)})" if notes else self.verdict
 
@@ -163,6 +165,7 @@ def _view(record: RunRecord) -> ReportRow:
         target_latency_ns=_number(effective.get("target_latency_ns")) or None,
         changed_logs=changed_logs(record, path.parent), rerun_command=reproduce_command(record),
         tuned_layout=dict(record.config.tuned_layout),
+        subset=record.data.subset if record.data is not None else "",
     )
 
 

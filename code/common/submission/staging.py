@@ -80,6 +80,7 @@ def _stage_scenario(paths: Paths, dest: Path, label: str, name: str, key: Key, c
     verify_run_logs(performance, PERFORMANCE_FILES, label, log)
     if accuracy is not None:
         verify_run_logs(accuracy, ACCURACY_FILES, label, log)
+    _refuse_or_label_subsets(label, choice, log)
 
     if (measured / README).read_text() != readme(performance):
         raise UserError(f"{measured / README} was written for another configuration than the run chosen for {label} "
@@ -110,6 +111,21 @@ def _stage_scenario(paths: Paths, dest: Path, label: str, name: str, key: Key, c
     for file_name in (MEASUREMENTS_JSON, USER_CONF, README):
         copy_atomically(measured / file_name, dest / file_name)
     return dest
+
+
+def _refuse_or_label_subsets(label: str, choice: Choice, log: Log) -> None:
+    """A run on a set that is not the published data set is never a closed-division result; elsewhere it is staged
+    labelled (here, and in the README beside it)."""
+    for record in (choice.performance, choice.accuracy):
+        subset = record.data.subset if record is not None and record.data is not None else ""
+        if not subset:
+            continue
+        if choice.division == "closed":
+            raise UserError(f"{label}: the run in {record.log_dir} read {record.dataset} as {subset}; a closed-"
+                            f"division result needs the whole published set. Prepare all of it and run again, or "
+                            f"move that run out of the log folders.", exit_code=EXIT_FAILURE)
+        log(f"note: {label}: the run in {record.log_dir} read {record.dataset} as {subset}; staged labelled so "
+            f"(README.md), its figures are that part's")
 
 
 def unstage_scenario(paths: Paths, submitter: str, system_id: str, names: Iterable[str],

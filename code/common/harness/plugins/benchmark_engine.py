@@ -37,10 +37,17 @@ class BenchmarkEngineHarness(HarnessPlugin):
             return f"{selection.benchmark} has no in-process engines of its own"
         return None
 
+    def check_model(self, benchmark, fields, paths) -> None:
+        # The generation settings are read from the model's own files, which the benchmark checks against the
+        # digests recorded when they were made: a damaged model stops here, before the test's process starts.
+        benchmark.generation(fields["model"], fields, paths)
+
     def prepare_model(self, config, paths, log) -> str:
         from ...benchmark_api import get_benchmark
+        from ...model_files import verified_model
 
         weights = get_benchmark(config.benchmark).download_model(config["model"], paths, log)
+        verified_model(config.benchmark, config["model"], paths, weights)   # before any test: as it was made
         return f"no engine file: the engines load {weights}"
 
     def create(self, run: HarnessRun):
