@@ -131,6 +131,10 @@ class _Outputs:
         self.error: BaseException | None = None
         self._partial: dict[int, list[int]] = {}
         self.event = threading.Event()
+        self.content: dict[int, object] = {}
+
+    def answer(self, request_id, content) -> None:
+        self.content[request_id] = content
 
     def chunk(self, request_id, tokens, final) -> None:
         self._partial.setdefault(request_id, []).extend(int(t) for t in tokens)
@@ -145,11 +149,12 @@ class _Outputs:
 
 def _own_engine(benchmark, model: str, paths: Paths):
     """A benchmark's own in-process engine (`request_engines`): each prompt's response bytes, as the streaming system
-    under test makes them (GenerationSettings.response of the generated tokens)."""
+    under test makes them (the benchmark's answer kind, of the generated tokens and any content reported)."""
     from code.common.generation import Request
 
     settings = benchmark.generation(model, {"batch_size": 1}, paths)
     engine = benchmark.request_engines(model, {"batch_size": 1}, paths, instances=1, threads=1)[0]
+    answer = benchmark.answer(model, paths)
     outputs = _Outputs()
     engine.open(outputs)
 
@@ -160,7 +165,7 @@ def _own_engine(benchmark, model: str, paths: Paths):
         assert outputs.event.wait(300) and outputs.error is None, outputs.error
         tokens = outputs.done[number]
         assert 0 < len(tokens) <= settings.max_new_tokens
-        return settings.response(tokens)
+        return answer.response(tokens, outputs.content.get(number))
 
     return run, engine
 
@@ -185,7 +190,7 @@ def test_round_trip_on_two_samples(name: str, embedded: Paths, tmp_path: Path) -
     benchmark, model, dataset, model_file, samples = _prepared(name, embedded)
     spec = benchmark.models[model]
     assert len(samples) >= 2
-    if getattr(benchmark, "request_engines", None) is not None:
+    if benchmark.generates_tokens and benchmark.own_engines:
         entries = _round_trip_own_engine(benchmark, model, samples, embedded)
         _score_and_read(name, benchmark, model, dataset, entries, embedded, tmp_path)
         return

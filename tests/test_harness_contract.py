@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from code.common.benchmark_api import ModelSpec, Responses, TensorSpec
+from code.common.benchmark_api import GenerativeBenchmark, ModelSpec, Responses, TensorSpec
 from code.common.constants import Scenario, TestMode
 from code.common.harness.registry import HARNESSES, HarnessRun
 
@@ -70,14 +70,15 @@ class Samples:
         return np.full(4, index, np.float32)
 
 
-class ContractBenchmark:
-    """Only what the harness factories read from a benchmark: the model, the postprocessor, the generation."""
+class ContractBenchmark(GenerativeBenchmark):
+    """Only what the harness factories read from a benchmark: the model, the postprocessor, the generative face
+    (its declared defaults: no tokenizer, no engines of its own, token ids as answers)."""
 
     name = "contract"
-    generates_tokens = False
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
+        self.generates_tokens = kind.startswith("tokens")
         self.models = {"tiny": ModelSpec("tiny", "an identity", "open", (TensorSpec("x", "float32", (4,)),), "", "",
                                          outputs=(TensorSpec("y", "float32", (4,)),))}
 

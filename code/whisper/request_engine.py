@@ -85,7 +85,9 @@ class WhisperRequestEngine:
         while (batch := self._take()) is not None:
             try:
                 clips = [clip_of(request.prompt, request.id) for request in batch]
-                outputs = self._engine.transcribe(features(clips, self.facts.n_mels))
+                # Requests of one test share their settings: the batch's output cap is its first request's.
+                outputs = self._engine.transcribe(features(clips, self.facts.n_mels),
+                                                  max_new_tokens=batch[0].settings.max_new_tokens)
             except BaseException as error:     # noqa: BLE001 - reported to the system under test, which fails the run
                 with self._work:
                     self._stopping = True

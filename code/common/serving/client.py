@@ -122,10 +122,13 @@ class ServingClient:
 
     def __init__(self, endpoints: Sequence[Endpoint], settings: ClientSettings, generation: GenerationSettings,
                  probe_prompt: Prompt | np.ndarray, *, encode: Callable[[str], list[int]] | None = None,
-                 local: Sequence[Endpoint] = (), api: Payload | None = None, model_folder_sha256: str = "") -> None:
+                 local: Sequence[Endpoint] = (), api: Payload | None = None, model_folder_sha256: str = "",
+                 answer_text: bool = False) -> None:
         """`probe_prompt` (the first sample's) makes the health check's and the warm-up's requests; `api` writes
         the bodies (by default the builder for the probe prompt's parts); `model_folder_sha256`: the digest of the
-        model folder the `local` servers (started by the test) serve, kept in their records."""
+        model folder the `local` servers (started by the test) serve, kept in their records; `answer_text`: each
+        answer's whole text goes to the stream (TokenStream.answer) before its final chunk (the benchmark's answer
+        kind takes text)."""
         if not endpoints:
             raise ValueError("the openai harness needs at least one endpoint")
         if settings.answers not in ANSWERS:
@@ -138,6 +141,7 @@ class ServingClient:
         self.api = api or payload_for(parts_of(self.probe_prompt))
         self.prompt_parts = self.api.parts
         self.encode = encode
+        self.answer_text = answer_text
         self.endpoints = [_Endpoint(e, e in set(local)) for e in endpoints]
         self.model_folder_sha256 = model_folder_sha256
         self.name = ", ".join(e.url for e in endpoints)
@@ -229,7 +233,7 @@ class ServingClient:
                 self.settings.workers,
                 {"endpoints": [state.endpoint for state in self.endpoints], "settings": self.settings,
                  "generation": self.generation, "probe": self.probe_prompt, "api": self.api, "encode": encode,
-                 "answer_text": bool(getattr(self._stream, "wants_text", False)),
+                 "answer_text": self.answer_text,
                  "states": [(state.model, state.token_ids) for state in self.endpoints]},
                 self._from_worker, self._worker_gone)
             self._worker_count = len(self._workers)
@@ -371,7 +375,7 @@ class ServingClient:
                 continue           # cancelled
             entry[3] += len(tokens)
             if len(item) > 3:      # a final chunk with the answer's text, where the stream logs texts
-                stream.answer_text(request_id, item[3])
+                stream.answer(request_id, item[3])
             stream.chunk(request_id, tokens, final)
             if final:
                 del remote[request_id]
@@ -590,10 +594,9 @@ class ServingClient:
             self._stream.chunk(request.id, ids, True)
 
     def _answer_text(self, request_id: int, output: _Output) -> None:
-        """The whole answer's text to a stream that takes it (TokenStream.answer_text), before the final chunk."""
-        report = getattr(self._stream, "answer_text", None)
-        if report is not None:
-            report(request_id, "".join(output.text))
+        """The whole answer's text to the stream where it takes it (TokenStream.answer), before the final chunk."""
+        if self.answer_text:
+            self._stream.answer(request_id, "".join(output.text))
 
 
 def travels(encode: Callable | None) -> bool:

@@ -45,7 +45,7 @@ class _WorkerLoop:
                 item.append(text)
         self.pending.append(item)
 
-    def answer_text(self, request_id: int, text: str) -> None:
+    def answer(self, request_id: int, text: object) -> None:
         """Where the LoadGen process's stream logs answers' texts: kept for the request's final chunk."""
         self.texts[request_id] = text
 
@@ -77,10 +77,8 @@ class _WorkerLoop:
 
     async def _setup(self, setup: dict[str, Any]) -> None:
         client = ServingClient(setup["endpoints"], setup["settings"], setup["generation"], setup["probe"],
-                               api=setup["api"], encode=setup["encode"])
+                               api=setup["api"], encode=setup["encode"], answer_text=setup["answer_text"])
         client._loop, client._stream = self.loop, self
-        if not setup.get("answer_text"):
-            self.answer_text = None      # type: ignore[assignment]  the client then joins no text
         try:
             await client._open_sessions()
         except BaseException as error:  # noqa: BLE001  reported, then the LoadGen process stops this worker
