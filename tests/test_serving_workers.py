@@ -96,7 +96,7 @@ def test_a_worker_killed_in_the_middle_of_the_run_fails_it_naming_the_worker():
             deadline = time.monotonic() + WAIT_S
             while not stream.calls and time.monotonic() < deadline:
                 time.sleep(0.05)
-            victim = client._workers[1].process.pid
+            victim = client.worker_pids()[1]
             os.kill(victim, signal.SIGKILL)
             assert stream.done.wait(WAIT_S), "the client neither finished nor failed"
         finally:
