@@ -110,7 +110,7 @@ def _served():
     """A model only serving engines run (its prompts chats): the toolkit's test server's answer to each prompt (a
     JSON choice among the candidates a prompt lists, else its usual text), as UTF-8 bytes."""
     from code.common.serving.payloads import _message_content
-    from code.common.serving.test_server import chat_parts, content_key, json_choice
+    from code.common.serving.fake_server import chat_parts, content_key, json_choice
 
     def run(prompt):
         messages = [{"role": m.role, "content": _message_content(m.content)} for m in prompt.messages]

@@ -272,7 +272,7 @@ def test_every_harness_completes_every_sample_once_with_its_engines_response(nam
 def serving_endpoints(servers, kind: str) -> tuple[str, ...]:
     """Two of the toolkit's streaming test servers for the openai harness, serving the contract's model; with
     `eos_first`, some prompts end on EOS at once (one-token outputs)."""
-    from code.common.serving.test_server import ServerSettings, StreamingServer
+    from code.common.serving.fake_server import ServerSettings, StreamingServer
 
     settings = ServerSettings(model="tiny", eos_every=3 if kind == "eos_first" else 0, tokens_per_chunk=2)
     return tuple(servers.enter_context(StreamingServer(settings)).url for _ in range(2))

@@ -23,7 +23,7 @@ from code.common.prompts import AUDIO, IMAGE, PROBE_TOKENS, TEXT, TOKEN_IDS, Aud
     checked, parts_of, probe, size
 from code.common.serving.client import SERVER_IDS, TEXT_IDS, ClientSettings, EndpointFailed
 from code.common.serving.payloads import ChatCompletions, Completions, Transcriptions, data_url, payload_for
-from code.common.serving.test_server import ServerSettings, StreamingServer, content_key, output_ids
+from code.common.serving.fake_server import ServerSettings, StreamingServer, content_key, output_ids
 
 from .conftest import REPO
 from .test_serving import EOS, GENERATION, run_client

@@ -24,7 +24,7 @@ from code.common.paths import Paths
 from code.common.prompts import Image, Text
 from code.common.records.metadata import find_metadata, read_metadata
 from code.common.rules import get_round
-from code.common.serving.test_server import ServerSettings, StreamingServer, chat_parts, content_key, json_choice
+from code.common.serving.fake_server import ServerSettings, StreamingServer, chat_parts, content_key, json_choice
 from code.main import main
 from code.qwen3_vl import datasets as qdata
 from code.qwen3_vl import products as qproducts

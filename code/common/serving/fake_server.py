@@ -1,5 +1,5 @@
-"""A small OpenAI-compatible streaming server of the toolkit's own, for the openai harness's fault tests and for
-`make bench`'s ceiling figures: it answers `/v1/completions`, `/v1/chat/completions` (streamed, or one JSON answer
+"""A fake OpenAI-compatible streaming server of the toolkit's own (no model behind it: its answers are made up from
+the prompt), for the openai harness's fault tests and for `make bench`'s ceiling figures: it answers `/v1/completions`, `/v1/chat/completions` (streamed, or one JSON answer
 when the request says `"stream": false`) and `/v1/audio/transcriptions` (multipart) the way vLLM does (server-sent
 events, the generated token ids in each chunk with `return_token_ids`), `/v1/models`, `/version` and `/metrics`, as
 fast as it can or with the delays and faults it is told to play. It keeps the chat and transcription requests it
@@ -25,7 +25,7 @@ usual " t<id>" text).
 So that it is not what a bench measures, its chunks are rendered once (each distinct chunk's bytes are kept and
 reused), and `writes` says how they go out: `chunk` (one write per chunk, awaited, so that a client reads them one
 per read, as from a real engine that produces a token at a time) or `answer` (the whole answer's chunks in one
-write, coalesced: many chunks per read). Run: `python -m code.common.serving.test_server --port 8000
+write, coalesced: many chunks per read). Run: `python -m code.common.serving.fake_server --port 8000
 --model NAME [--fault ...] [--answer=json_choice] [--writes=answer] [--processes=4]`; it prints "listening on
 <url>" once it accepts connections. With `--processes=N`, N processes serve the one port (SO_REUSEPORT: the
 kernel spreads the connections over them); the first starts the others, which end with it (a signal to its process
@@ -370,7 +370,7 @@ def _event(data: dict) -> bytes:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m code.common.serving.test_server", description=__doc__.split(
+    parser = argparse.ArgumentParser(prog="python -m code.common.serving.fake_server", description=__doc__.split(
         "\n\n")[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--model", default="test-model")
@@ -420,7 +420,7 @@ def _another(argv: list[str], port: int):
     import subprocess
 
     kept = [a for a in argv if not a.startswith(("--port", "--processes"))]
-    return subprocess.Popen([sys.executable, "-m", "code.common.serving.test_server", *kept, f"--port={port}",
+    return subprocess.Popen([sys.executable, "-m", "code.common.serving.fake_server", *kept, f"--port={port}",
                              "--reuse_port"], stdout=subprocess.PIPE, text=True)
 
 
