@@ -8,6 +8,7 @@ postprocess -> an accuracy log -> score) gives an accuracy.txt that the round's 
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -221,6 +222,12 @@ def _score_and_read(name: str, benchmark, model: str, dataset: str, entries: lis
     log.write_text(json.dumps(entries))
     result = benchmark.score(model, dataset, log, paths)
     assert isinstance(result, AccuracyResult) and result.samples == 2
+    if math.isnan(result.value):
+        # A scorer that cannot run here (wan-2.2-t2v-a14b's VBench, whose checkpoints no package carries) says so in
+        # plain words, and accuracy.txt holds no figure the checker could take for one.
+        assert "no accuracy figure" in result.text
+        assert accuracy_value(result.text, ROUND.benchmark(name).accuracy_pattern) is None
+        return
     read = accuracy_value(result.text, ROUND.benchmark(name).accuracy_pattern)
     assert read is not None, f"the round's checker reads no accuracy from {result.text!r}"
     assert read == pytest.approx(result.value, abs=5e-3)

@@ -43,7 +43,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "code/common/harness/spec.py")),
     ("plug-ins", ("code/*/benchmark.py", "code/resnet50/*", "code/yolo/*", "code/llama3_1_8b/*",
                   "code/llama2_70b/*", "code/deepseek_r1/*", "code/gpt_oss_120b/*", "code/qwen3_vl/*",
-                  "code/whisper/*",
+                  "code/whisper/*", "code/wan/*",
                   # shared by the LLM benchmarks: the substitute model, tokenizers, prompt sets, ROUGE (code/llm),
                   # and the task benchmarks' base (code/llm_tasks)
                   "code/llm/*", "code/llm_tasks/*",
@@ -77,7 +77,7 @@ UPWARD_EXCEPTIONS: dict[tuple[str, str], str] = {
 # The benchmark packages: each is reached through the benchmark registry (benchmark_api.get_benchmark), never
 # imported by another module.
 BENCHMARK_PACKAGES = ("code/resnet50", "code/yolo", "code/llama3_1_8b", "code/llama2_70b", "code/deepseek_r1",
-                      "code/gpt_oss_120b", "code/qwen3_vl", "code/whisper")
+                      "code/gpt_oss_120b", "code/qwen3_vl", "code/whisper", "code/wan")
 BENCHMARK_IMPORT_EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 # Cycles the code still has, each a frozenset of the modules in it, with why.
@@ -105,7 +105,8 @@ CORE = ("code/common/records/*", "code/common/submission/*", "code/common/audit/
         "code/common/harness/claim.py", "code/common/harness/settings.py")
 PLUG_IN_NAMES = {
     "benchmark": ("resnet", "yolo", "llama", "mobilenet", "nanodet", "smollm", "retinanet", "bert", "dlrm",
-                  "gptj", "mixtral", "deepseek", "whisper", "stable_diffusion", "stable-diffusion", "qwen3", "smolvlm"),
+                  "gptj", "mixtral", "deepseek", "whisper", "stable_diffusion", "stable-diffusion", "qwen3", "smolvlm",
+                  "wan-2", "wan_2", "t2v", "vbench"),
     "backend": ("onnxruntime", "tensorrt"),
     # Harness types, and the modules of today's harness implementations.
     "harness": ("triton", "lwis", "native_sut", "llm_sut", "llm_baseline"),

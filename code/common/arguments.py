@@ -31,7 +31,7 @@ from .records.record import typed_flags
 # Benchmark spellings users type -> toolkit benchmark name.
 BENCHMARK_ALIASES = {"resnet": "resnet50", "resnet50": "resnet50", "bert": "bert", "bert-99": "bert",
                      "3d-unet": "3d-unet", "3dunet": "3d-unet", "yolo": "yolo",
-                     "qwen3-vl": "qwen3-vl-235b-a22b"}
+                     "qwen3-vl": "qwen3-vl-235b-a22b", "wan-2.2": "wan-2.2-t2v-a14b"}
 REPORT_ACTION = "report"
 # Commands that run several LoadGen tests: they print their plan first, and take --dry_run and --resume.
 MULTI_TEST_ACTIONS = ("run_harness", "run", AUDIT_ACTION)

@@ -459,6 +459,7 @@ IMPLEMENTATIONS: "Registry[Benchmark]" = Registry(
         "gpt-oss-120b": "code.gpt_oss_120b.benchmark:BENCHMARK",
         "qwen3-vl-235b-a22b": "code.qwen3_vl.benchmark:BENCHMARK",
         "whisper": "code.whisper.benchmark:BENCHMARK",
+        "wan-2.2-t2v-a14b": "code.wan.benchmark:BENCHMARK",
     })
 
 
