@@ -23,12 +23,13 @@ from ..common.fileio import write_atomically
 from ..common.records.loadgen_log import read_accuracy_entries
 from . import reference as ref
 
+VIDEOS, VBENCH_VIDEOS, CAPTIONS = "videos", "vbench_videos", "captions.txt"
 # The six dimensions run_evaluation.py averages (x 100) into vbench_score.
 DIMENSIONS = ("subject_consistency", "background_consistency", "motion_smoothness", "dynamic_degree",
               "appearance_style", "scene")
 NO_FIGURE = ("no accuracy figure was computed: VBench's scorer checkpoints (CLIP ViT-B/32, DINO ViT-B/16, RAFT, "
-             "AMT-S, Tag2Text) are not here, and this toolkit does not run VBench yet (--vbench_dir)")
-VIDEOS, VBENCH_VIDEOS, CAPTIONS = "videos", "vbench_videos", "captions.txt"
+             "AMT-S, Tag2Text) are not here and this toolkit does not run VBench yet; score the videos in "
+             f"{VBENCH_VIDEOS}/ with VBench's evaluate.py (the reference's run_evaluation.py)")
 
 
 def videos_of(accuracy_log: Path, count: int) -> dict[int, bytes]:
@@ -83,7 +84,7 @@ def parse_vbench_results(path: Path) -> dict[str, float]:
 def accuracy_text(scores: Mapping[str, float] | None, videos: int) -> tuple[float, str]:
     """(vbench_score, accuracy.txt) from the six dimensions' scores; NaN and the no-figure line without them."""
     if scores is None:
-        return math.nan, f"{NO_FIGURE}.\nvideos={videos}\n"
+        return math.nan, f"{NO_FIGURE}\nvideos={videos} in {VBENCH_VIDEOS}/\n"
     score = sum(scores[d] for d in DIMENSIONS) / len(DIMENSIONS) * 100
     dims = ", ".join(f"'{d}': {scores[d] * 100:.4f}" for d in DIMENSIONS)
-    return score, f"{{'vbench_score': {score:.4f}, {dims}}}\nvideos={videos}\n"
+    return score, f"{{'vbench_score': {score:.4f}, {dims}}}\nvideos={videos} in {VBENCH_VIDEOS}/\n"

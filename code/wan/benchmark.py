@@ -79,7 +79,9 @@ class WanBenchmark(GenerativeBenchmark):
 
     def generation(self, model: str, fields: Mapping[str, Any], paths: Paths) -> GenerationSettings:
         """One 'token' per video: LoadGen counts samples; the pipeline's own settings are the reference's."""
-        return GenerationSettings(max_new_tokens=1, eos_token_ids=(), max_batch=1)
+        from .request_engine import END_TOKEN
+
+        return GenerationSettings(max_new_tokens=1, eos_token_ids=(END_TOKEN,), max_batch=1)
 
     def answer(self, model: str, paths: Paths) -> Media:
         return Media()

@@ -66,8 +66,8 @@ def download_data(dataset: str, paths: Paths, log: Log) -> Path:
 class PromptSet:
     """The preprocessed set: one chat of the prompt's text per sample, in QSL order (the file's line order)."""
 
-    def __init__(self, prompts: list[str]) -> None:
-        self.prompts = prompts
+    def __init__(self, directory: Path, prompts: list[str]) -> None:
+        self.directory, self.prompts = directory, prompts      # directory: where the prompt file lies
 
     def __len__(self) -> int:
         return len(self.prompts)
@@ -84,4 +84,4 @@ def prompt_set(dataset: str, paths: Paths) -> PromptSet:
     if not path.is_file():
         raise UserError(f"{dataset}: {path} is missing; run make download_data "
                         f"RUN_ARGS=\"--benchmarks={ref.NAME}\".")
-    return PromptSet(check_prompts(path))
+    return PromptSet(path.parent, check_prompts(path))

@@ -24,6 +24,7 @@ from ..common.prompts import TEXT, Chat, Text
 
 JOIN_TIMEOUT_S = 60.0
 VIDEO_TOKEN = 0          # the one "token" of a video's final chunk
+END_TOKEN = 1            # what the system under test appends to a one-token output (GenerationSettings.eos_token_ids)
 
 
 class EngineFailed(RuntimeError):
@@ -124,6 +125,8 @@ class WanRequestEngine:
         while (request := self._take()) is not None:
             try:
                 data = self.video(request)
+                self._stream.answer(request.id, data)
+                self._stream.chunk(request.id, [VIDEO_TOKEN], True)
             except BaseException as error:     # noqa: BLE001 - reported to the system under test, which fails the run
                 with self._work:
                     if self._stopping:
@@ -132,5 +135,3 @@ class WanRequestEngine:
                     self._waiting.clear()
                 self._stream.failed(error)
                 return
-            self._stream.answer(request.id, data)
-            self._stream.chunk(request.id, [VIDEO_TOKEN], True)

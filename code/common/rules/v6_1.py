@@ -48,6 +48,9 @@ COMPLIANCE_TESTS = {
             "*.*.performance_issue_unique = 0",
             "*.*.performance_issue_same = 1",
             "*.*.performance_issue_same_index = 3",
+            # compliance/TEST04/audit.config's lines for one model: a video takes minutes, so 20 queries suffice.
+            "wan-2.2-t2v-a14b.Offline.min_query_count = 20",
+            "wan-2.2-t2v-a14b.SingleStream.min_query_count = 20",
         ),
         performance_tolerance=0.10,
         fast_tolerance=0.20,
