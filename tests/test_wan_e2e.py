@@ -106,3 +106,46 @@ def test_a_folder_of_another_architecture_or_latent_is_refused(tmp_path: Path) -
     (folder / ref.FIXED_LATENT).write_bytes(b"not the latent")
     with pytest.raises(UserError, match="is not the reference's fixed latent"):
         models.check_folder(paths, models.CLOSED)
+
+
+def test_an_engine_that_dies_mid_run_fails_the_run_with_its_log(tmp_path: Path) -> None:
+    """A pipeline process that ends after loading (killed, out of memory) fails the run: the stream hears why, with
+    the end of the process's log, and no answer is reported."""
+    import sys
+    import threading
+
+    from code.common.generation import GenerationSettings, Request
+    from code.common.prompts import Chat, Text
+    from code.wan.request_engine import EngineFailed, WanRequestEngine
+
+    dies = ("import json, sys; print(json.dumps({'ready': True, 'num_frames': 5, 'height': 32, 'width': 32}), "
+            "flush=True); sys.stdin.readline(); print('out of memory', file=sys.stderr); sys.exit(9)")
+
+    class Stream:
+        def __init__(self) -> None:
+            self.errors: list[BaseException] = []
+            self.answers: list[int] = []
+            self.done = threading.Event()
+
+        def answer(self, request_id, content) -> None:
+            self.answers.append(request_id)
+
+        def chunk(self, request_id, tokens, final) -> None:
+            self.done.set()
+
+        def failed(self, error) -> None:
+            self.errors.append(error)
+            self.done.set()
+
+    engine = WanRequestEngine([sys.executable, "-c", dies], {"repo": str(tmp_path)}, tmp_path / "engine.log")
+    stream = Stream()
+    engine.open(stream)
+    try:
+        engine.submit([Request(7, Chat.user(Text("a cat")), GenerationSettings(max_new_tokens=1,
+                                                                                eos_token_ids=(1,)))])
+        assert stream.done.wait(60)
+    finally:
+        engine.close()
+    assert stream.answers == [] and len(stream.errors) == 1
+    error = stream.errors[0]
+    assert isinstance(error, EngineFailed) and "exit status 9" in str(error) and "out of memory" in str(error)

@@ -100,6 +100,11 @@ class WanRequestEngine:
         line = self._child.stdout.readline() if self._child and self._child.stdout else ""
         answer = json.loads(line) if line.strip() else None
         if answer is None or "error" in answer:
+            if answer is None:
+                try:                     # its output closed: it is ending, or has ended
+                    self._child.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
             why = answer["error"] if answer else f"it ended (exit status {self._child.poll()})"
             raise EngineFailed(f"{self.name} failed: {why}; the end of its log ({self.log_path}):\n"
                                f"{log_tail(self.log_path, 15)}")
