@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # progress, run spec).
     ("registries and plug-in interfaces", (
         "code/common/benchmark_api.py", "code/common/named_inputs.py", "code/common/generation.py",
-        "code/common/answers.py",
+        "code/common/answers.py", "code/common/queued_engine.py",
         "code/common/prompts.py",
         "code/common/decoder_graph.py", "code/common/model_files.py", "code/common/preprocessed_store.py",
         "code/common/backends/__init__.py", "code/common/backends/base.py",

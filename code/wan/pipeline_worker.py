@@ -16,6 +16,7 @@ Standard library, torch and diffusers only: the toolkit starts this module as a 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -37,11 +38,19 @@ def _train_tokenizer(prompts: list[str]):
     trainer = trainers.UnigramTrainer(vocab_size=512, special_tokens=["<pad>", "</s>", "<unk>"], unk_token="<unk>",
                                       show_progress=False)
     tokenizer.train_from_iterator(prompts, trainer=trainer)
+    # The trainer runs on several threads, whose sums differ in the last bits from run to run: the pieces' scores
+    # rounded, and ordered by them, make the same file every time.
+    trained = json.loads(tokenizer.to_str())["model"]["vocab"]
+    special, pieces = trained[:3], sorted(((p, round(s, 6)) for p, s in trained[3:]), key=lambda e: (-e[1], e[0]))
+    tokenizer.model = models.Unigram([(p, s) for p, s in special] + pieces, unk_id=2, byte_fallback=False)
     tokenizer.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
     return tokenizer
 
 
 def make_substitute(folder: Path, prompts_file: Path, height: int, width: int, frames: int) -> None:
+    # The tokenizer's trainer on one thread: on several, pieces of equal frequency come out in another order.
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    os.environ["RAYON_NUM_THREADS"] = "1"
     import torch
     from diffusers import AutoencoderKLWan, FlowMatchEulerDiscreteScheduler, WanPipeline, WanTransformer3DModel
     from transformers import PreTrainedTokenizerFast, UMT5Config, UMT5EncoderModel
