@@ -1,6 +1,6 @@
 """A fake OpenAI-compatible streaming server of the toolkit's own (no model behind it: its answers are made up from
-the prompt), for the openai harness's fault tests and for `make bench`'s ceiling figures: it answers `/v1/completions`, `/v1/chat/completions` (streamed, or one JSON answer
-when the request says `"stream": false`) and `/v1/audio/transcriptions` (multipart) the way vLLM does (server-sent
+the prompt), for the openai harness's fault tests and for `make bench`'s ceiling figures: it answers
+`/v1/completions`, `/v1/chat/completions` (streamed, or one JSON answer when the request says `"stream": false`) and `/v1/audio/transcriptions` (multipart) the way vLLM does (server-sent
 events, the generated token ids in each chunk with `return_token_ids`), `/v1/models`, `/version` and `/metrics`, as
 fast as it can or with the delays and faults it is told to play. It keeps the chat and transcription requests it
 answered (`received`: their JSON bodies, their forms' fields and files), so that a test sees what reached it.
