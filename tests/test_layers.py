@@ -56,7 +56,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                   "code/common/harness/serving_system.py",
                   # shared by the reasoning benchmarks (gpt-oss-120b, deepseek-r1): their accuracy scoring
                   "code/reasoning_eval/*")),
-    ("run orchestration", ("code/common/harness/*", "code/common/arguments.py", "code/common/engines/builder.py")),
+    ("run orchestration", ("code/common/harness/*", "code/common/arguments.py")),
     ("submission, audit, report, tuning", ("code/common/submission/*", "code/common/audit/*",
                                            "code/common/report/*", "code/common/tuning/*")),
     ("actions", ("code/actions/*",)),
