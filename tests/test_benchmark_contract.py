@@ -98,18 +98,18 @@ def _infer(session, spec):
 
 
 def _generate(benchmark, model: str, model_file: Path, paths: Paths, max_new_tokens: int = 8):
-    """A decoder's generated tokens for one prompt (greedy, a few tokens), as the harness makes them."""
+    """A decoder's answer to one prompt (greedy, a few tokens), as the harness makes it: (its tokens, no content)."""
     from code.common.backends.onnxruntime_decoder import OnnxRuntimeDecoder
     from code.common.harness.llm_baseline import greedy_static
 
     settings = benchmark.generation(model, {"batch_size": 1, "max_output_tokens": max_new_tokens}, paths)
     decoder = OnnxRuntimeDecoder(model_file, threads=1, max_batch=1)
-    return lambda prompt: [greedy_static(decoder, [prompt[:256]], settings).outputs[0]]
+    return lambda prompt: (list(greedy_static(decoder, [prompt[:256]], settings).outputs[0]), None)
 
 
 def _served():
-    """A model only serving engines run (its prompts chats): the toolkit's test server's answer to each prompt (a
-    JSON choice among the candidates a prompt lists, else its usual text), as UTF-8 bytes."""
+    """A model only serving engines run (its prompts chats): the toolkit's fake server's answer to each prompt (a
+    JSON choice among the candidates a prompt lists, else its usual text): (no tokens counted here, the text)."""
     from code.common.serving.payloads import _message_content
     from code.common.serving.fake_server import chat_parts, content_key, json_choice
 
@@ -117,7 +117,7 @@ def _served():
         messages = [{"role": m.role, "content": _message_content(m.content)} for m in prompt.messages]
         key = content_key(chat_parts(messages))
         text = json_choice(messages, key) or f" t{key % 1000}"
-        return [np.frombuffer(text.encode("utf-8"), dtype=np.uint8)]
+        return [], text
 
     return run
 
@@ -200,7 +200,13 @@ def test_round_trip_on_two_samples(name: str, embedded: Paths, tmp_path: Path) -
     else:
         run = _generate(benchmark, model, model_file, embedded) if spec.decoder else \
             _infer(ort.InferenceSession(str(model_file), providers=["CPUExecutionProvider"]), spec)
-    postprocess = benchmark.postprocessor(model, samples)
+    if benchmark.generates_tokens:     # its answer kind makes the response of an answer
+        answer = benchmark.answer(model, embedded)
+
+        def postprocess(outputs, indices) -> Responses:
+            return Responses.pieces([answer.response(*outputs)])
+    else:
+        postprocess = benchmark.postprocessor(model, samples)
     entries = []
     for index in (0, len(samples) - 1):
         sample = samples.load(index)

@@ -111,6 +111,16 @@ class RunArgs:
         """The config fields given or filled in for `benchmark`: what its resolved configs take over."""
         return MappingProxyType({**self.benchmark_fields.get(benchmark, {}), **self.overrides})
 
+    def invocation(self, mode: TestMode, benchmark: str) -> dict[str, Any]:
+        """What the user typed, and what the toolkit filled in (`filled_in`), for the record of a test of
+        `benchmark` in `mode`."""
+        flags = {"benchmarks": ",".join(self.benchmarks), "scenarios": ",".join(s.value for s in self.scenarios),
+                 "test_run": self.test_run, "test_mode": mode.value}
+        fields = self.fields_for(benchmark)
+        filled = {name: {"value": fields[name] if name in fields else flags.get(name),
+                         "source": source} for name, source in self.filled_in.items()}
+        return {"action": self.action, "typed": list(self.typed), "filled_in": filled}
+
     def fill_in_per_benchmark(self, source: str, fields: Mapping[str, Mapping[str, Any]]) -> "RunArgs":
         """Config fields set by the toolkit for each benchmark (benchmark -> fields), each recorded with `source`."""
         names = {name for per in fields.values() for name in per}

@@ -318,8 +318,8 @@ class Benchmark(Protocol):
         resolved config `fields` (output cap, EOS ids from the model's tokenizer under `paths`, batch). The
         harness then streams tokens (continuous batching, first-token and per-token latencies) instead of running
         fixed-size batches, `preprocessed` samples are prompts (code/common/prompts.py: 1-D token arrays, or chats
-        of text, images and audio, as the model's `prompt_parts` say) and responses are the generated tokens.
-        None for every other benchmark."""
+        of text, images and audio, as the model's `prompt_parts` say) and responses are its answers, as its answer
+        kind makes them (GenerativeBenchmark, whose face declares the rest). None for every other benchmark."""
 
     def serving_folder(self, model: str, paths: Paths, log: Log, remake: bool = False) -> ServingFolder:
         """For a benchmark that generates tokens: the model as a Hugging Face folder for serving engines, made

@@ -3,17 +3,20 @@ vLLM started for the test), the client over them (serving/client.py), and the to
 drives (llm_sut.StreamingSUT) with that client as its one request-level engine."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from ..answers import TOKEN_IDS, AnswerKind
+from ..answers import TOKEN_IDS
 from ..benchmark_api import generative
 from ..constants import Scenario
-from ..generation import GenerationSettings
 from ..serving.client import ClientSettings, ServingClient
 from ..serving.endpoints import parse_endpoints
 from ..serving.payloads import payload_for
 from ..serving.workers import default_workers
 from .llm_sut import PromptLibrary, StreamingSUT
+
+if TYPE_CHECKING:
+    from ..answers import AnswerKind
+    from ..generation import GenerationSettings
 
 
 class ServingSUT(StreamingSUT):

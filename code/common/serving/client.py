@@ -27,20 +27,23 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-import numpy as np
-
-from ..generation import GenerationSettings, Request, TokenStream
-from ..prompts import Prompt, size
+from ..prompts import size
 from ..records.computation import MODEL_FOLDER_SHA256
-from .endpoints import Endpoint
-from .payloads import Payload
 from .scheduler import Scheduler
 from .transport import (ANSWERS, SERVER_IDS, TEXT_IDS, TOKEN_IDS_MODES, TRANSPORTS, ClientSettings, EndpointFailed,
                         EndpointState, Transport, serving)
 from .workers import (CHANNEL, FAILED, READY, WorkerFailed, cancel_requests, close_channels, quit_workers, reap_workers,
                       send_requests, start_workers)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..generation import GenerationSettings, Request, TokenStream
+    from ..prompts import Prompt
+    from .endpoints import Endpoint
+    from .payloads import Payload
 
 __all__ = ["ClientSettings", "EndpointFailed", "EndpointState", "SERVER_IDS", "ServingClient", "TEXT_IDS", "serving",
            "travels"]

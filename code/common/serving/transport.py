@@ -23,16 +23,21 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-import numpy as np
-
-from ..generation import GenerationSettings, Request, TokenStream
-from ..prompts import Prompt, checked, parts_of, probe
+from ..generation import Request
+from ..prompts import checked, parts_of, probe
 from .chunks import decode, events
-from .endpoints import Endpoint
 from .metrics import MetricsWatch, parse
-from .payloads import Payload, payload_for
+from .payloads import payload_for
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..generation import GenerationSettings, TokenStream
+    from ..prompts import Prompt
+    from .endpoints import Endpoint
+    from .payloads import Payload
 
 TOKEN_IDS_MODES = ("auto", "server", "text")
 SERVER_IDS = "server"          # the record's word for token ids the server returned

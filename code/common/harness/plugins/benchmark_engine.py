@@ -1,8 +1,9 @@
 """The in-process harness of a benchmark that brings its own engines: a model that generates tokens from prompts the
 decoder graph does not take (speech), run in this process by request-level engines the benchmark makes
-(`GenerativeBenchmark.request_engines`, generation.RequestEngine), their outputs streamed to LoadGen by the token-streaming
-system under test (llm_sut.StreamingSUT) as the LLM harnesses' are. No engine file: the engines load the model's
-own files. `inprocess_engine` picks among the benchmark's engines."""
+(`GenerativeBenchmark.own_engines` names them, `request_engines` makes them: generation.RequestEngine), their outputs
+streamed to LoadGen by the token-streaming system under test (llm_sut.StreamingSUT) as the LLM harnesses' are, each
+response the benchmark's answer kind. No engine file: the engines load the model's own files. `inprocess_engine`
+picks among the benchmark's engines."""
 from __future__ import annotations
 
 from ...fields import Field
