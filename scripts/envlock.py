@@ -58,7 +58,8 @@ class Environment:
 
 # Every environment the toolkit creates. The docker images install these same locks.
 ENVIRONMENTS = (Environment("main", ("dev",)), Environment("tensorrt", ("dev", "tensorrt")),
-                Environment("triton", (), standalone=True), Environment("vllm", (), standalone=True))
+                Environment("triton", (), standalone=True), Environment("vllm", (), standalone=True),
+                Environment("diffusers", (), standalone=True))
 TOOLKIT_ENVIRONMENTS = tuple(env for env in ENVIRONMENTS if not env.standalone)
 
 

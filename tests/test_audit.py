@@ -37,8 +37,10 @@ def test_test01_audit_config_per_benchmark(benchmark, target):
 def test_test04_audit_config_and_which_benchmarks_run_it():
     assert audit_config_lines(TEST04.audit_config, None) == [
         "*.*.mode = 2", "*.*.performance_issue_unique = 0", "*.*.performance_issue_same = 1",
-        "*.*.performance_issue_same_index = 3"]
-    assert [b for b, r in RULES.benchmarks.items() if "TEST04" in r.compliance_tests] == ["resnet50"]
+        "*.*.performance_issue_same_index = 3", "wan-2.2-t2v-a14b.Offline.min_query_count = 20",
+        "wan-2.2-t2v-a14b.SingleStream.min_query_count = 20"]
+    assert [b for b, r in RULES.benchmarks.items() if "TEST04" in r.compliance_tests] == ["resnet50",
+                                                                                          "wan-2.2-t2v-a14b"]
 
 
 # -- TEST01 accuracy (the official verdicts of more pairs are in tests/official_corpus.py) ---------------

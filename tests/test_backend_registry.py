@@ -15,7 +15,7 @@ from code.common.backends.base import Backend
 from code.common.backends.registry import BuildRequest, Hardware
 from code.common.config_registry import ConfigKey, ResolvedConfig
 from code.common.constants import Scenario, WorkloadSetting
-from code.common.engines.builder import build_engine, engine_batch_size, locate_engine
+from code.common.harness.engine_build import build_engine, engine_batch_size, locate_engine
 from code.common.errors import UserError
 from code.common.fields import FIELDS
 from code.common.paths import Paths

@@ -1,5 +1,5 @@
 """The native core's null-backend figures of `make bench` (code/actions/bench_native.py): the probe
-(code/common/native/ceiling.py) run for real at a low rate, and the searches and figures wired to fake probes.
+(code/actions/native_ceiling.py) run for real at a low rate, and the searches and figures wired to fake probes.
 
 The real runs need the native core; where it cannot be built they skip, saying why (tests/test_native.py's fixture).
 """
@@ -22,7 +22,7 @@ from .conftest import REPO
 
 
 def ceiling_probe(lib: Path, kind: str, scenario: str, outdir: Path) -> dict:
-    done = subprocess.run([sys.executable, "-m", "code.common.native.ceiling", str(lib), kind, scenario, str(outdir),
+    done = subprocess.run([sys.executable, "-m", "code.actions.native_ceiling", str(lib), kind, scenario, str(outdir),
                            "2000", "1"], cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.splitlines()[-1])
@@ -44,7 +44,7 @@ def test_the_probe_runs_each_kind_on_the_native_builds_loadgen(native_lib, tmp_p
 
 
 def test_the_probe_refuses_an_unknown_kind(native_lib, tmp_path):
-    done = subprocess.run([sys.executable, "-m", "code.common.native.ceiling", str(native_lib), "nonsense", "Server",
+    done = subprocess.run([sys.executable, "-m", "code.actions.native_ceiling", str(native_lib), "nonsense", "Server",
                            str(tmp_path), "2000", "1"], cwd=REPO, capture_output=True, text=True, timeout=60,
                           check=False)
     assert done.returncode != 0 and "unknown kind 'nonsense'" in done.stderr

@@ -18,7 +18,7 @@ from code.common.backends import NullBackend, create_backend
 from code.common.benchmark_api import ModelSpec, PackagedBenchmark, TensorSpec
 from code.common.config_registry import ConfigKey, ResolvedConfig
 from code.common.constants import Scenario, WorkloadSetting
-from code.common.engines.builder import build_engine, calibrate, locate_engine
+from code.common.harness.engine_build import build_engine, calibrate, locate_engine
 from code.common.engines.manifest import CalibrationInfo, EngineManifest, is_current
 from code.common import integrity
 from code.common.errors import UserError
@@ -331,7 +331,7 @@ def test_manifest_round_trip(tmp_path: Path) -> None:
 
 
 def test_no_runtime_imported_at_import() -> None:
-    code = ("import sys, code.common.backends, code.common.engines.builder, code.common.engines.manifest; "
+    code = ("import sys, code.common.backends, code.common.harness.engine_build, code.common.engines.manifest; "
             "print(sorted(m for m in ('onnxruntime', 'onnx', 'tensorrt') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1])

@@ -16,7 +16,7 @@ from code.common.constants import Scenario
 from code.common.errors import UserError
 from code.common.records.metadata import read_metadata
 from code.common.records.reproduce import reproduce_command
-from code.common.submission.runs import choose_runs, load_records, rank
+from code.common.records.runs import choose_runs, load_records, rank
 from code.common.systems import SystemDetector, match_system
 from tests.conftest import REPO
 from tests.run_records import make_record, resolved_config, write_record

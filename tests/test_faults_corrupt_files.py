@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from code.common.audit.references import find_references
-from code.common.engines.builder import build_engine, locate_engine
+from code.common.harness.engine_build import build_engine, locate_engine
 from code.common.errors import UserError
 from code.common.records.metadata import UnreadableRecord, read_metadata
 from code.common.paths import Paths
-from code.common.submission.runs import load_records
+from code.common.records.runs import load_records
 from code.main import main
 from code.resnet50.benchmark import BENCHMARK
 from tests.conftest import EMBEDDED, FOOLBOX, REPO, seed_downloads

@@ -23,7 +23,7 @@ from code.common.paths import RUN_RECORD
 from code.common.records.metadata import RESERVE, find_metadata, read_metadata
 from code.common.harness.runner import run_test
 from code.common.harness.spec import RunSpec
-from code.common.submission.runs import choose_runs, load_records
+from code.common.records.runs import choose_runs, load_records
 from code.common.submission.staging import ACCURACY_FILES
 from code.main import main
 

@@ -24,7 +24,7 @@ from code.common.submission.checker import check_submission
 from code.common.submission.cross_checks import PROVENANCE, same_number, summary_problems, write_provenance
 from code.common.submission.export import export_tree
 from code.common.submission.measurements import readme
-from code.common.submission.runs import Choice
+from code.common.records.runs import Choice
 from code.common.submission.staging import stage_scenario
 from code.common.submission.truncate import truncated_text
 from code.common.submission.truncate import truncate_tree

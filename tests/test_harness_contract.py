@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from code.common.benchmark_api import ModelSpec, Responses, TensorSpec
+from code.common.benchmark_api import GenerativeBenchmark, ModelSpec, Responses, TensorSpec
 from code.common.constants import Scenario, TestMode
 from code.common.harness.registry import HARNESSES, HarnessRun
 
@@ -70,14 +70,15 @@ class Samples:
         return np.full(4, index, np.float32)
 
 
-class ContractBenchmark:
-    """Only what the harness factories read from a benchmark: the model, the postprocessor, the generation."""
+class ContractBenchmark(GenerativeBenchmark):
+    """Only what the harness factories read from a benchmark: the model, the postprocessor, the generative face
+    (its declared defaults: no tokenizer, no engines of its own, token ids as answers)."""
 
     name = "contract"
-    generates_tokens = False
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
+        self.generates_tokens = kind.startswith("tokens")
         self.models = {"tiny": ModelSpec("tiny", "an identity", "open", (TensorSpec("x", "float32", (4,)),), "", "",
                                          outputs=(TensorSpec("y", "float32", (4,)),))}
 
@@ -271,7 +272,7 @@ def test_every_harness_completes_every_sample_once_with_its_engines_response(nam
 def serving_endpoints(servers, kind: str) -> tuple[str, ...]:
     """Two of the toolkit's streaming test servers for the openai harness, serving the contract's model; with
     `eos_first`, some prompts end on EOS at once (one-token outputs)."""
-    from code.common.serving.test_server import ServerSettings, StreamingServer
+    from code.common.serving.fake_server import ServerSettings, StreamingServer
 
     settings = ServerSettings(model="tiny", eos_every=3 if kind == "eos_first" else 0, tokens_per_chunk=2)
     return tuple(servers.enter_context(StreamingServer(settings)).url for _ in range(2))

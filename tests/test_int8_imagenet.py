@@ -55,7 +55,7 @@ def scored(imagenet_mobilenet, tmp_path_factory):  # noqa: F811
 @pytest.mark.parametrize("method", ["minmax", pytest.param("entropy", marks=pytest.mark.slow),
                                     pytest.param("percentile", marks=pytest.mark.slow)])
 def test_calibration_methods_top1_on_imagenet_sample(scored, method: str, tmp_path: Path) -> None:
-    from code.common.engines.builder import calibrate
+    from code.common.harness.engine_build import calibrate
     from code.resnet50.benchmark import BENCHMARK
 
     paths, images, labels, (fp32_correct, fp32_found) = scored
@@ -76,7 +76,7 @@ def test_int8_input_on_imagenet_sample(scored, tmp_path: Path) -> None:
     """The int8 form of the preprocessed set, quantized once with the calibrated input scale: a quarter of the
     bytes, every sample back within half a scale step where the calibrated range holds it, and the INT8 model
     with an int8 input scores within a point of the float-input Q/DQ model."""
-    from code.common.engines.builder import ensure_calibration
+    from code.common.harness.engine_build import ensure_calibration
     from code.common.engines.input_samples import engine_samples, int8_scale, preprocess_int8
     from code.common.engines.int8_input import dequantize
     from code.resnet50.benchmark import BENCHMARK

@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # progress, run spec).
     ("registries and plug-in interfaces", (
         "code/common/benchmark_api.py", "code/common/named_inputs.py", "code/common/generation.py",
+        "code/common/answers.py", "code/common/queued_engine.py",
         "code/common/prompts.py",
         "code/common/decoder_graph.py", "code/common/model_files.py", "code/common/preprocessed_store.py",
         "code/common/backends/__init__.py", "code/common/backends/base.py",
@@ -42,7 +43,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "code/common/harness/spec.py")),
     ("plug-ins", ("code/*/benchmark.py", "code/resnet50/*", "code/yolo/*", "code/llama3_1_8b/*",
                   "code/llama2_70b/*", "code/deepseek_r1/*", "code/gpt_oss_120b/*", "code/qwen3_vl/*",
-                  "code/whisper/*",
+                  "code/whisper/*", "code/wan/*",
                   # shared by the LLM benchmarks: the substitute model, tokenizers, prompt sets, ROUGE (code/llm),
                   # and the task benchmarks' base (code/llm_tasks)
                   "code/llm/*", "code/llm_tasks/*",
@@ -55,7 +56,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                   "code/common/harness/serving_system.py",
                   # shared by the reasoning benchmarks (gpt-oss-120b, deepseek-r1): their accuracy scoring
                   "code/reasoning_eval/*")),
-    ("run orchestration", ("code/common/harness/*", "code/common/arguments.py", "code/common/engines/builder.py")),
+    ("run orchestration", ("code/common/harness/*", "code/common/arguments.py")),
     ("submission, audit, report, tuning", ("code/common/submission/*", "code/common/audit/*",
                                            "code/common/report/*", "code/common/tuning/*")),
     # code/docker: the container targets, on the host's python3 before any environment exists (standard library
@@ -78,7 +79,7 @@ UPWARD_EXCEPTIONS: dict[tuple[str, str], str] = {
 # The benchmark packages: each is reached through the benchmark registry (benchmark_api.get_benchmark), never
 # imported by another module.
 BENCHMARK_PACKAGES = ("code/resnet50", "code/yolo", "code/llama3_1_8b", "code/llama2_70b", "code/deepseek_r1",
-                      "code/gpt_oss_120b", "code/qwen3_vl", "code/whisper")
+                      "code/gpt_oss_120b", "code/qwen3_vl", "code/whisper", "code/wan")
 BENCHMARK_IMPORT_EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 # Cycles the code still has, each a frozenset of the modules in it, with why.
@@ -106,7 +107,8 @@ CORE = ("code/common/records/*", "code/common/submission/*", "code/common/audit/
         "code/common/harness/claim.py", "code/common/harness/settings.py")
 PLUG_IN_NAMES = {
     "benchmark": ("resnet", "yolo", "llama", "mobilenet", "nanodet", "smollm", "retinanet", "bert", "dlrm",
-                  "gptj", "mixtral", "deepseek", "whisper", "stable_diffusion", "stable-diffusion", "qwen3", "smolvlm"),
+                  "gptj", "mixtral", "deepseek", "whisper", "stable_diffusion", "stable-diffusion", "qwen3", "smolvlm",
+                  "wan-2", "wan_2", "t2v", "vbench"),
     "backend": ("onnxruntime", "tensorrt"),
     # Harness types, and the modules of today's harness implementations.
     "harness": ("triton", "lwis", "native_sut", "llm_sut", "llm_baseline"),
@@ -348,4 +350,40 @@ def test_the_command_line_parser_names_no_harness():
     names = (*PLUG_IN_NAMES["harness"], "openai", "serving", "vllm")
     found = [f"{line}: {word}" for line, word in code_words(modules()["code/common/arguments.py"].tree)
              for name in names if name in word.lower()]
+    assert not found, "\n".join(found)
+
+
+# Names a module of code/common calls a benchmark object by; getattr/hasattr on one of them is a probe of a member the
+# interface should declare (benchmark_api.Benchmark, GenerativeBenchmark).
+BENCHMARK_NAMES = ("benchmark", "bench")
+
+
+def _probed(call: ast.Call) -> str | None:
+    """The object a getattr/hasattr call probes, as written (`run.benchmark`), where it names a benchmark."""
+    if not (isinstance(call.func, ast.Name) and call.func.id in ("getattr", "hasattr") and call.args):
+        return None
+    target = ast.unparse(call.args[0])
+    return target if target.rsplit(".", 1)[-1] in BENCHMARK_NAMES else None
+
+
+def test_the_common_code_asks_a_benchmark_never_probes_it():
+    """The harnesses ask the benchmark interface for what they need: no getattr/hasattr of a benchmark's member in
+    code/common (a member a benchmark may lack is declared with its default instead)."""
+    found = [f"{path}:{node.lineno}: {ast.unparse(node)}" for path, module in modules().items()
+             if path.startswith("code/common/") for node in ast.walk(module.tree)
+             if isinstance(node, ast.Call) and _probed(node)]
+    assert not found, "\n".join(found)
+    assert _probed(ast.parse("getattr(run.benchmark, 'tokenizer', None)").body[0].value) == "run.benchmark"
+
+
+def test_no_module_reaches_into_the_serving_clients_private_members():
+    """The serving client's dispatcher (client.py) and transport (transport.py) are used through their public
+    members alone: the worker processes and the benches call the transport and the client as the harness does."""
+    owners = {"code/common/serving/client.py": ("client",), "code/common/serving/transport.py": ("transport",)}
+    found = [f"{path}:{node.lineno}: {ast.unparse(node)}" for path, module in modules().items()
+             for node in ast.walk(module.tree)
+             if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+             and isinstance(node.value, (ast.Name, ast.Attribute))
+             and ast.unparse(node.value).rsplit(".", 1)[-1] in {"client", "transport"}
+             and path not in owners]
     assert not found, "\n".join(found)

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 import pytest
 
+from code.common.answers import TOKEN_IDS, AnswerKind
 from code.common.constants import Scenario, TestMode
 from code.common.generation import GenerationSettings, Request, TokenStream
 from code.common.records.loadgen_log import read_detail
@@ -90,9 +91,9 @@ def child(spec: dict[str, Any]) -> None:
     out, scenario, mode = Path(spec["out"]), Scenario(spec["scenario"]), TestMode(spec["mode"])
     engines = [ScriptedEngine(n, spec["pattern"], spec["fail_after"] if n == 0 else 0) for n in range(spec["engines"])]
     prompts = PromptLibrary(Prompts(spec["samples"]), spec["samples"])
-    settings = GenerationSettings(max_new_tokens=16, eos_token_ids=(EOS,),
-                                  response=encoded if spec.get("encode") else None)
-    sut = StreamingSUT(scenario, prompts, engines, settings).start()
+    settings = GenerationSettings(max_new_tokens=16, eos_token_ids=(EOS,))
+    sut = StreamingSUT(scenario, prompts, engines, settings,
+                       answer=EncodedTokens() if spec.get("encode") else TOKEN_IDS).start()
     run_streaming_test(sut, prompts, out, scenario, mode, spec["samples"])
     (out / "result.json").write_text(json.dumps({
         "issued": sut.counters.issued, "completed": sut.counters.completed, "tokens": sut.counters.tokens,
@@ -105,6 +106,15 @@ def encoded(tokens: Sequence[int]) -> np.ndarray:
     """A response that is not the token ids (as whisper's label indices are not): each token's id mod 7, as int64,
     and a leading marker, so that its length differs from the token count."""
     return np.asarray([-1] + [t % 7 for t in tokens], dtype=np.int64)
+
+
+class EncodedTokens(AnswerKind):
+    """An answer kind of the test's own: `encoded` of the output's tokens."""
+
+    name = "tokens mod 7"
+
+    def response(self, tokens, content) -> np.ndarray:
+        return encoded(tokens)
 
 
 def run(tmp_path: Path, scenario: Scenario, mode: TestMode = TestMode.AccuracyOnly, *, pattern: str = "pieces",
@@ -128,7 +138,7 @@ def expected(result: dict[str, Any], index: int, engines: range) -> set[tuple[in
 
 
 def test_a_response_made_of_the_tokens_is_logged_with_the_token_count(tmp_path):
-    """GenerationSettings.response: the accuracy log holds what it makes of the output, LoadGen counts the tokens."""
+    """A benchmark's answer kind: the accuracy log holds what it makes of the output, LoadGen counts the tokens."""
     result, out = run(tmp_path, Scenario.Offline, pattern="whole", encode=True)
     assert result["error"] is None and read_detail(out).errors == ()
     for entry in accuracy_entries(out):

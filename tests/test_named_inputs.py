@@ -140,7 +140,7 @@ def test_padding_rules():
 
 # -- the two-input benchmark through the harness -----------------------------------------------------------------
 def test_the_engine_builder_builds_and_calibrates_the_two_input_model(tmp_path):
-    from code.common.engines.builder import build_engine
+    from code.common.harness.engine_build import build_engine
 
     paths = Paths.create(scratch=tmp_path / "scratch", log_dir=tmp_path / "logs", repo=tmp_path)
     write_model(paths.model_file(NAME, "pairsum-buckets"))

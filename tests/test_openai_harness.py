@@ -37,7 +37,7 @@ def streaming_servers(count: int, *flags: str, model: str = SERVED):
     try:
         for _ in range(count):
             port = free_port()
-            process = subprocess.Popen([sys.executable, "-m", "code.common.serving.test_server", f"--port={port}",
+            process = subprocess.Popen([sys.executable, "-m", "code.common.serving.fake_server", f"--port={port}",
                                         f"--model={model}", "--eos_every=5", *flags], cwd=REPO,
                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             processes.append(process)

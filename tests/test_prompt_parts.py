@@ -17,12 +17,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from code.common.benchmark_api import GenerativeBenchmark
 from code.common.generation import GenerationSettings, Request
 from code.common.prompts import AUDIO, IMAGE, PROBE_TOKENS, TEXT, TOKEN_IDS, Audio, Chat, Image, Message, Text, \
     checked, parts_of, probe, size
 from code.common.serving.client import SERVER_IDS, TEXT_IDS, ClientSettings, EndpointFailed
 from code.common.serving.payloads import ChatCompletions, Completions, Transcriptions, data_url, payload_for
-from code.common.serving.test_server import ServerSettings, StreamingServer, content_key, output_ids
+from code.common.serving.fake_server import ServerSettings, StreamingServer, content_key, output_ids
 
 from .conftest import REPO
 from .test_serving import EOS, GENERATION, run_client
@@ -101,6 +102,34 @@ def test_a_chat_with_an_image_is_a_chat_completions_body_with_a_data_url_of_the_
     assert sent["max_completion_tokens"] == 8 and sent["stop_token_ids"] == [EOS] and "return_token_ids" not in sent
 
 
+def _sent(body) -> dict:
+    """A body as the server reads it: the JSON object, or a multipart form's fields (as strings)."""
+    if isinstance(body, bytes):
+        return json.loads(body)
+    return {fields["name"]: value for fields, _, value in body._fields}
+
+
+@pytest.mark.parametrize("server_sampling", [False, True], ids=["reference sampling", "server sampling"])
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole answers"])
+def test_every_builder_sends_the_answer_mode_it_is_asked_whatever_the_sampling(stream, server_sampling):
+    """`stream` and `stream_interval` are the transport's in every API's body; server-side sampling leaves out the
+    sampling fields alone (a whole answer asked under server sampling is not streamed)."""
+    settings = GenerationSettings(max_new_tokens=8, eos_token_ids=(EOS,), server_sampling=server_sampling)
+    prompts = {Completions: np.array([1, 2, 3], np.int32), ChatCompletions: Chat.user(Text(QUESTION)),
+               Transcriptions: Chat.user(Audio(b"RIFF....WAVE", "audio/wav"))}
+    for builder, prompt in prompts.items():
+        body, _ = builder().body("m", prompt, settings, 8, True, stream, 4)
+        sent = _sent(body)
+        if builder is Transcriptions:
+            assert sent["stream"] == ("true" if stream else "false")
+            assert sent.get("stream_interval") == ("4" if stream else None)
+            continue
+        assert sent["stream"] is stream, (builder.name, sent)
+        assert sent.get("stream_interval") == (4 if stream else None), (builder.name, sent)
+        sampling = {"temperature", "top_p", "min_tokens", "stop_token_ids"} & set(sent)
+        assert sampling == (set() if server_sampling else {"temperature", "top_p", "min_tokens", "stop_token_ids"})
+
+
 def test_each_prompt_goes_to_the_api_that_carries_it():
     assert isinstance(payload_for({TOKEN_IDS}), Completions)
     assert isinstance(payload_for({TEXT, IMAGE}), ChatCompletions)
@@ -175,11 +204,10 @@ def test_audio_goes_to_transcriptions_as_the_stored_file_and_its_text_comes_back
 
 
 # -- the in-process engine refuses what it cannot take, before any test --------------------------------------------
-class Captions:
+class Captions(GenerativeBenchmark):
     """A benchmark of this file alone whose model is prompted with a picture and a question."""
 
     name = "captions-test"
-    generates_tokens = True
     datasets: dict = {}
 
 

@@ -24,7 +24,7 @@ from code.common.paths import Paths
 from code.common.prompts import Image, Text
 from code.common.records.metadata import find_metadata, read_metadata
 from code.common.rules import get_round
-from code.common.serving.test_server import ServerSettings, StreamingServer, chat_parts, content_key, json_choice
+from code.common.serving.fake_server import ServerSettings, StreamingServer, chat_parts, content_key, json_choice
 from code.main import main
 from code.qwen3_vl import datasets as qdata
 from code.qwen3_vl import products as qproducts
@@ -328,7 +328,8 @@ def accuracy_run(log_dir: Path):
 def test_json_answers_through_the_openai_harness(qwen_scratch: Paths, tmp_path: Path, client: tuple[str, ...]):
     """Offline accuracy against a server answering JSON: every answer's text in the log as hex of UTF-8, the F1 of
     those answers, requests that carry the reference's image bytes and the output cap and no sampling parameter;
-    the same when worker processes stream the answers (their texts travel with their final chunks)."""
+    the same when worker processes stream the answers (their texts travel with their final chunks); every body says
+    the answer mode the record says (`"stream": false` for whole answers)."""
     with StreamingServer(ServerSettings(model=SUBSTITUTE, answer="json_choice")) as server:
         code, out = run_harness(qwen_scratch, server.url, tmp_path / "logs", *client)
     assert code == 0, out
@@ -347,6 +348,11 @@ def test_json_answers_through_the_openai_harness(qwen_scratch: Paths, tmp_path: 
     assert "not of a model" in out
     chats = [body for body in server.received if body["max_completion_tokens"] == 150]
     assert len(chats) == 7
+    # What was sent is what the record says: Offline's whole answers are not streamed, under server sampling too.
+    streamed = "--openai_offline_answers=streamed" in client
+    assert {e.transport for e in record.endpoints} == {
+        f"HTTP, {'streamed' if streamed else 'whole answers'} /v1/chat/completions"}
+    assert all(body["stream"] is streamed for body in server.received)
     for body in chats:
         assert not {"temperature", "top_p", "top_k", "min_tokens", "stop_token_ids", "seed"} & set(body)
         assert "response_format" not in body         # guided decoding is off by default, as in the reference

@@ -24,7 +24,7 @@ from code.common.harness.planned import PlannedTest, Speed, earlier_runs
 from code.common.harness.resume import AskedFor, find_attempts, refuse_other_settings, resume_paths, resume_test
 from code.common.paths import Paths
 from code.common.rules import get_round
-from code.common.submission.runs import choose_runs, load_records
+from code.common.records.runs import choose_runs, load_records
 from code.common.systems import SystemDetector
 from code.main import available_benchmarks, main
 from tests.conftest import EMBEDDED, flags_over

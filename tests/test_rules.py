@@ -61,3 +61,20 @@ def test_system_json_fields_cover_the_round():
     fields = get_round().system_json_fields
     assert len(fields) == len(set(fields)) == 35
     assert {"division", "submitter", "accelerator_on-chip_memories", "system_type_detail"} <= set(fields)
+
+
+def test_wan_constants():
+    """wan-2.2-t2v-a14b as the v6.1 checkers and mlperf.conf hold it: datacenter only, Offline and SingleStream both
+    required, vbench_score at 99 % of 70.48, 248 prompts (mlperf.conf's performance sample count and Offline
+    min_query_count), TEST04 alone."""
+    wan = get_round().benchmark("wan-2.2-t2v-a14b")
+    assert wan.submission_name(AccuracyTarget.k_99) == wan.loadgen_model == "wan-2.2-t2v-a14b"
+    assert wan.required_scenarios == {SystemType.datacenter: (Scenario.Offline, Scenario.SingleStream),
+                                      SystemType.datacenter_edge: (Scenario.Offline, Scenario.SingleStream)}
+    assert not wan.allows(SystemType.edge)
+    assert wan.accuracy_threshold(AccuracyTarget.k_99) == pytest.approx(69.7752)
+    line = "{'vbench_score': 70.4812, 'subject_consistency': 95.1}"
+    assert re.match(wan.accuracy_pattern, line).group(1) == "70.4812"
+    assert (wan.performance_sample_count, wan.dataset_size, wan.accuracy_samples, wan.offline_min_samples) == \
+        (248, 248, 248, 248)
+    assert wan.compliance_tests == ("TEST04",) and wan.server_latency_ms is None

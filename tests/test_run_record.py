@@ -21,11 +21,10 @@ from code.common.records.metadata import (COMPLETED, SCHEMA_VERSION, ConfigRecor
                                           UnreadableRecord, read_metadata, write_metadata)
 from code.common.records.record import EndpointRecord
 from code.common.records.reproduce import reproduce_command
-from code.common.harness.runner import invocation
 from code.common.harness.spec import RunSpec
 from code.common.paths import Paths
 from code.common.rules import get_round
-from code.common.submission.runs import choose_runs, load_records
+from code.common.records.runs import choose_runs, load_records
 from tests.run_records import make_record
 
 # metadata.json as the previous release of the toolkit wrote it for `make run` (schema 1).
@@ -151,7 +150,7 @@ def _record_of(ctx: Context, mode: TestMode, log_dir: Path):
                    scratch="unused", engine="e.onnx", engine_manifest={}, config=config.as_dict(),
                    system={"id": ctx.system.system_id}, user_conf=[], performance_sample_count=1, cpu_cores=2,
                    test_run=ctx.args.test_run, rules_version="v6.1", accuracy_threshold=None,
-                   invocation=invocation(ctx.args, mode, "resnet50"))
+                   invocation=ctx.args.invocation(mode, "resnet50"))
     write_metadata(log_dir, base_record(spec, COMPLETED))
     return read_metadata(log_dir / "metadata.json"), config
 
@@ -235,12 +234,12 @@ def test_each_benchmark_gets_its_own_embedded_default(tmp_path, kvm_2core):
     assert (offline["resnet50"]["model"], offline["resnet50"]["dataset"]) == ("mobilenet_v2", "foolbox20")
     assert (offline["yolo"]["model"], offline["yolo"]["dataset"]) == ("nanodet-m", "coco_mini")
     assert offline["yolo"].sources["model"] == EMBEDDED_DEFAULT_SOURCE
-    assert invocation(ctx.args, TestMode.AccuracyOnly, "yolo")["filled_in"]["model"]["value"] == "nanodet-m"
+    assert ctx.args.invocation(TestMode.AccuracyOnly, "yolo")["filled_in"]["model"]["value"] == "nanodet-m"
     # NanoDet-m's own Offline rate, per core (the configs' rate is YOLOv11l's); resnet50's configs fit its default.
     cores = kvm_2core.cpu.cores
     assert offline["yolo"]["offline_expected_qps"] == 30.0 * cores
     assert offline["yolo"].sources["offline_expected_qps"] == EMBEDDED_DEFAULT_SOURCE
-    assert invocation(ctx.args, TestMode.AccuracyOnly, "yolo")["filled_in"]["offline_expected_qps"]["value"] == \
+    assert ctx.args.invocation(TestMode.AccuracyOnly, "yolo")["filled_in"]["offline_expected_qps"]["value"] == \
         30.0 * cores
     assert offline["resnet50"].sources["offline_expected_qps"] != EMBEDDED_DEFAULT_SOURCE
     # A model typed on the command line wins over every benchmark's embedded default.

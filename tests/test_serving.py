@@ -14,7 +14,7 @@ from code.common.serving.client import SERVER_IDS, TEXT_IDS, ClientSettings, End
 from code.common.serving.endpoints import parse_endpoint, parse_endpoints
 from code.common.serving.metrics import MetricsWatch, parse
 from code.common.serving.scheduler import Scheduler
-from code.common.serving.test_server import ServerSettings, StreamingServer, encode_test_text, output_ids
+from code.common.serving.fake_server import ServerSettings, StreamingServer, encode_test_text, output_ids
 
 EOS = 2
 GENERATION = GenerationSettings(max_new_tokens=8, eos_token_ids=(EOS,))

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from code.common.serving.test_server import ServerSettings, StreamingServer
+from code.common.serving.fake_server import ServerSettings, StreamingServer
 
 from .conftest import REPO
 
@@ -46,7 +46,7 @@ def test_an_unknown_way_of_writing_is_refused():
 
 
 def test_several_test_server_processes_serve_one_port_and_end_with_the_first():
-    process = subprocess.Popen([sys.executable, "-m", "code.common.serving.test_server", "--processes=3",
+    process = subprocess.Popen([sys.executable, "-m", "code.common.serving.fake_server", "--processes=3",
                                 "--writes=answer"], cwd=REPO, stdout=subprocess.PIPE, text=True)
     try:
         url = process.stdout.readline().split()[-1]

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from code.common.serving.client import TEXT_IDS, ClientSettings
-from code.common.serving.test_server import ServerSettings, StreamingServer, output_ids
+from code.common.serving.fake_server import ServerSettings, StreamingServer, output_ids
 from code.common.serving.workers import default_workers
 
 from .test_serving import EOS, WAIT_S, Recorder, expected, prompts, run_client
@@ -53,7 +53,7 @@ def test_workers_give_the_one_loop_outputs_within_the_limits_and_the_record_says
 
 
 def test_servers_whose_text_is_tokenized_are_read_by_workers_with_the_tokenizer_or_on_one_loop_without():
-    from code.common.serving.test_server import encode_test_text
+    from code.common.serving.fake_server import encode_test_text
 
     with StreamingServer(ServerSettings(model="m", fault="no_token_ids", eos_every=2)) as server:
         requests = prompts(12)
@@ -96,7 +96,7 @@ def test_a_worker_killed_in_the_middle_of_the_run_fails_it_naming_the_worker():
             deadline = time.monotonic() + WAIT_S
             while not stream.calls and time.monotonic() < deadline:
                 time.sleep(0.05)
-            victim = client._workers[1].process.pid
+            victim = client.worker_pids()[1]
             os.kill(victim, signal.SIGKILL)
             assert stream.done.wait(WAIT_S), "the client neither finished nor failed"
         finally:

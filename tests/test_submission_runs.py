@@ -16,7 +16,7 @@ from code.common.records.metadata import EngineRecord, RunRecord
 from code.common.records.record import EndpointRecord
 from code.common.records.reproduce import record_selection, reproduce_command
 from code.common.submission.measurements import calibration_markdown
-from code.common.submission.runs import choose_runs
+from code.common.records.runs import choose_runs
 from code.common.submission.staging import stage_scenario
 
 from .run_records import compliance_run, make_record, resolved_config
@@ -258,7 +258,7 @@ def _stage_results(tmp_path: Path, infer: bool = False):
 
 
 def test_stage_results_refuses_benchmarks_and_scenarios_outside_the_suite(tmp_path):
-    from code.common.submission.runs import Choice
+    from code.common.records.runs import Choice
 
     handler, _ = _stage_results(tmp_path)
     closed = Choice(performance=record().replace(division="closed"))
@@ -301,7 +301,7 @@ def test_a_damaged_verification_record_never_stops_stage_compliance(tmp_path):
 
 
 def test_a_result_refused_by_stage_results_takes_its_earlier_staged_copy_with_it(tmp_path):
-    from code.common.submission.runs import Choice
+    from code.common.records.runs import Choice
 
     handler, logs = _stage_results(tmp_path)
     handler.ctx.args.submitter = "Org"

@@ -295,7 +295,7 @@ def _calibration_config():
 
 
 def test_mobilenet_v2_int8_top1_within_one_point(shared_dir: Path, imagenet_mobilenet, tmp_path: Path) -> None:
-    from code.common.engines.builder import calibrate
+    from code.common.harness.engine_build import calibrate
     from code.resnet50 import models, preprocessing
     from code.resnet50.benchmark import BENCHMARK
 

@@ -139,7 +139,7 @@ def _serve(scratch: Path, tmp_path: Path, count: int) -> list[TritonServer]:
     """`count` local servers of the embedded Offline engine, as make serve_triton starts them."""
     from code.common.config_registry import ConfigRegistry
     from code.common.constants import Scenario, WorkloadSetting
-    from code.common.engines.builder import locate_engine
+    from code.common.harness.engine_build import locate_engine
     from code.common.systems import SystemDetector, match_system
 
     system = match_system(SystemDetector().detect())

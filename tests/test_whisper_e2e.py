@@ -52,3 +52,17 @@ def test_every_clip_is_transcribed_once_through_loadgen_by_either_engine(whisper
         assert record.accuracy.metric == "ACCURACY" and record.accuracy.value > 90.0   # tiny.en: 96.70 here
         logs.append(sorted((e["qsl_idx"], e["data"]) for e in entries))
     assert logs[0] == logs[1]
+
+
+def test_max_output_tokens_caps_the_answers(whisper_paths, tmp_path: Path) -> None:
+    """--max_output_tokens reaches the engines through the requests' settings: no answer is longer than the cap, and
+    the clip of 26.7 s (about 100 tokens uncapped) is cut at it; the record says the cap the run had."""
+    lines: list[str] = []
+    code = main(["--action=run_harness", f"--scratch_path={whisper_paths.scratch}", f"--log_dir={tmp_path}", *RUN,
+                 "--max_output_tokens=50"], log=lines.append)
+    assert code == 0, "\n".join(lines)
+    (record,) = [read_metadata(m) for m in find_metadata(tmp_path)]
+    entries = json.loads((Path(record.log_dir) / "mlperf_log_accuracy.json").read_text())
+    counts = [e["token_count"] for e in entries]
+    assert max(counts) == 50 and min(counts) < 50, counts
+    assert record.config.fields["max_output_tokens"] == 50

@@ -42,7 +42,7 @@ def _bare_loop(ctx, benchmark_name: str, config) -> tuple[float, float]:
     """(tokens/s, samples/s) of the bare greedy loop over the config's engine, prompts and batch size."""
     from ..common.backends import threads_per_instance
     from ..common.backends.registry import get_plugin
-    from ..common.engines.builder import locate_engine
+    from ..common.harness.engine_build import locate_engine
     from ..common.harness.llm_baseline import greedy_static
     from ..common.harness.settings import effective_dataset_size
 

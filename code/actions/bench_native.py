@@ -13,8 +13,8 @@ same LoadGen (the native build's).
   reference. So the native harness is also held, for the record, against that floor: the reference completing in
   calls of the native harness's batch size ("the batched C++ reference").
 
-Each run is one `python -m code.common.native.ceiling` process (ceiling.py). Measured on 2 cores: the whole takes
-about three minutes.
+Each run is one `python -m code.actions.native_ceiling` process (native_ceiling.py, the probe this bench action
+runs). Measured on 2 cores: the whole takes about three minutes.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from ..common.native.build import NativeUnavailable, build_native
 from ..common.tuning.ratios import Figure
 from ..common.tuning.search import Outcome, SearchResult, find_highest
 
-LATENCY_BOUND_NS = 10_000_000     # ceiling.py's Server bound
+LATENCY_BOUND_NS = 10_000_000     # native_ceiling.py's Server bound
 SERVER_SECONDS = 3                # each trial of the search
 SERVER_START = 50_000             # samples/s
 SERVER_CEILING = 3_200_000        # 2^6 x the start: no search grows past it
@@ -52,9 +52,9 @@ Log = Callable[[str], None]
 
 
 def subprocess_probe(lib: Path, repo: Path) -> Probe:
-    """Runs of ceiling.py, each in a process of its own (a LoadGen test per process)."""
+    """Runs of native_ceiling.py, each in a process of its own (a LoadGen test per process)."""
     def probe(kind: str, scenario: str, target: float, seconds: float, run_dir: Path) -> dict:
-        command = [sys.executable, "-m", "code.common.native.ceiling", str(lib), kind, scenario, str(run_dir),
+        command = [sys.executable, "-m", "code.actions.native_ceiling", str(lib), kind, scenario, str(run_dir),
                    f"{target:g}", f"{seconds:g}"]
         env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}   # numpy's BLAS threads: none to spin beside the run
         try:

@@ -49,7 +49,7 @@ class RawEngine:
 def raw_engine(ctx: Context, benchmark_name: str, config) -> RawEngine:
     from ..common.backends import create_backend, get_plugin, runtime_options, threads_per_instance
     from ..common.backends.registry import instance_count
-    from ..common.engines.builder import locate_engine
+    from ..common.harness.engine_build import locate_engine
     from ..common.named_inputs import named_sample, stack_batch
 
     benchmark = get_benchmark(benchmark_name)

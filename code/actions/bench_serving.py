@@ -61,7 +61,7 @@ def serving_bench(bench, ctx, benchmark_name: str) -> list[Figure]:
     for step in (DownloadModel, DownloadData, PreprocessData):
         step(ctx).run()
     figures = []
-    with test_server(ctx, benchmark_name) as url:
+    with fake_server(ctx, benchmark_name) as url:
         served = dataclasses.replace(ctx, args=dataclasses.replace(ctx.args, endpoints=(url,)), _registry=None)
         figures += ceiling(bench, served, benchmark_name, url)
         figures += first_token(bench, served, benchmark_name, url)
@@ -72,14 +72,14 @@ def serving_bench(bench, ctx, benchmark_name: str) -> list[Figure]:
 
 
 @contextmanager
-def test_server(ctx, benchmark_name: str, *flags: str):
-    """The toolkit's streaming test server in processes of its own (a group: all end together), serving the
-    benchmark's model name."""
+def fake_server(ctx, benchmark_name: str, *flags: str):
+    """The toolkit's fake streaming server (serving/fake_server.py) in processes of its own (a group: all end
+    together), serving the benchmark's model name."""
     from ..common.processes import free_port, start_in_group, stop_group
 
     served = served_name(ctx, benchmark_name)
     log = ctx.paths.bench_dir / f"test-server-{free_port()}.log"
-    process = start_in_group([sys.executable, "-m", "code.common.serving.test_server", f"--port={free_port()}",
+    process = start_in_group([sys.executable, "-m", "code.common.serving.fake_server", f"--port={free_port()}",
                               f"--model={served}", *flags], cwd=ctx.paths.repo, log_path=log)
     try:
         deadline = time.monotonic() + 60
@@ -171,7 +171,7 @@ def client_figures(ctx, benchmark_name: str) -> list[Figure]:
     figures, per_token = [], {}
     for writes, goal_key, words in (("answer", "p_coalesced_us", "coalesced"),
                                     ("chunk", "p_one_per_read_us", "one chunk per read")):
-        with test_server(ctx, benchmark_name, f"--writes={writes}", f"--processes={SERVER_PROCESSES}") as url:
+        with fake_server(ctx, benchmark_name, f"--writes={writes}", f"--processes={SERVER_PROCESSES}") as url:
             measure = lambda *flags: client_run(ctx, benchmark_name, url, prompt_file, *flags)  # noqa: E731
             bare, harness = measure("--client=bare"), measure("--client=harness")
             per_token[words] = harness["us_per_token"]

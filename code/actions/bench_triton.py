@@ -38,7 +38,7 @@ def with_harness(ctx: Context, harness: HarnessType, endpoints: tuple[str, ...] 
 def triton_bench(bench, ctx: Context, benchmark_name: str) -> list[Figure]:
     from ..common.backends import create_backend, threads_per_instance
     from ..common.benchmark_api import get_benchmark
-    from ..common.engines.builder import locate_engine
+    from ..common.harness.engine_build import locate_engine
     from ..common.harness.triton_system import start_servers, triton_model
     from ..common.named_inputs import named_sample
 

@@ -72,7 +72,7 @@ class PreprocessData(_PerConfig):
 
     def _int8_forms(self) -> None:
         """The int8 form of each set an engine with int8 inputs reads (input_dtype=int8), calibrating first."""
-        from ..common.engines.builder import ensure_calibration
+        from ..common.harness.engine_build import ensure_calibration
         from ..common.engines.input_samples import preprocess_int8, wants_int8_input
 
         for _, config in self.unique("model", "dataset", "backend", "precision", "input_dtype", "calibration_images",
@@ -87,7 +87,7 @@ class PreprocessData(_PerConfig):
 
 class GenerateEngines(_PerConfig):
     def handle(self) -> int:
-        from ..common.engines.builder import build_engine
+        from ..common.harness.engine_build import build_engine
 
         from ..common.harness.selection import choose, refuse_served_only
 
@@ -107,7 +107,7 @@ class GenerateEngines(_PerConfig):
 
 class Calibrate(_PerConfig):
     def handle(self) -> int:
-        from ..common.engines.builder import calibrate
+        from ..common.harness.engine_build import calibrate
 
         for _, config in self.unique("model", "dataset", "calibration_images", "calibration_method",
                                      "calibration_percentile"):

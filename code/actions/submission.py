@@ -17,7 +17,7 @@ from ..common.locking import exclusive_lock
 from ..common.submission import check_record
 from ..common.submission import measurements as conf
 from ..common.submission import staging
-from ..common.submission.runs import choose_runs, conflict_message, load_records
+from ..common.records.runs import choose_runs, conflict_message, load_records
 from .base import Handler
 
 # src/ of the submission: the code, and the hash-locked environment it ran in (requirements/).

@@ -20,7 +20,7 @@ DEFAULT_PORT = 8001
 class ServeTriton(Handler):
     def handle(self) -> int:
         from ..common.benchmark_api import get_benchmark
-        from ..common.engines.builder import locate_engine
+        from ..common.harness.engine_build import locate_engine
         from ..common.harness.triton_system import check_servable, start_servers, triton_model
 
         ctx = self.ctx

@@ -31,7 +31,7 @@ from .records.record import typed_flags
 # Benchmark spellings users type -> toolkit benchmark name.
 BENCHMARK_ALIASES = {"resnet": "resnet50", "resnet50": "resnet50", "bert": "bert", "bert-99": "bert",
                      "3d-unet": "3d-unet", "3dunet": "3d-unet", "yolo": "yolo",
-                     "qwen3-vl": "qwen3-vl-235b-a22b"}
+                     "qwen3-vl": "qwen3-vl-235b-a22b", "wan-2.2": "wan-2.2-t2v-a14b"}
 REPORT_ACTION = "report"
 # Commands that run several LoadGen tests: they print their plan first, and take --dry_run and --resume.
 MULTI_TEST_ACTIONS = ("run_harness", "run", AUDIT_ACTION)
@@ -110,6 +110,16 @@ class RunArgs:
     def fields_for(self, benchmark: str) -> Mapping[str, Any]:
         """The config fields given or filled in for `benchmark`: what its resolved configs take over."""
         return MappingProxyType({**self.benchmark_fields.get(benchmark, {}), **self.overrides})
+
+    def invocation(self, mode: TestMode, benchmark: str) -> dict[str, Any]:
+        """What the user typed, and what the toolkit filled in (`filled_in`), for the record of a test of
+        `benchmark` in `mode`."""
+        flags = {"benchmarks": ",".join(self.benchmarks), "scenarios": ",".join(s.value for s in self.scenarios),
+                 "test_run": self.test_run, "test_mode": mode.value}
+        fields = self.fields_for(benchmark)
+        filled = {name: {"value": fields[name] if name in fields else flags.get(name),
+                         "source": source} for name, source in self.filled_in.items()}
+        return {"action": self.action, "typed": list(self.typed), "filled_in": filled}
 
     def fill_in_per_benchmark(self, source: str, fields: Mapping[str, Mapping[str, Any]]) -> "RunArgs":
         """Config fields set by the toolkit for each benchmark (benchmark -> fields), each recorded with `source`."""

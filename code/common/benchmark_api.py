@@ -11,17 +11,18 @@ import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Protocol, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Protocol, Sequence, Union, cast
 
 import numpy as np
 
-from .errors import UserError
+from .errors import EXIT_FAILURE, UserError
 from .paths import Paths
 from .prompts import TOKEN_IDS
 from .registry import Registry
 
 if TYPE_CHECKING:
-    from .generation import GenerationSettings
+    from .answers import AnswerKind
+    from .generation import GenerationSettings, RequestEngine
 
 Log = Callable[[str], None]
 
@@ -317,12 +318,16 @@ class Benchmark(Protocol):
         resolved config `fields` (output cap, EOS ids from the model's tokenizer under `paths`, batch). The
         harness then streams tokens (continuous batching, first-token and per-token latencies) instead of running
         fixed-size batches, `preprocessed` samples are prompts (code/common/prompts.py: 1-D token arrays, or chats
-        of text, images and audio, as the model's `prompt_parts` say) and responses are the generated tokens.
-        None for every other benchmark."""
+        of text, images and audio, as the model's `prompt_parts` say) and responses are its answers, as its answer
+        kind makes them (GenerativeBenchmark, whose face declares the rest). None for every other benchmark."""
 
     def serving_folder(self, model: str, paths: Paths, log: Log, remake: bool = False) -> ServingFolder:
         """For a benchmark that generates tokens: the model as a Hugging Face folder for serving engines, made
         (or made again with `remake`) where the toolkit writes it; UserError saying how to get it otherwise."""
+
+    def int8_preprocessing(self) -> Any:
+        """The module that writes and reads the int8 form of its preprocessed set for TensorRT INT8 engines
+        (`preprocess_int8`, `preprocessed_int8`); UserError where it has none."""
 
     def compliance_dataset(self, test: str, dataset: str) -> str | None:
         """The data set a compliance test that scores a data set of its own (TEST07: gpt-oss-120b's GPQA
@@ -344,6 +349,7 @@ class PackagedBenchmark:
 
     package: str                               # e.g. "code.resnet50"
     generates_tokens: bool = False
+    int8_inputs: bool = False                  # its preprocessing module has an int8 input form
     field_defaults: Mapping[str, Any] = MappingProxyType({})   # none of its own: the catalogue's
 
     def _module(self, name: str):
@@ -371,6 +377,11 @@ class PackagedBenchmark:
         for index in self.calibration_indices(dataset, count, paths):
             yield samples.load(index)
 
+    def int8_preprocessing(self) -> Any:
+        if not self.int8_inputs:
+            raise UserError(f"{self.name} has no int8 input form yet: use --input_dtype=fp32.", exit_code=EXIT_FAILURE)
+        return self._module("preprocessing")
+
     def compliance_dataset(self, test: str, dataset: str) -> str | None:
         """No compliance data set of its own (see Benchmark.compliance_dataset)."""
         return None
@@ -383,6 +394,61 @@ class PackagedBenchmark:
         """Only models that generate tokens are served by LLM serving engines."""
         raise UserError(f"Benchmark {self.name} does not generate tokens: its model {model} is not served by an "
                         f"LLM serving engine (vLLM, SGLang, trtllm-serve).")
+
+
+class TextEncoder(Protocol):
+    """A model's tokenizer as the openai harness uses it: the ids of a server's text, without a BOS."""
+
+    def encode(self, text: str, add_bos: bool = True) -> list[int]: ...
+
+
+class GenerativeBenchmark(PackagedBenchmark):
+    """The generative face of the interface: what the token-streaming harnesses ask of a benchmark that generates
+    (`generates_tokens`), each member declared here with its default, never probed for.
+
+    - `generation`: how to generate with a model under a resolved config (output cap, EOS ids, batch, sampling);
+    - `tokenizer`: text -> ids for servers that stream text only (None: it has none, such servers are refused);
+    - `own_engines` / `request_engines`: in-process request-level engines of its own (none by default: the LLM
+      harnesses' decoder graph runs it), the first name the default;
+    - `serving_folder` and each model's `ModelSpec.serving` (ServingNeeds): what serving engines load and need;
+    - `answer`: its one kind of answer (answers.py) and so its responses in the accuracy log: token ids by
+      default, text, labels made from text, or content its engines make (a tensor, a media file).
+    A generative benchmark's responses come from its answers, never from a batch's outputs: it has no
+    postprocessor."""
+
+    generates_tokens = True
+    own_engines: tuple[str, ...] = ()
+
+    def generation(self, model: str, fields: Mapping[str, Any], paths: Paths) -> "GenerationSettings":
+        raise NotImplementedError
+
+    def tokenizer(self, model: str, paths: Paths) -> TextEncoder | None:
+        """None: it has no tokenizer (servers must return their token ids)."""
+        return None
+
+    def request_engines(self, model: str, fields: Mapping[str, Any], paths: Paths, *, instances: int,
+                        threads: int) -> "list[RequestEngine]":
+        """The in-process engines of a test, one per instance (only where `own_engines` names some)."""
+        raise UserError(f"{self.name} has no in-process engines of its own; its model runs on the LLM harnesses.")
+
+    def answer(self, model: str, paths: Paths) -> "AnswerKind":
+        """Its kind of answer (answers.py); the generated token ids unless it says otherwise."""
+        from .answers import TOKEN_IDS
+
+        return TOKEN_IDS
+
+    def postprocessor(self, model: str, samples: PreprocessedSet) -> Postprocess:
+        raise UserError(f"{self.name} generates: its responses are its answers (GenerativeBenchmark.answer), not a "
+                        f"batch's outputs.")
+
+
+def generative(benchmark: "Benchmark") -> GenerativeBenchmark:
+    """The generative face of a benchmark that generates (`generates_tokens`); ValueError for any other."""
+    if not benchmark.generates_tokens:
+        raise ValueError(f"benchmark {benchmark.name} does not generate: it has no generative face")
+    return cast(GenerativeBenchmark, benchmark)
+
+
 
 
 # name -> "module:attribute" of its Benchmark object, imported on first use. A benchmark outside code/ registers
@@ -398,6 +464,7 @@ IMPLEMENTATIONS: "Registry[Benchmark]" = Registry(
         "gpt-oss-120b": "code.gpt_oss_120b.benchmark:BENCHMARK",
         "qwen3-vl-235b-a22b": "code.qwen3_vl.benchmark:BENCHMARK",
         "whisper": "code.whisper.benchmark:BENCHMARK",
+        "wan-2.2-t2v-a14b": "code.wan.benchmark:BENCHMARK",
     })
 
 

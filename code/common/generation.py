@@ -22,7 +22,7 @@ tokens.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
@@ -56,10 +56,6 @@ class GenerationSettings:
     # Guided decoding (the reference's use_guided_decoding): the chat request's response_format as JSON text (a
     # JSON schema each answer is constrained to; text keeps the settings hashable and picklable); None: free text.
     response_format: str | None = None
-    # How an output's token ids become its response in the accuracy log, where the reference writes something else
-    # than the ids (whisper: the text's characters as label indices, int64); None: the token ids as int32. LoadGen
-    # still counts the output's tokens (n_tokens).
-    response: Callable[[Sequence[int]], np.ndarray] | None = None
 
     @property
     def greedy(self) -> bool:
@@ -132,8 +128,10 @@ class TokenStream(Protocol):
 
     def chunk(self, request_id: int, tokens: Sequence[int] | np.ndarray, final: bool) -> None: ...
 
-    # Optional: `answer_text(request_id, text)`, the whole answer's text, which an engine that has it (a serving
-    # client) reports just before the request's final chunk; the SUT logs it where the benchmark logs text.
+    def answer(self, request_id: int, content: object) -> None:
+        """A request's answer beyond its token ids, just before its final chunk: its whole text (from an engine
+        that has it, where the benchmark's answer kind takes text) or what the benchmark's own engine made (a
+        tensor, a file's bytes); the benchmark's answer kind (answers.py) logs it."""
 
     def failed(self, error: BaseException) -> None:
         """The engine failed: none of its outstanding requests will finish (the caller completes them)."""

@@ -156,6 +156,11 @@ class Paths:
         return self.repo / ".venv-triton"
 
     @property
+    def diffusers_venv(self) -> Path:
+        """The diffusers environment (requirements/diffusers.txt) that runs video generation pipelines."""
+        return self.repo / ".venv-diffusers"
+
+    @property
     def vllm_venv(self) -> Path:
         """vLLM's own environment (requirements/vllm.txt): the OpenAI-compatible server make serve_llm starts."""
         return self.repo / ".venv-vllm"
@@ -168,6 +173,11 @@ class Paths:
     def serving_log(self, engine: str, port: int) -> Path:
         """A local LLM server's log: build/logs/serving/<engine>-<port>-<timestamp>.log."""
         return self.serving_logs / f"{engine}-{port}-{timestamp()}.log"
+
+    def engine_log(self, engine: str, instance: int) -> Path:
+        """The log of a benchmark's engine process (e.g. a video pipeline): build/logs/engines/<engine>-<instance>-
+        <timestamp>.log."""
+        return self.logs_root / "engines" / f"{engine}-{instance}-{timestamp()}.log"
 
     @property
     def triton(self) -> Path:
@@ -196,6 +206,12 @@ class Paths:
         """../shared/data beside the repository: the development samples that `make download_data` links (never
         copies) into the scratch data folder; not part of a fresh clone."""
         return self.shared / "data"
+
+    @property
+    def shared_official(self) -> Path:
+        """../shared/mlcommons-inference beside the repository: the round's official tools and the small data files
+        its references ship (e.g. a benchmark's prompt list), read where a fresh clone has them; never copied."""
+        return self.repo.parent / "shared" / "mlcommons-inference"
 
     def dataset_dir(self, dataset: str) -> Path:
         return self.scratch_dir("data") / dataset

@@ -12,10 +12,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import numpy as np
-
-from ..common.benchmark_api import (AccuracyResult, DatasetSpec, Log, ModelSpec, PackagedBenchmark, Postprocess,
-                                    ResponseFormat, Responses, ServingFolder)
+from ..common.benchmark_api import (AccuracyResult, DatasetSpec, GenerativeBenchmark, Log, ModelSpec,
+                                    ResponseFormat, ServingFolder)
 from ..common.config_registry import ByTestMode
 from ..common.errors import UserError, choose
 from ..common.generation import GenerationSettings
@@ -33,8 +31,7 @@ def _tokenizer(benchmark: "TaskBenchmark", model: str, scratch: str):
     return _models.tokenizer(benchmark.closed_model(model), benchmark.name, Paths.create(scratch=scratch))
 
 
-class TaskBenchmark(PackagedBenchmark):
-    generates_tokens = True
+class TaskBenchmark(GenerativeBenchmark):
     closed: _models.ClosedModel
     task_datasets: Mapping[str, TaskDataset]
     # The reference's generation: output cap (one number, or one per kind of run), the fewest output tokens before
@@ -148,13 +145,6 @@ class TaskBenchmark(PackagedBenchmark):
             prefill_batch=int(fields.get("prefill_batch") or 1),
             prefill_chunk_tokens=int(fields.get("prefill_chunk_tokens") or 0),
             temperature=self.temperature, top_p=self.top_p, top_k=self.top_k, seed=self.seed)
-
-    def postprocessor(self, model: str, samples) -> Postprocess:
-        """Token ids as they go into the accuracy log: int32, one array per sample."""
-        def postprocess(outputs: Sequence[np.ndarray], indices: np.ndarray) -> Responses:
-            return Responses.pieces([np.asarray(o, dtype=RESPONSE_DTYPE).reshape(-1) for o in outputs])
-
-        return postprocess
 
     # -- scoring --------------------------------------------------------------------------------------------
     def outputs(self, model: str, dataset: str, accuracy_log: Path, paths: Paths, audit_test: str | None = None) \

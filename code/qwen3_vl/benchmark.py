@@ -7,8 +7,8 @@ round's evaluation scores it.
 The reference (the MLCommons endpoints client, v6.1) sends each product as a chat (prompt.py) with at most 150 new
 tokens and no sampling parameter at all: the server's defaults apply, i.e. the model's generation_config.json
 (Qwen3-VL: temperature 0.7, top_p 0.8, top_k 20, repetition penalty 1.0), which the rules forbid changing. So the
-requests here carry the output cap alone (GenerationSettings.server_sampling). Each answer's text goes into the
-accuracy log as its UTF-8 bytes, as the reference's SUT logs it.
+requests here carry the output cap alone (GenerationSettings.server_sampling). Its answer's kind is text
+(answers.Text): each answer's text goes into the accuracy log as its UTF-8 bytes, as the reference's SUT logs it.
 """
 from __future__ import annotations
 
@@ -16,10 +16,9 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import numpy as np
-
-from ..common.benchmark_api import (AccuracyResult, DatasetSpec, Log, ModelSpec, PackagedBenchmark, Postprocess,
-                                    ResponseFormat, Responses, ServingFolder, ServingNeeds)
+from ..common.answers import Text
+from ..common.benchmark_api import (AccuracyResult, DatasetSpec, GenerativeBenchmark, Log, ModelSpec, ResponseFormat,
+                                    ServingFolder, ServingNeeds)
 from ..common.config_registry import PerCore
 from ..common.errors import UserError, choose
 from ..common.generation import GenerationSettings
@@ -68,10 +67,9 @@ MODELS = {
 }
 
 
-class Qwen3VLBenchmark(PackagedBenchmark):
+class Qwen3VLBenchmark(GenerativeBenchmark):
     package = "code.qwen3_vl"
     name = NAME
-    generates_tokens = True
     models: Mapping[str, ModelSpec] = MODELS
     response = ResponseFormat(dtype="uint8", fields=("utf8_byte",), records_per_sample=None, typical_records=120)
     field_defaults: Mapping[str, Any] = {"max_output_tokens": MAX_NEW_TOKENS}
@@ -165,12 +163,9 @@ class Qwen3VLBenchmark(PackagedBenchmark):
                                   max_batch=int(fields.get("batch_size") or 1), server_sampling=True,
                                   response_format=guided)
 
-    def postprocessor(self, model: str, samples) -> Postprocess:
-        """Not used by the token-streaming harness, which logs each answer's text; kept for the interface."""
-        def postprocess(outputs: Sequence[np.ndarray], indices: np.ndarray) -> Responses:
-            return Responses.pieces([np.asarray(o, dtype=np.uint8).reshape(-1) for o in outputs])
-
-        return postprocess
+    def answer(self, model: str, paths: Paths) -> Text:
+        """The answer's text, as the server sent it (its models run on serving engines only)."""
+        return Text()
 
     # -- scoring --------------------------------------------------------------------------------------------
     def score(self, model: str, dataset: str, accuracy_log: Path, paths: Paths) -> AccuracyResult:

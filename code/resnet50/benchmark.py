@@ -22,6 +22,7 @@ class ResNet50Benchmark(PackagedBenchmark):
     calibration sample is also a sample of the preprocessed set (PackagedBenchmark.calibration_samples)."""
 
     package = "code.resnet50"
+    int8_inputs = True                   # preprocessing.preprocess_int8 / preprocessed_int8
     name = "resnet50"
     models: Mapping[str, ModelSpec] = _models.MODELS
     datasets: Mapping[str, DatasetSpec] = _datasets.DATASETS

@@ -3,8 +3,9 @@
 Samples are repacked LibriSpeech clips of at most 30 s (datasets.py, preprocessing.py), handed to the engine as a
 chat's audio part: the in-process engines (the CTranslate2 default, ONNX Runtime) compute the 30 s log-mel features
 and decode greedily (engines.py); a served Whisper gets the clip through /v1/audio/transcriptions. Outputs stream to
-LoadGen as token counts (the metric is tokens/s), their responses being the text's characters as label indices
-(accuracy.py), scored by word error rate as the official accuracy_eval.py scores them.
+LoadGen as token counts (the metric is tokens/s); the answer's kind is labels made from its text (answers.py): the
+text's characters as label indices (accuracy.py), from the text a server sends or the in-process engine's tokens
+decoded, scored by word error rate as the official accuracy_eval.py scores them.
 """
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from ..common.benchmark_api import (AccuracyResult, DatasetSpec, Metric, ModelSpec, PackagedBenchmark,
+from ..common.answers import TextLabels
+from ..common.benchmark_api import (AccuracyResult, DatasetSpec, GenerativeBenchmark, Metric, ModelSpec,
                                     ResponseFormat, TensorSpec)
 from ..common.config_registry import PerCore
 from ..common.errors import UserError
@@ -21,6 +23,7 @@ from ..common.paths import Paths
 from ..common.prompts import AUDIO
 from . import models as whisper_models
 from .datasets import DATASETS
+from .engines import ENGINES
 
 Log = Any
 
@@ -37,10 +40,12 @@ def _spec(model: whisper_models.WhisperModel) -> ModelSpec:
         served_name=f"openai/{model.name}", prompt_parts=(AUDIO,), serving_api="transcriptions")
 
 
-class WhisperBenchmark(PackagedBenchmark):
+class WhisperBenchmark(GenerativeBenchmark):
     package = "code.whisper"
     name = "whisper"
-    generates_tokens = True
+    own_engines = tuple(ENGINES)           # in process: CTranslate2 (the default), ONNX Runtime
+    # The reference's output cap (SamplingParams(max_tokens=200)), which --max_output_tokens changes.
+    field_defaults = MappingProxyType({"max_output_tokens": whisper_models.MAX_NEW_TOKENS})
     models: Mapping[str, ModelSpec] = MappingProxyType({name: _spec(m) for name, m in whisper_models.MODELS.items()})
     datasets: Mapping[str, DatasetSpec] = MappingProxyType(DATASETS)
     # One int64 label index per character of the transcript; about 300 characters in a 30 s clip.
@@ -56,24 +61,29 @@ class WhisperBenchmark(PackagedBenchmark):
     def calibration_indices(self, dataset: str, count: int, paths: Paths):
         raise UserError("whisper runs the weights as they ship: it has no INT8 calibration.")
 
-    def postprocessor(self, model: str, samples):
-        raise UserError("whisper generates tokens: its responses come from its engines' outputs, not a batch's "
-                        "outputs (GenerationSettings.response).")
-
     def _facts(self, model: str, paths: Paths) -> whisper_models.ModelFacts:
         return whisper_models.model_facts(model, whisper_models.model_folder(paths, model))
 
     def generation(self, model: str, fields: Mapping[str, Any], paths: Paths) -> GenerationSettings:
+        facts = self._facts(model, paths)
+        cap = fields.get("max_output_tokens") or whisper_models.MAX_NEW_TOKENS
+        return GenerationSettings(max_new_tokens=int(cap), eos_token_ids=(facts.eot,),
+                                  max_batch=int(fields.get("batch_size") or 1))
+
+    def answer(self, model: str, paths: Paths) -> TextLabels:
+        """Labels made from the answer's text: a server's text as it sent it, an in-process engine's tokens decoded
+        (special tokens skipped), read on first use."""
         from .accuracy import encode_text
 
-        facts = self._facts(model, paths)
-        tokenizer = _tokenizer(whisper_models.model_folder(paths, model) / whisper_models.TOKENIZER)
+        folder = whisper_models.model_folder(paths, model)
+        tokenizer: list = []
 
-        def response(tokens):
-            return encode_text(tokenizer.decode([int(t) for t in tokens], skip_special_tokens=True))
+        def decode(tokens) -> str:
+            if not tokenizer:
+                tokenizer.append(_tokenizer(folder / whisper_models.TOKENIZER))
+            return tokenizer[0].decode([int(t) for t in tokens], skip_special_tokens=True)
 
-        return GenerationSettings(max_new_tokens=whisper_models.MAX_NEW_TOKENS, eos_token_ids=(facts.eot,),
-                                  max_batch=int(fields.get("batch_size") or 1), response=response)
+        return TextLabels(encode_text, decode)
 
     def tokenizer(self, model: str, paths: Paths):
         """The model's tokenizer, for the openai harness's text-to-ids (encode(text, add_bos=False))."""

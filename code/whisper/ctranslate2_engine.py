@@ -13,11 +13,12 @@ from .models import MAX_NEW_TOKENS, WEIGHTS, ModelFacts
 MODEL_MAX_LENGTH = 448      # Whisper's decoder context
 
 
-def capped(tokens: list[int], eot: int) -> list[int]:
-    """A CTranslate2 output (which drops the closing <|endoftext|>) as the reference counts it: the first
-    MAX_NEW_TOKENS tokens, or all of them and the <|endoftext|> that ended them."""
+def capped(tokens: list[int], eot: int, cap: int = MAX_NEW_TOKENS) -> list[int]:
+    """A CTranslate2 output (which drops the closing <|endoftext|>) as the reference counts it: the first `cap`
+    tokens (the request's output cap, MAX_NEW_TOKENS by default), or all of them and the <|endoftext|> that ended
+    them."""
     tokens = [t for t in tokens if t != eot]
-    return tokens[:MAX_NEW_TOKENS] if len(tokens) >= MAX_NEW_TOKENS else tokens + [eot]
+    return tokens[:cap] if len(tokens) >= cap else tokens + [eot]
 
 
 class CTranslate2Whisper:
@@ -40,7 +41,7 @@ class CTranslate2Whisper:
                             f"--benchmarks=whisper --model={facts.name}\"` (a model you converted: convert it again).",
                             exit_code=EXIT_FAILURE) from None
 
-    def transcribe(self, features: np.ndarray) -> list[list[int]]:
+    def transcribe(self, features: np.ndarray, max_new_tokens: int = MAX_NEW_TOKENS) -> list[list[int]]:
         import ctranslate2
 
         if not len(features):
@@ -52,7 +53,7 @@ class CTranslate2Whisper:
         # the model's own limit and the output is cut at the reference's cap (greedy: the first tokens are the same).
         results = self.model.generate(storage, [prompt] * len(features), beam_size=1, max_length=MODEL_MAX_LENGTH,
                                       suppress_blank=True, suppress_tokens=[-1])
-        return [capped(list(result.sequences_ids[0]), self.facts.eot) for result in results]
+        return [capped(list(result.sequences_ids[0]), self.facts.eot, int(max_new_tokens)) for result in results]
 
     def close(self) -> None:
         self.model = None

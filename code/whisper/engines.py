@@ -30,9 +30,10 @@ N_SAMPLES = CHUNK_SECONDS * SAMPLE_RATE
 class SpeechEngine(Protocol):
     name: str
 
-    def transcribe(self, features: np.ndarray) -> list[list[int]]:
+    def transcribe(self, features: np.ndarray, max_new_tokens: int = ...) -> list[list[int]]:
         """`features`: float32 [batch, n_mels, 3000]; one list of generated token ids per clip: without the prompt,
-        ending with <|endoftext|> unless the clip reached MAX_NEW_TOKENS first (see the module's docstring)."""
+        ending with <|endoftext|> unless the clip reached `max_new_tokens` (the requests' output cap,
+        MAX_NEW_TOKENS by default) first (see the module's docstring)."""
 
     def close(self) -> None: ...
 

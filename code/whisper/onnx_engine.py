@@ -72,8 +72,13 @@ class OnnxWhisper:
             raise RuntimeError("the ONNX Runtime whisper engine is closed")
         return self._encoder, self._decoder
 
-    def transcribe(self, features: np.ndarray) -> list[list[int]]:
+    def transcribe(self, features: np.ndarray, max_new_tokens: int | None = None) -> list[list[int]]:
+        """Greedy decoding of a batch, at most `max_new_tokens` steps (the engine's own cap by default)."""
         encoder, decoder = self._sessions()
+        steps = self.max_new_tokens if max_new_tokens is None else int(max_new_tokens)
+        if len(self.facts.prompt) + steps > self.shape.decoder_positions:
+            raise ValueError(f"a {len(self.facts.prompt)}-token prompt and {steps} new tokens pass the decoder's "
+                             f"{self.shape.decoder_positions} positions")
         features = np.ascontiguousarray(features, dtype=np.float32)
         if features.ndim != 3 or features.shape[1:] != (self.facts.n_mels, FRAMES):
             raise ValueError(f"features of shape {features.shape}; the engine takes [batch, {self.facts.n_mels}, "
@@ -87,7 +92,7 @@ class OnnxWhisper:
         ids = np.tile(np.asarray(self.facts.prompt, dtype=np.int64), (batch, 1))
         rows = np.arange(batch)                            # the clip of each row still in the batch
         tokens: list[list[int]] = [[] for _ in range(batch)]
-        for step in range(self.max_new_tokens):
+        for step in range(steps):
             logits, *present = decoder.run([LOGITS, *self._present_names], {INPUT_IDS: ids, **past, **cross})
             logits[:, self._suppress] = -np.inf
             if step == 0:

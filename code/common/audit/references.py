@@ -1,6 +1,6 @@
 """The submission's own runs a compliance test is compared with: exactly the ones stage_results stages.
 
-They are chosen by submission/runs.choose_runs, the function staging uses, over the same metadata.json files, so
+They are chosen by records/runs.choose_runs, the function staging uses, over the same metadata.json files, so
 the audited run, the staged run and the README's command line are one run. Test runs count as in a dry run:
 a full VALID run outranks every test run, so this is the run stage_results stages with or without
 --allow_test_runs, whenever it stages any.
@@ -17,7 +17,7 @@ from ..errors import EXIT_FAILURE, UserError
 from ..records.metadata import RunRecord
 from ..records.computation import differing_fields
 from ..records.reproduce import record_selection
-from ..submission.runs import Choice, choose_runs, conflict_message, load_records
+from ..records.runs import Choice, choose_runs, conflict_message, load_records
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ dequantizes with: both come from one calibration cache, and a set made with anot
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from typing import Any, Mapping
 
 from ..benchmark_api import Benchmark, Log, PreprocessedSet, TensorSpec
@@ -36,15 +35,6 @@ def engine_inputs(benchmark: Benchmark, fields: Mapping[str, Any]) -> tuple[Tens
     return tuple(dataclasses.replace(spec, dtype="int8") for spec in inputs)
 
 
-def _preprocessing(benchmark: Benchmark) -> Any:
-    package = getattr(benchmark, "package", None)
-    module = importlib.import_module(f"{package}.preprocessing") if package else None
-    if module is None or not hasattr(module, "preprocessed_int8"):
-        raise UserError(f"{benchmark.name} has no int8 input form yet: use --input_dtype=fp32.",
-                        exit_code=EXIT_FAILURE)
-    return module
-
-
 def int8_scale(benchmark: Benchmark, fields: Mapping[str, Any], paths: Paths) -> float:
     """The calibrated scale of the model's one input, from this config's calibration cache."""
     inputs = benchmark.models[fields["model"]].inputs
@@ -65,12 +55,12 @@ def engine_samples(benchmark: Benchmark, fields: Mapping[str, Any], paths: Paths
     model, dataset = fields["model"], fields["dataset"]
     if not wants_int8_input(fields):
         return benchmark.preprocessed(model, dataset, paths)
-    return _preprocessing(benchmark).preprocessed_int8(model, dataset, paths, int8_scale(benchmark, fields, paths))
+    return benchmark.int8_preprocessing().preprocessed_int8(model, dataset, paths, int8_scale(benchmark, fields, paths))
 
 
 def preprocess_int8(benchmark: Benchmark, fields: Mapping[str, Any], paths: Paths, log: Log) -> PreprocessedSet:
     """Write (or reuse) the int8 form of the preprocessed set for these config values."""
-    module = _preprocessing(benchmark)
+    module = benchmark.int8_preprocessing()
     scale = int8_scale(benchmark, fields, paths)
     log(f"{benchmark.name}: int8 inputs, quantized with the calibrated input scale {scale:.6g}")
     return module.preprocess_int8(fields["model"], fields["dataset"], paths, scale, log)

@@ -7,8 +7,9 @@ chunks arrive and reports to LoadGen:
 - the first token at the first chunk (FirstTokenComplete), always before the completion, also when the first chunk
   is the final one, and in Offline too, where LoadGen does not need it for its results: it computes every sample's
   time per output token from its first-token time, and reads that entry whether or not the SUT reported one;
-- the completion at the final chunk (QuerySamplesComplete), with the output's token ids as int32, as the reference
-  writes them (or the response the generation settings make of them, `GenerationSettings.response`), and the
+- the completion at the final chunk (QuerySamplesComplete), with the response the benchmark's answer kind makes
+  (answers.py: the output's token ids as int32, as the reference writes them, by default; its text, labels made
+  from the text, or what the engine made, from the content an engine reports just before the final chunk), and the
   token count as `n_tokens`.
 An output of one token (EOS right after the prompt) is completed with the model's EOS token appended, as NVIDIA's
 harness does: LoadGen 6.0.17 logs an error for a completion of fewer than two tokens whenever it measures token
@@ -36,6 +37,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..answers import TOKEN, TOKEN_IDS, AnswerKind
 from ..benchmark_api import PreprocessedSet
 from ..constants import Scenario
 from ..generation import Decoder, GenerationSettings, Request, RequestEngine
@@ -43,7 +45,6 @@ from ..prompts import Prompt, checked
 from .batching_engine import ContinuousBatchingEngine
 from .base import QSLBase, SUTBase
 
-TOKEN = np.dtype(np.int32)     # what LoadGen gets: the reference SUT writes int32 token ids
 MIN_REPORTED_TOKENS = 2        # LoadGen's least n_tokens of a completion under use_token_latencies
 
 
@@ -82,19 +83,21 @@ class PromptLibrary(QSLBase):
 class _Output:
     """One outstanding request's tokens so far."""
 
-    __slots__ = ("tokens", "engine", "text")
+    __slots__ = ("tokens", "engine", "content")
 
     def __init__(self, engine: int) -> None:
         self.tokens: list[int] = []
         self.engine = engine
-        self.text = ""          # the answer's text, where the engine reports it (answer_text)
+        self.content = None     # the answer beyond its ids, where the engine reports it (TokenStream.answer)
 
 
 class StreamingSUT(SUTBase):
-    """The LLM system under test over request-level `engines`, each generating with `settings`."""
+    """The LLM system under test over request-level `engines`, each generating with `settings`, its responses the
+    benchmark's kind of `answer`."""
 
     def __init__(self, scenario: Scenario, prompts: PromptLibrary, engines: Sequence[RequestEngine],
-                 settings: GenerationSettings, *, inline_reports: bool = False, log_text: bool = False) -> None:
+                 settings: GenerationSettings, *, inline_reports: bool = False,
+                 answer: AnswerKind = TOKEN_IDS) -> None:
         if not engines:
             raise ValueError("the LLM system under test needs at least one engine")
         super().__init__(scenario)
@@ -112,9 +115,7 @@ class StreamingSUT(SUTBase):
         self._reporter: threading.Thread | None = None
         self._inline = inline_reports
         self._draining = threading.RLock()         # inline: one thread at a time makes the calls, in order
-        # The completion carries the answer's UTF-8 text instead of its token ids (a benchmark whose reference logs
-        # the text); n_tokens stays the token count.
-        self._log_text = log_text
+        self.answer_kind = answer
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> "StreamingSUT":
@@ -210,12 +211,12 @@ class StreamingSUT(SUTBase):
         else:
             self._flush()
 
-    def answer_text(self, request_id: int, text: str) -> None:
-        """The whole answer's text of a request, reported by an engine that has it just before its final chunk."""
+    def answer(self, request_id: int, content: object) -> None:
+        """A request's answer beyond its ids (TokenStream.answer), reported just before its final chunk."""
         with self._report:
             output = self._outputs.get(request_id)
             if output is not None:
-                output.text = text
+                output.content = content
 
     def _report_tokens(self, request_id: int, output: _Output, tokens: Sequence[int] | np.ndarray, first: bool,
                        final: bool) -> None:
@@ -232,11 +233,7 @@ class StreamingSUT(SUTBase):
             out = output.tokens
             if len(out) < MIN_REPORTED_TOKENS:
                 out = out + [self.settings.eos_token_ids[0]]
-            if self._log_text:
-                data = np.frombuffer(output.text.encode("utf-8"), dtype=np.uint8).copy()
-            else:
-                encode = self.settings.response
-                data = np.asarray(out, dtype=TOKEN) if encode is None else np.ascontiguousarray(encode(out))
+            data = self.answer_kind.response(out, output.content)
             self._calls.put(lambda: self._complete_tokens(request_id, data, len(out)))
 
     def _first_token(self, request_id: int, token: int) -> None:
@@ -271,13 +268,12 @@ class StreamingSUT(SUTBase):
 class _EngineStream:
     """What one engine reports into: its chunks and its failure, to the SUT."""
 
-    __slots__ = ("sut", "number", "chunk", "answer_text", "wants_text")
+    __slots__ = ("sut", "number", "chunk", "answer")
 
     def __init__(self, sut: StreamingSUT, number: int) -> None:
         self.sut, self.number = sut, number
         self.chunk = sut.chunk
-        self.answer_text = sut.answer_text
-        self.wants_text = sut._log_text        # the answers' texts go into the accuracy log
+        self.answer = sut.answer
 
     def failed(self, error: BaseException) -> None:
         self.sut.engine_failed(self.number, error)
@@ -287,5 +283,5 @@ class LLMSut(StreamingSUT):
     """The in-process LLM harness: the streaming SUT over one continuous-batching engine of `decoders`."""
 
     def __init__(self, scenario: Scenario, prompts: PromptLibrary, decoders: Sequence[Decoder],
-                 settings: GenerationSettings) -> None:
-        super().__init__(scenario, prompts, [ContinuousBatchingEngine(decoders, settings)], settings)
+                 settings: GenerationSettings, answer: AnswerKind = TOKEN_IDS) -> None:
+        super().__init__(scenario, prompts, [ContinuousBatchingEngine(decoders, settings)], settings, answer=answer)

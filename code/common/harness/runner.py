@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..arguments import RunArgs
 from ..benchmark_api import get_benchmark, samples_for_run
 from ..constants import Scenario, TestMode
 from ..disk_full import DiskFull, disk_full_cause, disk_full_sentence, is_disk_full_sentence, looks_full, why
@@ -37,7 +36,7 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
               audit_test: str | None = None, audit_config: list[str] | None = None,
               qps_scale: float = 1.0, purpose: str = "submission") -> RunSpec:
     """Resolve and check everything a test needs before any process starts."""
-    from ..engines.builder import locate_engine
+    from .engine_build import locate_engine
     from ..engines.input_samples import engine_samples
     from ..preprocessed_store import set_identity
     from .first_run import tuned_layout
@@ -78,7 +77,7 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
         cpu_cores=ctx.system.info.cpu.cores, test_run=ctx.args.test_run, rules_version=ctx.rules.version,
         accuracy_threshold=rules.accuracy_threshold(target, scenario) if model_spec.division == "closed" else None,
         accuracy_target=target.value if model_spec.division == "closed" else None,
-        invocation=invocation(ctx.args, mode, benchmark_name), purpose="audit" if audit_test else purpose,
+        invocation=ctx.args.invocation(mode, benchmark_name), purpose="audit" if audit_test else purpose,
         audit_test=audit_test, audit_config=list(audit_config or []),
         harness=harness.name, harness_options=harness.run_options(ctx.args, ctx.paths),
         data={**set_identity(samples.directory), "samples": prepared, "published_samples": published},
@@ -105,17 +104,6 @@ def check_selection(ctx, benchmark_name: str, fields: Mapping[str, Any]):
         raise UserError(f"{benchmark_name} has no {target.percent_label} % accuracy target in {ctx.rules.version}; "
                         f"valid: {', '.join(t.value for t in rules.accuracy_targets)}.")
     return benchmark, benchmark.models[model], rules
-
-
-def invocation(args: RunArgs, mode: TestMode, benchmark: str) -> dict[str, Any]:
-    """What the user typed, and what the toolkit filled in (RunArgs.filled_in), for the record of a test of
-    `benchmark`."""
-    flags = {"benchmarks": ",".join(args.benchmarks), "scenarios": ",".join(s.value for s in args.scenarios),
-             "test_run": args.test_run, "test_mode": mode.value}
-    fields = args.fields_for(benchmark)
-    filled = {name: {"value": fields[name] if name in fields else flags.get(name),
-                     "source": source} for name, source in args.filled_in.items()}
-    return {"action": args.action, "typed": list(args.typed), "filled_in": filled}
 
 
 def refuse_taken_run_dir(run_dir: Path, log_root: Path, audit: bool = False) -> None:

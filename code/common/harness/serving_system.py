@@ -3,26 +3,29 @@ vLLM started for the test), the client over them (serving/client.py), and the to
 drives (llm_sut.StreamingSUT) with that client as its one request-level engine."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-import numpy as np
-
+from ..answers import TOKEN_IDS
+from ..benchmark_api import generative
 from ..constants import Scenario
-from ..generation import GenerationSettings
 from ..serving.client import ClientSettings, ServingClient
 from ..serving.endpoints import parse_endpoints
 from ..serving.payloads import payload_for
 from ..serving.workers import default_workers
 from .llm_sut import PromptLibrary, StreamingSUT
 
+if TYPE_CHECKING:
+    from ..answers import AnswerKind
+    from ..generation import GenerationSettings
+
 
 class ServingSUT(StreamingSUT):
     """The streaming SUT over one ServingClient; stops the test's local servers (if any) when it stops."""
 
     def __init__(self, scenario: Scenario, prompts: PromptLibrary, client: ServingClient,
-                 settings: GenerationSettings, servers: Sequence[Any] = (), log_text: bool = False) -> None:
+                 settings: GenerationSettings, servers: Sequence[Any] = (), answer: AnswerKind = TOKEN_IDS) -> None:
         # The client reports every chunk and failure from its event loop's thread: LoadGen is called there, at once.
-        super().__init__(scenario, prompts, [client], settings, inline_reports=True, log_text=log_text)
+        super().__init__(scenario, prompts, [client], settings, inline_reports=True, answer=answer)
         self.client = client
         self.servers = list(servers)
 
@@ -55,10 +58,8 @@ def client_settings(fields, model: str, scenario: Scenario | None = None, endpoi
 
 def text_encoder(run):
     """The benchmark's tokenizer as `text -> ids` (no BOS), for servers that stream text only; None without one."""
-    tokenizer_of = getattr(run.benchmark, "tokenizer", None)
-    if tokenizer_of is None:
-        return None
-    return TextEncoder(tokenizer_of(run.spec.model, run.paths))
+    tokenizer = generative(run.benchmark).tokenizer(run.spec.model, run.paths)
+    return TextEncoder(tokenizer) if tokenizer is not None else None
 
 
 class TextEncoder:
@@ -92,13 +93,12 @@ def serving_system(run):
         endpoints = parse_endpoints(urls)
         local = endpoints if servers else ()
         settings = client_settings(fields, model, spec.scenario_enum, len(endpoints))
+        answer = generative(run.benchmark).answer(spec.model, run.paths)
         client = ServingClient(endpoints, settings, run.generation, samples.load(0),
                                encode=text_encoder(run), local=local, api=api,
-                               model_folder_sha256=servers[0].settings.model_folder_sha256 if servers else "")
-        # A benchmark whose accuracy log holds each answer's text (response dtype uint8) gets the text logged.
-        response = getattr(run.benchmark, "response", None)
-        log_text = response is not None and response.np_dtype == np.uint8
-        sut = ServingSUT(spec.scenario_enum, prompts, client, run.generation, servers, log_text=log_text).start()
+                               model_folder_sha256=servers[0].settings.model_folder_sha256 if servers else "",
+                               answer_text=answer.takes_text)
+        sut = ServingSUT(spec.scenario_enum, prompts, client, run.generation, servers, answer=answer).start()
     except BaseException:
         for server in servers:
             server.stop()

@@ -48,6 +48,9 @@ COMPLIANCE_TESTS = {
             "*.*.performance_issue_unique = 0",
             "*.*.performance_issue_same = 1",
             "*.*.performance_issue_same_index = 3",
+            # compliance/TEST04/audit.config's lines for one model: a video takes minutes, so 20 queries suffice.
+            "wan-2.2-t2v-a14b.Offline.min_query_count = 20",
+            "wan-2.2-t2v-a14b.SingleStream.min_query_count = 20",
         ),
         performance_tolerance=0.10,
         fast_tolerance=0.20,
@@ -142,6 +145,8 @@ GEN_LEN = r".*'gen_len':\s([\d.]+).*"
 # {'exact_match': 83.2, 'tokens_per_sample': 3890.1, ...} or {'rouge1': ..., 'tokens_per_sample': 294.4, ...}).
 EXACT_MATCH = r".*'exact_match':\s([\d.]+).*"
 TOKENS_PER_SAMPLE = r".*'tokens_per_sample':\s([\d.]+).*"
+# wan-2.2-t2v-a14b's (accuracy.txt's {'vbench_score': 70.48, ...}: the mean of six VBench dimensions x 100).
+VBENCH_SCORE = r".*'vbench_score':\s([\d.]+).*"
 # qwen3-vl-235b-a22b's (its evaluation writes {"f1": 0.79...} into accuracy.txt).
 F1_HIERARCHICAL = r'\{.*"f1":\s*([\d\.]+).*\}'
 
@@ -406,6 +411,24 @@ BENCHMARKS = {
         official_checker_defect="the old checker (submission_checker_old.py) crashes on every qwen3-vl-235b-a22b "
                                 "accuracy folder: its accuracy-sample-count for it is a table per scenario, which it "
                                 "compares with a number (TypeError); main.py, the current checker, judges it",
+    ),
+    "wan-2.2-t2v-a14b": BenchmarkRules(
+        submission_names={T.k_99: "wan-2.2-t2v-a14b"},
+        loadgen_model="wan-2.2-t2v-a14b",
+        # Datacenter only, Offline and SingleStream both required (both checkers' required-scenarios-datacenter).
+        required_scenarios={DATACENTER: (S.Offline, S.SingleStream), BOTH: (S.Offline, S.SingleStream)},
+        accuracy_metric="vbench_score",
+        # The reference's BF16 VBench score; the checkers' accuracy-target is 70.48 x 0.99 = 69.7752.
+        accuracy_reference=70.48,
+        accuracy_pattern=VBENCH_SCORE,
+        # mlperf.conf's performance_sample_count_override is 248; the checkers ask at least 50.
+        performance_sample_count=248,
+        dataset_size=248,
+        # mlperf.conf's Offline min_query_count; its min_duration is the default 600 s.
+        offline_min_samples=248,
+        server_latency_ms=None,
+        # compliance/README.md and the checkers' models_TEST04.
+        compliance_tests=("TEST04",),
     ),
 }
 

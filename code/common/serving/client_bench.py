@@ -100,7 +100,7 @@ def harness_run(url: str, model: str, prompts: Sequence[Sequence[int]], max_toke
     stream = _Counter(len(requests))
     client.open(stream)
     try:
-        pids = [worker.process.pid for worker in client._workers]
+        pids = client.worker_pids()
         cpu = own_cpu_s() + sum(process_cpu_s(pid) for pid in pids)
         start = time.perf_counter()
         if rate > 0:

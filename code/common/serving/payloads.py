@@ -1,7 +1,7 @@
 """The payload builders of the openai harness: one per API of OpenAI-compatible servers, each writing a request's
 body from its prompt (code/common/prompts.py) and generation settings, and reading the choices of an answer (a
 stream chunk, or a whole answer where a server does not stream). Everything else (sessions, streaming, scheduling,
-faults, token ids against text, metrics) is the transport's (client.py), the same for every API.
+faults, token ids against text, metrics) is the transport's (transport.py), the same for every API.
 
 - `completions`: `/v1/completions` with the prompt's token ids (every text benchmark: the reference feeds the model
   its data set's token ids);
@@ -71,17 +71,17 @@ def _generation_body(head: dict, cap: str, settings: GenerationSettings, max_tok
                      stream: bool = True, stream_interval: int = 0) -> dict:
     """`head` (the model and the prompt) followed by the generation settings every JSON API takes, in the order the
     bodies have always had: the output cap under the API's name `cap`, min tokens, sampling, EOS ids as stop
-    tokens, then top-k and seed where set, and return_token_ids where the transport reads the server's ids."""
+    tokens, then top-k and seed where set, and return_token_ids where the transport reads the server's ids.
+    Server-side sampling (`settings.server_sampling`) leaves out the sampling fields alone (min tokens, sampling, stop
+    tokens): `stream` and `stream_interval` are the transport's, whatever the sampling."""
     if settings.server_sampling:          # the server's own sampling, stop tokens and minimum, as the reference
-        body = {**head, cap: int(max_tokens), "n": 1, "stream": True}
-        if server_ids:
-            body["return_token_ids"] = True
-        return body
-    body = {**head, cap: int(max_tokens), "min_tokens": min(int(settings.min_new_tokens), int(max_tokens)),
-            "temperature": float(settings.temperature), "top_p": float(settings.top_p),
-            "n": 1, "stream": bool(stream), "stop_token_ids": [int(t) for t in settings.eos_token_ids],
-            "ignore_eos": False}
-    _sampling(body, settings)
+        body = {**head, cap: int(max_tokens), "n": 1, "stream": bool(stream)}
+    else:
+        body = {**head, cap: int(max_tokens), "min_tokens": min(int(settings.min_new_tokens), int(max_tokens)),
+                "temperature": float(settings.temperature), "top_p": float(settings.top_p),
+                "n": 1, "stream": bool(stream), "stop_token_ids": [int(t) for t in settings.eos_token_ids],
+                "ignore_eos": False}
+        _sampling(body, settings)
     if server_ids:
         body["return_token_ids"] = True
     if stream and stream_interval > 0:
@@ -153,6 +153,8 @@ class Transcriptions(Payload):
             fields["prompt"] = text
         for name, value in _sampling({}, settings).items():
             fields[name] = str(value)
+        if stream and stream_interval > 0:
+            fields["stream_interval"] = str(int(stream_interval))
         for name, value in fields.items():
             form.add_field(name, value)
         return form, {"Accept": "text/event-stream"}

@@ -1,5 +1,5 @@
-"""A worker process of the serving client (workers.py says what they are for and how they end): the one-loop
-client's request code (client.ServingClient) on this process's event loop, its reports sent over its channel.
+"""A worker process of the serving client (workers.py says what they are for and how they end): the transport that
+the one-loop client calls too (transport.Transport) on this process's event loop, its reports sent over its channel.
 `python -m code.common.serving.worker_process <fd>`, started by workers.start_workers with the socket `fd`."""
 from __future__ import annotations
 
@@ -13,19 +13,19 @@ from typing import Any
 import msgspec
 
 from .channel import Channel
-from ..generation import Request
-from .client import WARMUP_TOKENS, ServingClient
+from .transport import Transport
 from .workers import CANCEL, CHUNKS, FAILED, QUIT, READY, REQUESTS, SETUP
 
 
 class _WorkerLoop:
-    """A worker: the one-loop client's request code on this process's event loop, reporting over its channel."""
+    """A worker: the transport (transport.py) on this process's event loop, its reports over its channel."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.loop = asyncio.new_event_loop()
         self.encoder = msgspec.msgpack.Encoder()
         self.channel = Channel(sock, self.loop, self._frame, self._parent_gone)
-        self.client = None
+        self.transport: Transport | None = None
+        self.tasks: dict[int, asyncio.Task] = {}   # request id: its task, until it ends
         self.pending: list[list] = []
         self.texts: dict[int, str] = {}          # answers' texts, sent with their final chunks (setup's answer_text)
         self.quit = self.loop.create_future()
@@ -34,7 +34,7 @@ class _WorkerLoop:
         self.loop.run_until_complete(self.quit)
         self.loop.run_until_complete(self._close())
 
-    # TokenStream, called by the client's code on this loop
+    # TokenStream, called by the transport on this loop
     def chunk(self, request_id: int, tokens, final: bool) -> None:
         if not self.pending:
             self.loop.call_soon(self._flush)      # one frame for whatever this turn of the loop reports
@@ -45,7 +45,7 @@ class _WorkerLoop:
                 item.append(text)
         self.pending.append(item)
 
-    def answer_text(self, request_id: int, text: str) -> None:
+    def answer(self, request_id: int, text: object) -> None:
         """Where the LoadGen process's stream logs answers' texts: kept for the request's final chunk."""
         self.texts[request_id] = text
 
@@ -64,50 +64,47 @@ class _WorkerLoop:
         if kind == SETUP:
             self.loop.create_task(self._setup(message[1]))
         elif kind == REQUESTS:
-            client = self.client
             for number, request in message[1]:
-                client._tasks[request.id] = self.loop.create_task(self._run(number, request))
+                self.tasks[request.id] = self.loop.create_task(self._run(number, request))
         elif kind == CANCEL:
             for request_id in message[1]:
-                task = self.client._tasks.get(request_id)
+                task = self.tasks.get(request_id)
                 if task is not None:
                     task.cancel()
         elif kind == QUIT and not self.quit.done():
             self.quit.set_result(None)
 
     async def _setup(self, setup: dict[str, Any]) -> None:
-        client = ServingClient(setup["endpoints"], setup["settings"], setup["generation"], setup["probe"],
-                               api=setup["api"], encode=setup["encode"])
-        client._loop, client._stream = self.loop, self
-        if not setup.get("answer_text"):
-            self.answer_text = None      # type: ignore[assignment]  the client then joins no text
+        transport = Transport(setup["endpoints"], setup["settings"], setup["generation"], setup["probe"],
+                              api=setup["api"], encode=setup["encode"], answer_text=setup["answer_text"])
+        transport.stream = self
+        self.transport = transport
         try:
-            await client._open_sessions()
+            await transport.open_sessions()
         except BaseException as error:  # noqa: BLE001  reported, then the LoadGen process stops this worker
             self.failed(error)
             return
-        for state, (model, token_ids) in zip(client.endpoints, setup["states"]):
+        for state, (model, token_ids) in zip(transport.endpoints, setup["states"]):
             state.model, state.token_ids = model, token_ids
         try:      # with warm-ups: a connection of its own to every endpoint, warm before the test's first request
-            probe = Request(-1, client.probe_prompt, client.generation)
-            await asyncio.gather(*(client._generate(state, probe, WARMUP_TOKENS, report=False)
-                                   for state in client.endpoints if client.settings.warmup_requests > 0))
+            if transport.settings.warmup_requests > 0:
+                await asyncio.gather(*(transport.warm_up(state, 1) for state in transport.endpoints))
         except BaseException as error:  # noqa: BLE001
             self.failed(error)
             return
-        self.client = client
         self.channel.send(self.encoder.encode([READY]))
 
     async def _run(self, number: int, request) -> None:
-        client = self.client
+        transport = self.transport
         try:
-            await client._generate(client.endpoints[number], request, request.settings.max_new_tokens, report=True)
+            await transport.generate(transport.endpoints[number], request, request.settings.max_new_tokens,
+                                     report=True)
         except asyncio.CancelledError:
             pass
         except BaseException as error:  # noqa: BLE001  any failure of a request fails the run
             self.failed(error)
         finally:
-            client._tasks.pop(request.id, None)
+            self.tasks.pop(request.id, None)
 
     def _parent_gone(self) -> None:
         if not self.quit.done():
@@ -115,14 +112,12 @@ class _WorkerLoop:
 
     async def _close(self) -> None:
         self._flush()
-        if self.client is not None:
-            tasks = list(self.client._tasks.values())
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            for state in self.client.endpoints:
-                if state.session is not None:
-                    await state.session.close()
+        tasks = list(self.tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self.transport is not None:
+            await self.transport.close_sessions()
         self.channel.close()
 
 

@@ -5,7 +5,7 @@ N processes, each with its own event loop, connections and parser; LoadGen stays
 The client in the LoadGen process (client.py) keeps everything but the requests: it checks, probes and warms up
 the endpoints and polls their metrics as with one loop, the scheduler hands each request to an endpoint as always
 (limits and policies per endpoint), and the request goes to the worker with the fewest in flight. A worker streams
-it with the same code as the one-loop client (client.ServingClient._generate; the worker's side is
+it with the same transport as the one-loop client (transport.Transport; the worker's side is
 worker_process.py) and reports its first chunk and its final one over its channel (channel.py): the LoadGen
 process calls FirstTokenComplete and QuerySamplesComplete as it reads them, on its client's event loop.
 

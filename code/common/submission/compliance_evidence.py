@@ -295,9 +295,7 @@ class EvidenceCheck:
 
         benchmark = get_benchmark(self.ctx.benchmark_key)
         try:
-            at_hand = getattr(benchmark, "preprocessed", None)    # a benchmark that keeps no preprocessed set has none
-            if at_hand is not None:
-                at_hand(model, dataset, self.sources.paths)
+            benchmark.preprocessed(model, dataset, self.sources.paths)
         except UserError as error:
             self.ctx.report(ERROR, self.folder / VERIFY_ACCURACY,
                             f"{VERIFY_ACCURACY} cannot be verified, the compliance data set it is scored on is not "

@@ -41,7 +41,7 @@ from ..user_files import read_json_file
 from .compliance_evidence import compliance_provenance, write_compliance_provenance
 from .cross_checks import write_provenance
 from .measurements import readme, submission_benchmark
-from .runs import Choice, Key
+from ..records.runs import Choice, Key
 from .system_json import write_system_json
 from .truncate import HASH_LINE
 

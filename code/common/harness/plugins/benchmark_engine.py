@@ -1,8 +1,9 @@
 """The in-process harness of a benchmark that brings its own engines: a model that generates tokens from prompts the
 decoder graph does not take (speech), run in this process by request-level engines the benchmark makes
-(`Benchmark.request_engines`, generation.RequestEngine), their outputs streamed to LoadGen by the token-streaming
-system under test (llm_sut.StreamingSUT) as the LLM harnesses' are. No engine file: the engines load the model's
-own files. `inprocess_engine` picks among the benchmark's engines."""
+(`GenerativeBenchmark.own_engines` names them, `request_engines` makes them: generation.RequestEngine), their outputs
+streamed to LoadGen by the token-streaming system under test (llm_sut.StreamingSUT) as the LLM harnesses' are, each
+response the benchmark's answer kind. No engine file: the engines load the model's own files. `inprocess_engine`
+picks among the benchmark's engines."""
 from __future__ import annotations
 
 from ...fields import Field
@@ -13,13 +14,13 @@ ENGINE_FIELD = Field(
     "where one is asked for that it has not): empty for the benchmark's default.", generative=True)
 
 
-def own_engines(benchmark_name: str):
-    """The benchmark's `request_engines` (None: it has none, or is not registered)."""
-    from ...benchmark_api import IMPLEMENTATIONS, get_benchmark
+def own_engines(benchmark_name: str) -> tuple[str, ...]:
+    """The names of the benchmark's in-process engines (none: it has none, or is not registered)."""
+    from ...benchmark_api import IMPLEMENTATIONS, generative, get_benchmark
 
-    if benchmark_name not in IMPLEMENTATIONS:
-        return None
-    return getattr(get_benchmark(benchmark_name), "request_engines", None)
+    if benchmark_name not in IMPLEMENTATIONS or not get_benchmark(benchmark_name).generates_tokens:
+        return ()
+    return generative(get_benchmark(benchmark_name)).own_engines
 
 
 class BenchmarkEngineHarness(HarnessPlugin):
@@ -33,7 +34,7 @@ class BenchmarkEngineHarness(HarnessPlugin):
     bench_figures = "code.actions.bench_engine:engine_bench"
 
     def why_not(self, selection: Selection) -> str | None:
-        if own_engines(selection.benchmark) is None:
+        if not own_engines(selection.benchmark):
             return f"{selection.benchmark} has no in-process engines of its own"
         return None
 
@@ -52,11 +53,12 @@ class BenchmarkEngineHarness(HarnessPlugin):
 
     def create(self, run: HarnessRun):
         from ...backends import threads_per_instance
+        from ...benchmark_api import generative
         from ..llm_sut import PromptLibrary, StreamingSUT
 
-        fields = run.fields
-        make = own_engines(run.spec.benchmark)
-        engines = make(run.spec.model, fields, run.paths, instances=int(fields["instances"]),
-                       threads=threads_per_instance(fields, run.spec.cpu_cores))
+        fields, benchmark = run.fields, generative(run.benchmark)
+        engines = benchmark.request_engines(run.spec.model, fields, run.paths, instances=int(fields["instances"]),
+                                            threads=threads_per_instance(fields, run.spec.cpu_cores))
         prompts = PromptLibrary(run.samples, run.spec.performance_sample_count)
-        return StreamingSUT(run.spec.scenario_enum, prompts, engines, run.generation).start(), prompts
+        answer = benchmark.answer(run.spec.model, run.paths)
+        return StreamingSUT(run.spec.scenario_enum, prompts, engines, run.generation, answer=answer).start(), prompts

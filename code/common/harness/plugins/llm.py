@@ -61,10 +61,12 @@ class LLMHarness(HarnessPlugin):
                 f"that takes them")
 
     def create(self, run: HarnessRun):
+        from ...benchmark_api import generative
         from ..llm_sut import LLMSut, PromptLibrary
 
         samples = run.samples
         if run.fields.get("max_input_tokens"):
             samples = samples.capped(int(run.fields["max_input_tokens"]))
         prompts = PromptLibrary(samples, run.spec.performance_sample_count)
-        return LLMSut(run.spec.scenario_enum, prompts, decoders(run), run.generation).start(), prompts
+        answer = generative(run.benchmark).answer(run.spec.model, run.paths)
+        return LLMSut(run.spec.scenario_enum, prompts, decoders(run), run.generation, answer).start(), prompts

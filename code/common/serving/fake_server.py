@@ -1,35 +1,34 @@
-"""A small OpenAI-compatible streaming server of the toolkit's own, for the openai harness's fault tests and for
-`make bench`'s ceiling figures: it answers `/v1/completions`, `/v1/chat/completions` (streamed, or one JSON answer
-when the request says `"stream": false`) and `/v1/audio/transcriptions` (multipart) the way vLLM does (server-sent
-events, the generated token ids in each chunk with `return_token_ids`), `/v1/models`, `/version` and `/metrics`, as
-fast as it can or with the delays and faults it is told to play. It keeps the chat and transcription requests it
-answered (`received`: their JSON bodies, their forms' fields and files), so that a test sees what reached it.
+"""A fake OpenAI-compatible streaming server of the toolkit's own (no model behind it: its answers are made up from the
+prompt), for the openai harness's fault tests and for `make bench`'s ceiling figures: it answers `/v1/completions`,
+`/v1/chat/completions` (streamed, or one JSON answer when the request says `"stream": false`) and
+`/v1/audio/transcriptions` (multipart) the way vLLM does (server-sent events, the generated token ids in each chunk
+with `return_token_ids`), `/v1/models`, `/version` and `/metrics`, as fast as it can or with the delays and faults
+it is told to play. It keeps the chat and transcription requests it answered (`received`: their JSON bodies, their
+forms' fields and files), so that a test sees what reached it.
 
-Its output is a pure function of the prompt, so that runs through one or several servers give the same accuracy
-log: output token i of a prompt is `first + (key + i) % 1000`, and its text is " t<id>" per token (so a client that
-tokenizes the text reads it back with `encode_test_text`). A token prompt's key is its last id; a chat's or an
-audio clip's is `content_key` of its parts (text, and the bytes of images and audio as decoded from the request).
-With `eos_every=k`, a prompt whose key is a multiple of k ends on EOS after its first (min_tokens-respecting)
-tokens, with finish reason "stop".
+Its output is a pure function of the prompt, so that runs through one or several servers give the same accuracy log:
+output token i of a prompt is `first + (key + i) % 1000`, and its text is " t<id>" per token (so a client that
+tokenizes the text reads it back with `encode_test_text`). A token prompt's key is its last id; a chat's or an audio
+clip's is `content_key` of its parts (text, and the bytes of images and audio as decoded from the request). With
+`eos_every=k`, a prompt whose key is a multiple of k ends on EOS after its first (min_tokens-respecting) tokens,
+with finish reason "stop".
 
 Faults (`fault`): `http_error` (every completion answers HTTP 500), `break` (the connection closes after
 `fault_after` chunks), `malformed` (chunk `fault_after` is not JSON), `stall` (no chunk after `fault_after`),
 `no_token_ids` (text only, as servers without vLLM's extension), `one_chunk` (the whole answer in one chunk),
 `slow_first` (the first token after `first_delay_s`), `no_stream` (one JSON answer, as a server that does not
 stream). A request's `stream_interval` (vLLM's) is honoured: the first token in a chunk of its own, then that many
-per chunk. With `answer=json_choice` a chat is answered with a JSON object
-`{"category": <one of the candidates>, "brand": "", "is_secondhand": false}`, the candidate (by the chat's key)
-from the last ```json list of its text, streamed a few characters per token (a chat without such a list gets the
-usual " t<id>" text).
+per chunk. With `answer=json_choice` a chat is answered with a JSON object `{"category": <one of the candidates>,
+"brand": "", "is_secondhand": false}`, the candidate (by the chat's key) from the last ```json list of its text,
+streamed a few characters per token (a chat without such a list gets the usual " t<id>" text).
 
 So that it is not what a bench measures, its chunks are rendered once (each distinct chunk's bytes are kept and
 reused), and `writes` says how they go out: `chunk` (one write per chunk, awaited, so that a client reads them one
 per read, as from a real engine that produces a token at a time) or `answer` (the whole answer's chunks in one
-write, coalesced: many chunks per read). Run: `python -m code.common.serving.test_server --port 8000
---model NAME [--fault ...] [--answer=json_choice] [--writes=answer] [--processes=4]`; it prints "listening on
-<url>" once it accepts connections. With `--processes=N`, N processes serve the one port (SO_REUSEPORT: the
-kernel spreads the connections over them); the first starts the others, which end with it (a signal to its process
-group ends all).
+write, coalesced: many chunks per read). Run: `python -m code.common.serving.fake_server --port 8000 --model NAME
+[--fault ...] [--answer=json_choice] [--writes=answer] [--processes=4]`; it prints "listening on <url>" once it
+accepts connections. With `--processes=N`, N processes serve the one port (SO_REUSEPORT: the kernel spreads the
+connections over them); the first starts the others, which end with it (a signal to its process group ends all).
 """
 from __future__ import annotations
 
@@ -370,7 +369,7 @@ def _event(data: dict) -> bytes:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m code.common.serving.test_server", description=__doc__.split(
+    parser = argparse.ArgumentParser(prog="python -m code.common.serving.fake_server", description=__doc__.split(
         "\n\n")[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--model", default="test-model")
@@ -420,7 +419,7 @@ def _another(argv: list[str], port: int):
     import subprocess
 
     kept = [a for a in argv if not a.startswith(("--port", "--processes"))]
-    return subprocess.Popen([sys.executable, "-m", "code.common.serving.test_server", *kept, f"--port={port}",
+    return subprocess.Popen([sys.executable, "-m", "code.common.serving.fake_server", *kept, f"--port={port}",
                              "--reuse_port"], stdout=subprocess.PIPE, text=True)
 
 

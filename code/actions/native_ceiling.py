@@ -1,6 +1,6 @@
 """The harness's ceiling with a null backend: one LoadGen PerformanceOnly test, in a process of its own.
 
-    python -m code.common.native.ceiling <lib dir> <kind> <Offline|Server> <outdir> <target_qps> <seconds>
+    python -m code.actions.native_ceiling <lib dir> <kind> <Offline|Server> <outdir> <target_qps> <seconds>
 
 `lib dir` (the native build's, build/native/lib) goes first on sys.path, so the three kinds run on the same LoadGen:
 - `reference`: a minimal C++ SUT that completes every sample inside IssueQuery (the BasicSUT of LoadGen's
@@ -59,10 +59,10 @@ def _settings(lg, scenario: str, target: float, seconds: float):
 
 def _python_sut(scenario: str):
     """The toolkit's Python harness and sample library, with a backend that returns at once."""
-    from ..benchmark_api import Responses, TensorSpec
-    from ..constants import Scenario
-    from ..harness.qsl import SampleLibrary
-    from ..harness.sut import HarnessSUT
+    from ..common.benchmark_api import Responses, TensorSpec
+    from ..common.constants import Scenario
+    from ..common.harness.qsl import SampleLibrary
+    from ..common.harness.sut import HarnessSUT
 
     class GeneratedSet:
         directory = Path(".")
@@ -124,7 +124,7 @@ def run(lib: str, kind: str, scenario: str, outdir: Path, target: float, seconds
         counters = {"issued": sut.counters.issued, "completed": sut.counters.completed,
                     "error": "" if sut.error is None else repr(sut.error)}
 
-    from ..records.loadgen_log import read_detail
+    from ..common.records.loadgen_log import read_detail
 
     log = read_detail(outdir)
     measured = log.get("result_completed_samples_per_sec" if scenario == "Server" else "result_samples_per_second")

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from ..constants import RUN_HARNESS_ACTION, Scenario, TestMode
-from ..records.computation import computation_differences
-from ..records.metadata import RunRecord, read_records, skipped_line
-from ..records.reproduce import record_selection
+from .computation import computation_differences
+from .metadata import RunRecord, read_records, skipped_line
+from .reproduce import record_selection
 
 Key = tuple[str, str, Scenario]   # system id, toolkit benchmark, scenario
 Rank = tuple[bool, bool, float, str]

@@ -31,9 +31,9 @@ from ..model_files import verified_model
 from ..named_inputs import named_sample, stack_batch
 from ..preprocessed_store import set_identity
 from ..records.reproduce import config_command
-from .manifest import BUILDER_VERSION, CalibrationInfo, EngineManifest, engine_problem
-from . import onnxruntime_builder as ort_builder
-from .calibration_ranges import CalibrationChoice, compute_ranges
+from ..engines.manifest import BUILDER_VERSION, CalibrationInfo, EngineManifest, engine_problem
+from ..engines import onnxruntime_builder as ort_builder
+from ..engines.calibration_ranges import CalibrationChoice, compute_ranges
 
 CALIBRATION_BATCH = 10   # samples per calibration inference: bounds the calibrator's memory
 

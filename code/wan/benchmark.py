@@ -1,0 +1,124 @@
+"""Benchmark wan-2.2-t2v-a14b: text to video (MLPerf Inference v6.1, text_to_video), datacenter, Offline and
+SingleStream.
+
+Each of the reference's 248 VBench prompts (datasets.py) becomes one video, made by diffusers' WanPipeline as the
+reference makes it (reference.py: the negative prompt, 20 steps, guidance 4.0 then 3.0 after the expert switch at
+boundary_ratio 0.875, a generator seeded 42 per video, the fixed latent), in the diffusers environment
+(models.py, pipeline_worker.py) driven as a request-level engine (request_engine.py). The LoadGen response of a
+sample is its mp4 file, logged through the generation layer's media answer kind (answers.Media); a video counts as
+one sample. Accuracy is VBench's score of the videos (accuracy.py), which needs checkpoints this toolkit does not
+have: an accuracy run writes the videos and the checker's artefacts and says so.
+
+The embedded default is `wan-2.2-substitute` (models.py), 64x64 videos of 9 frames of a generated-weights pipeline
+of the same architecture, on the first 4 prompts: an open-division path test, never a figure of Wan 2.2.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from ..common.answers import Media
+from ..common.benchmark_api import (AccuracyResult, DatasetSpec, GenerativeBenchmark, Log, Metric, ModelSpec,
+                                    ResponseFormat, TensorSpec)
+from ..common.config_registry import PerCore
+from ..common.errors import UserError
+from ..common.generation import GenerationSettings
+from ..common.paths import Paths
+from ..common.prompts import TEXT
+from . import models as wan_models
+from . import reference as ref
+from .datasets import DATASET, DATASETS, prompt_set
+
+ENGINE = "diffusers"
+MAX_SEQUENCE_LENGTH = 512          # WanPipeline's: prompts are padded (and cut) to 512 UMT5 tokens
+
+
+def _spec(name: str) -> ModelSpec:
+    closed = name == wan_models.CLOSED
+    return ModelSpec(
+        name=name, division="closed" if closed else "open", prompt_parts=(TEXT,),
+        # What the pipeline's text encoder takes (the prompt's UMT5 ids, padded to 512) and what a sample gives
+        # back (an mp4 file's bytes); the prompts themselves go to the engine as text.
+        inputs=(TensorSpec("prompt_ids", "int64", (MAX_SEQUENCE_LENGTH,)),),
+        outputs=(TensorSpec("mp4", "uint8", (None,)),),
+        description=f"{ref.HF_ID}: two 14B experts, UMT5-XXL, the Wan VAE (the user's diffusers folder)" if closed
+        else f"Wan 2.2 A14B's architecture at toy size with generated weights, {wan_models.SUBSTITUTE_LABEL}",
+        starting_weights_filename=f"{ref.HF_ID} (revision {ref.HF_REVISION})" if closed
+        else "none: weights generated from fixed seeds by make download_model",
+        weight_transformations="none (loaded as the reference loads it: VAE float32, the rest bfloat16)",
+        served_name=ref.HF_ID if closed else name)
+
+
+class WanBenchmark(GenerativeBenchmark):
+    package = "code.wan"
+    name = ref.NAME
+    own_engines = (ENGINE,)
+    models: Mapping[str, ModelSpec] = MappingProxyType({n: _spec(n) for n in (wan_models.CLOSED,
+                                                                              wan_models.SUBSTITUTE)})
+    datasets: Mapping[str, DatasetSpec] = MappingProxyType(DATASETS)
+    # One mp4 file per sample, its bytes; a 64x64 video of 9 frames is about 9 kB.
+    response = ResponseFormat(dtype="uint8", fields=("mp4 byte",), records_per_sample=None, typical_records=10_000)
+    # The substitute on 2 loaded cores: tens of seconds a video (20 steps, two classifier-free passes each).
+    embedded_default = MappingProxyType({"model": wan_models.SUBSTITUTE, "dataset": DATASET,
+                                         "total_sample_count": 4, "offline_expected_qps": PerCore(0.02)})
+
+    def download_model(self, model: str, paths: Paths, log: Log) -> Path:
+        return wan_models.download_model(model, paths, log)
+
+    def preprocess(self, model: str, dataset: str, paths: Paths, log: Log):
+        """Nothing to compute: the prompts go to the pipeline as text."""
+        return prompt_set(dataset, paths)
+
+    def preprocessed(self, model: str, dataset: str, paths: Paths):
+        return prompt_set(dataset, paths)
+
+    def calibration_indices(self, dataset: str, count: int, paths: Paths):
+        raise UserError(f"{ref.NAME} runs the weights as they are: it has no INT8 calibration here (the reference's "
+                        f"49 calibration prompts are for a quantized submission's own tools).")
+
+    def generation(self, model: str, fields: Mapping[str, Any], paths: Paths) -> GenerationSettings:
+        """One 'token' per video: LoadGen counts samples; the pipeline's own settings are the reference's."""
+        from .request_engine import END_TOKEN
+
+        return GenerationSettings(max_new_tokens=1, eos_token_ids=(END_TOKEN,), max_batch=1)
+
+    def answer(self, model: str, paths: Paths) -> Media:
+        return Media()
+
+    def engine_settings(self, model: str, paths: Paths, threads: int) -> dict[str, Any]:
+        folder = wan_models.model_folder(paths, model)
+        return {"repo": str(paths.repo), "model_folder": str(folder),
+                "fixed_latent": str(wan_models.fixed_latent(paths, model)), "boundary_ratio": ref.BOUNDARY_RATIO,
+                "negative_prompt": ref.NEGATIVE_PROMPT, "guidance_scale": ref.GUIDANCE_SCALE,
+                "guidance_scale_2": ref.GUIDANCE_SCALE_2, "steps": ref.STEPS, "seed": ref.SEED, "fps": ref.FPS,
+                "threads": threads}
+
+    def request_engines(self, model: str, fields: Mapping[str, Any], paths: Paths, *, instances: int,
+                        threads: int) -> list:
+        """One pipeline process per instance, each making one video at a time."""
+        from .request_engine import WanRequestEngine
+
+        name = str(fields.get("inprocess_engine") or ENGINE)
+        if name != ENGINE:
+            raise UserError(f"--inprocess_engine={name}: {ref.NAME}'s engine is {ENGINE}.")
+        wan_models.check_folder(paths, model)
+        command = wan_models.worker_command(paths)
+        settings = self.engine_settings(model, paths, threads)
+        return [WanRequestEngine(command, settings, paths.engine_log(ENGINE, number), number)
+                for number in range(max(1, instances))]
+
+    def score(self, model: str, dataset: str, accuracy_log: Path, paths: Paths) -> AccuracyResult:
+        """The videos and the checker's artefacts beside the accuracy log; no VBench figure here (accuracy.py)."""
+        from .accuracy import accuracy_text, videos_of, write_artefacts
+
+        prompts = prompt_set(dataset, paths).prompts
+        videos = videos_of(accuracy_log, len(prompts))
+        if not videos:
+            raise UserError(f"{accuracy_log} holds no videos; run the accuracy test again.")
+        write_artefacts(Path(accuracy_log).parent, videos, prompts)
+        value, text = accuracy_text(None, len(videos))
+        return AccuracyResult(metrics=(Metric("vbench_score", value, unit=""),), text=text, samples=len(videos))
+
+
+BENCHMARK = WanBenchmark()
