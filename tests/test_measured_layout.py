@@ -2,6 +2,7 @@
 generated sweeps, the sweep kept and found again beside the engine, and a tuned or typed value winning."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -121,6 +122,15 @@ def test_a_server_batch_above_one_is_left_to_make_tune(tmp_path):
     assert (config["instances"], config["intra_op_threads"]) == (2, 1)
 
 
+def test_a_sweep_on_a_busy_machine_says_so(tmp_path):
+    ctx = _context(tmp_path)
+    config = ctx.resolve("resnet50", Scenario.Offline)
+    busy = dataclasses.replace(_sweep(ctx, config, RECORDED_BATCHES), load=12.1, cores=2)
+    assert "busy (load 12.1 on 2 cores)" in measured.chosen(config, busy)[1]
+    assert "busy" not in measured.chosen(config, dataclasses.replace(busy, load=1.5))[1]
+    assert measured.Sweep.from_dict(json.loads(json.dumps(busy.to_dict()))) == busy
+
+
 def test_a_layout_in_custom_py_wins(tmp_path):
     ctx = _context(tmp_path)
     config = ctx.resolve("resnet50", Scenario.Offline)
@@ -132,9 +142,10 @@ def test_a_layout_in_custom_py_wins(tmp_path):
 
 # -- helpers ---------------------------------------------------------------------------------------------------
 def _context(tmp_path: Path, *flags: str) -> Context:
-    paths = Paths.create(scratch=tmp_path / "scratch", log_dir=tmp_path / "logs")
+    real = Paths.create(scratch=tmp_path / "scratch", log_dir=tmp_path / "logs")
+    paths = dataclasses.replace(real, repo=tmp_path)      # build/ (engines, their sweeps) in tmp_path
     argv = ["--action=run_harness", *flags_over(EMBEDDED, *flags)]
-    args = parse_run_args(argv, list(ACTIONS), available_benchmarks(paths, ROUND), list(ROUND.benchmarks))
+    args = parse_run_args(argv, list(ACTIONS), available_benchmarks(real, ROUND), list(ROUND.benchmarks))
     system = recorded_detector("kvm_epyc_2core_lscpu.txt", None).detect()
     return Context(args=args, paths=paths, rules=ROUND, detect=lambda: system, log=lambda _: None)
 

@@ -52,22 +52,26 @@ def sweep(ctx: Context, benchmark: str, config: ResolvedConfig) -> measured.Swee
     where = ctx.paths.layout_sweep(ctx.system.system_id, benchmark, config.scenario)
     what = ", ".join(label for label, _, _ in tried)
     ctx.log(f"{benchmark} {config.scenario.value}: no layout tuned on this system: measuring {what} on the engine "
-            f"(about {len(tried) * measured.PASSES * measured.SWEEP_SECONDS:.0f} s, once; kept in "
+            f"({measured.PASSES} passes of {measured.SWEEP_SECONDS:g} s each and a warm-up call, once; kept in "
             f"{shown_path(where, ctx.paths.repo)}) ...")
     rates: dict[str, float] = {}
     began = time.monotonic()
+    # Offline's batch sizes share one loaded engine; Server's layouts each load theirs.
+    groups = [[c for c in tried if c[1] is config]] if config.scenario is Scenario.Offline else [[c] for c in tried]
     for _ in range(measured.PASSES):
-        for label, each, batch in tried:
-            raw = bench_raw.raw_engine(ctx, benchmark, each)
+        for group in groups:
+            raw = bench_raw.raw_engine(ctx, benchmark, group[0][1])
             try:
-                rates[label] = max(rates.get(label, 0.0),
-                                   bench_raw.loaded_throughput(raw, batch, measured.SWEEP_SECONDS))
+                for label, _, batch in group:
+                    rates[label] = max(rates.get(label, 0.0),
+                                       bench_raw.loaded_throughput(raw, batch, measured.SWEEP_SECONDS))
             finally:
                 raw.close()
     found = measured.Sweep(config.scenario.value, engine.name, sha256_file(ctx.paths.engine_manifest(engine)),
                            ctx.machine, MappingProxyType(measured.sweep_fields(config)),
                            MappingProxyType({label: round(rates[label], 1) for label, _, _ in tried}),
-                           round(time.monotonic() - began, 1), measured.measured_now())
+                           round(time.monotonic() - began, 1), measured.measured_now(), measured.load_now(),
+                           ctx.system.info.cpu.cores)
     measured.keep_sweep(where, found)
     _, why = measured.chosen(config, found)
     ctx.log(f"  untuned: {why}")

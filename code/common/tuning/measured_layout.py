@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import os
 import platform
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,20 +68,31 @@ class Sweep:
     rates: Mapping[str, float]
     seconds: float                    # how long the loops took in all
     measured: str                     # when (ISO 8601)
+    load: float | None = None         # the machine's 1-minute load average when measured (os.getloadavg)
+    cores: int = 0                    # its cores
 
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "fields": dict(self.fields), "rates": dict(self.rates)}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)} | \
+            {"fields": dict(self.fields), "rates": dict(self.rates)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Sweep":
         return cls(str(data["scenario"]), str(data["engine"]), str(data["manifest_sha256"]), str(data["machine"]),
                    MappingProxyType(dict(data["fields"])),
                    MappingProxyType({str(k): float(v) for k, v in dict(data["rates"]).items()}),
-                   float(data["seconds"]), str(data["measured"]))
+                   float(data["seconds"]), str(data["measured"]),
+                   float(data["load"]) if data.get("load") is not None else None, int(data.get("cores") or 0))
 
 
 def measured_now() -> str:
     return dt.datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+def load_now() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 1)
+    except OSError:
+        return None
 
 
 def sweep_fields(config: ResolvedConfig) -> dict[str, Any]:
@@ -176,6 +188,8 @@ def _rates_text(rates: Mapping[str, float]) -> str:
 def chosen(config: ResolvedConfig, sweep: Sweep) -> tuple[dict[str, Any], str]:
     """(the fields the sweep sets for `config`, why, in words) from `sweep`."""
     took = f"a {sweep.seconds:.0f} s sweep of this engine ({_rates_text(sweep.rates)} samples/s)"
+    if sweep.load is not None and sweep.cores and sweep.load > sweep.cores:
+        took += f", measured while the machine was busy (load {sweep.load:g} on {sweep.cores} cores)"
     if config.scenario is Scenario.Offline:
         batches = {int(label[1:]): rate for label, rate in sweep.rates.items()}
         batch = choose_batch(batches)
