@@ -82,8 +82,10 @@ FIXED_SERVER_RATES = (40.0, 80.0)   # (m): Server p99 at these rates, harness vs
 # the 15 ms bound on a small CPU, with one instance on every core, which shortens each sample instead, its
 # threads sleeping between operators (spinning ones hold the cores against LoadGen's threads between queries:
 # measured on a shared 2-core machine at 20 QPS, p50 413 ms spinning against 22 ms sleeping).
-# A layout tuned on this system (make tune, in custom.py) is measured instead.
-SERVER_LAYOUT = {"int8": {}, "fp32": {"instances": 1, "intra_op_threads": 0, "intra_op_spinning": False}}
+# A layout tuned on this system (make tune, in custom.py) is measured instead. Each is given (never left to the
+# sweep, whose layout follows the rate): a search's runs at different rates, and the raw engine's, run one layout.
+SERVER_LAYOUT = {"int8": {"instances": 0, "intra_op_threads": 1},    # instances 0: one per core (server_layout)
+                 "fp32": {"instances": 1, "intra_op_threads": 0, "intra_op_spinning": False}}
 
 
 def _function(target: str):
@@ -137,7 +139,8 @@ def server_layout(ctx: Context, benchmark_name: str, precision: str) -> dict:
                                           config.key.workload)
     if any(set_in_custom_config(config_class, field) for field in LAYOUT_FIELDS):
         return {}
-    return SERVER_LAYOUT[precision]
+    layout = dict(SERVER_LAYOUT[precision])
+    return {**layout, "instances": layout["instances"] or ctx.system.info.cpu.cores}
 
 
 def offline_layout(ctx: Context, benchmark_name: str) -> str:
@@ -427,7 +430,7 @@ class Bench(Handler):
         if not rate:
             return Figure(name, math.nan, math.nan, "ms", goal, higher_is_better=False)
         config = ctx.resolve(benchmark_name, Scenario.Server)
-        folder = self.ctx.paths.bench_dir / f"{benchmark_name}-server-{config['precision']}-vs-raw"
+        folder = self.ctx.paths.bench_dir / f"{benchmark_name}-server-{config['precision']}-{label}-vs-raw"
         numbers = itertools.count(1)
 
         def harness() -> float:
