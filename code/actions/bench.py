@@ -4,7 +4,7 @@
     With it (bench_native.py): null backend, Server ceiling (native, Python harness), Offline (native) / C++ SUT.
 (b) Offline samples/s of the model through the harness / raw ONNX Runtime on the same preprocessed inputs, same
     engine, instances and threads, at the raw loop's best batch size (each of RAW_BATCHES tried; the harness runs
-    its config's, which make tune chooses).
+    the batch a first run takes: make tune's, else the one a sweep of the engine chose, layout_sweep.py).
 (c) SingleStream: raw ONNX Runtime's batch-1 latency / the harness's, as LoadGen measures it, both at the
     percentile LoadGen judges (the 90th), so that higher is better (goal: the harness within 1.05 x raw), with the
     SingleStream layout (instance's threads, spinning or sleeping).
@@ -18,10 +18,13 @@
     for the record the raw engine's own Server ceiling (bench_raw.server_peak, its search in turns with the
     harness's, trial by trial: tuning/turns.py) against Offline: what queueing at the latency bound leaves of the
     engine's throughput on this machine, whatever runs it.
+(m) Server at fixed rates (FIXED_SERVER_RATES), with the layout a first run takes there (tuned, else measured on the
+    engine for that rate: tuning/measured_layout.py, else configured): the raw engine's p99 / the harness's, read as
+    beside (d) and (e).
 (k) Offline samples/s of the harness type's first implementation (native) / its last (python), same engine and
     config (where the first can run); (l) the last one's Server p99 latency / the first one's, at the rate (d) found;
     both the best of ROUNDS runs each in turns, as (b) and (c).
-(b), (c) and (k) are measured for every benchmark (resnet50, yolo), (d), (e) and (l) for those with a Server
+(b), (c) and (k) are measured for every benchmark (resnet50, yolo), (d), (e), (m) and (l) for those with a Server
 scenario. A harness plug-in with figures of its own gets those instead (its `bench_figures`): the LLM harness for
 the benchmarks that generate tokens (bench_llm.py: (f) and (g)), the Triton harness with --harness_type=triton
 (bench_triton.py: (h), (i) and (j)); and the figures a plug-in adds beside (a) (its `overhead_figures`: the native
@@ -300,7 +303,10 @@ class Bench(Handler):
     # -- (k), (l): one implementation of the harness against another ---------------------------------
     def _implementations(self, ctx: Context, benchmark_name: str, scenarios: tuple[Scenario, ...], expected: float,
                          server_at: tuple[Context, float] | None) -> list[Figure]:
-        """(k) Offline samples/s of the harness type's first implementation / its last; (l) where given a Server
+        """(m) Server at fixed rates (FIXED_SERVER_RATES), with the layout a first run takes there (tuned, else measured on the
+    engine for that rate: tuning/measured_layout.py, else configured): the raw engine's p99 / the harness's, read as
+    beside (d) and (e).
+(k) Offline samples/s of the harness type's first implementation / its last; (l) where given a Server
         config and rate, the last one's p99 latency at that rate / the first one's. Same engine and config; the best
         of ROUNDS runs of each, taken in turns."""
         config = ctx.resolve(benchmark_name, Scenario.Offline)   # the first unless it cannot be, and then says why
