@@ -72,14 +72,19 @@ class Context:
 
     def pinned_layout(self, config: ResolvedConfig) -> set[str]:
         """The layout fields of `config` that typing or this system's custom.py (make tune's layout included) set:
-        what a measured layout never replaces."""
+        what a measured layout never replaces. A figure measured on this system in custom.py (make find_peak's
+        target QPS or expected QPS) was measured with the layout then in force, so it holds the whole layout."""
         from ..common.config_registry import set_by_invocation
         from ..common.harness.first_run import LAYOUT_FIELDS, set_in_custom_config
+        from ..common.tuning.trials import SEARCHED_FIELD
 
         _, config_class = self.registry.lookup(config.benchmark, config.scenario, [config.key.system_id],
                                                config.key.workload)
-        return {name for name in LAYOUT_FIELDS if name in config.sources
-                and (set_by_invocation(config.sources[name]) or set_in_custom_config(config_class, name))}
+        present = [name for name in LAYOUT_FIELDS if name in config.sources]
+        if set_in_custom_config(config_class, SEARCHED_FIELD[config.scenario]):
+            return set(present)
+        return {name for name in present
+                if set_by_invocation(config.sources[name]) or set_in_custom_config(config_class, name)}
 
     def selected(self) -> list[tuple[str, Scenario]]:
         """(benchmark, scenario) pairs the user asked for that have configs."""
