@@ -35,7 +35,7 @@ from ..constants import Scenario
 from ..fileio import sha256_file, write_atomically
 from .layouts import OFFLINE_BATCHES, THREADED_BACKENDS
 
-SWEEP_SECONDS = 0.4          # each candidate's loop in one pass
+SWEEP_SECONDS = 0.3          # each candidate's loop in one pass
 PASSES = 2                   # passes over the candidates, in turns; the best of each candidate's is kept
 TIE = 0.01                   # Offline: a smaller batch within 1 % of the best samples/s wins
 KEEPS_UP = 0.3               # Server: a layout keeps up while the rate is at most this share of its batch-1 samples/s
