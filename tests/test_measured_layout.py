@@ -126,8 +126,12 @@ def test_a_sweep_on_a_busy_machine_says_so(tmp_path):
     ctx = _context(tmp_path)
     config = ctx.resolve("resnet50", Scenario.Offline)
     busy = dataclasses.replace(_sweep(ctx, config, RECORDED_BATCHES), load=12.1, cores=2)
-    assert "busy (load 12.1 on 2 cores)" in measured.chosen(config, busy)[1]
-    assert "busy" not in measured.chosen(config, dataclasses.replace(busy, load=1.5))[1]
+    assert "busy (load 12.1 on 2 cores: measured again once it is quiet)" in measured.chosen(config, busy)[1]
+    quiet = dataclasses.replace(busy, load=1.5)
+    assert "busy" not in measured.chosen(config, quiet)[1]
+    assert measured.quieter_now(busy, 1.2) and not measured.quieter_now(busy, 9.0)
+    assert not measured.quieter_now(quiet, 0.5) and not measured.quieter_now(None, 0.5)
+    assert not measured.quieter_now(busy, None)
     assert measured.Sweep.from_dict(json.loads(json.dumps(busy.to_dict()))) == busy
 
 

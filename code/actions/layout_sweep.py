@@ -40,8 +40,13 @@ def sweep(ctx: Context, benchmark: str, config: ResolvedConfig) -> measured.Swee
     is missing (the planner then names the make target that builds it)."""
     from ..common.engines.builder import locate_engine
 
-    if not measured.applies(config) or any(s.startswith(UNTUNED) for s in config.sources.values()):
+    if not measured.applies(config):
         return None
+    where = ctx.paths.layout_sweep(ctx.system.system_id, benchmark, config.scenario)
+    kept = measured.find_sweep(where, config, ctx.machine)
+    load = measured.load_now()
+    if any(s.startswith(UNTUNED) for s in config.sources.values()) and not measured.quieter_now(kept, load):
+        return None    # chosen already (a sweep made on a busy machine is made again once it is quiet)
     tried = candidates(ctx, benchmark, config)
     if len(tried) < 2 or any(name in ctx.pinned_layout(config) for name in measured.SWEPT_FIELDS[config.scenario]):
         return None
@@ -49,7 +54,6 @@ def sweep(ctx: Context, benchmark: str, config: ResolvedConfig) -> measured.Swee
         engine = locate_engine(config, ctx.system.system_id, ctx.paths, get_benchmark(benchmark))
     except UserError:
         return None
-    where = ctx.paths.layout_sweep(ctx.system.system_id, benchmark, config.scenario)
     what = ", ".join(label for label, _, _ in tried)
     ctx.log(f"{benchmark} {config.scenario.value}: no layout tuned on this system: measuring {what} on the engine "
             f"({measured.PASSES} passes of {measured.SWEEP_SECONDS:g} s each and a warm-up call, once; kept in "
@@ -70,7 +74,7 @@ def sweep(ctx: Context, benchmark: str, config: ResolvedConfig) -> measured.Swee
     found = measured.Sweep(config.scenario.value, engine.name, sha256_file(ctx.paths.engine_manifest(engine)),
                            ctx.machine, MappingProxyType(measured.sweep_fields(config)),
                            MappingProxyType({label: round(rates[label], 1) for label, _, _ in tried}),
-                           round(time.monotonic() - began, 1), measured.measured_now(), measured.load_now(),
+                           round(time.monotonic() - began, 1), measured.measured_now(), load,
                            ctx.system.info.cpu.cores)
     measured.keep_sweep(where, found)
     _, why = measured.chosen(config, found)

@@ -88,6 +88,16 @@ def measured_now() -> str:
     return dt.datetime.now().astimezone().isoformat(timespec="seconds")
 
 
+def busy(load: float | None, cores: int) -> bool:
+    """Whether a machine at `load` (1-minute load average) had more runnable work than `cores`."""
+    return load is not None and cores > 0 and load > cores
+
+
+def quieter_now(kept: Sweep | None, load: float | None) -> bool:
+    """Whether `kept` was measured on a busy machine that is quiet at `load` now: it is then measured again."""
+    return kept is not None and busy(kept.load, kept.cores) and not busy(load, kept.cores) and load is not None
+
+
 def load_now() -> float | None:
     try:
         return round(os.getloadavg()[0], 1)
@@ -188,8 +198,9 @@ def _rates_text(rates: Mapping[str, float]) -> str:
 def chosen(config: ResolvedConfig, sweep: Sweep) -> tuple[dict[str, Any], str]:
     """(the fields the sweep sets for `config`, why, in words) from `sweep`."""
     took = f"a {sweep.seconds:.0f} s sweep of this engine ({_rates_text(sweep.rates)} samples/s)"
-    if sweep.load is not None and sweep.cores and sweep.load > sweep.cores:
-        took += f", measured while the machine was busy (load {sweep.load:g} on {sweep.cores} cores)"
+    if busy(sweep.load, sweep.cores):
+        took += (f", measured while the machine was busy (load {sweep.load:g} on {sweep.cores} cores: measured again "
+                 f"once it is quiet)")
     if config.scenario is Scenario.Offline:
         batches = {int(label[1:]): rate for label, rate in sweep.rates.items()}
         batch = choose_batch(batches)
