@@ -170,3 +170,23 @@ def _keep(ctx: Context, config, rates: dict) -> Path:
     sweep = _sweep(ctx, config, rates)
     measured.keep_sweep(ctx.paths.layout_sweep(ctx.system.system_id, "resnet50", config.scenario), sweep)
     return ctx.paths.engine_dir(ctx.system.system_id, "resnet50", config.scenario) / "engine.onnx.manifest.json"
+
+
+def test_a_compliance_run_takes_the_measured_layout_of_the_run_it_is_compared_with(tmp_path):
+    from dataclasses import replace
+
+    from code.actions.audit import REFERENCE_SOURCE, RunAuditHarness
+    from tests.run_records import make_record
+
+    ctx = _context(tmp_path, "--batch_size=8")
+    _keep(ctx, _context(tmp_path).resolve("resnet50", Scenario.Offline), RECORDED_BATCHES)   # now: batch 2
+    record = make_record()
+    swept = {"fields": {"batch_size": 4, "instances": 1}, "why": "batch 4 from an earlier sweep"}
+    record = replace(record, config=replace(record.config, measured_layout=swept))
+    audit = RunAuditHarness.__new__(RunAuditHarness)
+    audit.ctx = _context(tmp_path)
+    like = audit._like_reference(record)
+    config = like.resolve("resnet50", Scenario.Offline)
+    assert config["batch_size"] == 4 and config.sources["batch_size"] == REFERENCE_SOURCE
+    audit.ctx = ctx                                           # typed here: the typed value wins
+    assert audit._like_reference(record).resolve("resnet50", Scenario.Offline)["batch_size"] == 8
