@@ -39,8 +39,8 @@ SWEEP_SECONDS = 0.3          # each candidate's loop in one pass
 PASSES = 2                   # passes over the candidates, in turns; the best of each candidate's is kept
 TIE = 0.01                   # Offline: a smaller batch within 1 % of the best samples/s wins
 # Server: a layout keeps up while the rate is at most this share of its batch-1 samples/s. One server's p99 is about
-# 2.9 x its service time there (M/D/1), 4.4 x at 0.5, where one INT8 instance of 2 threads measured INVALID on 2
-# cores while 2 x 1 thread held (documentation/harness.md, "Untuned layouts").
+# 2.9 x its service time there (M/D/1), 4.4 x at 0.5; near 0.5 of its throughput one INT8 instance of 2 threads
+# measured INVALID on 2 cores while 2 x 1 thread held (documentation/harness.md, "Untuned layouts").
 KEEPS_UP = 0.3
 # The fields a sweep sets, per scenario: any of them typed or set in custom.py, and the sweep sets none.
 SWEPT_FIELDS = MappingProxyType({Scenario.Offline: ("batch_size",), Scenario.Server: ("instances", "intra_op_threads")})
