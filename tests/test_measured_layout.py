@@ -135,6 +135,24 @@ def test_a_sweep_on_a_busy_machine_says_so(tmp_path):
     assert measured.Sweep.from_dict(json.loads(json.dumps(busy.to_dict()))) == busy
 
 
+def test_a_model_of_one_sample_per_call_gets_the_offline_layout_of_the_most_samples_per_second(tmp_path):
+    assert measured.varies(Scenario.Offline, 1) == measured.LAYOUT
+    assert measured.varies(Scenario.Offline, None) == measured.BATCH
+    assert measured.most_throughput({(1, 2): 30.0, (2, 1): 58.0}) == (2, 1)
+    assert measured.most_throughput({(1, 2): 58.0, (2, 1): 58.3}) == (1, 2)     # within the tie: fewer instances
+    ctx = _context(tmp_path, "--benchmarks=yolo", "--model=nanodet-m", "--dataset=coco_mini")
+    configured = ctx.resolve("yolo", Scenario.Offline)
+    assert (configured["instances"], configured["intra_op_threads"], configured["batch_size"]) == (2, 1, 1)
+    sweep = _sweep(ctx, configured, {(1, 2): 34.0, (2, 1): 29.0}, "yolo")
+    measured.keep_sweep(ctx.paths.layout_sweep(ctx.system.system_id, "yolo", Scenario.Offline), sweep)
+    config = ctx.resolve("yolo", Scenario.Offline)
+    assert (config["instances"], config["intra_op_threads"], config["batch_size"]) == (1, 2, 1)
+    assert "1 x 2 threads at batch 1 from a 6 s sweep" in config.sources["instances"]
+    assert "the most samples/s" in config.sources["instances"]
+    typed = _context(tmp_path, "--benchmarks=yolo", "--model=nanodet-m", "--dataset=coco_mini", "--instances=2")
+    assert typed.resolve("yolo", Scenario.Offline)["intra_op_threads"] == 1
+
+
 def test_a_layout_in_custom_py_wins(tmp_path):
     ctx = _context(tmp_path)
     config = ctx.resolve("resnet50", Scenario.Offline)
@@ -154,8 +172,8 @@ def _context(tmp_path: Path, *flags: str) -> Context:
     return Context(args=args, paths=paths, rules=ROUND, detect=lambda: system, log=lambda _: None)
 
 
-def _sweep(ctx: Context, config, rates: dict) -> measured.Sweep:
-    folder = ctx.paths.engine_dir(ctx.system.system_id, "resnet50", config.scenario)
+def _sweep(ctx: Context, config, rates: dict, benchmark: str = "resnet50") -> measured.Sweep:
+    folder = ctx.paths.engine_dir(ctx.system.system_id, benchmark, config.scenario)
     folder.mkdir(parents=True, exist_ok=True)
     manifest = folder / "engine.onnx.manifest.json"
     if not manifest.exists():
@@ -163,7 +181,8 @@ def _sweep(ctx: Context, config, rates: dict) -> measured.Sweep:
     labels = {(measured.batch_label(k) if isinstance(k, int) else measured.layout_label(*k)): v
               for k, v in rates.items()}
     return measured.Sweep(config.scenario.value, "engine.onnx", measured.sha256_file(manifest), ctx.machine,
-                          measured.sweep_fields(config), labels, 5.6, measured.measured_now())
+                          measured.sweep_fields(config, measured.kind_of(labels)), labels, 5.6,
+                          measured.measured_now())
 
 
 def _keep(ctx: Context, config, rates: dict) -> Path:

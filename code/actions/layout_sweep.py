@@ -24,14 +24,15 @@ def with_values(config: ResolvedConfig, **values) -> ResolvedConfig:
     return dataclasses.replace(config, values=MappingProxyType({**config.values, **values}))
 
 
-def candidates(ctx: Context, benchmark: str, config: ResolvedConfig) -> list[tuple[str, ResolvedConfig, int]]:
-    """(label, the config it runs, batch size) of each candidate the sweep measures; fewer than two: no sweep."""
-    if config.scenario is Scenario.Offline:
-        limit = get_benchmark(benchmark).models[config["model"]].max_batch_size
-        return [(measured.batch_label(b), config, b) for b in measured.OFFLINE_BATCHES if limit is None or b <= limit]
-    cores = ctx.system.info.cpu.cores
-    return [(measured.layout_label(n, t), with_values(config, instances=n, intra_op_threads=t), 1)
-            for n, t in instance_layouts(cores, config["backend"], Scenario.Server)]
+def candidates(ctx: Context, config: ResolvedConfig, kind: str) -> list[tuple[str, ResolvedConfig, int]]:
+    """(label, the config it runs, batch size) of each candidate a sweep that varies `kind` measures (fewer than
+    two: no sweep): Offline's batch sizes up to the model's largest, or the instances x threads that use every
+    core once at the config's batch size."""
+    if kind == measured.BATCH:
+        return [(measured.batch_label(b), config, b) for b in measured.OFFLINE_BATCHES]
+    cores, batch = ctx.system.info.cpu.cores, int(config["batch_size"])
+    return [(measured.layout_label(n, t), with_values(config, instances=n, intra_op_threads=t), batch)
+            for n, t in instance_layouts(cores, config["backend"], config.scenario)]
 
 
 def sweep(ctx: Context, benchmark: str, config: ResolvedConfig) -> measured.Sweep | None:
@@ -47,8 +48,9 @@ def sweep(ctx: Context, benchmark: str, config: ResolvedConfig) -> measured.Swee
     load = measured.load_now()
     if any(s.startswith(UNTUNED) for s in config.sources.values()) and not measured.quieter_now(kept, load):
         return None    # chosen already (a sweep made on a busy machine is made again once it is quiet)
-    tried = candidates(ctx, benchmark, config)
-    if len(tried) < 2 or any(name in ctx.pinned_layout(config) for name in measured.SWEPT_FIELDS[config.scenario]):
+    kind = measured.varies(config.scenario, get_benchmark(benchmark).models[config["model"]].max_batch_size)
+    tried = candidates(ctx, config, kind)
+    if len(tried) < 2 or any(name in ctx.pinned_layout(config) for name in measured.SWEPT_FIELDS[kind]):
         return None
     try:
         engine = locate_engine(config, ctx.system.system_id, ctx.paths, get_benchmark(benchmark))
@@ -60,8 +62,8 @@ def sweep(ctx: Context, benchmark: str, config: ResolvedConfig) -> measured.Swee
             f"{shown_path(where, ctx.paths.repo)}) ...")
     rates: dict[str, float] = {}
     began = time.monotonic()
-    # Offline's batch sizes share one loaded engine; Server's layouts each load theirs.
-    groups = [[c for c in tried if c[1] is config]] if config.scenario is Scenario.Offline else [[c] for c in tried]
+    # Batch sizes share one loaded engine; layouts each load theirs.
+    groups = [tried] if kind == measured.BATCH else [[c] for c in tried]
     for _ in range(measured.PASSES):
         for group in groups:
             raw = bench_raw.raw_engine(ctx, benchmark, group[0][1])
@@ -72,7 +74,7 @@ def sweep(ctx: Context, benchmark: str, config: ResolvedConfig) -> measured.Swee
             finally:
                 raw.close()
     found = measured.Sweep(config.scenario.value, engine.name, sha256_file(ctx.paths.engine_manifest(engine)),
-                           ctx.machine, MappingProxyType(measured.sweep_fields(config)),
+                           ctx.machine, MappingProxyType(measured.sweep_fields(config, kind)),
                            MappingProxyType({label: round(rates[label], 1) for label, _, _ in tried}),
                            round(time.monotonic() - began, 1), measured.measured_now(), load,
                            ctx.system.info.cpu.cores)

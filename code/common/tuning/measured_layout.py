@@ -28,7 +28,7 @@ import platform
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Collection, Mapping
+from typing import Any, Collection, Iterable, Mapping
 
 from ..config_registry import UNTUNED, ResolvedConfig
 from ..constants import Scenario
@@ -42,14 +42,17 @@ TIE = 0.01                   # Offline: a smaller batch within 1 % of the best s
 # 2.9 x its service time there (M/D/1), 4.4 x at 0.5; near 0.5 of its throughput one INT8 instance of 2 threads
 # measured INVALID on 2 cores while 2 x 1 thread held (documentation/harness.md, "Untuned layouts").
 KEEPS_UP = 0.3
-# The fields a sweep sets, per scenario: any of them typed or set in custom.py, and the sweep sets none.
-SWEPT_FIELDS = MappingProxyType({Scenario.Offline: ("batch_size",), Scenario.Server: ("instances", "intra_op_threads")})
-SCENARIOS = tuple(SWEPT_FIELDS)
+# The fields a sweep sets: the batch size (Offline), or the instances x threads (Server; Offline for a model of one
+# sample per call). Any of them typed or set in custom.py, and the sweep sets none.
+BATCH, LAYOUT = "batch", "layout"     # what a sweep varies
+SWEPT_FIELDS = MappingProxyType({BATCH: ("batch_size",), LAYOUT: ("instances", "intra_op_threads")})
+SCENARIOS = (Scenario.Offline, Scenario.Server)
 # The fields that say which engine a sweep measured (its manifest's sha256 says whether it is still that engine).
 ENGINE_FIELDS = ("model", "backend", "precision", "input_dtype")
 MAKE_TUNE_CONFIRMS = "make tune confirms"
-# Offline: the fields held while the batch sizes are measured (a sweep at other threads says nothing of these).
-OFFLINE_HELD = ("instances", "intra_op_threads", "intra_op_spinning", "inter_op_threads")
+# The fields held while a sweep measures (a sweep at other threads or another batch says nothing of these).
+HELD = MappingProxyType({BATCH: ("instances", "intra_op_threads", "intra_op_spinning", "inter_op_threads"),
+                         LAYOUT: ("batch_size", "intra_op_spinning", "inter_op_threads")})
 
 
 def machine_key(cpu_model: str, cores: int) -> str:
@@ -108,10 +111,22 @@ def load_now() -> float | None:
         return None
 
 
-def sweep_fields(config: ResolvedConfig) -> dict[str, Any]:
-    """What a sweep of `config`'s engine must agree on to apply: its engine fields, and Offline's held layout."""
-    names = ENGINE_FIELDS + (OFFLINE_HELD if config.scenario is Scenario.Offline else ())
-    return {name: config.get(name) for name in names}
+def varies(scenario: Scenario, max_batch: int | None) -> str:
+    """What a sweep of `scenario` varies: Offline the batch size, unless the model takes one sample per call
+    (`max_batch` 1), whose Offline throughput comes from instances; Server the instances x threads."""
+    return BATCH if scenario is Scenario.Offline and max_batch != 1 else LAYOUT
+
+
+def sweep_fields(config: ResolvedConfig, kind: str) -> dict[str, Any]:
+    """What a sweep of `config`'s engine that varies `kind` must agree on to apply: its engine fields and the
+    fields it held (Server: none, at batch 1)."""
+    held = HELD[kind] if config.scenario is Scenario.Offline else ()
+    return {name: config.get(name) for name in ENGINE_FIELDS + held}
+
+
+def kind_of(labels: Iterable[str]) -> str:
+    """What a sweep of these candidates (its rates' labels) varied."""
+    return BATCH if all(label.startswith("b") for label in labels) else LAYOUT
 
 
 def applies(config: ResolvedConfig) -> bool:
@@ -141,9 +156,9 @@ def keep_sweep(path: Path, sweep: Sweep) -> Path:
 def find_sweep(path: Path, config: ResolvedConfig, machine: str) -> Sweep | None:
     """The newest sweep in `path` of `config`'s engine (same fields; its manifest, beside the engine, unchanged) on
     this machine; None when there is none."""
-    wanted = sweep_fields(config)
     for sweep in reversed(read_sweeps(path)):
-        if sweep.scenario != config.scenario.value or sweep.machine != machine or dict(sweep.fields) != wanted:
+        if sweep.scenario != config.scenario.value or sweep.machine != machine \
+                or dict(sweep.fields) != sweep_fields(config, kind_of(sweep.rates)):
             continue
         manifest = Path(path).parent / f"{sweep.engine}.manifest.json"
         try:
@@ -176,6 +191,15 @@ def choose_batch(rates: Mapping[int, float]) -> int:
     return min(b for b, rate in rates.items() if rate >= best * (1 - TIE))
 
 
+def most_throughput(rates: Mapping[tuple[int, int], float]) -> tuple[int, int]:
+    """The (instances, threads) of the most samples/s; the fewest instances within TIE of it (one copy of the
+    weights fewer for noise)."""
+    if not rates:
+        raise ValueError("no layout was measured")
+    best = max(rates.values())
+    return min((layout for layout, rate in rates.items() if rate >= best * (1 - TIE)), key=lambda each: each[0])
+
+
 def choose_layout(rates: Mapping[tuple[int, int], float], rate: float) -> tuple[tuple[int, int], str]:
     """((instances, threads), why) for Server arrivals at `rate` per second, from each layout's batch-1 samples/s:
     the fewest instances that keep up (rate <= KEEPS_UP x their samples/s), else the most samples/s."""
@@ -189,7 +213,7 @@ def choose_layout(rates: Mapping[tuple[int, int], float], rate: float) -> tuple[
                         f"batch 1: one sample at a time keeps up" if layout[0] == 1 else
                         f"{rate:g} QPS needs {layout[0]} instances to stay within {KEEPS_UP:.0%} of their "
                         f"samples/s at batch 1 ({rates[layout]:,.0f})")
-    layout = max(rates, key=lambda each: (rates[each], -each[0]))
+    layout = most_throughput(rates)
     return layout, (f"{rate:g} QPS is above {KEEPS_UP:.0%} of every layout's samples/s at batch 1: the layout of the "
                     f"most ({rates[layout]:,.0f})")
 
@@ -204,15 +228,18 @@ def chosen(config: ResolvedConfig, sweep: Sweep) -> tuple[dict[str, Any], str]:
     if busy(sweep.load, sweep.cores):
         took += (f", measured while the machine was busy (load {sweep.load:g} on {sweep.cores} cores: measured again "
                  f"once it is quiet)")
-    if config.scenario is Scenario.Offline:
+    if kind_of(sweep.rates) == BATCH:
         batches = {int(label[1:]): rate for label, rate in sweep.rates.items()}
         batch = choose_batch(batches)
         return {"batch_size": batch}, f"batch {batch} from {took}; {MAKE_TUNE_CONFIRMS}"
     layouts = {parse_layout(label): rate for label, rate in sweep.rates.items()}
-    (instances, threads), why = choose_layout(layouts, float(config["server_target_qps"]))
+    if config.scenario is Scenario.Offline:
+        (instances, threads), why = most_throughput(layouts), "the most samples/s"
+    else:
+        (instances, threads), why = choose_layout(layouts, float(config["server_target_qps"]))
     values: dict[str, Any] = {"instances": instances, "intra_op_threads": threads}
-    return values, (f"{instances} x {threads} thread{'s' if threads > 1 else ''} at batch 1 from {took}: {why}; "
-                    f"{MAKE_TUNE_CONFIRMS}")
+    return values, (f"{instances} x {threads} thread{'s' if threads > 1 else ''} at batch "
+                    f"{config['batch_size']} from {took}: {why}; {MAKE_TUNE_CONFIRMS}")
 
 
 def apply_sweep(config: ResolvedConfig, sweep: Sweep | None, pinned: Collection[str]) -> ResolvedConfig:
@@ -220,7 +247,7 @@ def apply_sweep(config: ResolvedConfig, sweep: Sweep | None, pinned: Collection[
     custom.py, make tune's included); the source of each says how it was chosen."""
     if sweep is None or not applies(config):
         return config
-    if any(name in pinned for name in SWEPT_FIELDS[config.scenario]):
+    if any(name in pinned for name in SWEPT_FIELDS[kind_of(sweep.rates)]):
         return config
     values, why = chosen(config, sweep)
     source = f"{UNTUNED}{why})"
