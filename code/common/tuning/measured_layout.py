@@ -2,11 +2,14 @@
 and none was typed, an engine whose batch size and threads are free to move (ONNX Runtime: tuning/layouts.py's
 THREADED_BACKENDS) runs the layout a sweep of a few seconds on the engine itself found best, instead of the shipped
 config's. The sweep is kept beside the engine (paths.layout_sweep) and taken as long as the engine's manifest and
-the machine are the ones it was measured on; it is measured once (code/actions/layout_sweep.py makes it).
+the machine are the ones it was measured on; it is measured once (code/actions/layout_sweep.py makes it), and again
+once the machine is quiet where it was measured on a busy one.
 
 - Offline: the batch size of the most samples/s at the configured instances and threads (OFFLINE_BATCHES, each
   SWEEP_SECONDS on every instance, PASSES passes in turns, the best of each kept: a shared machine's speed moves
   in phases). Within TIE of the best the smaller batch wins: noise decides nothing, and a smaller batch holds less.
+  A model of one sample per call (yolo) has no batch to choose: its instances x threads layouts are measured at
+  batch 1 instead, and the one of the most samples/s wins.
 - Server (a largest batch of one: its window is then no knob, as make tune has it): the instances x threads
   layouts that use every core once, each measured at batch 1 on all its instances at once. At rates where one
   sample at a time keeps up (the rate at most KEEPS_UP of a layout's batch-1 throughput, so that a sample seldom
@@ -37,7 +40,7 @@ from .layouts import OFFLINE_BATCHES, THREADED_BACKENDS
 
 SWEEP_SECONDS = 0.3          # each candidate's loop in one pass
 PASSES = 2                   # passes over the candidates, in turns; the best of each candidate's is kept
-TIE = 0.01                   # Offline: a smaller batch within 1 % of the best samples/s wins
+TIE = 0.01                   # a smaller batch (fewer instances) within 1 % of the best samples/s wins
 # Server: a layout keeps up while the rate is at most this share of its batch-1 samples/s. One server's p99 is about
 # 2.9 x its service time there (M/D/1), 4.4 x at 0.5; near 0.5 of its throughput one INT8 instance of 2 threads
 # measured INVALID on 2 cores while 2 x 1 thread held (documentation/harness.md, "Untuned layouts").
