@@ -322,6 +322,44 @@ def test_server_value_never_confirmed_is_not_written(repo_copy, kvm_2core):
     assert sum(line.startswith("  trial") for line in lines) == len(action.folders) - 3
 
 
+def test_a_server_layout_measured_on_the_engine_is_held_in_every_run_and_written_with_the_rate(repo_copy, kvm_2core):
+    from tests.test_measured_layout import RECORDED_LAYOUTS, _keep
+
+    ctx, lines = context(repo_copy, kvm_2core, "--scenarios=server", "--model=mobilenet_v2")
+    _keep(ctx, ctx.resolve("resnet50", Scenario.Server), RECORDED_LAYOUTS)     # 1 x 2 threads at 20 QPS
+    ran: list[dict] = []
+
+    class Recording(FakeRuns):
+        def run_one(self, benchmark, scenario, run_dir, fields, short) -> Outcome:
+            ran.append(dict(fields))
+            return super().run_one(benchmark, scenario, run_dir, fields, short)
+    honest = server(50.0)
+    assert Recording(ctx, lambda value, short: honest(value)).run() == 0
+    assert ran and all((f["instances"], f["intra_op_threads"]) == (1, 2) for f in ran)
+    assert any("holding the layout measured on the engine (instances=1, intra_op_threads=2" in line
+               for line in lines)
+    text = (repo_copy / "configs/resnet50/Server/custom.py").read_text()
+    assert "instances = 1" in text and "intra_op_threads = 2" in text and "server_target_qps = " in text
+    ctx, _ = context(repo_copy, kvm_2core, "--scenarios=server", "--model=mobilenet_v2")
+    ctx.registry.add_module(_load(repo_copy / "configs/resnet50/Server/custom.py"))
+    config = ctx.resolve("resnet50", Scenario.Server)          # the rate found (45 QPS) is custom.py's now
+    assert (config["instances"], config["intra_op_threads"]) == (1, 2)
+    assert not config.sources["instances"].startswith("default") and ctx.pinned_layout(config) >= {"instances"}
+
+
+def test_a_rate_found_with_the_configured_layout_holds_that_layout(repo_copy, kvm_2core):
+    from tests.test_measured_layout import RECORDED_LAYOUTS, _keep
+
+    ctx, _ = context(repo_copy, kvm_2core, "--scenarios=server", "--model=mobilenet_v2")
+    honest = server(50.0)
+    assert FakeRuns(ctx, lambda value, short: honest(value)).run() == 0      # no sweep yet: 2 x 1 thread
+    _keep(ctx, ctx.resolve("resnet50", Scenario.Server), RECORDED_LAYOUTS)
+    ctx, _ = context(repo_copy, kvm_2core, "--scenarios=server", "--model=mobilenet_v2")
+    ctx.registry.add_module(_load(repo_copy / "configs/resnet50/Server/custom.py"))
+    config = ctx.resolve("resnet50", Scenario.Server)
+    assert (config["instances"], config["intra_op_threads"]) == (2, 1)
+
+
 def test_singlestream_latency_from_the_measured_percentile(repo_copy, kvm_2core):
     ctx, lines = context(repo_copy, kvm_2core, "--scenarios=singlestream")
 

@@ -330,10 +330,12 @@ def _tuned_layout_reaches_the_run_record_and_the_report(repo_copy, folder, best:
     assert tuned_layout(folder, fields) == {}
     (folder / TUNED_LAYOUT).write_text(json.dumps(written))
 
-    for name, run_fields in (("tuned", fields), ("configured", other)):
+    swept = {"fields": {"batch_size": 2}, "why": "batch 2 from a 6 s sweep of this engine; make tune confirms"}
+    for name, run_fields in (("tuned", fields), ("configured", other), ("measured", other)):
         record = make_record(value=250.0, log_dir=str(repo_copy / "report-logs" / name), **{
             k: v for k, v in run_fields.items() if k in ("batch_size", "instances", "intra_op_threads")})
-        record = replace(record, config=replace(record.config, tuned_layout=tuned_layout(folder, run_fields)))
+        record = replace(record, config=replace(record.config, tuned_layout=tuned_layout(folder, run_fields),
+                                                measured_layout=swept if name == "measured" else {}))
         (repo_copy / "report-logs" / name).mkdir(parents=True)
         write_metadata(repo_copy / "report-logs" / name, record)
     rows = {row.run_dir.name: row for row in read_rows([repo_copy / "report-logs"], lambda *_: None)}
@@ -341,6 +343,7 @@ def _tuned_layout_reaches_the_run_record_and_the_report(repo_copy, folder, best:
     assert f"batch_size={best.batch_size}" in tuned and "make tune" in tuned
     assert written["confirmed"]["figure"] in tuned and written["confirmed"]["run_dir"] in tuned
     assert layout_text(rows["configured"]).endswith("(as configured; not tuned on this system)")
+    assert layout_text(rows["measured"]).endswith(f"(untuned: {swept['why']})")
 
 
 def test_server_layout_not_confirmed_is_not_written(repo_copy, kvm_2core):  # noqa: F811

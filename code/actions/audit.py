@@ -220,11 +220,16 @@ class RunAuditHarness(Handler):
 
     def _like_reference(self, performance: RunRecord) -> Context:
         """Compliance runs are set up like the run they are compared with: every field that run was given
-        (typed or filled in: batch size, threads, min_duration, ...) carries over unless given here, and a
+        (typed or filled in: batch size, threads, min_duration, ...) or a sweep of its engine chose carries over
+        unless given here, and a
         test-run reference gives a test-run audit."""
         args = self.ctx.args
         fields, given = performance.config.fields, args.fields_for(performance.benchmark)
-        inherited = {name: value for name, value in performance.given_fields().items() if name not in given}
+        # A layout a sweep of the engine chose (a default, so not given) carries over too: the sweep may have been
+        # made again since (tuning/measured_layout.py), and a compliance run runs the layout it is compared with.
+        measured = dict(performance.config.measured_layout.get("fields") or {})
+        inherited = {name: value for name, value in {**measured, **performance.given_fields()}.items()
+                     if name not in given}
         for name, value in given.items():
             if name in fields and fields[name] != value:
                 self.ctx.log(f"Note: --{name}={value} differs from the run the test is compared with "

@@ -49,7 +49,42 @@ class Context:
                                        cpu_cores=self.system.info.cpu.cores, override_sources=self.args.filled_in,
                                        benchmark_defaults=getattr(get_benchmark(benchmark), "field_defaults", None),
                                        mode=mode)
-        return settle(config, self.args.workload.harness_type.value, self.paths.build, self.environment_made)
+        config = settle(config, self.args.workload.harness_type.value, self.paths.build, self.environment_made)
+        return self.measured(config)
+
+    @property
+    def machine(self) -> str:
+        """What an engine's layout sweep is kept for (tuning/measured_layout.machine_key)."""
+        from ..common.tuning.measured_layout import machine_key
+
+        return machine_key(self.system.info.cpu.model, self.system.info.cpu.cores)
+
+    def measured(self, config: ResolvedConfig) -> ResolvedConfig:
+        """`config` with the layout its engine's sweep chose, where no layout was tuned or typed and a sweep of this
+        engine on this machine is kept (tuning/measured_layout.py); else as it is."""
+        from ..common.tuning.measured_layout import applies, apply_sweep, find_sweep
+
+        if not applies(config) or self.args.endpoints:    # an engine on other machines: not this one's sweep
+            return config
+        sweep = find_sweep(self.paths.layout_sweep(self.system.system_id, config.benchmark, config.scenario),
+                           config, self.machine)
+        return config if sweep is None else apply_sweep(config, sweep, self.pinned_layout(config))
+
+    def pinned_layout(self, config: ResolvedConfig) -> set[str]:
+        """The layout fields of `config` that typing or this system's custom.py (make tune's layout included) set:
+        what a measured layout never replaces. A figure measured on this system in custom.py (make find_peak's
+        target QPS or expected QPS) was measured with the layout then in force, so it holds the whole layout."""
+        from ..common.config_registry import set_by_invocation
+        from ..common.harness.first_run import LAYOUT_FIELDS, set_in_custom_config
+        from ..common.tuning.trials import SEARCHED_FIELD
+
+        _, config_class = self.registry.lookup(config.benchmark, config.scenario, [config.key.system_id],
+                                               config.key.workload)
+        present = [name for name in LAYOUT_FIELDS if name in config.sources]
+        if set_in_custom_config(config_class, SEARCHED_FIELD[config.scenario]):
+            return set(present)
+        return {name for name in present
+                if set_by_invocation(config.sources[name]) or set_in_custom_config(config_class, name)}
 
     def selected(self) -> list[tuple[str, Scenario]]:
         """(benchmark, scenario) pairs the user asked for that have configs."""

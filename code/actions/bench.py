@@ -4,7 +4,7 @@
     With it (bench_native.py): null backend, Server ceiling (native, Python harness), Offline (native) / C++ SUT.
 (b) Offline samples/s of the model through the harness / raw ONNX Runtime on the same preprocessed inputs, same
     engine, instances and threads, at the raw loop's best batch size (each of RAW_BATCHES tried; the harness runs
-    its config's, which make tune chooses).
+    the batch a first run takes: make tune's, else the one a sweep of the engine chose, layout_sweep.py).
 (c) SingleStream: raw ONNX Runtime's batch-1 latency / the harness's, as LoadGen measures it, both at the
     percentile LoadGen judges (the 90th), so that higher is better (goal: the harness within 1.05 x raw), with the
     SingleStream layout (instance's threads, spinning or sleeping).
@@ -18,10 +18,13 @@
     for the record the raw engine's own Server ceiling (bench_raw.server_peak, its search in turns with the
     harness's, trial by trial: tuning/turns.py) against Offline: what queueing at the latency bound leaves of the
     engine's throughput on this machine, whatever runs it.
+(m) Server at fixed rates (FIXED_SERVER_RATES), with the layout a first run takes there (tuned, else measured on the
+    engine for that rate: tuning/measured_layout.py, else configured): the raw engine's p99 / the harness's, read as
+    beside (d) and (e).
 (k) Offline samples/s of the harness type's first implementation (native) / its last (python), same engine and
     config (where the first can run); (l) the last one's Server p99 latency / the first one's, at the rate (d) found;
     both the best of ROUNDS runs each in turns, as (b) and (c).
-(b), (c) and (k) are measured for every benchmark (resnet50, yolo), (d), (e) and (l) for those with a Server
+(b), (c) and (k) are measured for every benchmark (resnet50, yolo), (d), (e), (m) and (l) for those with a Server
 scenario. A harness plug-in with figures of its own gets those instead (its `bench_figures`): the LLM harness for
 the benchmarks that generate tokens (bench_llm.py: (f) and (g)), the Triton harness with --harness_type=triton
 (bench_triton.py: (h), (i) and (j)); and the figures a plug-in adds beside (a) (its `overhead_figures`: the native
@@ -51,13 +54,17 @@ from . import bench_raw
 from .base import Context, Handler
 from .locks import measuring
 from .harness import DownloadData, DownloadModel, GenerateEngines, PreprocessData, with_embedded_default
+from .layout_sweep import ensure_sweeps
 from .trial_runs import run_once, with_fields
 
 # (c): the harness's SingleStream p90 at most 1.05 x raw batch-1 latency; (d), (e): Server VALID at 0.8 x Offline
 # (NVIDIA's published H100 ratio is 0.82).
 # (d), (e) against the raw engine (the same layout fed the same arrivals without LoadGen or the harness): at the rate
 # the harness held, its p99 within 1 / 0.9 of the raw engine's (the toolkit's own goal).
-GOALS = {"a": 0.8, "b": 0.97, "c": round(1 / 1.05, 3), "server": 0.8, "server_raw": 0.9, "impl": 0.97}
+# (m): at fixed rates, with the layout a first run takes (tuned, else measured on the engine), the harness's p99
+# within 1.1 x the raw engine's at the same rate.
+GOALS = {"a": 0.8, "b": 0.97, "c": round(1 / 1.05, 3), "server": 0.8, "server_raw": 0.9, "impl": 0.97,
+         "server_fixed": round(1 / 1.1, 3)}
 # A model of one image per call (yolo): within 5 % of raw ONNX Runtime in throughput and SingleStream latency.
 BENCHMARK_GOALS = {"yolo": {"b": 0.95, "c": round(1 / 1.05, 3)}}
 BENCH_SOURCE = "make bench"   # the source its records give the settings bench chooses
@@ -72,13 +79,16 @@ ROUNDS = 3                    # (b), (c): harness runs, each between two raw one
 SERVER_TOLERANCE = 0.05
 SERVER_MAX_TRIALS = 10
 SCENARIOS = (Scenario.Offline, Scenario.Server, Scenario.SingleStream)
+FIXED_SERVER_RATES = (40.0, 80.0)   # (m): Server p99 at these rates, harness vs raw engine, the first run's layout
 # Server layout per precision (documentation/harness.md, "Why the CPU defaults"): INT8 with the configs' own
 # layout (one single-threaded instance per core); FP32, whose single-threaded latency tail alone nearly fills
 # the 15 ms bound on a small CPU, with one instance on every core, which shortens each sample instead, its
 # threads sleeping between operators (spinning ones hold the cores against LoadGen's threads between queries:
 # measured on a shared 2-core machine at 20 QPS, p50 413 ms spinning against 22 ms sleeping).
-# A layout tuned on this system (make tune, in custom.py) is measured instead.
-SERVER_LAYOUT = {"int8": {}, "fp32": {"instances": 1, "intra_op_threads": 0, "intra_op_spinning": False}}
+# A layout tuned on this system (make tune, in custom.py) is measured instead. Each is given (never left to the
+# sweep, whose layout follows the rate): a search's runs at different rates, and the raw engine's, run one layout.
+SERVER_LAYOUT = {"int8": {"instances": 0, "intra_op_threads": 1},    # instances 0: one per core (server_layout)
+                 "fp32": {"instances": 1, "intra_op_threads": 0, "intra_op_spinning": False}}
 
 
 def _function(target: str):
@@ -110,6 +120,18 @@ def ctx_layout(ctx: Context, benchmark_name: str, scenario: Scenario = Scenario.
     return layout
 
 
+def layout_origin(ctx: Context, benchmark_name: str, scenario: Scenario) -> str:
+    """Where the layout a figure runs comes from: make tune or the user's custom.py, a sweep of the engine (where
+    none is tuned), or the shipped config."""
+    from ..common.config_registry import UNTUNED
+    from ..common.harness.first_run import LAYOUT_FIELDS
+
+    config = ctx.resolve(benchmark_name, scenario)
+    if any(config.sources.get(name, "").startswith(UNTUNED) for name in LAYOUT_FIELDS):
+        return "untuned, measured on the engine"
+    return "tuned" if ctx.pinned_layout(config) else "configured"
+
+
 def server_layout(ctx: Context, benchmark_name: str, precision: str) -> dict:
     """SERVER_LAYOUT's fields for `precision`, unless this system's custom.py sets a layout field of the Server config
     (make tune's layout): that one is measured as it is."""
@@ -120,7 +142,8 @@ def server_layout(ctx: Context, benchmark_name: str, precision: str) -> dict:
                                           config.key.workload)
     if any(set_in_custom_config(config_class, field) for field in LAYOUT_FIELDS):
         return {}
-    return SERVER_LAYOUT[precision]
+    layout = dict(SERVER_LAYOUT[precision])
+    return {**layout, "instances": layout["instances"] or ctx.system.info.cpu.cores}
 
 
 def offline_layout(ctx: Context, benchmark_name: str) -> str:
@@ -194,6 +217,9 @@ class Bench(Handler):
             step(ctx).run()
         for each in at.values():
             GenerateEngines(each).run()
+        # The layout a first run takes where none is tuned: measured on the engine, once (layout_sweep.py).
+        ensure_sweeps(ctx, [(benchmark_name, s) for s in scenarios])
+        offline = ctx.resolve(benchmark_name, Scenario.Offline)
         figures = []
         self.ctx.log(f"{benchmark_name}: {model} {precision}; Offline batch {offline['batch_size']}, "
                      f"{offline['instances']} instance(s)")
@@ -222,7 +248,9 @@ class Bench(Handler):
         harness, raw = rounds.best()
         through = {precision: harness}
         figures.append(Figure(f"(b) {model} {precision} Offline (batch {offline['batch_size']}, "
-                              f"{offline_layout(ctx, benchmark_name)}): harness vs raw ONNX Runtime at its best "
+                              f"{offline_layout(ctx, benchmark_name)}; "
+                              f"{layout_origin(ctx, benchmark_name, Scenario.Offline)}): harness vs raw ONNX Runtime "
+                              f"at its best "
                               f"batch ({best_batch}), best of {ROUNDS} runs each in turns", harness, raw, "samples/s",
                               goals["b"]))
 
@@ -244,6 +272,8 @@ class Bench(Handler):
                               measured, raw, "ms", goals["c"], higher_is_better=False))
         if not server:
             return figures + self._implementations(ctx, benchmark_name, scenarios, through[precision], None)
+        for rate in FIXED_SERVER_RATES:
+            figures.append(self._server_fixed(ctx, scenarios, benchmark_name, f"{model} {precision}", rate, goals))
         server_at: tuple[Context, float] | None = None
         for label, each in (("d", "int8"), ("e", "fp32")):
             if each not in through:
@@ -274,7 +304,10 @@ class Bench(Handler):
     # -- (k), (l): one implementation of the harness against another ---------------------------------
     def _implementations(self, ctx: Context, benchmark_name: str, scenarios: tuple[Scenario, ...], expected: float,
                          server_at: tuple[Context, float] | None) -> list[Figure]:
-        """(k) Offline samples/s of the harness type's first implementation / its last; (l) where given a Server
+        """(m) Server at fixed rates (FIXED_SERVER_RATES), with the layout a first run takes there (tuned, else measured on the
+    engine for that rate: tuning/measured_layout.py, else configured): the raw engine's p99 / the harness's, read as
+    beside (d) and (e).
+(k) Offline samples/s of the harness type's first implementation / its last; (l) where given a Server
         config and rate, the last one's p99 latency at that rate / the first one's. Same engine and config; the best
         of ROUNDS runs of each, taken in turns."""
         config = ctx.resolve(benchmark_name, Scenario.Offline)   # the first unless it cannot be, and then says why
@@ -383,18 +416,28 @@ class Bench(Handler):
         """The log, each line saying whose search it belongs to (the two searches' lines alternate)."""
         return lambda line: self.ctx.log(f"  {who}: {line.strip()}")
 
+    def _server_fixed(self, ctx: Context, scenarios: tuple[Scenario, ...], benchmark_name: str, what: str,
+                      rate: float, goals: dict) -> Figure:
+        """(m) At a fixed `rate`, with the Server layout a first run takes there (tuned, else measured on the engine
+        for that rate, else configured): the raw engine's p99 / the harness's, as (d) and (e) read theirs."""
+        at = _with(ctx, scenarios, server_target_qps=rate)
+        layout = f"{ctx_layout(at, benchmark_name)}; {layout_origin(at, benchmark_name, Scenario.Server)}"
+        return self._server_against_raw(at, benchmark_name, "m", f"{what} ({layout})", rate, goals,
+                                        goal=goals["server_fixed"])
+
     def _server_against_raw(self, ctx: Context, benchmark_name: str, label: str, what: str, rate: float,
-                            goals: dict) -> Figure:
+                            goals: dict, goal: float | None = None) -> Figure:
         """At the rate the harness held: the raw engine's p99 latency, fed the same kind of arrivals and batched
         alike (bench_raw.server_p99) / the harness's, the best of ROUNDS runs each in turns. Two searches, even in
         turns, part ways after one unlucky short run near the bound; runs at one rate compare like with like."""
         at = f"{rate:g} QPS" if rate else "the rate the harness held (none)"
         name = (f"({label}) {what} Server at {at}: p99 latency, the raw engine fed the same Poisson arrivals and "
                 f"batched alike / the harness, best of {ROUNDS} runs each in turns")
+        goal = goals["server_raw"] if goal is None else goal
         if not rate:
-            return Figure(name, math.nan, math.nan, "ms", goals["server_raw"], higher_is_better=False)
+            return Figure(name, math.nan, math.nan, "ms", goal, higher_is_better=False)
         config = ctx.resolve(benchmark_name, Scenario.Server)
-        folder = self.ctx.paths.bench_dir / f"{benchmark_name}-server-{config['precision']}-vs-raw"
+        folder = self.ctx.paths.bench_dir / f"{benchmark_name}-server-{config['precision']}-{label}-vs-raw"
         numbers = itertools.count(1)
 
         def harness() -> float:
@@ -404,7 +447,7 @@ class Bench(Handler):
         rounds = in_turns(lambda: bench_raw.server_p99(ctx, benchmark_name, config, rate), harness, ROUNDS,
                           higher_is_better=False)
         self._log_rounds(f"({label}) Server p99 ms at {rate:g} QPS", rounds)
-        return Figure(name, *rounds.best(), "ms", goals["server_raw"], higher_is_better=False)
+        return Figure(name, *rounds.best(), "ms", goal, higher_is_better=False)
 
     def _server_ceiling(self, label: str, what: str, found: SearchResult, offline: float) -> Figure:
         """For the record: the raw engine's Server ceiling against Offline, what queueing at the bound leaves of the

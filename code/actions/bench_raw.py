@@ -71,27 +71,33 @@ def throughput(ctx: Context, benchmark_name: str, config, batch_size: int, secon
     """Samples/s of batches of `batch_size` back to back on every instance."""
     raw = raw_engine(ctx, benchmark_name, config)
     try:
-        indices = np.arange(batch_size) % raw.count
-        data = raw.batch(indices)
-        for backend in raw.backends:
-            backend.infer(data)   # warm-up
-        done = [0] * len(raw.backends)
-        stop = time.monotonic() + seconds
-
-        def loop(slot: int) -> None:
-            while time.monotonic() < stop:
-                raw.postprocess(raw.backends[slot].infer(data), indices)
-                done[slot] += batch_size
-
-        start = time.monotonic()
-        workers = [threading.Thread(target=loop, args=(i,)) for i in range(len(raw.backends))]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join()
-        return sum(done) / (time.monotonic() - start)
+        return loaded_throughput(raw, batch_size, seconds)
     finally:
         raw.close()
+
+
+def loaded_throughput(raw: RawEngine, batch_size: int, seconds: float) -> float:
+    """Samples/s of batches of `batch_size` back to back on every instance of a loaded engine (after one warm-up
+    call each)."""
+    indices = np.arange(batch_size) % raw.count
+    data = raw.batch(indices)
+    for backend in raw.backends:
+        backend.infer(data)   # warm-up
+    done = [0] * len(raw.backends)
+    stop = time.monotonic() + seconds
+
+    def loop(slot: int) -> None:
+        while time.monotonic() < stop:
+            raw.postprocess(raw.backends[slot].infer(data), indices)
+            done[slot] += batch_size
+
+    start = time.monotonic()
+    workers = [threading.Thread(target=loop, args=(i,)) for i in range(len(raw.backends))]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return sum(done) / (time.monotonic() - start)
 
 
 def percentile_of(latencies, percentile: float) -> float:

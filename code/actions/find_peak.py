@@ -39,6 +39,7 @@ from ..common.tuning.search import (ConfirmResult, Outcome, SearchResult, confir
                                     settle)
 from ..common.records.reproduce import RUN_LENGTH_FIELDS
 from ..common.tuning.trials import SEARCHED_FIELD, SHORT_RUNS
+from ..common.harness.first_run import measured_layout
 from .base import Handler
 from .custom_system import append_config, class_name, hardware_description, render_custom_list, system_entry
 from .locks import editing_configs, measuring
@@ -178,23 +179,33 @@ class FindPeak(Handler):
 
     # -- one benchmark and scenario -------------------------------------------------------------------------
     def _find(self, benchmark: str, scenario: Scenario, target: Target) -> Found:
+        from .layout_sweep import ensure_sweeps
+
         ctx = self.ctx
+        ensure_sweeps(ctx, [(benchmark, scenario)])     # the layout a first run takes, where none is tuned
         config = ctx.resolve(benchmark, scenario)
         field = SEARCHED_FIELD[scenario]
         kind = FIELDS[field].type
         plan = strategy(scenario, ctx.log)
         folder = ctx.paths.find_peak_dir(ctx.system.system_id, benchmark, scenario)
         numbers = {"trial": itertools.count(1), "confirm": itertools.count(1)}
+        # A layout a sweep of the engine chose where none is tuned (tuning/measured_layout.py) follows the target
+        # rate; the value found belongs to the layout it was found with, so that layout is held in every run and
+        # written with the value.
+        held = dict(measured_layout(config).get("fields", {}))
 
         def runner(kind_of_run: str) -> Callable[[float], Outcome]:
             def run(value: float) -> Outcome:
                 name = f"{kind_of_run}-{next(numbers[kind_of_run]):02d}-{plan.label(value)}"
-                return self.run_one(benchmark, scenario, folder / name, {field: kind(value)},
+                return self.run_one(benchmark, scenario, folder / name, {field: kind(value), **held},
                                     short=kind_of_run == "trial")
             return run
 
         ctx.log(f"\n== {benchmark} {scenario.value}: {field}, from {plan.unit(config[field])} "
                 f"({config.sources[field]}); runs in {shown_path(folder, ctx.paths.repo)}")
+        if held:
+            ctx.log(f"  holding the layout measured on the engine ({', '.join(f'{k}={v}' for k, v in held.items())}: "
+                    f"{measured_layout(config)['why']}); it is written with the value")
         searched = plan.search(runner("trial"), float(config[field]))
         ctx.log(f"  search: {searched.stopped}")
         if searched.value is None:
@@ -210,7 +221,7 @@ class FindPeak(Handler):
         comment = provenance(ctx, config, field, confirmed)
         if target.not_writable:
             return Found(benchmark, scenario, field, value, f"not written ({target.not_writable})")
-        for line in write_value(ctx, target, benchmark, scenario, field, value, comment):
+        for line in write_values(ctx, target, benchmark, scenario, {**held, field: value}, comment):
             ctx.log(f"  {line}")
         return Found(benchmark, scenario, field, value,
                      f"written to {shown_path(target.path, ctx.paths.repo)} (class {target.class_name})")

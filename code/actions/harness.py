@@ -149,6 +149,12 @@ class RunHarness(Handler):
             if test.folder is not None:
                 refuse_taken_run_dir(test.folder, self.ctx.paths.log_dir)
         self.prepare()
+        if not self.ctx.args.endpoints:    # an untuned layout measured on its engine, once (layout_sweep.py)
+            from .layout_sweep import ensure_sweeps
+
+            # For the performance tests: an accuracy run computes the same at any layout (one kept is used).
+            ensure_sweeps(self.ctx, [(test.benchmark, test.scenario) for test in plan.to_run
+                                     if test.test_mode is TestMode.PerformanceOnly])
         specs = [(test, plan_test(self.ctx, test.benchmark, test.scenario, test.test_mode, log_dir=test.folder))
                  for test in plan.to_run]   # every check before the first run
         records = [self._run(test, spec) for test, spec in specs]

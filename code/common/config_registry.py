@@ -44,6 +44,11 @@ BENCHMARK_DEFAULT = "benchmark default"     # the benchmark's own default (a clo
 FIELD_DEFAULT = "default"
 
 
+# The start of the source of a layout value a sweep of the engine chose where none was tuned (tuning/measured_layout):
+# still a default, so a command that repeats the run does not pin it.
+UNTUNED = f"{FIELD_DEFAULT} (untuned: "
+
+
 def fallback_source(why: str) -> str:
     """The source of a default that could not be used as it is (the harness implementation that cannot run here):
     still the field's default, so a command that repeats the run never asks for the value taken instead."""

@@ -47,6 +47,7 @@ COMPLIANCE_RUNS = "runs"               # a compliance test's every attempt, besi
 COMPLIANCE_DIRS = "TEST*"              # the compliance tests' folders beside them, as a glob pattern
 MEASUREMENTS_JSON = "measurements.json"
 TUNED_LAYOUT = "tuned_layout.json"     # make tune's layout and its measurement, in the tune folder (first_run.py)
+LAYOUT_SWEEP = "layout_sweep.json"     # the engines' untuned layouts measured in seconds (tuning/measured_layout.py)
 README = "README.md"
 # A compliance test's folder: its verdicts, and TEST01's Part III scores of the accuracy logs (in accuracy/).
 VERIFY_PERFORMANCE, VERIFY_ACCURACY = "verify_performance.txt", "verify_accuracy.txt"
@@ -247,6 +248,10 @@ class Paths:
         batch = f"b{batch_size}-" if batch_size is not None else ""
         name = f"{benchmark}-{scenario.value}-{device}-{batch}{precision}.{workload.name}.{ext}"
         return self.engine_dir(system_id, benchmark, scenario) / name
+
+    def layout_sweep(self, system_id: str, benchmark: str, scenario: Scenario) -> Path:
+        """The short sweeps of the engines of one folder, from which an untuned layout is chosen; kept with them."""
+        return self.engine_dir(system_id, benchmark, scenario) / LAYOUT_SWEEP
 
     def engine_manifest(self, engine: Path) -> Path:
         """Inputs the engine was built from; an unchanged manifest means no rebuild."""

@@ -134,6 +134,18 @@ def tuned_layout(tune_folder: Path, fields: Mapping[str, Any]) -> dict[str, Any]
     return record if all(fields.get(name) == value for name, value in record["engine"].items()) else {}
 
 
+def measured_layout(config) -> dict[str, Any]:
+    """What a run record keeps of a layout a sweep of the engine chose (metadata.json's config.measured_layout,
+    tuning/measured_layout.py): the fields it set and why; empty where the layout was tuned, typed or configured."""
+    from ..config_registry import UNTUNED
+
+    fields = {name: config[name] for name, source in config.sources.items() if source.startswith(UNTUNED)}
+    if not fields:
+        return {}
+    why = next(source for source in config.sources.values() if source.startswith(UNTUNED))
+    return {"fields": fields, "why": why[len(UNTUNED):-1]}
+
+
 def other_engine_note(benchmark: str, scenario: Scenario, tune_folder: Path, fields: Mapping[str, Any]) -> str | None:
     """A line for the plan when a run holds the layout make tune wrote but runs another engine than the one it was
     measured on (another precision, model, data set, backend): the layout and the figure written with it (Server's
@@ -172,16 +184,25 @@ def set_in_custom_config(config_class: type, field: str) -> bool:
 def untuned_layout_note(benchmark: str, scenario: Scenario, backend: str, test_mode: TestMode, test_run: bool,
                         config_class: type | None, sources: dict[str, str], layout: dict) -> str | None:
     """A line for the plan when a performance test's layout was tuned nowhere (no custom.py class sets a layout
-    field, none typed on the command line); None otherwise."""
-    if (backend not in TUNED_BACKENDS or scenario not in TUNED_SCENARIOS or test_run
-            or test_mode is not TestMode.PerformanceOnly):
+    field, none typed on the command line): the layout a sweep of its engine chose and why (a test run too, whose
+    figure it sets), or that it runs the configured one; None otherwise."""
+    from ..config_registry import UNTUNED
+
+    if backend not in TUNED_BACKENDS or scenario not in TUNED_SCENARIOS or test_mode is not TestMode.PerformanceOnly:
         return None
     fields = [f for f in LAYOUT_FIELDS if f in sources]
+    tune = f"make tune RUN_ARGS=\"--benchmarks={benchmark} --scenarios={scenario.value.lower()}\""
+    measured = [f for f in fields if sources[f].startswith(UNTUNED)]
+    if measured:
+        shown = ", ".join(f"{f}={layout[f]}" for f in measured)
+        return (f"Note: {benchmark} {scenario.value} runs {shown}, chosen where no layout is tuned on this system: "
+                f"{sources[measured[0]][len(UNTUNED):-1]} ({tune}).")
+    if test_run:
+        return None
     if any(sources[f] == "command line" for f in fields):
         return None
     if config_class is not None and any(set_in_custom_config(config_class, f) for f in fields):
         return None
     shown = ", ".join(f"{f}={layout[f]}" for f in fields if f in layout)
     return (f"Note: {benchmark} {scenario.value} runs the configured layout ({shown}), not one tuned on this system; "
-            f"make tune RUN_ARGS=\"--benchmarks={benchmark} --scenarios={scenario.value.lower()}\" measures the "
-            "candidates and writes the best into custom.py.")
+            f"{tune} measures the candidates and writes the best into custom.py.")

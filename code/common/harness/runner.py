@@ -39,7 +39,7 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
     from .engine_build import locate_engine
     from ..engines.input_samples import engine_samples
     from ..preprocessed_store import set_identity
-    from .first_run import tuned_layout
+    from .first_run import measured_layout, tuned_layout
     from .subset import checked_subset
     from .selection import choose, refuse_served_only
 
@@ -68,7 +68,7 @@ def plan_test(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, log_
         benchmark=benchmark_name, model=model, dataset=dataset, division=model_spec.division,
         scenario=scenario.value, test_mode=mode.value, loadgen_model=loadgen_model, log_dir=str(run_dir),
         scratch=str(ctx.paths.scratch), engine=str(engine), engine_manifest=manifest,
-        config={**config.as_dict(), "tuned_layout": tuned},
+        config={**config.as_dict(), "tuned_layout": tuned, "measured_layout": measured_layout(config)},
         system={"id": ctx.system.system_id, "known": ctx.system.is_known, "description": ctx.system.describe(),
                 "system_type": ctx.system.system_type.value, "hardware": ctx.system.info.as_dict()},
         user_conf=user_conf_lines(loadgen_model, scenario, fields, rules, len(samples), ctx.args.test_run, qps_scale,

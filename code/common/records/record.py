@@ -53,6 +53,9 @@ class ConfigRecord:
     # make tune's record of the layout the test ran (harness/first_run.tuned_layout): the layout, the short runs
     # that chose it and the full-length run that confirmed it; empty for a layout not tuned on this system.
     tuned_layout: Mapping[str, Any] = field(default_factory=dict)
+    # An untuned layout chosen by a sweep of the engine (tuning/measured_layout.measured_layout): the fields it set
+    # and why; empty where the layout was tuned, typed or configured.
+    measured_layout: Mapping[str, Any] = field(default_factory=dict)
 
     def given(self) -> dict[str, Any]:
         """The fields the invocation set (typed, or filled in by the toolkit): what repeats the config."""

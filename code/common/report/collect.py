@@ -80,6 +80,7 @@ class ReportRow:
     rerun_command: str = ""               # the make line that runs the test again
     tuned_layout: Mapping[str, Any] = field(default_factory=dict)   # make tune's record of the layout run, if any
     subset: str = ""                      # "a subset: N of the published M samples" where the set was not whole
+    measured_layout: Mapping[str, Any] = field(default_factory=dict)   # a sweep's choice where none was tuned
 
     @property
     def run_dir(self) -> Path:
@@ -164,7 +165,7 @@ def _view(record: RunRecord) -> ReportRow:
         engine_manifest=dict(engine.manifest) if engine is not None else {},
         target_latency_ns=_number(effective.get("target_latency_ns")) or None,
         changed_logs=changed_logs(record, path.parent), rerun_command=reproduce_command(record),
-        tuned_layout=dict(record.config.tuned_layout),
+        tuned_layout=dict(record.config.tuned_layout), measured_layout=dict(record.config.measured_layout),
         subset=record.data.subset if record.data is not None else "",
     )
 

@@ -54,11 +54,13 @@ def plural(count: int, noun: str) -> str:
 
 def layout_text(row: ReportRow) -> str:
     """The engine layout the run had (batch size, instances, threads, window) and, where make tune chose it, the
-    measurement behind it; empty for a run without layout fields (an LLM's, a served one's)."""
+    measurement behind it, or where a sweep of the engine did, its reason; empty for a run without layout fields (an LLM's, a served one's)."""
     shown = ", ".join(f"{name}={row.fields[name]}" for name in LAYOUT_FIELDS if name in row.fields)
     if not shown:
         return ""
     tuned = row.tuned_layout
+    if not tuned and row.measured_layout:
+        return f"{shown} (untuned: {row.measured_layout.get('why') or NONE})"
     if not tuned:
         return f"{shown} (as configured; not tuned on this system)"
     short, confirmed = tuned.get("short_run") or {}, tuned.get("confirmed") or {}
