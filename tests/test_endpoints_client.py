@@ -130,3 +130,34 @@ def test_the_environment_is_made_from_the_checkouts_lock_recorded_and_kept(tmp_p
 def test_no_stamp_no_environment(tmp_path):
     assert read_stamp(tmp_path) is None
     assert environment_row(tmp_path)[1] == "not installed"
+
+
+def test_the_endpoints_harness_makes_the_clients_environment_and_runs_nothing_yet(tmp_path, monkeypatch, checkout):
+    from types import SimpleNamespace
+
+    from code.common.endpoints_client import environment
+    from code.common.harness.registry import HARNESSES
+
+    plugin = HARNESSES.get("endpoints")
+    args = SimpleNamespace(workload=SimpleNamespace(harness_type=SimpleNamespace(value="endpoints")))
+    assert plugin.needs_environment(args, for_run=False) and not plugin.needs_environment(args, for_run=True)
+    assert plugin.parse_flag("endpoints", "127.0.0.1:8000, http://localhost:8001/v1") == ("http://127.0.0.1:8000",
+                                                                                        "http://localhost:8001")
+    with pytest.raises(UserError) as error:
+        plugin.preflight({}, args, None)
+    assert error.value.exit_code == 3 and "documentation/endpoints.md" in str(error.value)
+    lines: list[str] = []
+    ctx = SimpleNamespace(paths=SimpleNamespace(endpoints_venv=tmp_path / "venv"), log=lines.append)
+    assert plugin.capabilities(ctx)[0][1] == "not installed"
+    monkeypatch.delenv(CHECKOUT_VARIABLE, raising=False)
+    with pytest.raises(UserError, match=f"{CHECKOUT_VARIABLE} is not set") as error:
+        plugin.make_environment(ctx)
+    assert error.value.exit_code == 2
+    folder, commit = checkout[0], git(checkout[0], "rev-parse", "HEAD")
+    real_interpreter_env()
+    monkeypatch.setenv(CHECKOUT_VARIABLE, str(folder))
+    monkeypatch.setitem(environment.CLIENT_COMMITS, commit, "test")
+    plugin.make_environment(ctx)
+    assert lines[-1].startswith(f"MLCommons endpoints client 0.1.0 at {commit[:8]}, on Python 3.")
+    assert plugin.capabilities(ctx)[0][1] == f"inference-endpoint 0.1.0 ({commit[:8]})"
+    assert read_stamp(tmp_path / "venv").extras == ("bfcl",)

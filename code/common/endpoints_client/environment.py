@@ -40,6 +40,7 @@ CLIENT_COMMITS: Mapping[str, str] = {
     "381d13bbd27d6d52306813a51dc4e44295222d7e": "v6.1: the qwen3-vl reference's pinned client",
 }
 DEFAULT_COMMIT = "ea3327530376fef63d706f4105612e17c2c80a8d"
+BFCL_EXTRA = "bfcl"       # bfcl-eval, which builds and scores the BFCL v4 accuracy set (qwen3.6-27b)
 
 
 @dataclass(frozen=True)
