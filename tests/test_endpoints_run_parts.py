@@ -50,6 +50,7 @@ def test_the_yaml_carries_what_the_checker_reads_and_the_reference_blocks():
     assert runtime == {"min_duration_ms": 600_000, "max_duration_ms": 0,
                        "scheduler_random_seed": 16159082839903944936, "dataloader_random_seed": 2747215439041700203}
     assert data["settings"]["client"]["worker_initialization_timeout"] == 300.0       # raised to the floor
+    assert data["settings"]["service_ready_timeout_s"] == 300.0
     assert data["settings"]["load_pattern"] == {"type": "agentic_inference", "target_concurrency": 1}
     assert data["datasets"] == [BFCL_BLOCK]
     assert data["model_params"] == {"name": "smollm2-135m-instruct", "temperature": 0, "seed": 42,
@@ -207,3 +208,36 @@ def test_the_real_client_accepts_the_yaml(tmp_path):
     config.write_text(render(qwen3_6_like(str(tmp_path / "report"), datasets=(replay, BFCL_BLOCK))))
     validate(CLIENT.command, config, tmp_path / "validate.log")
     assert "Config valid: qwen3.6-27b-SingleStream" in (tmp_path / "validate.log").read_text()
+
+
+@pytest.mark.skipif(CLIENT is None, reason=f"{CHECKOUT_VARIABLE} does not point at a checkout of mlcommons/endpoints "
+                                           "with its environment made (make build RUN_ARGS=\"--harness_type=endpoints\")")
+def test_the_real_client_replays_a_turn_against_a_loopback_server_and_the_gates_read_its_report(tmp_path):
+    """The first turn of the round's agentic replay (its first conversation's prompt and recorded answer), sent by
+    the real client to the toolkit's loopback server; the client's report passes the performance gates. (Minutes:
+    the client's services import transformers.)"""
+    from code.common.processes import free_port
+
+    recorded = Path(CLIENT.checkout) / "examples" / "11_Edge_Agentic_Example" / "agentic_coding_2.5h.jsonl"
+    replay = tmp_path / "replay.jsonl"
+    replay.write_text("".join(recorded.read_text().splitlines(keepends=True)[:2]))
+    port = free_port("127.0.0.1")
+    server = subprocess.Popen([sys.executable, "-m", "code.common.serving.test_server", "--port", str(port),
+                               "--model", "tiny"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout.readline().startswith("listening on")
+        block = {"name": "agentic_coding", "type": "performance", "path": str(replay),
+                 "accuracy_config": {"eval_method": "agentic_inference_inline"},
+                 "agentic_inference": {"turn_timeout_s": 120.0, "num_trajectories_to_issue": 1}}
+        config = tmp_path / "client.yaml"
+        config.write_text(render(qwen3_6_like(str(tmp_path / "report"), datasets=(block,), min_duration_ms=0,
+                                              served_model="tiny", endpoints=(f"http://127.0.0.1:{port}",))))
+        run_client(CLIENT.command, ["benchmark", "from-config", "--config", str(config)], tmp_path / "client.log",
+                   cwd=tmp_path, show=lambda _: None)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    gates = performance_gates(tmp_path / "report")
+    assert [g.name for g in gates] == ["run complete", "no failed samples", "every sample completed",
+                                       "no missing turns"]
+    assert all(g.passed for g in gates), [g.line() for g in gates]
