@@ -105,6 +105,8 @@ def accuracy_figures(report_dir: Path) -> dict[str, float]:
                 figures[key] = float(value)     # older reports wrote figures as text ("86.23")
             except ValueError:
                 pass
+    # BFCL's breakdown carries overall_accuracy in percent, beside a scalar score that is a fraction (0.1126 for
+    # 11.26 %); a scorer without that breakdown key has only its score, in its own unit.
     if "overall_accuracy" not in figures and "score" in figures:
         figures["overall_accuracy"] = figures["score"]
     return figures
