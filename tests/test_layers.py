@@ -48,7 +48,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                   # and the task benchmarks' base (code/llm_tasks)
                   "code/llm/*", "code/llm_tasks/*",
                   "code/common/backends/*", "code/common/engines/*", "code/common/native/*", "code/common/triton/*",
-                  "code/common/serving/*",
+                  "code/common/serving/*", "code/common/endpoints_client/*",
                   "code/common/harness/native_sut.py", "code/common/harness/triton_sut.py",
                   "code/common/harness/triton_system.py", "code/common/harness/llm_sut.py",
                   "code/common/harness/llm_baseline.py", "code/common/harness/batching_engine.py",

@@ -167,6 +167,11 @@ class Paths:
         return self.repo / ".venv-vllm"
 
     @property
+    def endpoints_venv(self) -> Path:
+        """The MLCommons endpoints client's own environment (Python >= 3.12, from the user's checkout's uv.lock)."""
+        return self.repo / ".venv-endpoints"
+
+    @property
     def serving_logs(self) -> Path:
         """build/logs/serving: the logs of the LLM servers the toolkit starts (one file per server)."""
         return self.logs_root / "serving"
