@@ -7,8 +7,10 @@ answered (`received`: their JSON bodies, their forms' fields and files), so that
 
 Its output is a pure function of the prompt, so that runs through one or several servers give the same accuracy
 log: output token i of a prompt is `first + (key + i) % 1000`, and its text is " t<id>" per token (so a client that
-tokenizes the text reads it back with `encode_test_text`). A token prompt's key is its last id; a chat's or an
-audio clip's is `content_key` of its parts (text, and the bytes of images and audio as decoded from the request).
+tokenizes the text reads it back with `encode_test_text`). The key depends on the whole prompt (`prompt_key`: the
+CRC-32 of its ids), so that prompts that share their last ids (every chat-templated prompt ends in the same ones)
+get answers of their own, and a client that mixes two requests' answers up gives another accuracy log. A chat's or
+an audio clip's prompt is its `content_key` (text, and the bytes of images and audio as decoded from the request).
 With `eos_every=k`, a prompt whose key is a multiple of k ends on EOS after its first (min_tokens-respecting)
 tokens, with finish reason "stop".
 
@@ -40,6 +42,7 @@ import json
 import sys
 import threading
 import zlib
+from array import array
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,13 +56,18 @@ WRITES = ("chunk", "answer")     # one write per chunk (one chunk per read), or 
 def output_ids(prompt: list[int], count: int, eos: int | None = None, eos_every: int = 0,
                min_tokens: int = 1) -> list[int]:
     """The server's answer to `prompt`: `count` token ids, or fewer ending on `eos`."""
-    last = int(prompt[-1]) if prompt else 0
-    ids = [FIRST_ID + (last + i) % 1000 for i in range(count)]
-    if eos is not None and eos_every and last % eos_every == 0:
+    key = prompt_key(prompt)
+    ids = [FIRST_ID + (key + i) % 1000 for i in range(count)]
+    if eos is not None and eos_every and key % eos_every == 0:
         stop = max(min_tokens, 1)
         if stop < count:
             ids = ids[:stop - 1] + [eos] if stop > 1 else [eos]
     return ids
+
+
+def prompt_key(prompt: list[int]) -> int:
+    """The key of a token prompt: the CRC-32 of all its ids (as 64-bit integers)."""
+    return zlib.crc32(array("q", prompt).tobytes()) if prompt else 0
 
 
 def content_key(parts: list[str | bytes]) -> int:
@@ -211,7 +219,7 @@ class StreamingServer:
 
     async def _completions(self, request):
         body = await request.json()
-        return await self._answer(request, body, [int(body["prompt"][-1])] if body.get("prompt") else [],
+        return await self._answer(request, body, [int(t) for t in body.get("prompt") or ()],
                                   int(body.get("max_tokens", 16)), "text_completion")
 
     async def _chat(self, request):
