@@ -47,11 +47,12 @@ import numpy as np
 from ..generation import GenerationSettings, Request, TokenStream
 from ..prompts import Prompt, checked, parts_of, probe, size
 from ..records.computation import MODEL_FOLDER_SHA256
-from .chunks import decode, events
+from .chunks import decode, events, take_plain
 from .endpoints import Endpoint
 from .metrics import MetricsWatch, parse
 from .payloads import Payload, payload_for
 from .scheduler import Scheduler
+from .sse_protocol import ConnectFailed, Connections, new_event_loop
 from .workers import (CHANNEL, FAILED, READY, WorkerFailed, cancel_requests, close_channels, quit_workers, reap_workers,
                       send_requests, start_workers)
 
@@ -89,7 +90,8 @@ class _Endpoint:
 
     endpoint: Endpoint
     local: bool
-    session: Any = None                # aiohttp.ClientSession
+    session: Any = None                # aiohttp.ClientSession (models, version, metrics)
+    streams: Any = None                # sse_protocol.Connections (completion requests with a JSON body)
     engine: str = ""                   # what /v1/models says owns the model (vllm, sglang, ...)
     version: str = ""
     served: tuple[str, ...] = ()
@@ -159,7 +161,7 @@ class ServingClient:
         """Start the clients; check, probe and warm up every endpoint (EndpointFailed or UserError: the test does
         not start)."""
         self._stream = stream
-        self._loop = asyncio.new_event_loop()
+        self._loop = new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="openai-client")
         self._thread.start()
         try:
@@ -217,6 +219,8 @@ class ServingClient:
         for state in self.endpoints:
             connector = aiohttp.TCPConnector(limit=self.settings.in_flight + 2, enable_cleanup_closed=True)
             state.session = aiohttp.ClientSession(connector=connector, timeout=timeout, raise_for_status=False)
+            state.streams = Connections(state.endpoint.host, state.endpoint.port, state.endpoint.scheme == "https",
+                                        self.settings.connect_timeout_s, self.settings.request_timeout_s)
 
     async def _open(self) -> None:
         await self._open_sessions()
@@ -448,8 +452,7 @@ class ServingClient:
             task.cancel()
         await asyncio.gather(*self._tasks.values(), *self._pollers, return_exceptions=True)
         for state in self.endpoints:
-            if state.session is not None:
-                await state.session.close()
+            await close_session(state)
 
     # -- one request -----------------------------------------------------------------------------
     async def _generate(self, state: _Endpoint, request: Request, max_tokens: int, report: bool) -> list[int] | None:
@@ -462,17 +465,18 @@ class ServingClient:
         data, headers = self.api.body(state.model, request.prompt, request.settings, max_tokens, server_ids,
                                       self.settings.answers == "streamed", self.settings.stream_interval)
         try:
-            async with state.session.post(state.url + self.api.path, data=data, headers=headers) as response:
-                if response.status != 200:
-                    detail = (await response.text())[:300]
-                    raise EndpointFailed(f"{state.url} answered HTTP {response.status} to a completion request: "
-                                         f"{detail}")
-                if response.content_type == "application/json":    # a whole answer, not a stream
-                    missing = self._take(state, request, output, await response.read(), server_ids, report)
-                else:
-                    missing = await self._read_stream(response, state, request, output, server_ids, report)
-                if missing:
-                    return None
+            if isinstance(data, bytes):     # a JSON body: streamed through the protocol-level reader
+                answer = await state.streams.post(self.api.path, data, headers, lambda payloads: self._take_events(
+                    state, request, output, payloads, server_ids, report))
+                if answer.status != 200:
+                    raise EndpointFailed(f"{state.url} answered HTTP {answer.status} to a completion request: "
+                                         f"{answer.body.decode(errors='replace')[:300]}")
+                missing = answer.result if answer.streamed else self._take(state, request, output, answer.body,
+                                                                           server_ids, report)
+            else:
+                missing = await self._post_form(state, request, output, data, headers, server_ids, report)
+            if missing:
+                return None
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as error:
             raise EndpointFailed(f"{state.url}: {_describe(error, self.settings)}") from None
         if output.finish is None:
@@ -482,6 +486,18 @@ class ServingClient:
             self._finish_text(state, request, output, report)
         state.answered += report
         return output.tokens
+
+    async def _post_form(self, state: _Endpoint, request: Request, output: _Output, data, headers, server_ids: bool,
+                         report: bool) -> bool:
+        """A request whose body is a form (audio transcriptions), through aiohttp; True as _take says."""
+        async with state.session.post(state.url + self.api.path, data=data, headers=headers) as response:
+            if response.status != 200:
+                detail = (await response.text())[:300]
+                raise EndpointFailed(f"{state.url} answered HTTP {response.status} to a completion request: "
+                                     f"{detail}")
+            if response.content_type == "application/json":    # a whole answer, not a stream
+                return self._take(state, request, output, await response.read(), server_ids, report)
+            return await self._read_stream(response, state, request, output, server_ids, report)
 
     async def _read_stream(self, response, state: _Endpoint, request: Request, output: _Output, server_ids: bool,
                            report: bool) -> bool:
@@ -503,7 +519,9 @@ class ServingClient:
                 return False
             if output.finish is not None:
                 continue       # e.g. a usage chunk after the final one
-            if self._take(state, request, output, payload, server_ids, report):
+            if server_ids and take_plain(payload, self.api.name, output):
+                self._report_ids(state, request, output, report)
+            elif self._take(state, request, output, payload, server_ids, report):
                 return True
         return None
 
@@ -596,6 +614,14 @@ class ServingClient:
             report(request_id, "".join(output.text))
 
 
+async def close_session(state: _Endpoint) -> None:
+    """An endpoint's clients closed (its aiohttp session and its streaming connections)."""
+    if state.streams is not None:
+        state.streams.close()
+    if state.session is not None:
+        await state.session.close()
+
+
 def travels(encode: Callable | None) -> bool:
     """Whether worker processes can tokenize text with `encode` (it pickles); where not, servers that stream text
     only are read on one loop here, where the tokenizer is."""
@@ -626,7 +652,7 @@ def _describe(error: BaseException, settings: ClientSettings) -> str:
     if isinstance(error, asyncio.TimeoutError):
         return (f"sent nothing for {settings.request_timeout_s:g} s (openai_request_timeout_s); the server is stuck "
                 f"or far slower than the load it was given")
-    if isinstance(error, aiohttp.ClientConnectorError):
+    if isinstance(error, (aiohttp.ClientConnectorError, ConnectFailed)):
         return f"cannot connect ({error.os_error or error}); is the server running and listening there?"
     if isinstance(error, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError)):
         return f"closed the connection in the middle of an answer ({type(error).__name__}: {error}); did it die?"

@@ -14,7 +14,8 @@ import msgspec
 
 from .channel import Channel
 from ..generation import Request
-from .client import WARMUP_TOKENS, ServingClient
+from .client import WARMUP_TOKENS, ServingClient, close_session
+from .sse_protocol import new_event_loop
 from .workers import CANCEL, CHUNKS, FAILED, QUIT, READY, REQUESTS, SETUP
 
 
@@ -22,7 +23,7 @@ class _WorkerLoop:
     """A worker: the one-loop client's request code on this process's event loop, reporting over its channel."""
 
     def __init__(self, sock: socket.socket) -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = new_event_loop()
         self.encoder = msgspec.msgpack.Encoder()
         self.channel = Channel(sock, self.loop, self._frame, self._parent_gone)
         self.client = None
@@ -121,8 +122,7 @@ class _WorkerLoop:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             for state in self.client.endpoints:
-                if state.session is not None:
-                    await state.session.close()
+                await close_session(state)
         self.channel.close()
 
 
