@@ -95,6 +95,7 @@ class _Connection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         self.last_read = time.monotonic()
         self.received = True
+        self.pool.reads += 1
         try:
             self.parser.feed_data(self.view[:nbytes])
         except httptools.HttpParserCallbackError as error:   # the caller's `take` failed: the request fails with it
@@ -185,6 +186,7 @@ class Connections:
         self._head = f"Host: {authority}\r\nUser-Agent: mlperf-toolkit\r\n".encode()
         self._idle: list[_Connection] = []
         self._all: set[_Connection] = set()
+        self.reads = 0               # reads of answers so far (make bench's tokens per read)
 
     async def post(self, path: str, body: bytes, headers: dict[str, str], take: Take) -> Answer:
         """POST `body` to `path` and read the answer: server-sent events go to `take` as they arrive; any other
