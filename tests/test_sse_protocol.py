@@ -44,6 +44,9 @@ def run(answers: list[list[bytes]], requests: int = 1, *, close_after: bool = Fa
                     writer.close()
                     return
                 for write in writes:
+                    if write is None:          # closed in the middle of the answer
+                        writer.close()
+                        return
                     writer.write(write)
                     await writer.drain()
                     await asyncio.sleep(0.01)
@@ -86,6 +89,12 @@ def test_events_cut_anywhere_by_the_reads_are_read_whole_and_in_order():
     assert taken == [json.dumps({"choices": [{"token_ids": [i]}]}).encode() for i in (1, 2, 3, 4)] + [b"[DONE]"]
 
 
+def test_an_answer_without_a_length_or_chunks_ends_with_its_connection():
+    results, taken, _ = run([[b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n",
+                              event(1), event(2) + b"data: [DONE]\n\n"]], close_after=True)
+    assert results[0].status == 200 and results[0].result is None and len(taken) == 3
+
+
 def test_a_whole_json_answer_and_an_http_error_come_back_whole_on_one_kept_connection():
     whole = b'{"choices": [{"token_ids": [5]}]}'
     error = b'{"error": "busy"}'
@@ -105,6 +114,9 @@ def test_a_kept_connection_the_server_closed_is_replaced():
     assert [r.status for r in results] == [200, 200] and len(taken) == 2 and connections == 2   # closed unanswered
     results, _, _ = run([[], [HEAD + chunked(event(2))]])     # ... but a new connection's failure is the request's
     assert isinstance(results[0], aiohttp.ServerDisconnectedError)
+    results, taken, connections = run([[HEAD + chunked(event(1))], [HEAD + b"5\r\ndata:", None]], requests=2)
+    # ... and so is the failure of a kept connection that had begun to answer
+    assert isinstance(results[1], aiohttp.ServerDisconnectedError) and len(taken) == 1 and connections == 1
 
 
 def test_failures_are_aiohttps():

@@ -69,6 +69,7 @@ class _Connection(asyncio.BufferedProtocol):
         self.view = memoryview(self.buffer)
         self.closed = False
         self.reused = False
+        self.received = False
         self._reset(None, None)
 
     def _reset(self, take: Take | None, done: asyncio.Future | None) -> None:
@@ -78,11 +79,11 @@ class _Connection(asyncio.BufferedProtocol):
         self.body: list[bytes] = []
         self.rest = b""
         self.result: bool | None = None
-        self.received = False
         self.last_read = time.monotonic()
 
     def start(self, request: bytes, take: Take, done: asyncio.Future) -> None:
         self._reset(take, done)
+        self.received = False          # (kept past a failure: a request that received something is not retried)
         self.transport.write(request)
 
     # -- asyncio.BufferedProtocol ----------------------------------------------------------------
@@ -106,6 +107,9 @@ class _Connection(asyncio.BufferedProtocol):
     def connection_lost(self, error: Exception | None) -> None:
         self.closed = True
         self.pool.forget(self)
+        if error is None and self.done is not None and self.status and not self.framed:
+            self.on_message_complete()     # a body without a length or chunks ends with its connection
+            return
         self._fail(aiohttp.ServerDisconnectedError(f"the connection closed ({error})" if error else None))
 
     # -- httptools' callbacks ------------------------------------------------------------------------
@@ -113,14 +117,17 @@ class _Connection(asyncio.BufferedProtocol):
         self.status = self.parser.get_status_code()
         self.streamed = self.status == 200 and not self.json
 
-    json = False
+    json = framed = False      # the answer's body is JSON; it has a length or chunks (else it ends with the connection)
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if name.lower() == b"content-type":
+        name = name.lower()
+        if name == b"content-type":
             self.json = value.split(b";", 1)[0].strip().lower() == b"application/json"
+        elif name in (b"content-length", b"transfer-encoding"):
+            self.framed = True
 
     def on_message_begin(self) -> None:
-        self.json = False
+        self.json = self.framed = False
 
     def on_body(self, body: bytes) -> None:
         if not self.streamed:
