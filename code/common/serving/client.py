@@ -25,8 +25,9 @@ endpoint's `/metrics` is polled (requests, queue time, prefix-cache hits, into t
 reach the server fails the run, so an endpoint that dies with nothing in flight is noticed too.
 
 Offline may take whole answers instead of streams (`answers`: one JSON document per request, its token ids
-included), since it measures no first-token time; each chunk is read with little work (chunks.py). With `workers`
-above one, the requests are streamed by worker processes (workers.py), the scheduler and LoadGen staying here.
+included), since it measures no first-token time. Answers are read by asyncio protocols with a C HTTP parser
+(sse_protocol.py), each chunk with little work (chunks.py). With `workers` above one, the requests are streamed by
+worker processes (workers.py), the scheduler and LoadGen staying here.
 
 Failure never hangs and never passes for a result: an endpoint that refuses the connection, answers with an HTTP
 error, sends nothing for `request_timeout_s`, closes a stream before its end or sends a chunk that is not JSON

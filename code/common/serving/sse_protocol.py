@@ -2,15 +2,19 @@
 protocols, each answer parsed by llhttp (httptools, the C parser uvicorn serves with) in the call that reads it, its
 server-sent events split and handed to the caller's function there and then. A real engine sends one event per
 decode step per sequence, so most reads carry one event: what a read costs is what a token costs. aiohttp's client
-reads through a stream reader, wakes the request's task and iterates lines for every read (about 24 us of CPU per
-token here, at one event per read); here a read is the event loop's callback into the parser and the caller's
-function, into a buffer that is reused (asyncio.BufferedProtocol), with no task woken until the answer ends.
+reads through a stream reader, wakes the request's task and iterates lines for every read; here a read is the event
+loop's callback into the parser and the caller's function, into a buffer that is reused (asyncio.BufferedProtocol),
+with no task woken until the answer ends. Measured on the toolkit's test server paced at one event per read (2
+loaded cores): the harness's client 9.8 to 11.4 us of CPU per token with this reader, 20 to 22 with aiohttp's, the
+bare aiohttp client 29 to 31 (the reader's own Python per read is about 1.6 us; the rest is the loop's wake-up, the
+kernel's reads and each request's sending).
 
 Its failures are aiohttp's, so that the client names them as it names aiohttp's own: a connection refused is
 ConnectFailed (an aiohttp.ClientConnectionError with the OS error), a server that closes the connection before the
 answer's end aiohttp.ServerDisconnectedError, one whose HTTP does not parse aiohttp.ClientPayloadError, and one that
 sends nothing for `read_timeout_s` asyncio.TimeoutError. A connection reused from the pool that the server had
-closed while it was idle (uvicorn closes idle ones after 5 s) is retried once on a new one, as HTTP clients do.
+closed while it was idle (uvicorn closes idle ones after 5 s) is retried once on a new one, as HTTP clients do,
+where nothing of the answer had arrived. A body with neither a length nor chunks ends with its connection.
 
 The scheduler bounds the requests in flight per endpoint, so the pool keeps no limit of its own: a connection per
 request in flight, returned to the pool when its answer has ended.

@@ -27,9 +27,10 @@ usual " t<id>" text).
 So that it is not what a bench measures, its chunks are rendered once (each distinct chunk's bytes are kept and
 reused), and `writes` says how they go out: `chunk` (one write per chunk, awaited; a client that keeps up reads
 them one per read only where they are paced, `chunk_delay_s`, as a real engine's decode steps: as fast as it can,
-several arrive between two reads) or `answer` (the whole answer's chunks in one write, coalesced: many per read). Run: `python -m code.common.serving.test_server --port 8000
---model NAME [--fault ...] [--answer=json_choice] [--writes=answer] [--processes=4]`; it prints "listening on
-<url>" once it accepts connections. With `--processes=N`, N processes serve the one port (SO_REUSEPORT: the
+several arrive between two reads) or `answer` (the whole answer's chunks in one write, coalesced: many per read).
+Run: `python -m code.common.serving.test_server --port 8000 --model NAME [--fault ...] [--answer=json_choice]
+[--writes=answer] [--chunk_delay_s=0.02] [--processes=4]`; it prints "listening on <url>" once it accepts
+connections. With `--processes=N`, N processes serve the one port (SO_REUSEPORT: the
 kernel spreads the connections over them); the first starts the others, which end with it (a signal to its process
 group ends all).
 """
