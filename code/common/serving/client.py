@@ -53,7 +53,6 @@ from .endpoints import Endpoint
 from .metrics import MetricsWatch, parse
 from .payloads import Payload, payload_for
 from .scheduler import Scheduler
-from .sse_protocol import ConnectFailed, Connections, new_event_loop
 from .workers import (CHANNEL, FAILED, READY, WorkerFailed, cancel_requests, close_channels, quit_workers, reap_workers,
                       send_requests, start_workers)
 
@@ -161,6 +160,8 @@ class ServingClient:
     def open(self, stream: TokenStream) -> None:
         """Start the clients; check, probe and warm up every endpoint (EndpointFailed or UserError: the test does
         not start)."""
+        from .sse_protocol import new_event_loop
+
         self._stream = stream
         self._loop = new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="openai-client")
@@ -214,6 +215,8 @@ class ServingClient:
 
     async def _open_sessions(self) -> None:
         import aiohttp
+
+        from .sse_protocol import Connections
 
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.settings.connect_timeout_s,
                                         sock_read=self.settings.request_timeout_s)
@@ -649,6 +652,8 @@ def serving(models: list, name: str) -> dict | None:
 
 def _describe(error: BaseException, settings: ClientSettings) -> str:
     import aiohttp
+
+    from .sse_protocol import ConnectFailed
 
     if isinstance(error, asyncio.TimeoutError):
         return (f"sent nothing for {settings.request_timeout_s:g} s (openai_request_timeout_s); the server is stuck "
