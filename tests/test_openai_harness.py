@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from code.common.paths import Paths
+
 from .conftest import REPO
 from .test_llm_e2e import llm_scratch, records, repo_copy, toolkit  # noqa: F401,F811  (fixtures)
 
@@ -49,6 +51,25 @@ def streaming_servers(count: int, *flags: str, model: str = SERVED):
         for process in processes:
             process.kill()
             process.wait()
+
+
+def own_answers(scratch: Path, entries: list) -> list[bool]:
+    """Whether each of the accuracy log's `entries` begins with the fake server's answer to its own sample's
+    prompt (the answers depend on the whole prompt: a log with two samples' answers swapped fails). Answers the
+    server ends on EOS (its eos_every) are left out: they may say nothing of their prompt."""
+    import numpy as np
+
+    from code.common.benchmark_api import get_benchmark
+    from code.common.serving.fake_server import FIRST_ID, prompt_key
+
+    samples = get_benchmark("llama3.1-8b").preprocessed("smollm2-135m-instruct", "cnndm_sample",
+                                                        Paths.create(scratch=scratch))
+    own = []
+    for entry in entries:
+        key = prompt_key(np.asarray(samples.load(entry["qsl_idx"])).tolist())
+        if key % 5:
+            own.append(int(np.frombuffer(bytes.fromhex(entry["data"]), dtype=np.int32)[0]) == FIRST_ID + key % 1000)
+    return own
 
 
 def accuracy_entries(log_dir: Path) -> list:
@@ -155,6 +176,8 @@ def test_whole_answers_and_worker_processes_give_the_one_loop_accuracy_log_and_p
         assert {e.extras["workers"] for e in record.endpoints} == {workers}
     baseline = sorted(json.loads((Path(records(logs["streamed", 1])[("Offline", "AccuracyOnly")].log_dir)
                                   / "mlperf_log_accuracy.json").read_text()), key=lambda e: e["qsl_idx"])
+    own = own_answers(llm_scratch, baseline)
+    assert all(own) and len(own) >= len(baseline) // 2      # each sample its own answer, most of them telling
     for log_dir in logs.values():
         log = Path(records(log_dir)[("Offline", "AccuracyOnly")].log_dir) / "mlperf_log_accuracy.json"
         assert sorted(json.loads(log.read_text()), key=lambda e: e["qsl_idx"]) == baseline

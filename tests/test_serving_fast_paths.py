@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from code.common.serving.fake_server import ServerSettings, StreamingServer
+from code.common.serving.fake_server import ServerSettings, StreamingServer, output_ids
 
 from .conftest import REPO
 
@@ -37,7 +37,7 @@ def test_the_test_servers_writes_change_how_chunks_travel_not_what_they_say():
     assert answers["chunk"] == answers["answer"]
     events = [line for line in answers["chunk"].split(b"\n\n") if line]
     assert len(events) == 7 and events[-1] == b"data: [DONE]"
-    assert [json.loads(e[6:])["choices"][0]["token_ids"] for e in events[:-1]] == [[17], [18], [19], [20], [21], [22]]
+    assert [json.loads(e[6:])["choices"][0]["token_ids"] for e in events[:-1]] == [[i] for i in output_ids([3, 7], 6)]
 
 
 def test_an_unknown_way_of_writing_is_refused():

@@ -122,7 +122,17 @@ def test_the_client_bench_counts_every_token_of_the_harness_client(workers, answ
         run = harness_run(server.url, "m", prompts, 16, 4, workers=workers, answers=answers, rate=rate)
     assert run.tokens == 12 * 16 and run.requests == 12 and run.cpu_s >= 0 and run.seconds > 0
     assert len(run.first_token_s) == (12 if rate else 0)
+    assert len(run.process_cpu_s) == (1 if workers == 1 else 1 + workers) and sum(run.process_cpu_s) == run.cpu_s
+    assert (0 < run.reads <= 12 * 16 + 24) if workers == 1 else run.reads == 0    # reads counted by one loop only
     assert worker_pids() == []
+
+
+def test_the_bare_client_counts_its_reads():
+    from code.common.serving.client_bench import bare_run
+
+    with StreamingServer(ServerSettings(model="m", chunk_delay_s=0.01)) as server:    # one chunk per read, mostly
+        run = bare_run(server.url, "m", [[i + 1] * 5 for i in range(4)], 8, 4)
+    assert run.tokens == 4 * 8 and 4 * 4 <= run.reads <= 4 * (8 + 3) and run.process_cpu_s == [run.cpu_s]
 
 
 

@@ -17,6 +17,7 @@ class BareResult:
     tokens: int = 0
     seconds: float = 0.0
     first_token_s: list[float] = field(default_factory=list)   # per request, from its send
+    reads: int = 0              # reads of the answers (the socket transports' reads)
 
     @property
     def tokens_per_second(self) -> float:
@@ -46,6 +47,13 @@ async def _run(url: str, model: str, prompts: list[list[int]], max_tokens: int, 
 
     result = BareResult()
     queue = list(reversed(prompts))
+    from asyncio.selector_events import _SelectorSocketTransport as Transport
+
+    read = Transport._read_ready__data_received
+
+    def counted(transport):      # the loop's call for each read of a socket: reads counted, not assumed
+        result.reads += 1
+        return read(transport)
     connector = aiohttp.TCPConnector(limit=concurrency)
     async with aiohttp.ClientSession(connector=connector,
                                      timeout=aiohttp.ClientTimeout(total=None, sock_read=600)) as session:
@@ -82,6 +90,10 @@ async def _run(url: str, model: str, prompts: list[list[int]], max_tokens: int, 
                     await asyncio.sleep(gaps.expovariate(rate))
 
         start = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(max(1, concurrency))))
+        Transport._read_ready__data_received = counted
+        try:
+            await asyncio.gather(*(worker() for _ in range(max(1, concurrency))))
+        finally:
+            Transport._read_ready__data_received = read
         result.seconds = time.perf_counter() - start
     return result

@@ -13,11 +13,11 @@ import msgspec
 from .payloads import Choice
 
 
-class _Message(msgspec.Struct):
+class _Message(msgspec.Struct, gc=False):     # (no cycles: the garbage collector need not track them)
     content: Any = None
 
 
-class _Choice(msgspec.Struct):
+class _Choice(msgspec.Struct, gc=False):
     token_ids: list[int] | None = None
     text: Any = None
     delta: _Message | None = None
@@ -25,7 +25,7 @@ class _Choice(msgspec.Struct):
     finish_reason: str | None = None
 
 
-class _Chunk(msgspec.Struct):
+class _Chunk(msgspec.Struct, gc=False):
     choices: list[_Choice] | None = None
     error: Any = None
 
@@ -73,6 +73,32 @@ def decode(payload: bytes, api: str) -> Decoded | None:
     if chunk.choices is None:
         return None
     return Decoded([reader(choice) for choice in chunk.choices], None)
+
+
+def take_plain(payload: bytes, api: str, output) -> bool:
+    """A plain chunk (one choice that carries token ids, no error) of API `api` taken into `output` (its `tokens`,
+    `text` and `finish`, as transport._take takes a chunk in server mode); False, with nothing taken, where the chunk
+    is any other: the caller reads it the usual way. The one path per token of a real engine's stream, kept short:
+    one decode, no objects of its own."""
+    if api not in READERS:
+        return False
+    try:
+        chunk = _DECODER.decode(payload)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
+    choices = chunk.choices
+    if chunk.error is not None or choices is None or len(choices) != 1 or choices[0].token_ids is None:
+        return False
+    choice = choices[0]
+    output.tokens += choice.token_ids
+    if api == "completions":
+        output.text.append(str(choice.text or ""))
+    else:
+        message = choice.delta if choice.delta is not None else choice.message
+        output.text.append(str(message.content or "") if message is not None else "")
+    if choice.finish_reason is not None:
+        output.finish = choice.finish_reason
+    return True
 
 
 def events(buffer: bytes, data: bytes) -> tuple[list[bytes], bytes]:

@@ -88,8 +88,10 @@ class ServingClient:
     def open(self, stream: TokenStream) -> None:
         """Start the clients; check, probe and warm up every endpoint (EndpointFailed or UserError: the test does
         not start)."""
+        from .sse_protocol import new_event_loop    # uvloop's where present (the transport's reader runs on it)
+
         self._stream = self.transport.stream = stream
-        self._loop = asyncio.new_event_loop()
+        self._loop = new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="openai-client")
         self._thread.start()
         try:

@@ -4,7 +4,10 @@ bare single-loop client (baseline.py), streaming `/v1/completions` from a test s
 
 - CPU per token: the client's CPU seconds (its process and its workers', from /proc) over the window from the
   first request to the last completion, divided by the tokens streamed; the harness's client reports every request
-  to a token stream that counts, as the system under test's does, less LoadGen's own calls (two per request).
+  to a token stream that counts, as the system under test's does, less LoadGen's own calls (two per request). Its
+  process's and each worker's seconds are kept apart (CPU per token per process).
+- tokens per read: the tokens over the reads of the answers in the same window, counted (the harness's reader
+  counts its reads, the bare client's socket transports are counted); not counted in worker processes (0).
 - tokens/s: the same window's wall clock.
 - first-token latency: with `rate`, one request at a time at random gaps of mean 1/rate (a fixed seed), from the
   request's submission to its first chunk.
@@ -33,6 +36,12 @@ class ClientRun:
     seconds: float = 0.0
     cpu_s: float = 0.0
     first_token_s: list[float] = field(default_factory=list)
+    reads: int = 0                       # 0: not counted
+    process_cpu_s: list[float] = field(default_factory=list)   # this process's, then each worker's
+
+    @property
+    def tokens_per_read(self) -> float:
+        return self.tokens / self.reads if self.reads else float("nan")
 
     @property
     def us_per_token(self) -> float:
@@ -101,7 +110,8 @@ def harness_run(url: str, model: str, prompts: Sequence[Sequence[int]], max_toke
     client.open(stream)
     try:
         pids = client.worker_pids()
-        cpu = own_cpu_s() + sum(process_cpu_s(pid) for pid in pids)
+        cpu = [own_cpu_s(), *(process_cpu_s(pid) for pid in pids)]
+        reads = _reads(client)
         start = time.perf_counter()
         if rate > 0:
             gaps = random.Random(0)
@@ -117,12 +127,17 @@ def harness_run(url: str, model: str, prompts: Sequence[Sequence[int]], max_toke
             client.submit(requests)
         stream.done.wait(3600)
         seconds = time.perf_counter() - start
-        cpu = own_cpu_s() + sum(process_cpu_s(pid) for pid in pids) - cpu
+        cpu = [end - begin for begin, end in zip(cpu, [own_cpu_s(), *(process_cpu_s(pid) for pid in pids)])]
+        reads = 0 if pids else _reads(client) - reads
     finally:
         client.close()
     if stream.error is not None:
         raise stream.error
-    return ClientRun(stream.tokens, stream.finished, seconds, cpu, stream.first_token_s)
+    return ClientRun(stream.tokens, stream.finished, seconds, sum(cpu), stream.first_token_s, reads, cpu)
+
+
+def _reads(client) -> int:
+    return sum(state.streams.reads for state in client.endpoints if state.streams is not None)
 
 
 def bare_run(url: str, model: str, prompts: Sequence[Sequence[int]], max_tokens: int, in_flight: int) -> ClientRun:
@@ -130,7 +145,8 @@ def bare_run(url: str, model: str, prompts: Sequence[Sequence[int]], max_tokens:
 
     cpu = own_cpu_s()
     result = run(url, model, prompts, max_tokens, in_flight)
-    return ClientRun(result.tokens, result.requests, result.seconds, own_cpu_s() - cpu, result.first_token_s)
+    cpu = own_cpu_s() - cpu
+    return ClientRun(result.tokens, result.requests, result.seconds, cpu, result.first_token_s, result.reads, [cpu])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -154,7 +170,7 @@ def main(argv: list[str] | None = None) -> None:
         run = bare_run(ns.url, ns.model, prompts, ns.max_tokens, ns.in_flight)
     else:
         run = harness_run(ns.url, ns.model, prompts, ns.max_tokens, ns.in_flight, ns.workers, ns.answers, ns.rate)
-    print(json.dumps({**asdict(run), "us_per_token": run.us_per_token,
+    print(json.dumps({**asdict(run), "us_per_token": run.us_per_token, "tokens_per_read": run.tokens_per_read,
                       "tokens_per_second": run.tokens_per_second}), flush=True)
 
 

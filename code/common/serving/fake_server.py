@@ -6,12 +6,14 @@ with `return_token_ids`), `/v1/models`, `/version` and `/metrics`, as fast as it
 it is told to play. It keeps the chat and transcription requests it answered (`received`: their JSON bodies, their
 forms' fields and files), so that a test sees what reached it.
 
-Its output is a pure function of the prompt, so that runs through one or several servers give the same accuracy log:
-output token i of a prompt is `first + (key + i) % 1000`, and its text is " t<id>" per token (so a client that
-tokenizes the text reads it back with `encode_test_text`). A token prompt's key is its last id; a chat's or an audio
-clip's is `content_key` of its parts (text, and the bytes of images and audio as decoded from the request). With
-`eos_every=k`, a prompt whose key is a multiple of k ends on EOS after its first (min_tokens-respecting) tokens,
-with finish reason "stop".
+Its output is a pure function of the prompt, so that runs through one or several servers give the same accuracy
+log: output token i of a prompt is `first + (key + i) % 1000`, and its text is " t<id>" per token (so a client that
+tokenizes the text reads it back with `encode_test_text`). The key depends on the whole prompt (`prompt_key`: the
+CRC-32 of its ids), so that prompts that share their last ids (every chat-templated prompt ends in the same ones)
+get answers of their own, and a client that mixes two requests' answers up gives another accuracy log. A chat's or
+an audio clip's prompt is its `content_key` (text, and the bytes of images and audio as decoded from the request).
+With `eos_every=k`, a prompt whose key is a multiple of k ends on EOS after its first (min_tokens-respecting)
+tokens, with finish reason "stop".
 
 Faults (`fault`): `http_error` (every completion answers HTTP 500), `break` (the connection closes after
 `fault_after` chunks), `malformed` (chunk `fault_after` is not JSON), `stall` (no chunk after `fault_after`),
@@ -23,12 +25,13 @@ per chunk. With `answer=json_choice` a chat is answered with a JSON object `{"ca
 streamed a few characters per token (a chat without such a list gets the usual " t<id>" text).
 
 So that it is not what a bench measures, its chunks are rendered once (each distinct chunk's bytes are kept and
-reused), and `writes` says how they go out: `chunk` (one write per chunk, awaited, so that a client reads them one
-per read, as from a real engine that produces a token at a time) or `answer` (the whole answer's chunks in one
-write, coalesced: many chunks per read). Run: `python -m code.common.serving.fake_server --port 8000 --model NAME
-[--fault ...] [--answer=json_choice] [--writes=answer] [--processes=4]`; it prints "listening on <url>" once it
-accepts connections. With `--processes=N`, N processes serve the one port (SO_REUSEPORT: the kernel spreads the
-connections over them); the first starts the others, which end with it (a signal to its process group ends all).
+reused), and `writes` says how they go out: `chunk` (one write per chunk, awaited; a client that keeps up reads them
+one per read only where they are paced, `chunk_delay_s`, as a real engine's decode steps: as fast as it can, several
+arrive between two reads) or `answer` (the whole answer's chunks in one write, coalesced: many per read). Run:
+`python -m code.common.serving.fake_server --port 8000 --model NAME [--fault ...] [--answer=json_choice]
+[--writes=answer] [--chunk_delay_s=0.02] [--processes=4]`; it prints "listening on <url>" once it accepts
+connections. With `--processes=N`, N processes serve the one port (SO_REUSEPORT: the kernel spreads the connections
+over them); the first starts the others, which end with it (a signal to its process group ends all).
 """
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ import json
 import sys
 import threading
 import zlib
+from array import array
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,13 +56,18 @@ WRITES = ("chunk", "answer")     # one write per chunk (one chunk per read), or 
 def output_ids(prompt: list[int], count: int, eos: int | None = None, eos_every: int = 0,
                min_tokens: int = 1) -> list[int]:
     """The server's answer to `prompt`: `count` token ids, or fewer ending on `eos`."""
-    last = int(prompt[-1]) if prompt else 0
-    ids = [FIRST_ID + (last + i) % 1000 for i in range(count)]
-    if eos is not None and eos_every and last % eos_every == 0:
+    key = prompt_key(prompt)
+    ids = [FIRST_ID + (key + i) % 1000 for i in range(count)]
+    if eos is not None and eos_every and key % eos_every == 0:
         stop = max(min_tokens, 1)
         if stop < count:
             ids = ids[:stop - 1] + [eos] if stop > 1 else [eos]
     return ids
+
+
+def prompt_key(prompt: list[int]) -> int:
+    """The key of a token prompt: the CRC-32 of all its ids (as 64-bit integers)."""
+    return zlib.crc32(array("q", prompt).tobytes()) if prompt else 0
 
 
 def content_key(parts: list[str | bytes]) -> int:
@@ -210,7 +219,7 @@ class StreamingServer:
 
     async def _completions(self, request):
         body = await request.json()
-        return await self._answer(request, body, [int(body["prompt"][-1])] if body.get("prompt") else [],
+        return await self._answer(request, body, [int(t) for t in body.get("prompt") or ()],
                                   int(body.get("max_tokens", 16)), "text_completion")
 
     async def _chat(self, request):

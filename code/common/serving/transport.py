@@ -1,14 +1,17 @@
 """The serving client's transport: one process's HTTP side of the openai harness, which the one-loop client
 (client.py, in the LoadGen process) and every worker process (worker_process.py) call alike.
 
-It holds one aiohttp session per endpoint and, for one request, writes its body with the API's payload builder
-(payloads.py), POSTs it, reads the answer (server-sent events, or one JSON document where the request asked for a
-whole answer or the server does not stream: chunks.py reads each chunk with little work) and reports it to its token
-stream (generation.TokenStream): the first token at the first chunk that carries one, the rest at the final chunk
-(the one with a finish reason), the answer's whole text before it where the benchmark's answer kind takes text.
-The output's token ids come from the server where it returns them (vLLM's `return_token_ids`); otherwise the text is
-tokenized with the benchmark's tokenizer (`encode`: the first token once the text so far makes two tokens, so that it
-is the one the whole text starts with), and EOS appended where the output ended on it.
+It holds per endpoint an aiohttp session (models, version, metrics, audio forms) and the keep-alive connections of
+the per-chunk reader (sse_protocol.py: asyncio protocols parsed by llhttp, on uvloop's loop where present), and, for
+one request, writes its body with the API's payload builder (payloads.py), POSTs it (a JSON body through the reader,
+each read's events taken in the loop's callback; a form through aiohttp), reads the answer (server-sent events, or
+one JSON document where the request asked for a whole answer or the server does not stream: chunks.py reads each
+chunk with little work, a plain one in one step) and reports it to its token stream (generation.TokenStream): the
+first token at the first chunk that carries one, the rest at the final chunk (the one with a finish reason), the
+answer's whole text before it where the benchmark's answer kind takes text. The output's token ids come from the
+server where it returns them (vLLM's `return_token_ids`); otherwise the text is tokenized with the benchmark's
+tokenizer (`encode`: the first token once the text so far makes two tokens, so that it is the one the whole text
+starts with), and EOS appended where the output ended on it.
 
 Before a test it checks an endpoint for real (`check`: the model in `/v1/models`, `/version`, a short generation
 that also tells whether the server returns token ids), warms it up (`warm_up`, from the first sample's prompt) and
@@ -27,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..generation import Request
 from ..prompts import checked, parts_of, probe
-from .chunks import decode, events
+from .chunks import decode, events, take_plain
 from .metrics import MetricsWatch, parse
 from .payloads import payload_for
 
@@ -73,7 +76,8 @@ class EndpointState:
 
     endpoint: Endpoint
     local: bool
-    session: Any = None                # aiohttp.ClientSession
+    session: Any = None                # aiohttp.ClientSession (models, version, metrics, forms)
+    streams: Any = None                # sse_protocol.Connections (completion requests with a JSON body)
     engine: str = ""                   # what /v1/models says owns the model (vllm, sglang, ...)
     version: str = ""
     served: tuple[str, ...] = ()
@@ -125,18 +129,25 @@ class Transport:
         return Request(-1, self.probe_prompt, self.generation)
 
     async def close_sessions(self) -> None:
+        """Every endpoint's clients closed (its aiohttp session and its streaming connections)."""
         for state in self.endpoints:
+            if state.streams is not None:
+                state.streams.close()
             if state.session is not None:
                 await state.session.close()
 
     async def open_sessions(self) -> None:
         import aiohttp
 
+        from .sse_protocol import Connections
+
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.settings.connect_timeout_s,
                                         sock_read=self.settings.request_timeout_s)
         for state in self.endpoints:
             connector = aiohttp.TCPConnector(limit=self.settings.in_flight + 2, enable_cleanup_closed=True)
             state.session = aiohttp.ClientSession(connector=connector, timeout=timeout, raise_for_status=False)
+            state.streams = Connections(state.endpoint.host, state.endpoint.port, state.endpoint.scheme == "https",
+                                        self.settings.connect_timeout_s, self.settings.request_timeout_s)
 
     async def check(self, state: EndpointState) -> None:
         """The endpoint serves the model and generates: /v1/models, /version, and a short generation that also
@@ -225,17 +236,18 @@ class Transport:
         data, headers = self.api.body(state.model, request.prompt, request.settings, max_tokens, server_ids,
                                       self.settings.answers == "streamed", self.settings.stream_interval)
         try:
-            async with state.session.post(state.url + self.api.path, data=data, headers=headers) as response:
-                if response.status != 200:
-                    detail = (await response.text())[:300]
-                    raise EndpointFailed(f"{state.url} answered HTTP {response.status} to a completion request: "
-                                         f"{detail}")
-                if response.content_type == "application/json":    # a whole answer, not a stream
-                    missing = self._take(state, request, output, await response.read(), server_ids, report)
-                else:
-                    missing = await self._read_stream(response, state, request, output, server_ids, report)
-                if missing:
-                    return None
+            if isinstance(data, bytes):     # a JSON body: streamed through the protocol-level reader
+                answer = await state.streams.post(self.api.path, data, headers, lambda payloads: self._take_events(
+                    state, request, output, payloads, server_ids, report))
+                if answer.status != 200:
+                    raise EndpointFailed(f"{state.url} answered HTTP {answer.status} to a completion request: "
+                                         f"{answer.body.decode(errors='replace')[:300]}")
+                missing = answer.result if answer.streamed else self._take(state, request, output, answer.body,
+                                                                           server_ids, report)
+            else:
+                missing = await self._post_form(state, request, output, data, headers, server_ids, report)
+            if missing:
+                return None
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as error:
             raise EndpointFailed(f"{state.url}: {_describe(error, self.settings)}") from None
         if output.finish is None:
@@ -245,6 +257,18 @@ class Transport:
             self._finish_text(state, request, output, report)
         state.answered += report
         return output.tokens
+
+    async def _post_form(self, state: EndpointState, request: Request, output: _Output, data, headers,
+                         server_ids: bool, report: bool) -> bool:
+        """A request whose body is a form (audio transcriptions), through aiohttp; True as _take says."""
+        async with state.session.post(state.url + self.api.path, data=data, headers=headers) as response:
+            if response.status != 200:
+                detail = (await response.text())[:300]
+                raise EndpointFailed(f"{state.url} answered HTTP {response.status} to a completion request: "
+                                     f"{detail}")
+            if response.content_type == "application/json":    # a whole answer, not a stream
+                return self._take(state, request, output, await response.read(), server_ids, report)
+            return await self._read_stream(response, state, request, output, server_ids, report)
 
     async def _read_stream(self, response, state: EndpointState, request: Request, output: _Output, server_ids: bool,
                            report: bool) -> bool:
@@ -266,7 +290,9 @@ class Transport:
                 return False
             if output.finish is not None:
                 continue       # e.g. a usage chunk after the final one
-            if self._take(state, request, output, payload, server_ids, report):
+            if server_ids and take_plain(payload, self.api.name, output):
+                self._report_ids(state, request, output, report)
+            elif self._take(state, request, output, payload, server_ids, report):
                 return True
         return None
 
@@ -373,10 +399,12 @@ def serving(models: list, name: str) -> dict | None:
 def _describe(error: BaseException, settings: ClientSettings) -> str:
     import aiohttp
 
+    from .sse_protocol import ConnectFailed
+
     if isinstance(error, asyncio.TimeoutError):
         return (f"sent nothing for {settings.request_timeout_s:g} s (openai_request_timeout_s); the server is stuck "
                 f"or far slower than the load it was given")
-    if isinstance(error, aiohttp.ClientConnectorError):
+    if isinstance(error, (aiohttp.ClientConnectorError, ConnectFailed)):
         return f"cannot connect ({error.os_error or error}); is the server running and listening there?"
     if isinstance(error, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError)):
         return f"closed the connection in the middle of an answer ({type(error).__name__}: {error}); did it die?"

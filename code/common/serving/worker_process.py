@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 
 from .channel import Channel
+from .sse_protocol import new_event_loop
 from .transport import Transport
 from .workers import CANCEL, CHUNKS, FAILED, QUIT, READY, REQUESTS, SETUP
 
@@ -21,7 +22,7 @@ class _WorkerLoop:
     """A worker: the transport (transport.py) on this process's event loop, its reports over its channel."""
 
     def __init__(self, sock: socket.socket) -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = new_event_loop()
         self.encoder = msgspec.msgpack.Encoder()
         self.channel = Channel(sock, self.loop, self._frame, self._parent_gone)
         self.transport: Transport | None = None
