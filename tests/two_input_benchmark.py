@@ -139,6 +139,9 @@ class TwoInputBenchmark:
     def generation(self, model, fields, paths):
         return None
 
+    def prepared_size(self, model, dataset, paths):
+        return None
+
 
 def _as_expected(samples: PairSet, padding: Padding, entry: dict) -> bool:
     [(sum_a, sum_b, length)] = np.frombuffer(bytes.fromhex(entry["data"]), np.float32).reshape(-1, 3)

@@ -338,7 +338,7 @@ class Benchmark(Protocol):
     def prepared_size(self, model: str, dataset: str, paths: Paths) -> int | None:
         """Samples of `dataset` as it is prepared here (counted from its files, nothing decoded), so that a set that
         is not the published one (`DatasetSpec.sample_count`) is planned, recorded and staged as a subset; None
-        where it is not prepared. Optional: without it the published count is taken."""
+        where it is not prepared or not counted (the published count is then taken)."""
 
 
 class PackagedBenchmark:
@@ -386,6 +386,10 @@ class PackagedBenchmark:
         """No compliance data set of its own (see Benchmark.compliance_dataset)."""
         return None
 
+    def prepared_size(self, model: str, dataset: str, paths: Paths) -> int | None:
+        """Not counted: the published count is taken (see Benchmark.prepared_size)."""
+        return None
+
     def generation(self, model: str, fields: Mapping[str, Any], paths: Paths) -> "GenerationSettings | None":
         """Fixed-size models generate nothing (see Benchmark.generation)."""
         return None
@@ -418,6 +422,9 @@ class GenerativeBenchmark(PackagedBenchmark):
 
     generates_tokens = True
     own_engines: tuple[str, ...] = ()
+    # The JSON schema response format the reference's guided decoding asks of a server (--use_guided_decoding);
+    # None: the reference defines none, and the flag is refused.
+    guided_response_format: Mapping[str, Any] | None = None
 
     def generation(self, model: str, fields: Mapping[str, Any], paths: Paths) -> "GenerationSettings":
         raise NotImplementedError

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..benchmark_api import get_benchmark, samples_for_run
+from ..benchmark_api import generative, get_benchmark, samples_for_run
 from ..constants import Scenario, TestMode
 from ..disk_full import DiskFull, disk_full_cause, disk_full_sentence, is_disk_full_sentence, looks_full, why
 from ..errors import EXIT_FAILURE, UserError, choose
@@ -95,7 +95,8 @@ def check_selection(ctx, benchmark_name: str, fields: Mapping[str, Any]):
     if limit is not None and batch_size is not None and int(batch_size) > limit:
         raise UserError(f"{model} takes at most {limit} sample(s) per call, so batch_size={batch_size} cannot run; "
                         f"use --batch_size={limit} (more instances, --instances, give it parallelism).")
-    if fields.get("use_guided_decoding") and getattr(benchmark, "guided_response_format", None) is None:
+    if fields.get("use_guided_decoding") and (not benchmark.generates_tokens
+                                              or generative(benchmark).guided_response_format is None):
         raise UserError(f"--use_guided_decoding: {benchmark_name}'s reference defines no JSON schema for its answers, "
                         f"so there is nothing to guide them to; drop the flag.")
     rules = ctx.rules.benchmark(benchmark_name)

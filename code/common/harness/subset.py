@@ -8,9 +8,8 @@ from ..records.record import subset_text
 
 def prepared_size(benchmark, model: str, dataset: str, paths) -> int | None:
     """Samples of the data set as it is prepared here (its files counted, nothing decoded); None where it is not
-    prepared yet or the benchmark does not count it (`Benchmark.prepared_size` is optional)."""
-    count = getattr(benchmark, "prepared_size", None)
-    return None if count is None else count(model, dataset, paths)
+    prepared yet or the benchmark does not count it."""
+    return benchmark.prepared_size(model, dataset, paths)
 
 
 def checked_subset(ctx, benchmark, model_spec, fields) -> tuple[int | None, int | None, str]:
