@@ -226,7 +226,7 @@ def test_the_real_client_replays_a_turn_against_a_loopback_server_and_the_gates_
     replay = tmp_path / "replay.jsonl"
     replay.write_text("".join(recorded.read_text().splitlines(keepends=True)[:2]))
     port = free_port("127.0.0.1")
-    server = subprocess.Popen([sys.executable, "-m", "code.common.serving.test_server", "--port", str(port),
+    server = subprocess.Popen([sys.executable, "-m", "code.common.serving.fake_server", "--port", str(port),
                                "--model", "tiny"], stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout.readline().startswith("listening on")

@@ -39,7 +39,7 @@ def sweep(ctx: Context, benchmark: str, config: ResolvedConfig) -> measured.Swee
     """The candidates of `config`'s engine measured (measured.PASSES passes in turns, the best of each kept) and
     kept beside the engine; None where the layout is not the sweep's to choose, is chosen already, or the engine
     is missing (the planner then names the make target that builds it)."""
-    from ..common.engines.builder import locate_engine
+    from ..common.harness.engine_build import locate_engine
 
     if not measured.applies(config):
         return None
