@@ -133,9 +133,14 @@ def kind_of(labels: Iterable[str]) -> str:
 
 
 def applies(config: ResolvedConfig) -> bool:
-    """Whether `config`'s layout can be chosen by a sweep: a threaded backend (batch and threads free to move, one
+    """Whether `config`'s layout can be chosen by a sweep: a benchmark of fixed-size batches (not one that
+    generates: its harness batches requests continuously), a threaded backend (batch and threads free to move, one
     engine for every batch size), Offline, or Server at a largest batch of one."""
+    from ..benchmark_api import get_benchmark
+
     if config.get("backend") not in THREADED_BACKENDS or config.scenario not in SCENARIOS:
+        return False
+    if get_benchmark(config.benchmark).generates_tokens:
         return False
     return config.scenario is Scenario.Offline or int(config["batch_size"]) == 1
 
