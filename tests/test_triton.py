@@ -96,8 +96,9 @@ def test_endpoints_are_host_port_pairs_named_once(other_nodes):
 
 
 def test_endpoints_need_the_triton_harness(other_nodes):
-    with pytest.raises(UserError, match=r"--endpoints is a flag of the triton harness and of the openai harness: add "
-                                        r"--harness_type=triton or --harness_type=openai, or drop --endpoints"):
+    with pytest.raises(UserError, match=r"--endpoints is a flag of the triton harness and of the openai harness and of the "
+                                        r"endpoints harness: add --harness_type=triton or --harness_type=openai or "
+                                        r"--harness_type=endpoints, or drop --endpoints"):
         parse_run_args(["--action=run_harness", "--triton_endpoints=node1:8001"], ["run_harness"], ["resnet50"])
     args = parse_run_args(["--action=run_harness", TRITON, "--triton_endpoints=node1:8001,node2:8001"],
                           ["run_harness"], ["resnet50"])
