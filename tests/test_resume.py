@@ -21,6 +21,7 @@ from code.common.records.metadata import read_metadata, write_metadata
 from code.common.records.record import EndpointRecord
 from code.common.harness.plan import FROM_CONFIG
 from code.common.harness.planned import PlannedTest, Speed, earlier_runs
+from code.common.tuning.layouts import OFFLINE_BATCHES
 from code.common.harness.resume import AskedFor, find_attempts, refuse_other_settings, resume_paths, resume_test
 from code.common.paths import Paths
 from code.common.rules import get_round
@@ -260,13 +261,16 @@ def test_resume_skips_done_tests_and_reruns_the_others_into_retry_folders(scratc
     assert "Total: 0 to run, 3 skipped" in "\n".join(lines)
     assert sorted(p for p in (tmp_path / "logs").rglob("*")) == before
 
-    # resumed with other settings: stopped before anything runs, naming the test and the setting, nothing written
+    # resumed with other settings: stopped before anything runs, naming the test and the setting, nothing written.
+    # A batch size no layout sweep chooses (OFFLINE_BATCHES): the Offline record holds the sweep's choice, which
+    # depends on the machine's speed at the time, and a typed value equal to it would be no other setting.
     lines.clear()
+    assert 3 not in OFFLINE_BATCHES
     with pytest.raises(UserError) as refused:
-        _run_harness(scratch, tmp_path / "logs", lines, "--resume", "--batch_size=2")
+        _run_harness(scratch, tmp_path / "logs", lines, "--resume", "--batch_size=3")
     message = str(refused.value)
     assert refused.value.exit_code == 2 and f"resnet50 Offline PerformanceOnly in {done}" in message
-    assert "batch_size: " in message and " then, 2 now" in message and "another LOG_DIR" in message
+    assert "batch_size: " in message and " then, 3 now" in message and "another LOG_DIR" in message
     assert sorted(p for p in (tmp_path / "logs").rglob("*")) == before
 
 
