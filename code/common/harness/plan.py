@@ -290,6 +290,7 @@ def plan_harness(ctx, selection: Sequence[tuple[str, Scenario, TestMode]]) -> Pl
     """The plan of run_harness and run: one test per (benchmark, scenario, test mode) in LOG_DIR. With --resume,
     what LOG_DIR holds of a test decides whether it is skipped, runs, or runs again into a retry folder."""
     from ..records.metadata import skipped_line
+    from .first_run import measured_layout
 
     paths, unreadable = ctx.paths, {}
 
@@ -305,7 +306,8 @@ def plan_harness(ctx, selection: Sequence[tuple[str, Scenario, TestMode]]) -> Pl
         test = plan_entry(ctx, benchmark, scenario, mode, runs, folder=folder)
         if ctx.args.resume and folder is not None:
             config = ctx.resolve(benchmark, scenario, mode)
-            asked = AskedFor.of(config.values, ctx.args.test_run, config.workload.name, ctx.args.endpoints)
+            asked = AskedFor.of(config.values, ctx.args.test_run, config.workload.name, ctx.args.endpoints,
+                                untuned=measured_layout(config).get("fields", ()))
             attempts = find_attempts(folder, runs, unreadable, asked)
             if attempts.other_settings is not None:
                 made_otherwise.append(f"{test.label} in {attempts.other_settings}")
