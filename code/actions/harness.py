@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from ..common.benchmark_api import get_benchmark
 from ..common.config_registry import resolve_value
 from ..common.constants import Scenario, TestMode
-from ..common.errors import EXIT_FAILURE, EXIT_OK
+from ..common.errors import EXIT_FAILURE, EXIT_OK, UserError
 from ..common.fields import FIELDS
 from ..common.harness.plan import announce, free_space, plan_harness
 from ..common.harness.planned import PlannedTest
@@ -132,9 +132,8 @@ class RunHarness(Handler):
 
     def handle(self) -> int:
         selection = [(b, s, m) for b, s in self.ctx.selected() for m in self.test_modes()]
-        if not selection:
-            self.ctx.log(self.ctx.nothing_selected())
-            return EXIT_FAILURE
+        if not selection:      # a selection typed that names no test: bad input, as make tune and make bench say
+            raise UserError(f"{self.ctx.nothing_selected()} Nothing was run; choose --scenarios among those.")
         if self.ctx.args.resume:
             self.ctx = dataclasses.replace(self.ctx, paths=resume_paths(self.ctx.paths, self.ctx.log))
         # The plan needs only configs, rules, the data sets' declared sizes and earlier records, all known before
