@@ -323,7 +323,7 @@ def plan_harness(ctx, selection: Sequence[tuple[str, Scenario, TestMode]]) -> Pl
 def untuned_notes(ctx, selection: Sequence[tuple[str, Scenario, TestMode]]) -> tuple[str, ...]:
     """One note per benchmark and scenario whose performance test runs a layout tuned nowhere, or the layout make
     tune wrote on another engine than it was measured on (first_run.py)."""
-    from .first_run import LAYOUT_FIELDS, other_engine_note, untuned_layout_note
+    from .first_run import LAYOUT_FIELDS, other_engine_note, typed_engine_flags, untuned_layout_note
 
     notes: dict[tuple[str, Scenario], str] = {}
     for benchmark, scenario, mode in selection:
@@ -336,7 +336,8 @@ def untuned_notes(ctx, selection: Sequence[tuple[str, Scenario, TestMode]]) -> t
         note = untuned_layout_note(benchmark, scenario, config["backend"], mode, bool(ctx.args.test_run),
                                    found[1] if found else None,
                                    {f: config.sources[f] for f in LAYOUT_FIELDS if f in config.sources},
-                                   {f: config[f] for f in LAYOUT_FIELDS if f in config.values})
+                                   {f: config[f] for f in LAYOUT_FIELDS if f in config.values},
+                                   typed_engine_flags(config.values, config.sources))
         if note is None and mode is TestMode.PerformanceOnly:
             note = other_engine_note(benchmark, scenario, ctx.paths.tune_dir(ctx.system.system_id, benchmark, scenario),
                                      dict(config.values))
