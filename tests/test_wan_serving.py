@@ -11,7 +11,8 @@ VideoGenAdapter; TensorRT-LLM's openai_video_routes.py): the body is JSON of `pr
 `boundary_ratio`, optional `latent_path`, `output_format` and `response_format` (video_bytes or video_path), with
 no `stream` (the adapter refuses one) and no `model`; the answer is the mp4 itself (trtllm-serve's sync route answers
 a video/mp4 file; the adapter tells it by the `ftyp` box at byte 4), or JSON {"video_id", "video_bytes": base64} or
-{"video_id", "video_path"}."""
+{"video_id", "video_path"}. trtllm-serve reads `size` as width x height (parse_visual_gen_params: `params.width,
+params.height = map(int, request.size.split("x"))`), so the reference's 720-high, 1280-wide video is "1280x720"."""
 from __future__ import annotations
 
 import base64
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from code.common.errors import UserError
 from code.common.generation import GenerationSettings
 from code.main import main
 from code.common.prompts import Chat, Text
@@ -68,6 +70,26 @@ def test_the_videogen_body_is_the_endpoints_clients_and_answers_read_as_its_adap
             payload.media_file(answer, "application/json")
     with pytest.raises(ValueError, match="carries text, not image"):
         VideoGenerations().refuse(Chat.user(Text("a"), _image()))
+
+
+def test_the_closed_models_request_asks_the_references_video(wan_paths, tmp_path) -> None:
+    """The reference's latent [1, 16, 21, 90, 160] (read without torch: its shape from the pickle) asks 81 frames of
+    1280 wide x 720 high, 5.0 s at 16 fps: the endpoints client's seconds and num_frames."""
+    import subprocess
+
+    from code.common.paths import Paths
+
+    paths = Paths.create(scratch=tmp_path / "scratch", log_dir=tmp_path / "logs")
+    latent = models.fixed_latent(paths, models.CLOSED)
+    latent.parent.mkdir(parents=True)
+    subprocess.run([str(models.python(wan_paths)), "-c", "import sys, torch; torch.save(torch.zeros(1, dtype="
+                    "torch.bfloat16).expand(1, 16, 21, 90, 160), sys.argv[1])", str(latent)], check=True)
+    assert models.video_size(paths, models.CLOSED) == (ref.HEIGHT, ref.WIDTH, ref.FRAMES)
+    fields = BENCHMARK.serving_request(models.CLOSED, paths)
+    assert (fields["size"], fields["num_frames"], fields["seconds"], fields["fps"]) == ("1280x720", 81, 5.0, 16)
+    latent.write_bytes(b"not a latent")
+    with pytest.raises(UserError, match="cannot be read"):
+        models.video_size(paths, models.CLOSED)
 
 
 def _image():
