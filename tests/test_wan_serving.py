@@ -45,8 +45,8 @@ def test_the_videogen_body_is_the_endpoints_clients_and_answers_read_as_its_adap
                                                                                                tmp_path) -> None:
     fields = BENCHMARK.serving_request(models.SUBSTITUTE, wan_paths)
     payload = payload_for(frozenset({"text"}), "videogen", fields)
-    data, headers = payload.body("ignored", Chat.user(Text("a cat")), GenerationSettings(max_new_tokens=1, eos_token_ids=(1,)), 1,
-                                 False)
+    settings = GenerationSettings(max_new_tokens=1, eos_token_ids=(1,))
+    data, headers = payload.body("ignored", Chat.user(Text("a cat")), settings, 1, False)
     body = json.loads(data)
     assert list(body) == WIRE_FIELDS and headers["Content-Type"] == "application/json"
     assert body["prompt"] == "a cat" and body["response_format"] == "video_bytes"

@@ -95,7 +95,8 @@ class VideoService:
             raise BadRequest(f"response_format={body['response_format']!r}: one of {', '.join(RESPONSE_FORMATS)}")
         latent = body.get("latent_path")
         if latent is not None and self._sha256(latent) != self.latent_sha256:
-            raise BadRequest(f"latent_path={latent!r} is not this server's fixed latent ({self.settings['fixed_latent']})")
+            raise BadRequest(f"latent_path={latent!r} is not this server's fixed latent "
+                             f"({self.settings['fixed_latent']})")
         return body
 
     @staticmethod
@@ -132,8 +133,7 @@ class VideoService:
     async def _version(self, request):
         from aiohttp import web
 
-        import importlib.metadata
-        return web.json_response({"version": importlib.metadata.version("aiohttp")})
+        return web.json_response({"version": self.settings.get("engine_version", "")})
 
     async def _health(self, request):
         from aiohttp import web
@@ -261,8 +261,11 @@ def start_server(settings: Mapping[str, Any], command: list[str], served_name: s
     """The server for one model, started and answering (`folder`: its settings, logs and media files)."""
     folder.mkdir(parents=True, exist_ok=True)
     settings_file = folder / "server.json"
-    settings_file.write_text(json.dumps({"engine": dict(settings), "command": command, "served_name": served_name,
-                                         "pipeline_log": str(folder / "pipeline.log"),
+    # What /version says: the diffusers release of the pipeline's environment (its dist-info beside the interpreter).
+    found = sorted(Path(command[0]).parent.parent.glob("lib/python3*/site-packages/diffusers-*.dist-info"))
+    version = f"diffusers {found[-1].name.removesuffix('.dist-info').split('-', 1)[1]}" if found else ""
+    settings_file.write_text(json.dumps({"engine": {**settings, "engine_version": version}, "command": command,
+                                         "served_name": served_name, "pipeline_log": str(folder / "pipeline.log"),
                                          "media_folder": str(folder / "videos")}, indent=1))
     server = VideoServer(settings_file, served_name, host, port, folder / "server.log")
     log(f"starting the wan video server ({ENGINE}) for {served_name} on port {port}; log: {server.log_path}")

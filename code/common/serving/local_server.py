@@ -240,6 +240,6 @@ def start_for_test(run):
 
     log = lambda line: print(line, flush=True)      # noqa: E731
     if generative(run.benchmark).own_server:
-        return generative(run.benchmark).start_server(run.spec.model, run.fields, run.paths, free_port(LOCALHOST), LOCALHOST,
-                                          log)
+        return generative(run.benchmark).start_server(run.spec.model, run.fields, run.paths, free_port(LOCALHOST),
+                                                      LOCALHOST, log)
     return start_local_server(run.benchmark, run.spec.model, run.fields, run.paths, log=log)
