@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -210,3 +211,63 @@ def test_make_build_makes_the_diffusers_environment_for_the_engine_and_for_the_t
     assert build("--benchmarks=wan-2.2-t2v-a14b") == ["diffusers"]
     assert build("--benchmarks=wan-2.2", "--harness_type=openai") == ["diffusers"]
     assert build("--benchmarks=llama3.1-8b", "--harness_type=openai") == ["vllm"]
+
+
+def test_make_serve_llm_serves_the_toolkits_video_server_until_ctrl_c(wan_paths, tmp_path) -> None:
+    """make serve_llm of wan starts its video server (no vLLM asked for), which answers the videogen API and refuses
+    a request for another size; Ctrl-C (SIGINT to the command's process group, as a terminal sends it) stops it and
+    its pipeline process, and the command ends 0."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from code.common.processes import free_port
+
+    port = free_port()
+    command = subprocess.Popen(
+        [sys.executable, "-m", "code.main", "--action=serve_llm", f"--scratch_path={wan_paths.scratch}",
+         f"--run_args=--benchmarks=wan-2.2 --model={models.SUBSTITUTE} --port={port}"],
+        cwd=str(wan_paths.repo), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        lines = []
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not any("Ctrl-C stops it" in line for line in lines):
+            line = command.stdout.readline()
+            assert line, "make serve_llm ended before it served:\n" + "".join(lines)
+            lines.append(line)
+        out = "".join(lines)
+        assert f"serves wan-2.2-t2v-a14b's model {models.SUBSTITUTE}" in out and f":{port}" in out, out
+        url = f"http://127.0.0.1:{port}/v1/videos/generations"
+
+        def post(body: dict):
+            request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+            return urllib.request.urlopen(request, timeout=300)
+
+        with post({"prompt": "a cat", "size": f"{WIDTH}x{HEIGHT}", "num_frames": FRAMES}) as answer:
+            assert answer.headers["Content-Type"] == "video/mp4" and answer.read()[4:8] == b"ftyp"
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            post({"prompt": "a cat", "size": "1280x720"})
+        assert refused.value.code == 400 and "makes 32x32 videos" in refused.value.read().decode()
+        server_log = Path(re.search(r"log (\S+)\.\n", out).group(1))
+        server = _pids("-f", str(server_log.parent / "server.json"))
+        pipeline = [pid for parent in server for pid in _pids("-P", parent)]
+        assert len(server) == 1 and len(pipeline) == 1, (server, pipeline)
+        os.killpg(command.pid, signal.SIGINT)
+        assert command.wait(timeout=60) == 0
+        assert "Stopping the diffusers server" in command.stdout.read()
+    finally:
+        if command.poll() is None:
+            os.killpg(command.pid, signal.SIGKILL)
+            command.wait()
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5)
+    left = [pid for pid in server + pipeline if Path(f"/proc/{pid}").exists()]
+    assert not left, f"processes of the server are left: {left}"
+
+
+def _pids(*pgrep: str) -> list[str]:
+    import subprocess
+
+    return subprocess.run(["pgrep", *pgrep], capture_output=True, text=True).stdout.split()
