@@ -263,7 +263,7 @@ def _results(spec: RunSpec, plugin, benchmark, paths: Paths, log_dir: Path, seco
         rules = get_round(spec.rules_version).benchmark(spec.benchmark)
         verdict = explain(log, spec.fields, spec.test_run, token_limits=rules.token_limits(spec.scenario_enum),
                           run_scenario=spec.scenario_enum)
-        result |= {"metric": log.metric(), "result_validity": log.get("result_validity"),
+        result |= {"metric": log.metric(rules.latency_unit), "result_validity": log.get("result_validity"),
                    "token_latencies": _token_latencies(log),
                    "valid": verdict.valid, "submittable": verdict.submittable, "reasons": tuple(verdict.reasons)}
     else:

@@ -137,8 +137,12 @@ def measured_speed(scenario: Scenario, run: EarlierRun, settings: LoadGenSetting
             return None
         return Speed(float(run.metric) / tokens, MEASURED, f"{run.metric:.4g} tokens/s {where}, at most {tokens} "
                                                            f"output tokens a sample ({OUTPUT_TOKENS_FIELD})")
-    per_query_s = float(run.metric) / 1000     # the scenario's latency percentile: a little pessimistic
-    return Speed(settings.samples_per_query / per_query_s, MEASURED, f"{run.metric:.4g} ms per query {where}")
+    # The scenario's latency percentile (a little pessimistic), in ms or, where the checker reports the benchmark's
+    # latency in seconds (BenchmarkRules.latency_unit), in s.
+    seconds = run.metric_unit == "s"
+    per_query_s = float(run.metric) / (1 if seconds else 1000)
+    return Speed(settings.samples_per_query / per_query_s, MEASURED,
+                 f"{run.metric:.4g} {'s' if seconds else 'ms'} per query {where}")
 
 
 def estimate(scenario: Scenario, mode: TestMode, settings: LoadGenSettings, speed: Speed, dataset_size: int,

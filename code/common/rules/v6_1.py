@@ -429,6 +429,8 @@ BENCHMARKS = {
         server_latency_ms=None,
         # compliance/README.md and the checkers' models_TEST04.
         compliance_tests=("TEST04",),
+        # main.py reports SingleStream's early-stopping latency in seconds (SPECIAL_UNIT_DICT "Latency (s)").
+        latency_unit="s",
     ),
 }
 
