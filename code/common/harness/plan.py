@@ -122,7 +122,12 @@ def config_speed(scenario: Scenario, fields: Mapping[str, Any], settings: LoadGe
     name = STREAM_LATENCY_FIELDS[scenario]
     per_query_s = fields[name] / 1e9
     return Speed(settings.samples_per_query / per_query_s, FROM_CONFIG,
-                 f"{name}={fields[name]}, {per_query_s * 1000:.3g} ms per query")
+                 f"{name}={fields[name]}, {_query_time(per_query_s)} per query")
+
+
+def _query_time(seconds: float) -> str:
+    """A query's time as people read it: ms under a second, seconds from there (a video takes minutes)."""
+    return f"{seconds * 1000:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
 
 
 def measured_speed(scenario: Scenario, run: EarlierRun, settings: LoadGenSettings) -> Speed | None:
