@@ -58,3 +58,32 @@ def test_the_official_checker_reports_wans_singlestream_in_seconds() -> None:
     assert WAN not in constants.RESULT_FIELD_BENCHMARK_OVERWRITE["v6.1"]
     check = (submission / "checks" / "performance_check.py").read_text()
     assert 'if str(self.model).lower() == "wan-2.2-t2v-a14b":\n                res /= S_TO_MS' in check
+
+
+@pytest.mark.parametrize("harness", [(), ("--harness_type=openai",)])
+def test_wans_served_settings_wait_for_whole_videos(tmp_path: Path, harness: tuple[str, ...]) -> None:
+    """A video comes back whole: few in flight, an hour of silence allowed, one warm-up video (not the LLM's 256,
+    600 s and 4); a typed value still wins."""
+    import dataclasses
+
+    from code.actions import ACTIONS
+    from code.actions.base import Context
+    from code.common.arguments import parse_run_args
+    from code.common.paths import Paths
+    from code.common.systems import SystemDetector
+    from code.main import available_benchmarks
+
+    rules = get_round("v6.1")
+
+    def resolve(*flags: str):
+        real = Paths.create(scratch=tmp_path / "scratch", log_dir=tmp_path / "logs")
+        paths = dataclasses.replace(real, repo=tmp_path)
+        argv = ["--action=run_harness", "--benchmarks=wan-2.2", *harness, *flags]
+        args = parse_run_args(argv, list(ACTIONS), available_benchmarks(real, rules), list(rules.benchmarks))
+        return Context(args=args, paths=paths, rules=rules, detect=SystemDetector().detect,
+                       log=lambda _: None).resolve(WAN, Scenario.Offline)
+
+    config = resolve()
+    assert (config["openai_in_flight"], config["openai_request_timeout_s"], config["openai_warmup_requests"]) == \
+        (2, 3600.0, 1)
+    assert resolve("--openai_in_flight=8")["openai_in_flight"] == 8
