@@ -24,6 +24,7 @@ from ..fileio import write_atomically
 from .child import run_client, validate
 from .config_yaml import RULE_NOTE, ClientConfig, render
 from .environment import ClientEnvironment
+from .workload import ClientWorkload
 from .gates import Gate, accuracy_figures, accuracy_gates, performance_gates, read_report, RESULT_SUMMARY
 
 CLIENT_YAML = "client.yaml"           # the YAML the toolkit wrote (the client copies it into its report)
@@ -77,6 +78,23 @@ class ClientOutcome:
                                                  for g in self.gates],
                 "figures": dict(self.figures), "endpoints": list(self.endpoints), "served_model": self.served_model,
                 "report_dir": str(self.report_dir)}
+
+
+def client_test(label: str, name: str, served_model: str, workload: ClientWorkload, rules, accuracy: bool,
+                test_run: bool) -> ClientTest:
+    """The test of `workload` under the round's `rules`: its seeds, and min_duration_ms as the checker wants it
+    (0 for a test run: one pass over the data set blocks as they are, shortened by the benchmark)."""
+    config = ClientConfig(name=name, served_model=served_model, endpoints=(PLACEHOLDER_ENDPOINT,),
+                          datasets=tuple(workload.datasets), report_dir="",
+                          sample_index_rng_seed=rules.seeds.sample_index_rng_seed,
+                          schedule_rng_seed=rules.seeds.schedule_rng_seed,
+                          min_duration_ms=0 if test_run else rules.min_duration_ms,
+                          tokenizer=workload.tokenizer, model_params=dict(workload.model_params),
+                          load_pattern=dict(workload.load_pattern), timeout_s=workload.timeout_s)
+    notes = (*workload.notes, *(("a test run (--test_run): min_duration_ms 0, never submittable",) if test_run
+                                else ()))
+    return ClientTest(label=label, config=config, accuracy=accuracy, targets=dict(workload.targets),
+                      samples_required=workload.samples_required, notes=notes)
 
 
 def _write_yaml(test: ClientTest, config: ClientConfig, path: Path) -> Path:
