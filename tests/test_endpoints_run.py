@@ -110,6 +110,7 @@ def test_a_run_checks_the_yaml_starts_the_server_runs_the_client_and_stops_the_s
     assert yaml.safe_load(text)["report_dir"] == str(tmp_path / "run" / "report")
     record = json.loads((tmp_path / "run" / CLIENT_RUN).read_text())
     assert record["client"]["commit"] == client.commit and record["client"]["python_version"] == "3.12.1"
+    assert set(record["report_sha256"]) == {"config.yaml", "performance/result_summary.json"}
     assert record["passed"] is True and [g["name"] for g in record["gates"]] == [
         "run complete", "no failed samples", "every sample completed"]
     assert "qwen3.6-27b SingleStream: PASS  no failed samples: 0 of 2 issued failed" in shown

@@ -20,12 +20,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from ..fileio import write_atomically
+from ..fileio import sha256_file, write_atomically
 from .child import run_client, validate
 from .config_yaml import RULE_NOTE, ClientConfig, render
 from .environment import ClientEnvironment
 from .workload import ClientWorkload
-from .gates import Gate, accuracy_figures, accuracy_gates, performance_gates, read_report, RESULT_SUMMARY
+from .gates import (ACCURACY_RESULTS, AGENTIC_SCORES, CONFIG, RESULT_SUMMARY, Gate, accuracy_figures, accuracy_gates,
+                    performance_gates, read_report)
 
 CLIENT_YAML = "client.yaml"           # the YAML the toolkit wrote (the client copies it into its report)
 REPORT = "report"                     # the client's report folder inside the run folder
@@ -34,6 +35,7 @@ VALIDATE_LOG = "validate.log"
 CLIENT_RUN = "client_run.json"        # the run's record of the client
 PLACEHOLDER_ENDPOINT = "http://127.0.0.1:8000"   # the schema check connects to nothing
 # The figures of the client's performance summary a run's record keeps (when present).
+REPORT_FILES = (CONFIG, RESULT_SUMMARY, ACCURACY_RESULTS, AGENTIC_SCORES)
 SUMMARY_FIGURES = ("qps", "tps", "duration_ns", "n_samples_issued", "n_samples_completed", "n_samples_failed")
 
 
@@ -77,7 +79,13 @@ class ClientOutcome:
         return {"passed": self.passed, "gates": [{"name": g.name, "passed": g.passed, "detail": g.detail}
                                                  for g in self.gates],
                 "figures": dict(self.figures), "endpoints": list(self.endpoints), "served_model": self.served_model,
-                "report_dir": str(self.report_dir)}
+                "report_dir": str(self.report_dir), "report_sha256": report_digests(self.report_dir)}
+
+
+def report_digests(report_dir: Path) -> dict[str, str]:
+    """The sha256 of each report file an endpoints tree stages, as the client wrote it (what staging checks)."""
+    return {str(relative): sha256_file(Path(report_dir) / relative) for relative in REPORT_FILES
+            if (Path(report_dir) / relative).is_file()}
 
 
 def client_test(label: str, name: str, served_model: str, workload: ClientWorkload, rules, accuracy: bool,
