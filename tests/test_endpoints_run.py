@@ -42,6 +42,8 @@ failed = int(os.environ.get("FAILED", "0"))
 (report / "performance" / "result_summary.json").write_text(json.dumps(
     {"n_samples_issued": 2, "n_samples_completed": 2 - failed, "n_samples_failed": failed, "state": "complete",
      "complete": True, "qps": 0.25, "duration_ns": 8000000000}))
+(report / "accuracy" / "accuracy_results.json").write_text(json.dumps({"accuracy_scores": [
+    {"dataset_name": "performance", "dataset_type": "performance", "score": 0.5, "total_samples": 2}]}))
 if "--accuracy-only" in argv:
     overall = float(os.environ.get("OVERALL", "86.0"))
     (report / "accuracy" / "accuracy_results.json").write_text(json.dumps({"accuracy_scores": [
@@ -104,13 +106,14 @@ def test_a_run_checks_the_yaml_starts_the_server_runs_the_client_and_stops_the_s
     assert ran["endpoints"] == ["http://127.0.0.1:8765"]               # the local server's, and its served name
     assert ran["model"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
     assert events == ["started", "stopped"]
-    assert outcome.passed and outcome.figures["qps"] == 0.25
+    assert outcome.passed and outcome.figures["qps"] == 0.25 and outcome.figures["tool_call_iou"] == 0.5
     text = (tmp_path / "run" / CLIENT_YAML).read_text()
     assert "# the substitute model\n" in text and "# seeds and min_duration_ms follow" in text
     assert yaml.safe_load(text)["report_dir"] == str(tmp_path / "run" / "report")
     record = json.loads((tmp_path / "run" / CLIENT_RUN).read_text())
     assert record["client"]["commit"] == client.commit and record["client"]["python_version"] == "3.12.1"
-    assert set(record["report_sha256"]) == {"config.yaml", "performance/result_summary.json"}
+    assert set(record["report_sha256"]) == {"config.yaml", "performance/result_summary.json",
+                                            "accuracy/accuracy_results.json"}
     assert record["passed"] is True and [g["name"] for g in record["gates"]] == [
         "run complete", "no failed samples", "every sample completed"]
     assert "qwen3.6-27b SingleStream: PASS  no failed samples: 0 of 2 issued failed" in shown

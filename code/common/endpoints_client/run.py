@@ -36,6 +36,7 @@ CLIENT_RUN = "client_run.json"        # the run's record of the client
 PLACEHOLDER_ENDPOINT = "http://127.0.0.1:8000"   # the schema check connects to nothing
 # The figures of the client's performance summary a run's record keeps (when present).
 REPORT_FILES = (CONFIG, RESULT_SUMMARY, ACCURACY_RESULTS, AGENTIC_SCORES)
+INLINE_SCORE = "tool_call_iou"       # the replay's inline check, as a figure of the run's record
 SUMMARY_FIGURES = ("qps", "tps", "duration_ns", "n_samples_issued", "n_samples_completed", "n_samples_failed")
 
 
@@ -111,9 +112,17 @@ def _write_yaml(test: ClientTest, config: ClientConfig, path: Path) -> Path:
 
 
 def _performance_figures(report_dir: Path) -> dict[str, float]:
+    """The summary's figures, and the agentic replay's inline score (the tool calls' multiset IoU against the
+    recording, the performance data set's entry of accuracy_results.json) where the client wrote one."""
     summary = read_report(report_dir, RESULT_SUMMARY)
-    return {key: float(summary[key]) for key in SUMMARY_FIGURES
-            if isinstance(summary.get(key), (int, float)) and not isinstance(summary.get(key), bool)}
+    figures = {key: float(summary[key]) for key in SUMMARY_FIGURES
+               if isinstance(summary.get(key), (int, float)) and not isinstance(summary.get(key), bool)}
+    if (Path(report_dir) / ACCURACY_RESULTS).is_file():
+        for entry in read_report(report_dir, ACCURACY_RESULTS).get("accuracy_scores") or ():
+            if isinstance(entry, dict) and entry.get("dataset_type") == "performance" \
+                    and isinstance(entry.get("score"), (int, float)):
+                figures[INLINE_SCORE] = float(entry["score"])
+    return figures
 
 
 def judge(test: ClientTest, report_dir: Path) -> tuple[list[Gate], dict[str, float]]:
@@ -161,4 +170,5 @@ def run_on_client(client: ClientEnvironment, test: ClientTest, run_dir: Path, *,
                                                       indent=2) + "\n")
     for gate in gates:
         show(f"{test.label}: {gate.line()}")
+    show(f"{test.label}: figures: {', '.join(f'{name} {value:g}' for name, value in figures.items())}")
     return outcome
