@@ -148,3 +148,38 @@ def test_a_refused_yaml_starts_no_server_and_a_failing_client_leaves_none(tmp_pa
                       start_server=lambda: FakeServer(events), env={**env, "EXIT": "3"}, show=lambda _: None)
     assert events == ["started", "stopped"]
     assert not (tmp_path / "run2" / CLIENT_RUN).exists()
+
+
+def test_a_stopped_test_ends_the_clients_it_runs(tmp_path):
+    """A stop of the test's process (its watcher calls the harness's `interrupted`, then exits) ends the client's
+    own process group too: nothing is left behind."""
+    import threading
+    import time
+
+    from code.common.harness.plugins.endpoints import EndpointsHarness
+    from code.common.endpoints_client.child import run_client
+    from tests.test_endpoints_run_parts import STUBBORN, client_script, gone
+
+    pids, stopped = tmp_path / "pids", tmp_path / "stopped"
+    command = client_script(tmp_path, STUBBORN)
+    ended: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            run_client(command, [], tmp_path / "client.log", env={**os.environ, "PIDS": str(pids),
+                                                                  "STOPPED": str(stopped)}, show=lambda _: None)
+        except BaseException as error:  # noqa: BLE001  what the test's thread ended with
+            ended.append(error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not pids.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    EndpointsHarness().interrupted()
+    thread.join(timeout=60)
+    assert stopped.read_text() == "SIGINT" and isinstance(ended[0], UserError)
+    client, worker = (int(p) for p in pids.read_text().split())
+    while not (gone(client) and gone(worker)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert gone(client) and gone(worker)

@@ -126,3 +126,38 @@ def test_the_harness_refuses_to_start_without_the_clients_environment(tmp_path):
         EndpointsHarness().run_own_test(a_spec(tmp_path, TestMode.AccuracyOnly), FakeBenchmark(),
                                         SimpleNamespace(endpoints_venv=tmp_path / "none"), tmp_path / "run")
     assert error.value.exit_code == 2
+
+
+@pytest.mark.parametrize("accuracy", [False, True])
+def test_qwen3_6_gives_the_client_the_reference_blocks_the_cut_replay_and_its_notes(tmp_path, monkeypatch, accuracy):
+    from code.common.paths import Paths
+    from code.qwen3_6.benchmark import BENCHMARK, BFCL_BLOCK, REPLAY
+
+    paths = Paths.create(scratch=tmp_path / "scratch", log_dir=tmp_path / "logs")
+    folder = paths.dataset_dir(REPLAY)
+    folder.mkdir(parents=True)
+    replay.write_rows(conversation("a", 3, 100) + conversation("b", 3, 100), folder / replay.REPLAY_FILE)
+    monkeypatch.setattr(type(BENCHMARK), "serving_folder",
+                        lambda self, model, paths, log, remake=False: SimpleNamespace(folder=tmp_path / "hf",
+                                                                                      max_model_len=4096))
+    monkeypatch.setattr(type(BENCHMARK), "tokenizer",
+                        lambda self, model, paths: SimpleNamespace(encode=lambda text, add_bos: text.split()))
+    workload = BENCHMARK.endpoints_workload("smollm2-135m-instruct", accuracy, {"max_output_tokens": 64}, paths,
+                                            tmp_path / "run", test_run=True)
+    performance = workload.datasets[0]
+    assert performance["type"] == "performance" and performance["path"] == str(tmp_path / "run" / "replay_cut.jsonl")
+    assert performance["agentic_inference"]["num_trajectories_to_issue"] == 1      # a test run: one conversation
+    cut = replay.read_rows(tmp_path / "run" / "replay_cut.jsonl")
+    assert [r["role"] for r in cut] == ["user", "assistant", "tool", "assistant"]     # and 2 turns
+    assert workload.model_params == {"temperature": 0, "seed": 42, "max_new_tokens": 64}
+    assert workload.tokenizer == str(tmp_path / "hf")
+    assert any("not a qwen3.6-27b result" in note for note in workload.notes)
+    assert any("1 of 20 conversations, 2 of 1007 assistant turns" in note for note in workload.notes)
+    if accuracy:
+        bfcl = workload.datasets[1]
+        assert bfcl["accuracy_config"] == BFCL_BLOCK["accuracy_config"]
+        assert bfcl["generate_params"] == {**BFCL_BLOCK["generate_params"], "max_samples": 8}
+        assert workload.targets == {"overall_accuracy": 83.64, "normalized_single_turn_score": 85.32}
+        assert workload.samples_required == 995
+    else:
+        assert len(workload.datasets) == 1 and workload.targets == {}

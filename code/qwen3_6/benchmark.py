@@ -128,14 +128,16 @@ class Qwen36Benchmark(TaskBenchmark):
             notes.append(f"the substitute {model} stands in for Qwen3.6-27B: not a qwen3.6-27b result")
         if max_new != REFERENCE_MAX_NEW_TOKENS:
             notes.append(f"max_new_tokens {max_new}, not the reference's {REFERENCE_MAX_NEW_TOKENS}")
+        # The client's schema wants the agentic replay beside BFCL under the agentic load pattern, as the reference
+        # YAML has both; an accuracy test runs the BFCL phase alone (--accuracy-only).
+        datasets: list[Mapping[str, Any]] = [
+            self._replay_block(model, fields, paths, run_dir, test_run, served.max_model_len, notes)]
         if accuracy:
             block = dict(BFCL_BLOCK)
             if test_run:
                 block["generate_params"] = {**block["generate_params"], "max_samples": TEST_RUN_BFCL_SAMPLES}
                 notes.append(f"a test run: the first {TEST_RUN_BFCL_SAMPLES} of the {BFCL_SAMPLES} BFCL v4 samples")
-            datasets: Sequence[Mapping[str, Any]] = (block,)
-        else:
-            datasets = (self._replay_block(model, fields, paths, run_dir, test_run, served.max_model_len, notes),)
+            datasets.append(block)
         return ClientWorkload(
             datasets=tuple(datasets), tokenizer=str(served.folder),
             model_params={"temperature": 0, "seed": REFERENCE_SEED, "max_new_tokens": max_new},

@@ -16,7 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ...endpoints_client.child import stop_clients
 from ..registry import HarnessFlag, HarnessPlugin
+from .openai import prepare_served_model, stop_local_servers
 
 ENDPOINTS = "endpoints"
 
@@ -91,18 +93,12 @@ class EndpointsHarness(HarnessPlugin):
 
     def prepare_model(self, config, paths, log) -> str:
         """The model's Hugging Face folder, which a local server loads."""
-        from ...benchmark_api import get_benchmark
-        from ...model_files import ensure_serving_folder
-
-        served = ensure_serving_folder(get_benchmark(config.benchmark), config["model"], paths, log)
-        return f"no engine (the servers load the model); the folder a local server serves: {served.folder}"
+        return prepare_served_model(config, paths, log)
 
     def interrupted(self) -> None:
-        import sys
-
-        servers = sys.modules.get("code.common.serving.local_server")
-        if servers is not None:
-            servers.stop_all()      # the test's local server
+        """The test's local server and the client's process group."""
+        stop_local_servers()
+        stop_clients()
 
     def run_own_test(self, spec, benchmark, paths, log_dir: Path) -> dict[str, Any]:
         from ...benchmark_api import generative

@@ -122,20 +122,31 @@ class OpenAIHarness(HarnessPlugin):
 
     def prepare_model(self, config, paths, log) -> str:
         """The model's Hugging Face folder, which a local server (and make serve_llm) loads."""
-        from ...benchmark_api import get_benchmark
-        from ...model_files import ensure_serving_folder
-
-        served = ensure_serving_folder(get_benchmark(config.benchmark), config["model"], paths, log)
-        return f"no engine (the servers load the model); the folder a local server serves: {served.folder}"
+        return prepare_served_model(config, paths, log)
 
     def interrupted(self) -> None:
-        import sys
-
-        servers = sys.modules.get("code.common.serving.local_server")
-        if servers is not None:
-            servers.stop_all()      # the test's local server
+        stop_local_servers()
 
     def create(self, run: HarnessRun):
         from ..serving_system import serving_system
 
         return serving_system(run)
+
+
+def prepare_served_model(config, paths, log) -> str:
+    """make generate_engines for a harness whose servers load the model: its Hugging Face folder, which a local
+    server loads."""
+    from ...benchmark_api import get_benchmark
+    from ...model_files import ensure_serving_folder
+
+    served = ensure_serving_folder(get_benchmark(config.benchmark), config["model"], paths, log)
+    return f"no engine (the servers load the model); the folder a local server serves: {served.folder}"
+
+
+def stop_local_servers() -> None:
+    """Stop the test's local servers, from a signal handler: nothing imported, no waiting."""
+    import sys
+
+    servers = sys.modules.get("code.common.serving.local_server")
+    if servers is not None:
+        servers.stop_all()
