@@ -167,10 +167,18 @@ class Qwen36Benchmark(TaskBenchmark):
                 "accuracy_config": {"eval_method": "agentic_inference_inline"},
                 "agentic_inference": {"turn_timeout_s": REPLAY_TURN_TIMEOUT_S, "num_trajectories_to_issue": count}}
 
+    def score(self, model: str, dataset: str, accuracy_log: Path, paths: Paths,
+              audit_test: str | None = None) -> AccuracyResult:
+        raise _scored_by_the_client()
+
     def score_outputs(self, items: Sequence[TaskItem], outputs: Outputs, folder: Path | None = None) \
             -> AccuracyResult:
-        raise UserError(f"{NAME} is scored by the MLCommons endpoints client (its BFCL v4 scorer), not from a LoadGen "
-                        f"accuracy log.", exit_code=EXIT_FAILURE)
+        raise _scored_by_the_client()
+
+
+def _scored_by_the_client() -> UserError:
+    return UserError(f"{NAME} is scored by the MLCommons endpoints client (its BFCL v4 scorer, --harness_type="
+                     f"endpoints), not from a LoadGen accuracy log.", exit_code=EXIT_FAILURE)
 
 
 BENCHMARK = Qwen36Benchmark()
