@@ -41,7 +41,8 @@ report = Path(document["report_dir"])
 failed = int(os.environ.get("FAILED", "0"))
 (report / "performance" / "result_summary.json").write_text(json.dumps(
     {"n_samples_issued": 2, "n_samples_completed": 2 - failed, "n_samples_failed": failed, "state": "complete",
-     "complete": True, "qps": 0.25, "duration_ns": 8000000000}))
+     "complete": True, "qps": 0.25, "duration_ns": 8000000000,
+     "latency": {"percentiles": {"90.0": 4500000000.0}, "early_stopping_percentiles": {"90.0": None}}}))
 (report / "accuracy" / "accuracy_results.json").write_text(json.dumps({"accuracy_scores": [
     {"dataset_name": "performance", "dataset_type": "performance", "score": 0.5, "total_samples": 2}]}))
 if "--accuracy-only" in argv:
@@ -107,6 +108,7 @@ def test_a_run_checks_the_yaml_starts_the_server_runs_the_client_and_stops_the_s
     assert ran["model"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
     assert events == ["started", "stopped"]
     assert outcome.passed and outcome.figures["qps"] == 0.25 and outcome.figures["tool_call_iou"] == 0.5
+    assert outcome.figures["latency_p90_ms"] == 4500.0 and "early_stopping_latency_p90_ms" not in outcome.figures
     text = (tmp_path / "run" / CLIENT_YAML).read_text()
     assert "# the substitute model\n" in text and "# seeds and min_duration_ms follow" in text
     assert yaml.safe_load(text)["report_dir"] == str(tmp_path / "run" / "report")

@@ -85,7 +85,8 @@ class FakeBenchmark:
 
 def a_spec(tmp_path: Path, mode: TestMode) -> SimpleNamespace:
     return SimpleNamespace(label=f"qwen3.6-27b SingleStream {mode.value}", benchmark="qwen3.6-27b",
-                           scenario="SingleStream", model="smollm2-135m-instruct", mode_enum=mode,
+                           scenario="SingleStream", scenario_enum=Scenario.SingleStream,
+                           model="smollm2-135m-instruct", mode_enum=mode,
                            fields={"max_output_tokens": 64}, test_run=True, rules_version="v6.1",
                            harness_options={"endpoints": ["http://127.0.0.1:9"]})
 
@@ -117,7 +118,8 @@ def test_the_harness_runs_the_client_and_its_record_keeps_the_client_and_the_gat
         assert again.accuracy.meets_target is True and again.valid is True
         assert "overall_accuracy=86.00" in again.accuracy.text
     else:
-        assert again.metric.value == 0.25 and again.result_validity == "VALID"
+        assert again.metric.name == "90th percentile latency (too few queries for early stopping)"
+        assert (again.metric.value, again.metric.unit) == (4500.0, "ms") and again.result_validity == "VALID"
     assert "# the substitute" in (run_dir / "client.yaml").read_text()
 
 

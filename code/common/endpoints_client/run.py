@@ -36,6 +36,9 @@ CLIENT_RUN = "client_run.json"        # the run's record of the client
 PLACEHOLDER_ENDPOINT = "http://127.0.0.1:8000"   # the schema check connects to nothing
 # The figures of the client's performance summary a run's record keeps (when present).
 REPORT_FILES = (CONFIG, RESULT_SUMMARY, ACCURACY_RESULTS, AGENTIC_SCORES)
+# SingleStream's figure, as the checker maps it (latency.early_stopping_percentiles.90.0 is its
+# result_90.00_percentile_latency_ns); a short run has too few queries for an early-stopping estimate.
+EARLY_STOPPING_P90, PLAIN_P90 = "early_stopping_latency_p90_ms", "latency_p90_ms"
 INLINE_SCORE = "tool_call_iou"       # the replay's inline check, as a figure of the run's record
 SUMMARY_FIGURES = ("qps", "tps", "duration_ns", "n_samples_issued", "n_samples_completed", "n_samples_failed")
 
@@ -117,6 +120,11 @@ def _performance_figures(report_dir: Path) -> dict[str, float]:
     summary = read_report(report_dir, RESULT_SUMMARY)
     figures = {key: float(summary[key]) for key in SUMMARY_FIGURES
                if isinstance(summary.get(key), (int, float)) and not isinstance(summary.get(key), bool)}
+    latency = summary.get("latency") if isinstance(summary.get("latency"), dict) else {}
+    for block, name in (("early_stopping_percentiles", EARLY_STOPPING_P90), ("percentiles", PLAIN_P90)):
+        value = (latency.get(block) or {}).get("90.0") if isinstance(latency.get(block), dict) else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            figures[name] = float(value) / 1e6
     if (Path(report_dir) / ACCURACY_RESULTS).is_file():
         for entry in read_report(report_dir, ACCURACY_RESULTS).get("accuracy_scores") or ():
             if isinstance(entry, dict) and entry.get("dataset_type") == "performance" \

@@ -127,7 +127,6 @@ class EndpointsHarness(HarnessPlugin):
 def outcome_fields(spec, client, test, outcome, seconds: float, local: bool) -> dict[str, Any]:
     """The record's outcome fields of a test the client ran: valid where every gate passed; submittable where valid,
     not a test run and the tree's rules are the round's (a test run's shortened duration is not)."""
-    from ...records.loadgen_log import Metric
     from ...records.metadata import AccuracyRecord, Durations
     from urllib.parse import urlsplit
 
@@ -161,8 +160,24 @@ def outcome_fields(spec, client, test, outcome, seconds: float, local: bool) -> 
             samples=int(figures["total_samples"]) if "total_samples" in figures else None,
             threshold=test.targets.get(first), meets_target=valid)
     else:
-        qps = outcome.figures.get("qps")
-        result["metric"] = Metric("samples per second (the client's qps)", float(qps) if qps is not None
-                                  else float("nan"), "samples/s", True)
+        result["metric"] = headline(spec.scenario_enum, outcome.figures)
         result["result_validity"] = "VALID" if valid else "INVALID"
     return result
+
+
+def headline(scenario, figures) -> Any:
+    """The run's figure as the checker reads an endpoints tree's: SingleStream's 90th percentile latency in ms (the
+    early-stopping estimate, or the plain percentile where the run had too few queries for one), else the qps."""
+    from ...constants import Scenario
+    from ...endpoints_client.run import EARLY_STOPPING_P90, PLAIN_P90
+    from ...records.loadgen_log import Metric
+
+    if scenario is Scenario.SingleStream:
+        if EARLY_STOPPING_P90 in figures:
+            return Metric("90th percentile latency (early stopping)", figures[EARLY_STOPPING_P90], "ms", False)
+        if PLAIN_P90 in figures:
+            return Metric("90th percentile latency (too few queries for early stopping)", figures[PLAIN_P90], "ms",
+                          False)
+    qps = figures.get("qps")
+    return Metric("samples per second (the client's qps)", float(qps) if qps is not None else float("nan"),
+                  "samples/s", True)
