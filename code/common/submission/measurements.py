@@ -116,7 +116,8 @@ def _run_user_conf(record: RunRecord) -> str:
 def write_measurements(paths: Paths, record: RunRecord, rules: BenchmarkRules, benchmark: Benchmark) -> Path:
     folder = paths.measurements_dir(record.system.id, submission_benchmark(rules, record), record.scenario)
     write_atomically(folder / MEASUREMENTS_JSON, json.dumps(measurements(record, benchmark), indent=2) + "\n")
-    write_atomically(folder / USER_CONF, _run_user_conf(record))
+    if not record.load_generator:     # an endpoints client's run has no LoadGen user.conf; its tree asks none
+        write_atomically(folder / USER_CONF, _run_user_conf(record))
     write_atomically(folder / README, readme(record))
     return folder
 
