@@ -42,7 +42,7 @@ def recorded_run(folder: Path, mode: TestMode) -> RunRecord:
                      division="closed", scenario=Scenario.SingleStream, test_mode=mode, system=SystemRecord(id="x"),
                      config=ConfigRecord(workload_setting="endpoints_k_99_MaxP", fields={}, sources={}),
                      log_dir=str(folder), valid=True, submittable=True,
-                     load_generator={"commit": "ea3327530376fef63d706f4105612e17c2c80a8d",
+                     load_generator={"commit": "ea3327530376fef63d706f4105612e17c2c80a8d", "client_version": "0.1.0",
                                      "report_dir": str(report), "report_sha256": report_digests(report)})
 
 
@@ -110,3 +110,19 @@ def test_the_official_checkers_endpoints_parser_reads_the_staged_tree(tmp_path, 
     assert read == {"effective_sample_index_rng_seed": V6_1.seeds.sample_index_rng_seed,
                     "effective_schedule_rng_seed": V6_1.seeds.schedule_rng_seed,
                     "effective_min_duration_ms": V6_1.min_duration_ms, "accuracy_sample_count": 995}
+
+
+def test_generate_conf_files_writes_no_user_conf_for_a_run_of_the_client(tmp_path, runs):
+    import dataclasses
+
+    from code.common.paths import Paths
+    from code.common.submission.measurements import write_measurements
+    from code.qwen3_6.benchmark import BENCHMARK
+
+    performance = dataclasses.replace(runs[0], model="smollm2-135m-instruct", division="open", config=ConfigRecord(
+        workload_setting="endpoints_k_99_MaxP", fields={"model": "smollm2-135m-instruct", "precision": "fp32",
+                                                        "dataset": "qwen3_6_agentic_replay"}, sources={}))
+    paths = Paths.create(scratch=tmp_path / "s", log_dir=tmp_path / "logs", repo=tmp_path / "repo")
+    folder = write_measurements(paths, performance, V6_1.benchmark("qwen3.6-27b"), BENCHMARK)
+    assert sorted(p.name for p in folder.iterdir()) == ["README.md", "measurements.json"]
+    assert "the MLCommons endpoints client 0.1.0 (ea332753)" in (folder / "README.md").read_text()

@@ -79,13 +79,17 @@ def readme(record: RunRecord) -> str:
     """The README of a staged result: the commands that make the run again, from this record."""
     config = record_selection(record).without_test()
     fields = record.config.fields
-    loadgen = record.loadgen.version if record.loadgen is not None else "?"
+    loadgen = f"LoadGen {record.loadgen.version if record.loadgen is not None else '?'}"
+    if record.load_generator:
+        client = record.load_generator
+        loadgen = (f"the MLCommons endpoints client {client.get('client_version', '?')} "
+                   f"({str(client.get('commit', '?'))[:8]}) as the load generator")
     subset = record.data.subset if record.data is not None else ""
     return "\n".join([
         f"# {record.benchmark} {record.scenario.value} on {record.system.id}",
         "",
         f"Model `{fields['model']}` ({record.division} division) on data set `{fields['dataset']}`, backend "
-        f"{_manifest(record).get('runtime_version', '?')}, {fields['precision']}, LoadGen {loadgen}.",
+        f"{_manifest(record).get('runtime_version', '?')}, {fields['precision']}, {loadgen}.",
         *(["", f"The data set was {subset}: the figures are that part's, not the whole set's."] if subset else []),
         "",
         "From the repository root (`src/` of this submission), with the data in MLPERF_SCRATCH_PATH:",
