@@ -50,7 +50,9 @@ def recorded_run(folder: Path, mode: TestMode) -> RunRecord:
 def runs(tmp_path):
     measured = tmp_path / "measurements"
     measured.mkdir()
-    (measured / "measurements.json").write_text('{"starting_weights_filename": "Qwen/Qwen3.6-27B"}\n')
+    (measured / "measurements.json").write_text(json.dumps({
+        "input_data_types": "int64", "retraining": "No", "starting_weights_filename": "Qwen/Qwen3.6-27B",
+        "weight_data_types": "bf16", "weight_transformations": "none (served as published)"}))
     (measured / "README.md").write_text("# qwen3.6-27b SingleStream\n")
     return (recorded_run(tmp_path / "perf", TestMode.PerformanceOnly),
             recorded_run(tmp_path / "acc", TestMode.AccuracyOnly), measured)
@@ -126,3 +128,38 @@ def test_generate_conf_files_writes_no_user_conf_for_a_run_of_the_client(tmp_pat
     folder = write_measurements(paths, performance, V6_1.benchmark("qwen3.6-27b"), BENCHMARK)
     assert sorted(p.name for p in folder.iterdir()) == ["README.md", "measurements.json"]
     assert "the MLCommons endpoints client 0.1.0 (ea332753)" in (folder / "README.md").read_text()
+
+
+def findings(folder: Path, allow_test_runs: bool = False) -> list[tuple[str, str, str]]:
+    from code.common.constants import AccuracyTarget
+    from code.common.submission.checker_rules import ScenarioContext
+    from code.common.submission.endpoints_checks import check_any_scenario
+
+    found: list[tuple[str, str, str]] = []
+    ctx = ScenarioContext(lambda level, path, message: found.append((level, path.name, message)), V6_1, "closed",
+                          folder, Scenario.SingleStream, "qwen3.6-27b", V6_1.benchmark("qwen3.6-27b"),
+                          AccuracyTarget.k_99, allow_test_runs)
+    check_any_scenario(ctx)
+    return found
+
+
+def test_the_toolkits_checker_reads_an_endpoints_tree_as_the_official_one_does(tmp_path, runs):
+    performance, accuracy, measured = runs
+    dest = stage_endpoints_scenario(tmp_path / "tree", "x", performance, accuracy, measured, print)
+    assert findings(dest) == []                      # no user.conf asked, no LoadGen log looked for
+    config = yaml.safe_load((dest / "config.yaml").read_text())
+    config["settings"]["runtime"] |= {"min_duration_ms": 0, "dataloader_random_seed": 42}
+    (dest / "config.yaml").write_text(yaml.safe_dump(config))
+    results = json.loads((dest / "accuracy" / "accuracy_results.json").read_text())
+    results["accuracy_scores"][1]["total_samples"] = 8           # a test run's subset
+    (dest / "accuracy" / "accuracy_results.json").write_text(json.dumps(results))
+    found = findings(dest)
+    assert [(level, name) for level, name, _ in found] == [("error", "config.yaml")] * 2 + [
+        ("error", "accuracy_results.json")]
+    assert "not the round's sample_index_rng_seed 2747215439041700203 (the checker's seeds_check)" in found[0][2]
+    assert "min_duration_ms is 0, below the round's 600000" in found[1][2]
+    assert "scored 8 samples, not the round's 995" in found[2][2]
+    relaxed = findings(dest, allow_test_runs=True)
+    assert [level for level, _, _ in relaxed] == ["error", "warning", "warning"]   # a wrong seed stays an error
+    (dest / "accuracy" / "accuracy_results.json").unlink()
+    assert any("accuracy_results.json is missing" in message for _, _, message in findings(dest))
