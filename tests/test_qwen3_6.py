@@ -152,7 +152,7 @@ def test_qwen3_6_gives_the_client_the_reference_blocks_the_cut_replay_and_its_no
     cut = replay.read_rows(tmp_path / "run" / "replay_cut.jsonl")
     assert [r["role"] for r in cut] == ["user", "assistant", "tool", "assistant"]     # and 2 turns
     assert workload.model_params == {"temperature": 0, "seed": 42, "max_new_tokens": 64}
-    assert workload.tokenizer == str(tmp_path / "hf")
+    assert workload.tokenizer is None          # the substitute: the client's tokenizer warm-up is not for small CPUs
     assert any("not a qwen3.6-27b result" in note for note in workload.notes)
     assert any("1 of 20 conversations, 2 of 1007 assistant turns" in note for note in workload.notes)
     if accuracy:
