@@ -127,9 +127,9 @@ class EndpointsHarness(HarnessPlugin):
 def outcome_fields(spec, client, test, outcome, seconds: float, local: bool) -> dict[str, Any]:
     """The record's outcome fields of a test the client ran: valid where every gate passed; submittable where valid,
     not a test run and the tree's rules are the round's (a test run's shortened duration is not)."""
-    from ...records.metadata import AccuracyRecord, Durations
     from urllib.parse import urlsplit
 
+    from ...records.metadata import AccuracyRecord, Durations
     from ...records.record import EndpointRecord
     from ...serving.machines import machine_key
 
