@@ -428,6 +428,7 @@ BENCHMARKS = {
         dataset_size=995,
         offline_min_samples=None,
         server_latency_ms=None,
+        # No compliance test is asked of it (no models_TEST* list of the checkers names it).
         compliance_tests=(),
     ),
     "wan-2.2-t2v-a14b": BenchmarkRules(
