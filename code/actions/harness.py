@@ -208,7 +208,7 @@ def with_embedded_default(ctx: Context, test_run: bool = True,
     defaults = {"benchmarks": benchmarks, "scenarios": default_scenarios(ctx, chosen),
                 **({"test_run": True} if test_run else {})}
     own = own_load_generator_type(chosen)
-    if own is not None:      # benchmarks the round runs on one load generator only (qwen3.6-27b: the endpoints client)
+    if own is not None:      # benchmarks the round runs on one load generator only: the harness that brings it
         defaults["workload"] = dataclasses.replace(args.workload, harness_type=HarnessType(own))
     flags = {name: value for name, value in defaults.items()
              if name not in args.explicit and not (name == "workload" and "harness_type" in args.explicit)}
@@ -226,7 +226,7 @@ def with_embedded_default(ctx: Context, test_run: bool = True,
 
 def default_scenarios(ctx: Context, benchmarks: tuple[str, ...]) -> tuple[Scenario, ...]:
     """The embedded default's scenario (Offline), and for a chosen benchmark without an Offline config its first
-    configured scenario (qwen3.6-27b: SingleStream only)."""
+    configured scenario (a benchmark of the edge suite alone, SingleStream only)."""
     scenarios = list(EMBEDDED_DEFAULT["scenarios"])
     for benchmark in benchmarks:
         if not any(ctx.registry.systems_for(benchmark, s) for s in scenarios):

@@ -109,8 +109,8 @@ def check_selection(ctx, benchmark_name: str, fields: Mapping[str, Any]):
 
 
 def refuse_loadgen_for_endpoints_only(benchmark, harness_type: str) -> None:
-    """A benchmark the round runs on the MLCommons endpoints client only (qwen3.6-27b) is refused by LoadGen's
-    harnesses before anything is downloaded, naming the harness type that runs it."""
+    """A benchmark the round runs on its own load generator only (GenerativeBenchmark.endpoints_only) is refused by
+    LoadGen's harnesses before anything is downloaded, naming the harness type that runs it."""
     from .registry import HARNESSES, of_type
 
     if not benchmark.generates_tokens or not generative(benchmark).endpoints_only \

@@ -7,8 +7,8 @@ the file and the fix named.
   sample_index_rng_seed, scheduler_random_seed the schedule_rng_seed), and min_duration_ms at least the round's
   (`min_duration_check`); a test run's shortened duration is a warning with --allow_test_runs;
 - the run complete, every issued sample completed and none failed;
-- an accuracy score of the accuracy data set, over the round's accuracy sample count (995 for qwen3.6-27b; a test
-  run's subset is a warning with --allow_test_runs). The checker compares no endpoints figure with a target except
+- an accuracy score of the accuracy data set, over the round's accuracy sample count (a test run's subset is a
+  warning with --allow_test_runs). The checker compares no endpoints figure with a target except
   qwen3-vl's; the toolkit gates the figures when the run is made (the run's record), not here.
 """
 from __future__ import annotations
