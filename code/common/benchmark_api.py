@@ -76,6 +76,9 @@ class ServingNeeds:
     # GPUs one server spans on GPU nodes, as the reference and the published submissions run it (the command lines
     # make serve_llm prints there; a local CPU server is one process).
     tensor_parallel: int = 1
+    # The server's parser of the model's tool calls, for a benchmark whose requests carry tools (vLLM
+    # --tool-call-parser, e.g. "hermes"); "": its requests carry none.
+    tool_call_parser: str = ""
 
 
 @dataclass(frozen=True)
@@ -424,6 +427,10 @@ class GenerativeBenchmark(PackagedBenchmark):
 
     generates_tokens = True
     own_engines: tuple[str, ...] = ()
+    # The MLCommons endpoints client serves it (`endpoints_workload`), and whether the round runs it on that client
+    # only (no LoadGen harness runs it then).
+    endpoints_served: bool = False
+    endpoints_only: bool = False
     # The JSON schema response format the reference's guided decoding asks of a server (--use_guided_decoding);
     # None: the reference defines none, and the flag is refused.
     guided_response_format: Mapping[str, Any] | None = None
@@ -458,6 +465,14 @@ class GenerativeBenchmark(PackagedBenchmark):
         processes.ServerProcess with `endpoint`, `served_name` and `log_path`."""
         raise UserError(f"{self.name} has no serving engine of its own; vLLM serves its model.")
 
+    def endpoints_workload(self, model: str, accuracy: bool, fields: Mapping[str, Any], paths: Paths,
+                           run_dir: Path, test_run: bool) -> Any:
+        """What the endpoints client runs for one test of it (a ClientWorkload, endpoints_client/workload.py, of the
+        plug-in layer above this one); files it needs (a trimmed data set) are written into `run_dir`. UserError
+        where the client serves no test of it (`endpoints_served` False)."""
+        raise UserError(f"{self.name} is not a benchmark the MLCommons endpoints client serves in this toolkit; run "
+                        f"it with another --harness_type.")
+
     def answer(self, model: str, paths: Paths) -> "AnswerKind":
         """Its kind of answer (answers.py); the generated token ids unless it says otherwise."""
         from .answers import TOKEN_IDS
@@ -490,6 +505,7 @@ IMPLEMENTATIONS: "Registry[Benchmark]" = Registry(
         "deepseek-r1": "code.deepseek_r1.benchmark:BENCHMARK",
         "gpt-oss-120b": "code.gpt_oss_120b.benchmark:BENCHMARK",
         "qwen3-vl-235b-a22b": "code.qwen3_vl.benchmark:BENCHMARK",
+        "qwen3.6-27b": "code.qwen3_6.benchmark:BENCHMARK",
         "whisper": "code.whisper.benchmark:BENCHMARK",
         "wan-2.2-t2v-a14b": "code.wan.benchmark:BENCHMARK",
     })

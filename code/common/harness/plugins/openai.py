@@ -129,22 +129,10 @@ class OpenAIHarness(HarnessPlugin):
     def prepare_model(self, config, paths, log) -> str:
         """The model's Hugging Face folder, which a local server (and make serve_llm) loads; the model files of a
         benchmark that serves itself (GenerativeBenchmark.own_server)."""
-        from ...benchmark_api import generative, get_benchmark
-        from ...model_files import ensure_serving_folder
-
-        benchmark = get_benchmark(config.benchmark)
-        if generative(benchmark).own_server:
-            folder = benchmark.download_model(config["model"], paths, log)
-            return f"no engine (its {benchmark.own_server} server loads the model): {folder}"
-        served = ensure_serving_folder(benchmark, config["model"], paths, log)
-        return f"no engine (the servers load the model); the folder a local server serves: {served.folder}"
+        return prepare_served_model(config, paths, log)
 
     def interrupted(self) -> None:
-        import sys
-
-        servers = sys.modules.get("code.common.serving.local_server")
-        if servers is not None:
-            servers.stop_all()      # the test's local server
+        stop_local_servers()
 
     def create(self, run: HarnessRun):
         from ..serving_system import serving_system
@@ -160,3 +148,26 @@ def _benchmark_of(model: str, benchmarks) -> object | None:
         if generates_tokens(name) and model in get_benchmark(name).models:
             return get_benchmark(name)
     return None
+
+
+def prepare_served_model(config, paths, log) -> str:
+    """make generate_engines for a harness whose servers load the model: its Hugging Face folder, which a local
+    server loads; the model files of a benchmark that serves itself (GenerativeBenchmark.own_server)."""
+    from ...benchmark_api import generative, get_benchmark
+    from ...model_files import ensure_serving_folder
+
+    benchmark = get_benchmark(config.benchmark)
+    if generative(benchmark).own_server:
+        folder = benchmark.download_model(config["model"], paths, log)
+        return f"no engine (its {benchmark.own_server} server loads the model): {folder}"
+    served = ensure_serving_folder(benchmark, config["model"], paths, log)
+    return f"no engine (the servers load the model); the folder a local server serves: {served.folder}"
+
+
+def stop_local_servers() -> None:
+    """Stop the test's local servers, from a signal handler: nothing imported, no waiting."""
+    import sys
+
+    servers = sys.modules.get("code.common.serving.local_server")
+    if servers is not None:
+        servers.stop_all()
