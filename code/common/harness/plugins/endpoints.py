@@ -44,8 +44,13 @@ class EndpointsHarness(HarnessPlugin):
 
     def why_not(self, selection) -> str | None:
         from ...benchmark_api import generative, get_benchmark
+        from ...errors import UserError
 
-        if not generative(get_benchmark(selection.benchmark)).endpoints_served:
+        try:
+            benchmark = get_benchmark(selection.benchmark)
+        except UserError as unknown:      # one of no benchmark of the round (a test's own): the client serves none
+            return str(unknown)
+        if not generative(benchmark).endpoints_served:
             return (f"the MLCommons endpoints client serves no test of {selection.benchmark} in this toolkit "
                     f"(documentation/endpoints.md lists those it does)")
         return None
