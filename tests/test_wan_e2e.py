@@ -19,6 +19,8 @@ from code.main import main
 from code.wan import datasets, models
 from code.wan import reference as ref
 
+from .wan_fixtures import wan_substitute_paths
+
 HEIGHT, WIDTH, FRAMES = 32, 32, 5
 RUN = ("--benchmarks=wan-2.2", f"--model={models.SUBSTITUTE}", "--dataset=vbench_prompts",
        "--test_mode=AccuracyOnly")
@@ -26,18 +28,7 @@ RUN = ("--benchmarks=wan-2.2", f"--model={models.SUBSTITUTE}", "--dataset=vbench
 
 @pytest.fixture(scope="module")
 def wan_paths(tmp_path_factory) -> Paths:
-    root = tmp_path_factory.mktemp("wan_e2e")
-    paths = Paths.create(scratch=root / "scratch", log_dir=root / "logs")
-    official = datasets.official_file(paths, ref.PROMPTS_FILE)
-    if not official.is_file():
-        pytest.skip(f"the reference's prompts are not beside the repository ({official})")
-    try:
-        models.make_environment(paths, lambda line: None)
-    except UserError as error:
-        pytest.skip(f"the diffusers environment cannot be installed here: {error}")
-    datasets.download_data(datasets.DATASET, paths, lambda line: None)
-    models.make_substitute(paths, models.model_folder(paths, models.SUBSTITUTE), official, HEIGHT, WIDTH, FRAMES)
-    return paths
+    return wan_substitute_paths(tmp_path_factory.mktemp("wan_e2e"), HEIGHT, WIDTH, FRAMES)
 
 
 def _decode(paths: Paths, video: Path) -> list[int]:
