@@ -113,7 +113,7 @@ tune: $(VENV_STAMP) ## Find and confirm the best batch size, instances x threads
 	@$(MAIN)
 serve_triton: $(VENV_STAMP) ## Serve an engine from a Triton server on this node (RUN_ARGS="--harness_type=triton --benchmarks=.. --scenarios=.. --triton_port=8001")
 	@$(MAIN)
-serve_llm: $(VENV_STAMP) ## Serve an LLM benchmark's model from vLLM here, or print the GPU command (RUN_ARGS="--benchmarks=llama3.1-8b --engine=vllm --port=8000")
+serve_llm: $(VENV_STAMP) ## Serve an LLM benchmark's model from vLLM (wan-2.2: its video server) here, or print the GPU command (RUN_ARGS="--benchmarks=llama3.1-8b --engine=vllm --port=8000")
 	@$(MAIN)
 run_audit_harness: $(VENV_STAMP) ## Run and verify the compliance tests (TEST01, TEST04)
 	@$(MAIN)

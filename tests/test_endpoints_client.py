@@ -132,22 +132,23 @@ def test_no_stamp_no_environment(tmp_path):
     assert environment_row(tmp_path)[1] == "not installed"
 
 
-def test_the_endpoints_harness_makes_the_clients_environment_and_runs_nothing_yet(tmp_path, monkeypatch, checkout):
+def test_the_endpoints_harness_makes_the_clients_environment_for_build_and_run(tmp_path, monkeypatch, checkout):
     from types import SimpleNamespace
 
     from code.common.endpoints_client import environment
     from code.common.harness.registry import HARNESSES
 
     plugin = HARNESSES.get("endpoints")
-    args = SimpleNamespace(workload=SimpleNamespace(harness_type=SimpleNamespace(value="endpoints")))
-    assert plugin.needs_environment(args, for_run=False) and not plugin.needs_environment(args, for_run=True)
+    args = SimpleNamespace(workload=SimpleNamespace(harness_type=SimpleNamespace(value="endpoints")),
+                           endpoints=("http://127.0.0.1:8000",))     # running servers: no local vLLM to make
+    assert plugin.needs_environment(args, for_run=False) and plugin.needs_environment(args, for_run=True)
     assert plugin.parse_flag("endpoints", "127.0.0.1:8000, http://localhost:8001/v1") == ("http://127.0.0.1:8000",
                                                                                         "http://localhost:8001")
-    with pytest.raises(UserError) as error:
-        plugin.preflight({}, args, None)
-    assert error.value.exit_code == 3 and "documentation/endpoints.md" in str(error.value)
     lines: list[str] = []
-    ctx = SimpleNamespace(paths=SimpleNamespace(endpoints_venv=tmp_path / "venv"), log=lines.append)
+    ctx = SimpleNamespace(paths=SimpleNamespace(endpoints_venv=tmp_path / "venv"), log=lines.append, args=args)
+    with pytest.raises(UserError, match='make build RUN_ARGS="--harness_type=endpoints"') as error:
+        plugin.preflight({}, args, ctx.paths)        # before its environment is made
+    assert error.value.exit_code == 2
     assert plugin.capabilities(ctx)[0][1] == "not installed"
     monkeypatch.delenv(CHECKOUT_VARIABLE, raising=False)
     with pytest.raises(UserError, match=f"{CHECKOUT_VARIABLE} is not set") as error:
@@ -161,3 +162,4 @@ def test_the_endpoints_harness_makes_the_clients_environment_and_runs_nothing_ye
     assert lines[-1].startswith(f"MLCommons endpoints client 0.1.0 at {commit[:8]}, on Python 3.")
     assert plugin.capabilities(ctx)[0][1] == f"inference-endpoint 0.1.0 ({commit[:8]})"
     assert read_stamp(tmp_path / "venv").extras == ("bfcl",)
+    plugin.preflight({}, args, ctx.paths)

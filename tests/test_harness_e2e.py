@@ -170,3 +170,13 @@ def test_imagenet_sample_accuracy_through_loadgen_fp32_and_int8(imagenet_sample,
         top1[precision] = record.accuracy.value
     assert top1["fp32"] == pytest.approx(83.8, abs=0.5)
     assert top1["fp32"] - top1["int8"] <= 1.5, top1
+
+
+def test_a_selection_of_no_test_is_refused_as_bad_input(scratch, capsys):
+    """A scenario no selected benchmark has a config for: exit 2 naming those it has, as make tune says, not a
+    failure of a run."""
+    assert main(["--action=run_harness", "--scenarios=interactive", *EMBEDDED, f"--scratch_path={scratch}"],
+                log=lambda _: None) == 2
+    out = capsys.readouterr().err
+    assert "resnet50 has configs for Offline, Server, SingleStream, MultiStream" in out
+    assert "choose --scenarios among those" in out

@@ -42,7 +42,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "code/common/harness/sut.py", "code/common/harness/qsl.py", "code/common/harness/progress.py",
         "code/common/harness/spec.py")),
     ("plug-ins", ("code/*/benchmark.py", "code/resnet50/*", "code/yolo/*", "code/llama3_1_8b/*",
-                  "code/llama2_70b/*", "code/deepseek_r1/*", "code/gpt_oss_120b/*", "code/qwen3_vl/*",
+                  "code/llama2_70b/*", "code/deepseek_r1/*", "code/gpt_oss_120b/*", "code/qwen3_vl/*", "code/qwen3_6/*",
                   "code/whisper/*", "code/wan/*",
                   # shared by the LLM benchmarks: the substitute model, tokenizers, prompt sets, ROUGE (code/llm),
                   # and the task benchmarks' base (code/llm_tasks)

@@ -102,6 +102,9 @@ def test_a_time_limited_test_run_generates_queries_for_a_much_faster_system(scen
     assert any(line.startswith("# test run: target_latency 0.12 ms instead of the expected 8 ms") for line in lines)
     speed = config_speed(scenario, fields, settings)         # the plan still expects the config's 8 ms a query
     assert speed.samples_per_s == pytest.approx(settings.samples_per_query / 0.008)
+    assert speed.basis.endswith(", 8 ms per query")
+    # a query of minutes (a video) reads in seconds
+    assert config_speed(scenario, {**fields, field: 200_000_000_000}, settings).basis.endswith(", 200 s per query")
     queries, _, seconds, _ = estimate(scenario, TestMode.PerformanceOnly, settings, speed, 50_000, response_bytes=4)
     assert seconds == pytest.approx(max(6.0, queries * 0.008))
     # a full run, and a test run that ends on a count, give LoadGen the config's latency as it is

@@ -339,3 +339,26 @@ def test_without_resume_a_log_dir_that_holds_results_stops_make_run_before_its_d
     assert main(["--action=run", f"--log_dir={tmp_path / 'logs'}", f"--scratch_path={tmp_path / 'scratch'}"]) == 2
     assert "already holds a result; results are never overwritten" in capsys.readouterr().err
     assert not (tmp_path / "scratch").exists()     # stopped at the plan: nothing downloaded
+
+
+def test_a_layout_a_sweep_chose_then_and_now_is_no_other_setting(tmp_path):
+    """A batch size chosen by a sweep of the engine, then and now (measured again since, on a quieter machine, and
+    choosing otherwise): neither was asked for, so the VALID record is reused; typed now, it is another setting."""
+    import dataclasses
+
+    folder = tmp_path / "PerformanceOnly"
+    folder.mkdir()
+    record = make_record(log_dir=str(folder), valid=True, batch_size=8)
+    swept = {"fields": {"batch_size": 8}, "why": "batch 8 from a 6 s sweep of this engine"}
+    write_metadata(folder, dataclasses.replace(record, config=dataclasses.replace(record.config,
+                                                                                    measured_layout=swept)))
+    runs = earlier_runs([tmp_path], lambda path, reason: pytest.fail(reason))
+    assert runs[0].untuned == {"batch_size"}
+
+    def asked(untuned):
+        return AskedFor.of({**FIELDS, "batch_size": 4}, True, "lwis_k_99_MaxP", (), untuned=untuned)
+
+    reused = find_attempts(folder, runs, {}, asked(("batch_size",)))
+    assert reused.other_settings is None and reused.done is not None and reused.done.folder == folder
+    typed = find_attempts(folder, runs, {}, asked(()))
+    assert typed.done is None and typed.other_settings == f"{folder}: batch_size: 8 then, 4 now"

@@ -53,7 +53,8 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
            "Triton harness's scale-out: --endpoints)", "triton:ServeTriton"),
     Action("serve_llm", "Serve one LLM benchmark's model from an OpenAI-compatible server (vLLM's CPU build) on "
            "this node until stopped, or print the vLLM, SGLang or trtllm-serve command for GPU nodes (the openai "
-           "harness's --endpoints)", "serve_llm:ServeLlm"),
+           "harness's --endpoints); a benchmark with a server of its own (wan-2.2's videos) is served by it",
+           "serve_llm:ServeLlm"),
     Action("run_audit_harness", "Run and verify the compliance tests", "audit:RunAuditHarness"),
     Action("report", "Write an HTML report with plots of the runs in build/logs and print a summary table",
            "report:Report"),

@@ -8,8 +8,8 @@ from typing import Any, Mapping
 
 from ..common.benchmark_api import get_benchmark
 from ..common.config_registry import resolve_value
-from ..common.constants import Scenario, TestMode
-from ..common.errors import EXIT_FAILURE, EXIT_OK
+from ..common.constants import HarnessType, Scenario, TestMode
+from ..common.errors import EXIT_FAILURE, EXIT_OK, UserError
 from ..common.fields import FIELDS
 from ..common.harness.plan import announce, free_space, plan_harness
 from ..common.harness.planned import PlannedTest
@@ -132,9 +132,8 @@ class RunHarness(Handler):
 
     def handle(self) -> int:
         selection = [(b, s, m) for b, s in self.ctx.selected() for m in self.test_modes()]
-        if not selection:
-            self.ctx.log(self.ctx.nothing_selected())
-            return EXIT_FAILURE
+        if not selection:      # a selection typed that names no test: bad input, as make tune and make bench say
+            raise UserError(f"{self.ctx.nothing_selected()} Nothing was run; choose --scenarios among those.")
         if self.ctx.args.resume:
             self.ctx = dataclasses.replace(self.ctx, paths=resume_paths(self.ctx.paths, self.ctx.log))
         # The plan needs only configs, rules, the data sets' declared sizes and earlier records, all known before
@@ -204,9 +203,14 @@ def with_embedded_default(ctx: Context, test_run: bool = True,
     compliance runs are test runs exactly when the runs they are compared with are); `benchmarks`: those chosen
     when RUN_ARGS name none."""
     args = ctx.args
-    defaults = {"benchmarks": benchmarks, "scenarios": EMBEDDED_DEFAULT["scenarios"],
+    chosen = args.benchmarks if "benchmarks" in args.explicit else benchmarks
+    defaults = {"benchmarks": benchmarks, "scenarios": default_scenarios(ctx, chosen),
                 **({"test_run": True} if test_run else {})}
-    flags = {name: value for name, value in defaults.items() if name not in args.explicit}
+    own = own_load_generator_type(chosen)
+    if own is not None:      # benchmarks the round runs on one load generator only: the harness that brings it
+        defaults["workload"] = dataclasses.replace(args.workload, harness_type=HarnessType(own))
+    flags = {name: value for name, value in defaults.items()
+             if name not in args.explicit and not (name == "workload" and "harness_type" in args.explicit)}
     args = args.fill_in(EMBEDDED_DEFAULT_SOURCE, **flags)
     cores = ctx.system.info.cpu.cores
     gpu_backend = {"backend": "tensorrt"} if "backend" not in args.overrides and tensorrt_runs_here(ctx) else {}
@@ -217,6 +221,27 @@ def with_embedded_default(ctx: Context, test_run: bool = True,
               for benchmark in args.benchmarks}
     return dataclasses.replace(ctx, args=args.fill_in_per_benchmark(EMBEDDED_DEFAULT_SOURCE, fields),
                                _registry=None)
+
+
+def default_scenarios(ctx: Context, benchmarks: tuple[str, ...]) -> tuple[Scenario, ...]:
+    """The embedded default's scenario (Offline), and for a chosen benchmark without an Offline config its first
+    configured scenario (a benchmark of the edge suite alone, SingleStream only)."""
+    scenarios = list(EMBEDDED_DEFAULT["scenarios"])
+    for benchmark in benchmarks:
+        if not any(ctx.registry.systems_for(benchmark, s) for s in scenarios):
+            scenarios += [s for s in Scenario if ctx.registry.systems_for(benchmark, s)][:1]
+    return tuple(dict.fromkeys(scenarios))
+
+
+def own_load_generator_type(benchmarks: tuple[str, ...]) -> str | None:
+    """The harness type of the load generator every chosen benchmark runs on only (a harness plug-in with its own
+    load generator), where they all do; None otherwise."""
+    from ..common.benchmark_api import generative
+    from ..common.harness.registry import HARNESSES
+
+    only = [b for b in benchmarks if get_benchmark(b).generates_tokens and generative(get_benchmark(b)).endpoints_only]
+    own = [p.harness_type for p in HARNESSES.loaded() if p.own_load_generator]
+    return own[0] if only and len(only) == len(benchmarks) and own else None
 
 
 def embedded_fields(default: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,9 @@ process. `--engine=sglang` and `--engine=trtllm`, and vllm where its environment
 install their own vLLM), print the command lines to run instead. Every command line has the rules' settings:
 prefix caching off, a fixed seed, at most batch_size sequences, the model served under its toolkit name.
 
+A benchmark with a serving engine of its own (wan-2.2-t2v-a14b: its diffusers pipeline behind
+`POST /v1/videos/generations`, code/wan/video_server.py) is served by it here, whatever --engine says of LLMs.
+
 The model is the one `make run` would run for the benchmark (the embedded substitute unless --model names
 another), at the largest batch_size of the selected scenarios' configs.
 """
@@ -31,7 +34,6 @@ class ServeLlm(Handler):
         from ..common.serving.engines import DEFAULT_PORT, VLLM, check_engine
 
         ctx = self.ctx
-        engine = check_engine(ctx.args.harness_flags.get("engine") or DEFAULT_ENGINE)
         benchmarks = sorted({b for b, _ in ctx.selected()})
         if len(benchmarks) != 1 or not get_benchmark(benchmarks[0]).generates_tokens:
             raise UserError(f"make serve_llm serves one LLM benchmark's model; the selection has "
@@ -42,6 +44,10 @@ class ServeLlm(Handler):
         model = configs[0]["model"]
         batch = max(int(c.values.get("batch_size") or 1) for c in configs)
         port = ctx.args.harness_flags.get("port") or DEFAULT_PORT
+        own = get_benchmark(benchmark).own_server
+        if own:
+            return self._serve_own(benchmark, own, model, configs[0].values, port)
+        engine = check_engine(ctx.args.harness_flags.get("engine") or DEFAULT_ENGINE)
         if engine == VLLM and self._vllm_here():
             return self._serve(benchmark, model, batch, port)
         return self._print_commands(engine, benchmark, model, batch, port)
@@ -63,6 +69,28 @@ class ServeLlm(Handler):
         return serve_until_stopped(ctx, server, "vLLM", port, [
             f"vLLM (CPU) serves {benchmark}'s model {model} (at most {batch} sequences, prefix caching off) at "
             f"{server.endpoint}, log {server.log_path}.",
+            f"Run LoadGen against it with: --harness_type=openai --endpoints=http://{host}:{port}",
+            "Ctrl-C stops it."])
+
+    def _serve_own(self, benchmark: str, own: str, model: str, fields, port: int) -> int:
+        """A benchmark with a serving engine of its own (GenerativeBenchmark.own_server, e.g. wan's diffusers
+        pipeline behind /v1/videos/generations): served here, whatever the node; GPU nodes run their own server of
+        that API (trtllm-serve VisualGen), which the harness drives the same way."""
+        from ..common.benchmark_api import generative, get_benchmark
+
+        ctx = self.ctx
+        engine = ctx.args.harness_flags.get("engine")
+        if engine and engine != own:
+            raise UserError(f"--engine={engine}: make serve_llm serves {benchmark} with its own {own} server here; "
+                            f"on GPU nodes start a server of its API (TensorRT-LLM's trtllm-serve VisualGen for "
+                            f"{get_benchmark(benchmark).models[model].serving_api}) and point --endpoints at it. "
+                            f"Leave --engine out.")
+        server = generative(get_benchmark(benchmark)).start_server(model, fields, ctx.paths, port, "0.0.0.0",
+                                                                   ctx.log)
+        host = socket.gethostname()
+        return serve_until_stopped(ctx, server, own, port, [
+            f"The {own} server serves {benchmark}'s model {model} at {server.endpoint} (one request at a time, the "
+            f"reference's settings), log {server.log_path}.",
             f"Run LoadGen against it with: --harness_type=openai --endpoints=http://{host}:{port}",
             "Ctrl-C stops it."])
 

@@ -61,7 +61,9 @@ class GenerateConfFiles(_SubmissionStep):
         for (system_id, benchmark, scenario), choice in chosen:
             folder = conf.write_measurements(ctx.paths, choice.performance, ctx.rules.benchmark(benchmark),
                                              get_benchmark(benchmark))
-            ctx.log(f"wrote {folder.relative_to(ctx.paths.repo)}/ (measurements.json, user.conf, README.md)")
+            written = "measurements.json, README.md" if choice.performance.load_generator else \
+                "measurements.json, user.conf, README.md"
+            ctx.log(f"wrote {folder.relative_to(ctx.paths.repo)}/ ({written})")
         calibration = ctx.paths.calibration_doc
         write_atomically(calibration, conf.calibration_markdown([c.performance for _, c in chosen]))
         ctx.log(f"wrote {calibration.relative_to(ctx.paths.repo)}")

@@ -76,6 +76,9 @@ class ServingNeeds:
     # GPUs one server spans on GPU nodes, as the reference and the published submissions run it (the command lines
     # make serve_llm prints there; a local CPU server is one process).
     tensor_parallel: int = 1
+    # The server's parser of the model's tool calls, for a benchmark whose requests carry tools (vLLM
+    # --tool-call-parser, e.g. "hermes"); "": its requests carry none.
+    tool_call_parser: str = ""
 
 
 @dataclass(frozen=True)
@@ -415,6 +418,8 @@ class GenerativeBenchmark(PackagedBenchmark):
     - `own_engines` / `request_engines`: in-process request-level engines of its own (none by default: the LLM
       harnesses' decoder graph runs it), the first name the default;
     - `serving_folder` and each model's `ModelSpec.serving` (ServingNeeds): what serving engines load and need;
+    - `own_server` / `start_server` / `serving_request`: a serving engine of its own for the openai harness (none:
+      vLLM serves it) and what each request to its serving API carries beyond the prompt;
     - `answer`: its one kind of answer (answers.py) and so its responses in the accuracy log: token ids by
       default, text, labels made from text, or content its engines make (a tensor, a media file).
     A generative benchmark's responses come from its answers, never from a batch's outputs: it has no
@@ -422,9 +427,16 @@ class GenerativeBenchmark(PackagedBenchmark):
 
     generates_tokens = True
     own_engines: tuple[str, ...] = ()
+    # The MLCommons endpoints client serves it (`endpoints_workload`), and whether the round runs it on that client
+    # only (no LoadGen harness runs it then).
+    endpoints_served: bool = False
+    endpoints_only: bool = False
     # The JSON schema response format the reference's guided decoding asks of a server (--use_guided_decoding);
     # None: the reference defines none, and the flag is refused.
     guided_response_format: Mapping[str, Any] | None = None
+    # The name of a serving engine of its own behind its serving API (e.g. "diffusers"): the openai harness starts
+    # it here for a test without --endpoints, and make serve_llm serves it (`start_server`); "": vLLM's CPU build.
+    own_server: str = ""
 
     def generation(self, model: str, fields: Mapping[str, Any], paths: Paths) -> "GenerationSettings":
         raise NotImplementedError
@@ -437,6 +449,29 @@ class GenerativeBenchmark(PackagedBenchmark):
                         threads: int) -> "list[RequestEngine]":
         """The in-process engines of a test, one per instance (only where `own_engines` names some)."""
         raise UserError(f"{self.name} has no in-process engines of its own; its model runs on the LLM harnesses.")
+
+    def make_environment(self, paths: Paths, log: Log) -> None:
+        """Make (or check, when up to date) the environment its own engines and server run in beyond .venv (make
+        build, make run); none by default."""
+
+    def serving_request(self, model: str, paths: Paths) -> Mapping[str, Any]:
+        """What every request to its serving API (ModelSpec.serving_api) carries beyond the prompt: the reference's
+        generation fields where the API takes them as such (a video's size and steps); none by default."""
+        return {}
+
+    def start_server(self, model: str, fields: Mapping[str, Any], paths: Paths, port: int, host: str,
+                     log: Log) -> Any:
+        """Its own serving engine (`own_server`) serving `model` on host:port, returned once it answers: a
+        processes.ServerProcess with `endpoint`, `served_name` and `log_path`."""
+        raise UserError(f"{self.name} has no serving engine of its own; vLLM serves its model.")
+
+    def endpoints_workload(self, model: str, accuracy: bool, fields: Mapping[str, Any], paths: Paths,
+                           run_dir: Path, test_run: bool) -> Any:
+        """What the endpoints client runs for one test of it (a ClientWorkload, endpoints_client/workload.py, of the
+        plug-in layer above this one); files it needs (a trimmed data set) are written into `run_dir`. UserError
+        where the client serves no test of it (`endpoints_served` False)."""
+        raise UserError(f"{self.name} is not a benchmark the MLCommons endpoints client serves in this toolkit; run "
+                        f"it with another --harness_type.")
 
     def answer(self, model: str, paths: Paths) -> "AnswerKind":
         """Its kind of answer (answers.py); the generated token ids unless it says otherwise."""
@@ -470,6 +505,7 @@ IMPLEMENTATIONS: "Registry[Benchmark]" = Registry(
         "deepseek-r1": "code.deepseek_r1.benchmark:BENCHMARK",
         "gpt-oss-120b": "code.gpt_oss_120b.benchmark:BENCHMARK",
         "qwen3-vl-235b-a22b": "code.qwen3_vl.benchmark:BENCHMARK",
+        "qwen3.6-27b": "code.qwen3_6.benchmark:BENCHMARK",
         "whisper": "code.whisper.benchmark:BENCHMARK",
         "wan-2.2-t2v-a14b": "code.wan.benchmark:BENCHMARK",
     })

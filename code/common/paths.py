@@ -185,6 +185,11 @@ class Paths:
         """A local LLM server's log: build/logs/serving/<engine>-<port>-<timestamp>.log."""
         return self.serving_logs / f"{engine}-{port}-{timestamp()}.log"
 
+    def serving_folder(self, engine: str, port: int) -> Path:
+        """A local server of the toolkit's own (a benchmark's serving engine): build/logs/serving/<engine>-<port>-
+        <timestamp>/, its settings, logs and the media files it keeps."""
+        return self.serving_logs / f"{engine}-{port}-{timestamp()}"
+
     def engine_log(self, engine: str, instance: int) -> Path:
         """The log of a benchmark's engine process (e.g. a video pipeline): build/logs/engines/<engine>-<instance>-
         <timestamp>.log."""

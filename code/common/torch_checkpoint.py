@@ -225,3 +225,30 @@ def load_legacy_state_dict(path: Path) -> dict[str, np.ndarray]:
     if zipfile.is_zipfile(path):
         return _load_zip(path)
     return _load_legacy(path)
+
+
+class _ShapeUnpickler(_RestrictedUnpickler):
+    """Reads what a tensor's pickle says of it whatever its storage's element type (bfloat16 too): the storages
+    themselves are never read."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module == "torch" and name.endswith("Storage") and name.isidentifier():
+            return _STORAGE_TYPES.get(name) or _StorageType(name, np.dtype(np.uint8))
+        return super().find_class(module, name)
+
+
+def tensor_shape(path: Path) -> tuple[int, ...]:
+    """The shape of the one tensor a `torch.save(tensor)` file (zip layout) holds, from its pickle alone, never
+    importing torch. ValueError for a file that is not one saved tensor."""
+    path = Path(path)
+    if not zipfile.is_zipfile(path):
+        raise ValueError(f"{path} is not a torch.save file of the zip layout")
+    with zipfile.ZipFile(path) as archive:
+        pickles = [n for n in archive.namelist() if n.endswith("/data.pkl") and n.count("/") == 1]
+        if len(pickles) != 1:
+            raise ValueError(f"{path} is a zip but not a torch checkpoint (no single '<name>/data.pkl')")
+        with archive.open(pickles[0]) as f:
+            obj = _ShapeUnpickler(f, lambda pid: _StorageRef(str(pid[2]), np.dtype(np.uint8))).load()
+    if not isinstance(obj, _TensorRef):
+        raise ValueError(f"{path} holds a {type(obj).__name__}, not one tensor")
+    return obj.shape

@@ -47,13 +47,14 @@ def _spec(name: str) -> ModelSpec:
         starting_weights_filename=f"{ref.HF_ID} (revision {ref.HF_REVISION})" if closed
         else "none: weights generated from fixed seeds by make download_model",
         weight_transformations="none (loaded as the reference loads it: VAE float32, the rest bfloat16)",
-        served_name=ref.HF_ID if closed else name)
+        served_name=ref.HF_ID if closed else name, serving_api="videogen")
 
 
 class WanBenchmark(GenerativeBenchmark):
     package = "code.wan"
     name = ref.NAME
     own_engines = (ENGINE,)
+    own_server = ENGINE              # video_server.py: the pipeline behind /v1/videos/generations
     models: Mapping[str, ModelSpec] = MappingProxyType({n: _spec(n) for n in (wan_models.CLOSED,
                                                                               wan_models.SUBSTITUTE)})
     datasets: Mapping[str, DatasetSpec] = MappingProxyType(DATASETS)
@@ -62,6 +63,9 @@ class WanBenchmark(GenerativeBenchmark):
     # The substitute on 2 loaded cores: tens of seconds a video (20 steps, two classifier-free passes each).
     embedded_default = MappingProxyType({"model": wan_models.SUBSTITUTE, "dataset": DATASET,
                                          "total_sample_count": 4, "offline_expected_qps": PerCore(0.02)})
+
+    def make_environment(self, paths: Paths, log: Log) -> None:
+        wan_models.make_environment(paths, log)
 
     def download_model(self, model: str, paths: Paths, log: Log) -> Path:
         return wan_models.download_model(model, paths, log)
@@ -107,6 +111,32 @@ class WanBenchmark(GenerativeBenchmark):
         settings = self.engine_settings(model, paths, threads)
         return [WanRequestEngine(command, settings, paths.engine_log(ENGINE, number), number)
                 for number in range(max(1, instances))]
+
+    def serving_request(self, model: str, paths: Paths) -> dict[str, Any]:
+        """The reference's generation settings as the endpoints client's videogen payload carries them (its field
+        order), the video's size and frames the model's fixed latent's (size as width x height, as trtllm-serve
+        reads it), and the video's bytes asked back (response_format video_bytes, the client's accuracy mode)."""
+        height, width, frames = wan_models.video_size(paths, model)
+        return {"negative_prompt": ref.NEGATIVE_PROMPT, "size": f"{width}x{height}",
+                "seconds": (frames - 1) / ref.FPS, "fps": ref.FPS, "num_inference_steps": ref.STEPS,
+                "guidance_scale": ref.GUIDANCE_SCALE, "guidance_scale_2": ref.GUIDANCE_SCALE_2, "seed": ref.SEED,
+                "num_frames": frames, "boundary_ratio": ref.BOUNDARY_RATIO, "output_format": "mp4",
+                "response_format": "video_bytes"}
+
+    def start_server(self, model: str, fields: Mapping[str, Any], paths: Paths, port: int, host: str, log: Log):
+        """The toolkit's video server (video_server.py) for `model`, its pipeline on the threads the in-process
+        engine would have (one instance's), so that both make the same bytes."""
+        import os
+
+        from ..common.backends import threads_per_instance
+        from .video_server import start_server
+
+        wan_models.check_folder(paths, model)
+        cores = len(os.sched_getaffinity(0))
+        threads = threads_per_instance(fields, cores) if "instances" in fields else cores
+        return start_server(self.engine_settings(model, paths, threads), wan_models.worker_command(paths),
+                            self.models[model].served_name, paths.serving_folder(ENGINE, port), paths.repo, host,
+                            port, log)
 
     def score(self, model: str, dataset: str, accuracy_log: Path, paths: Paths) -> AccuracyResult:
         """The videos and the checker's artefacts beside the accuracy log, and VBench's score of the videos where

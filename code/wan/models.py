@@ -45,6 +45,23 @@ def fixed_latent(paths: Paths, model: str) -> Path:
     return model_folder(paths, model) / ref.FIXED_LATENT
 
 
+def video_size(paths: Paths, model: str) -> tuple[int, int, int]:
+    """(height, width, frames) of the model's videos, as its fixed latent [1, 16, t, h, w] decides them (the Wan
+    VAE: 8x8 pixels and 4 frames a cell, the first frame alone), read from the latent's pickle without torch."""
+    from ..common.torch_checkpoint import tensor_shape
+
+    latent = fixed_latent(paths, model)
+    try:
+        shape = tensor_shape(latent)
+    except (OSError, ValueError) as error:
+        raise UserError(f"{model}: the fixed latent {latent} cannot be read ({error}); run make download_model "
+                        f"RUN_ARGS=\"--benchmarks={ref.NAME} --model={model}\".", exit_code=EXIT_FAILURE) from None
+    if len(shape) != 5 or shape[:2] != (1, 16):
+        raise UserError(f"{model}: the fixed latent {latent} is {list(shape)}, not [1, 16, t, h, w].",
+                        exit_code=EXIT_FAILURE)
+    return shape[3] * 8, shape[4] * 8, (shape[2] - 1) * 4 + 1
+
+
 def python(paths: Paths) -> Path:
     """The diffusers environment's interpreter; UserError naming the make target where it is missing."""
     interpreter = paths.diffusers_venv / "bin" / "python"

@@ -36,19 +36,20 @@ def prompt_text(prompt: Any, request_id: int) -> str:
     return parts[0].text
 
 
-class WanRequestEngine(QueuedRequestEngine):
-    prompt_parts = frozenset({TEXT})
+class PipelineChild:
+    """One pipeline process (pipeline_worker.py serve) in the diffusers environment: `start()` returns once its model
+    is loaded (`shape`: the videos' num_frames, height, width), `video(id, prompt)` makes one video and returns its
+    mp4's bytes, `stop()` ends it (a video in progress is dropped). EngineFailed with the end of its log where it
+    dies or answers with an error. The in-process engine and the toolkit's video server (video_server.py) both run
+    their videos through it, so that both make the same bytes."""
 
-    def __init__(self, command: list[str], settings: Mapping[str, Any], log_path: Path, number: int = 0) -> None:
-        super().__init__()
-        self.name = f"wan pipeline {number}"
-        self.command, self.settings, self.log_path = command, dict(settings), log_path
+    def __init__(self, command: list[str], settings: Mapping[str, Any], log_path: Path, name: str) -> None:
+        self.command, self.settings, self.log_path, self.name = command, dict(settings), log_path, name
         self._child: subprocess.Popen | None = None
         self._folder: tempfile.TemporaryDirectory | None = None
         self.shape: dict[str, int] = {}
 
-    def _start(self) -> None:
-        """Start the child and wait until its model is loaded."""
+    def start(self) -> "PipelineChild":
         self._folder = tempfile.TemporaryDirectory(prefix="wan-videos-")
         settings_file = Path(self._folder.name) / "settings.json"
         settings_file.write_text(json.dumps(self.settings))
@@ -59,16 +60,14 @@ class WanRequestEngine(QueuedRequestEngine):
                                            cwd=str(self.settings["repo"]), text=True, bufsize=1)
         ready = self._answer()
         self.shape = {k: int(ready[k]) for k in ("num_frames", "height", "width")}
+        return self
 
-    def _interrupt(self) -> None:
-        """Stop the child: a video in progress is dropped, and the worker waiting for it ends."""
+    def stop(self) -> None:
         if self._child is not None:
             if self._child.stdin:
                 self._child.stdin.close()
             stop_group(self._child, signal.SIGTERM, grace_s=10.0)
             self._child = None
-
-    def _release(self) -> None:
         if self._folder is not None:
             self._folder.cleanup()
             self._folder = None
@@ -88,15 +87,43 @@ class WanRequestEngine(QueuedRequestEngine):
                                f"{log_tail(self.log_path, 15)}")
         return answer
 
-    def video(self, request: Request) -> bytes:
-        out = Path(self._folder.name) / f"{request.id}.mp4"
-        self._child.stdin.write(json.dumps({"id": request.id, "prompt": prompt_text(request.prompt, request.id),
-                                            "out": str(out)}) + "\n")
+    def video(self, request_id: int, prompt: str) -> bytes:
+        if self._child is None or self._folder is None:
+            raise EngineFailed(f"{self.name} is not running")
+        out = Path(self._folder.name) / f"{request_id}.mp4"
+        self._child.stdin.write(json.dumps({"id": request_id, "prompt": prompt, "out": str(out)}) + "\n")
         self._child.stdin.flush()
         self._answer()
         data = out.read_bytes()
         out.unlink()
         return data
+
+
+class WanRequestEngine(QueuedRequestEngine):
+    prompt_parts = frozenset({TEXT})
+
+    def __init__(self, command: list[str], settings: Mapping[str, Any], log_path: Path, number: int = 0) -> None:
+        super().__init__()
+        self.name = f"wan pipeline {number}"
+        self.pipeline = PipelineChild(command, settings, log_path, self.name)
+
+    @property
+    def shape(self) -> dict[str, int]:
+        return self.pipeline.shape
+
+    def _start(self) -> None:
+        """Start the child and wait until its model is loaded."""
+        self.pipeline.start()
+
+    def _interrupt(self) -> None:
+        """Stop the child: a video in progress is dropped, and the worker waiting for it ends."""
+        self.pipeline.stop()
+
+    def _release(self) -> None:
+        self.pipeline.stop()
+
+    def video(self, request: Request) -> bytes:
+        return self.pipeline.video(request.id, prompt_text(request.prompt, request.id))
 
     def _serve_batch(self, batch: list[Request], stream: TokenStream) -> None:
         for request in batch:

@@ -11,3 +11,10 @@ class WanBase(BenchmarkConfig):
     dataset = "vbench_prompts"
     batch_size = 1
     instances = 1
+    # Served (trtllm-serve VisualGen, or the toolkit's own video server): a video comes back whole, so a request
+    # waiting in the server's queue is silence. Two in flight keep a server making one while the next waits; the
+    # silence allowed is a queue of two videos of the full model on a GPU with room to spare (an LLM's 600 s would
+    # fail a healthy run). One warm-up video: each is a whole generation.
+    openai_in_flight = 2
+    openai_request_timeout_s = 3600.0
+    openai_warmup_requests = 1

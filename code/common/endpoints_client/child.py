@@ -18,6 +18,9 @@ STOP_GRACE_S = 30.0       # the client writes its partial report on SIGINT befor
 LOG_TAIL_LINES = 20
 
 
+_RUNNING: set[subprocess.Popen] = set()    # the clients this process runs now (stop_clients ends them)
+
+
 class ClientInterrupted(KeyboardInterrupt):
     """The run was stopped (Ctrl-C or a stop signal); the client's group has been ended."""
 
@@ -45,6 +48,13 @@ def _stop(process: subprocess.Popen, grace_s: float) -> None:
             continue
 
 
+def stop_clients(grace_s: float = 5.0) -> None:
+    """End every client this process runs (their own process groups: a stop of the test's process would leave them
+    behind): SIGINT, SIGKILL after `grace_s`. For a harness's `interrupted`, from the stop signal's watcher."""
+    for process in list(_RUNNING):
+        _stop(process, grace_s)
+
+
 def run_client(command: Sequence[str], args: Sequence[str], log_path: Path, *, cwd: Path | None = None,
                env: Mapping[str, str] | None = None, show: Callable[[str], None] = print,
                what: str = "The MLCommons endpoints client", grace_s: float = STOP_GRACE_S) -> None:
@@ -59,6 +69,7 @@ def run_client(command: Sequence[str], args: Sequence[str], log_path: Path, *, c
         process = subprocess.Popen(full, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
                                    cwd=cwd, env=client_environment(env), start_new_session=True,
                                    errors="replace")
+        _RUNNING.add(process)
         try:
             for line in process.stdout:
                 log.write(line)
@@ -71,6 +82,7 @@ def run_client(command: Sequence[str], args: Sequence[str], log_path: Path, *, c
             log.write("[stopped by the toolkit: the run was interrupted]\n")
             raise ClientInterrupted(f"{what} was stopped; its log: {log_path}") from None
         finally:
+            _RUNNING.discard(process)
             if process.stdout is not None:
                 process.stdout.close()
     if process.returncode == 0:

@@ -139,6 +139,16 @@ def read_stamp(venv: Path) -> ClientEnvironment | None:
     return record if Path(record.command[0]).is_file() else None
 
 
+def require_environment(venv: Path) -> ClientEnvironment:
+    """The made environment's record; UserError (exit 2) naming the command that makes it otherwise."""
+    record = read_stamp(venv)
+    if record is None:
+        raise UserError(f"The MLCommons endpoints client is not installed in {venv}: set {CHECKOUT_VARIABLE} to your "
+                        f"checkout of {REPOSITORY} and run make build RUN_ARGS=\"--harness_type=endpoints\".",
+                        exit_code=EXIT_BAD_INPUT)
+    return record
+
+
 def _run(command: list[str], what: str, log: Callable[[str], None], cwd: Path | None = None) -> str:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=cwd, env=env)

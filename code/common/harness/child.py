@@ -150,6 +150,8 @@ def _write_record(spec: RunSpec, log_dir: Path, record: RunRecord) -> bool:
 def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecord]:
     """The test itself: (exit status, its record)."""
     plugin = HARNESSES.get(spec.harness)
+    if plugin.own_load_generator:
+        return _run_own(spec, plugin, log_dir, started)
     try:
         plugin.prepare_process(spec)     # before anything imports LoadGen
     except (RuntimeError, ImportError) as error:
@@ -209,6 +211,17 @@ def _run_test(spec: RunSpec, log_dir: Path, started: str) -> tuple[int, RunRecor
         _close(spec, sut)
 
 
+def _run_own(spec: RunSpec, plugin, log_dir: Path, started: str) -> tuple[int, RunRecord]:
+    """A test whose harness brings its own load generator (HarnessPlugin.own_load_generator): the harness runs it
+    and gives the outcome fields of its record; a failure is recorded as every test's is."""
+    paths = Paths.create(scratch=spec.scratch, log_dir=log_dir)
+    try:
+        outcome = plugin.run_own_test(spec, get_benchmark(spec.benchmark), paths, log_dir)
+    except Exception as error:  # noqa: BLE001  recorded in metadata.json; the logs are kept
+        return EXIT_FAILURE, base_record(spec, FAILED, started=started, error=_failure(error, log_dir))
+    return EXIT_OK, base_record(spec, COMPLETED, started=started, **outcome)
+
+
 def _close(spec: RunSpec, sut) -> None:
     """Free what the test ran on (its backend instances: GPU memory, sessions), whatever the outcome; a failure to
     is said on stderr and does not change the test's result."""
@@ -263,7 +276,7 @@ def _results(spec: RunSpec, plugin, benchmark, paths: Paths, log_dir: Path, seco
         rules = get_round(spec.rules_version).benchmark(spec.benchmark)
         verdict = explain(log, spec.fields, spec.test_run, token_limits=rules.token_limits(spec.scenario_enum),
                           run_scenario=spec.scenario_enum)
-        result |= {"metric": log.metric(), "result_validity": log.get("result_validity"),
+        result |= {"metric": log.metric(rules.latency_unit), "result_validity": log.get("result_validity"),
                    "token_latencies": _token_latencies(log),
                    "valid": verdict.valid, "submittable": verdict.submittable, "reasons": tuple(verdict.reasons)}
     else:

@@ -170,6 +170,18 @@ def other_engine_note(benchmark: str, scenario: Scenario, tune_folder: Path, fie
             f"--scenarios={scenario.value.lower()} {flags}\".")
 
 
+# The fields that say which engine runs on what: typed, they are repeated in a make tune line of the plan.
+ENGINE_FLAGS = (*FIRST_FIELDS, "backend", "precision", "input_dtype")
+
+
+def typed_engine_flags(values: Mapping[str, Any], sources: Mapping[str, str]) -> str:
+    """The ENGINE_FLAGS the invocation set, as flags (--model=mobilenet_v2 --dataset=imagenet_sample)."""
+    from ..config_registry import set_by_invocation
+
+    return " ".join(f"--{name}={flag_text(values[name])}" for name in ENGINE_FLAGS
+                    if name in values and set_by_invocation(sources.get(name, "")))
+
+
 def set_in_custom_config(config_class: type, field: str) -> bool:
     """Whether the class that gives `config_class` its `field` (itself or a parent) is in a custom.py."""
     for cls in inspect.getmro(config_class):
@@ -182,16 +194,20 @@ def set_in_custom_config(config_class: type, field: str) -> bool:
 
 
 def untuned_layout_note(benchmark: str, scenario: Scenario, backend: str, test_mode: TestMode, test_run: bool,
-                        config_class: type | None, sources: dict[str, str], layout: dict) -> str | None:
+                        config_class: type | None, sources: dict[str, str], layout: dict,
+                        engine_flags: str = "") -> str | None:
     """A line for the plan when a performance test's layout was tuned nowhere (no custom.py class sets a layout
     field, none typed on the command line): the layout a sweep of its engine chose and why (a test run too, whose
-    figure it sets), or that it runs the configured one; None otherwise."""
+    figure it sets), or that it runs the configured one; None otherwise. `engine_flags`: the flags typed that say
+    which engine runs on what (--model=..., --dataset=...), repeated in the make tune line so that it tunes this
+    very engine."""
     from ..config_registry import UNTUNED
 
     if backend not in TUNED_BACKENDS or scenario not in TUNED_SCENARIOS or test_mode is not TestMode.PerformanceOnly:
         return None
     fields = [f for f in LAYOUT_FIELDS if f in sources]
-    tune = f"make tune RUN_ARGS=\"--benchmarks={benchmark} --scenarios={scenario.value.lower()}\""
+    typed = f" {engine_flags}" if engine_flags else ""
+    tune = f"make tune RUN_ARGS=\"--benchmarks={benchmark} --scenarios={scenario.value.lower()}{typed}\""
     measured = [f for f in fields if sources[f].startswith(UNTUNED)]
     if measured:
         shown = ", ".join(f"{f}={layout[f]}" for f in measured)

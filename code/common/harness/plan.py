@@ -122,7 +122,12 @@ def config_speed(scenario: Scenario, fields: Mapping[str, Any], settings: LoadGe
     name = STREAM_LATENCY_FIELDS[scenario]
     per_query_s = fields[name] / 1e9
     return Speed(settings.samples_per_query / per_query_s, FROM_CONFIG,
-                 f"{name}={fields[name]}, {per_query_s * 1000:.3g} ms per query")
+                 f"{name}={fields[name]}, {_query_time(per_query_s)} per query")
+
+
+def _query_time(seconds: float) -> str:
+    """A query's time as people read it: ms under a second, seconds from there (a video takes minutes)."""
+    return f"{seconds * 1000:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
 
 
 def measured_speed(scenario: Scenario, run: EarlierRun, settings: LoadGenSettings) -> Speed | None:
@@ -137,8 +142,12 @@ def measured_speed(scenario: Scenario, run: EarlierRun, settings: LoadGenSetting
             return None
         return Speed(float(run.metric) / tokens, MEASURED, f"{run.metric:.4g} tokens/s {where}, at most {tokens} "
                                                            f"output tokens a sample ({OUTPUT_TOKENS_FIELD})")
-    per_query_s = float(run.metric) / 1000     # the scenario's latency percentile: a little pessimistic
-    return Speed(settings.samples_per_query / per_query_s, MEASURED, f"{run.metric:.4g} ms per query {where}")
+    # The scenario's latency percentile (a little pessimistic), in ms or, where the checker reports the benchmark's
+    # latency in seconds (BenchmarkRules.latency_unit), in s.
+    seconds = run.metric_unit == "s"
+    per_query_s = float(run.metric) / (1 if seconds else 1000)
+    return Speed(settings.samples_per_query / per_query_s, MEASURED,
+                 f"{run.metric:.4g} {'s' if seconds else 'ms'} per query {where}")
 
 
 def estimate(scenario: Scenario, mode: TestMode, settings: LoadGenSettings, speed: Speed, dataset_size: int,
@@ -290,6 +299,7 @@ def plan_harness(ctx, selection: Sequence[tuple[str, Scenario, TestMode]]) -> Pl
     """The plan of run_harness and run: one test per (benchmark, scenario, test mode) in LOG_DIR. With --resume,
     what LOG_DIR holds of a test decides whether it is skipped, runs, or runs again into a retry folder."""
     from ..records.metadata import skipped_line
+    from .first_run import measured_layout
 
     paths, unreadable = ctx.paths, {}
 
@@ -305,7 +315,8 @@ def plan_harness(ctx, selection: Sequence[tuple[str, Scenario, TestMode]]) -> Pl
         test = plan_entry(ctx, benchmark, scenario, mode, runs, folder=folder)
         if ctx.args.resume and folder is not None:
             config = ctx.resolve(benchmark, scenario, mode)
-            asked = AskedFor.of(config.values, ctx.args.test_run, config.workload.name, ctx.args.endpoints)
+            asked = AskedFor.of(config.values, ctx.args.test_run, config.workload.name, ctx.args.endpoints,
+                                untuned=measured_layout(config).get("fields", ()))
             attempts = find_attempts(folder, runs, unreadable, asked)
             if attempts.other_settings is not None:
                 made_otherwise.append(f"{test.label} in {attempts.other_settings}")
@@ -321,7 +332,7 @@ def plan_harness(ctx, selection: Sequence[tuple[str, Scenario, TestMode]]) -> Pl
 def untuned_notes(ctx, selection: Sequence[tuple[str, Scenario, TestMode]]) -> tuple[str, ...]:
     """One note per benchmark and scenario whose performance test runs a layout tuned nowhere, or the layout make
     tune wrote on another engine than it was measured on (first_run.py)."""
-    from .first_run import LAYOUT_FIELDS, other_engine_note, untuned_layout_note
+    from .first_run import LAYOUT_FIELDS, other_engine_note, typed_engine_flags, untuned_layout_note
 
     notes: dict[tuple[str, Scenario], str] = {}
     for benchmark, scenario, mode in selection:
@@ -334,7 +345,8 @@ def untuned_notes(ctx, selection: Sequence[tuple[str, Scenario, TestMode]]) -> t
         note = untuned_layout_note(benchmark, scenario, config["backend"], mode, bool(ctx.args.test_run),
                                    found[1] if found else None,
                                    {f: config.sources[f] for f in LAYOUT_FIELDS if f in config.sources},
-                                   {f: config[f] for f in LAYOUT_FIELDS if f in config.values})
+                                   {f: config[f] for f in LAYOUT_FIELDS if f in config.values},
+                                   typed_engine_flags(config.values, config.sources))
         if note is None and mode is TestMode.PerformanceOnly:
             note = other_engine_note(benchmark, scenario, ctx.paths.tune_dir(ctx.system.system_id, benchmark, scenario),
                                      dict(config.values))

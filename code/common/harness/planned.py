@@ -34,6 +34,8 @@ class EarlierRun:
     # The running servers it sent its queries to (--endpoints; not those the test started itself): (host, port,
     # machine), the machine "" in records written before it was kept.
     servers: tuple[tuple[str, int, str], ...] = ()
+    # The fields a sweep of the engine chose where none was tuned or typed (config.measured_layout).
+    untuned: frozenset[str] = frozenset()
 
     @property
     def done(self) -> bool:
@@ -58,7 +60,8 @@ def earlier_runs(roots: Iterable[Path], skipped: Callable[[Path, str], None]) ->
             fields=record.config.fields, metric=record.metric.value if record.metric else None,
             finished=record.finished or "", metric_unit=record.metric.unit if record.metric else "",
             workload_setting=record.config.workload_setting,
-            servers=tuple((e.host, e.port, e.machine) for e in record.endpoints if not e.local)))
+            servers=tuple((e.host, e.port, e.machine) for e in record.endpoints if not e.local),
+            untuned=frozenset(record.config.measured_layout.get("fields") or ())))
     return runs
 
 

@@ -163,6 +163,15 @@ class HarnessPlugin:
         """The started system under test and its sample library."""
         raise NotImplementedError
 
+    # A harness whose own load generator runs the test instead of LoadGen (the MLCommons endpoints client): the
+    # test's process calls `run_own_test` instead of `create` and LoadGen.
+    own_load_generator: bool = False
+
+    def run_own_test(self, spec: "RunSpec", benchmark: "Benchmark", paths: "Paths", log_dir: Path) -> dict[str, Any]:
+        """Run the test with the harness's own load generator; the outcome fields of its record (durations, metric
+        or accuracy, valid, submittable, reasons, endpoints, load_generator). An exception fails the test."""
+        raise NotImplementedError
+
     # `make bench`'s figures of this harness where it has its own, instead of the in-process ones (b) to (e):
     # "module:function" of `(bench, ctx, benchmark_name) -> figures`, imported when bench runs.
     bench_figures: str | None = None

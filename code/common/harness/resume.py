@@ -2,7 +2,7 @@
 
 The LOG_DIR is the one given (LOG_DIR=...) or else the newest under build/logs. A planned test whose run folder, or
 one of its retry folders, holds a completed VALID record made as asked now is skipped: the same resolved config
-fields, workload setting (harness), --test_run and running servers (--endpoints, compared as machines and ports).
+fields (but those a sweep of the engine chose then and now: tuning/measured_layout), workload setting (harness), --test_run and running servers (--endpoints, compared as machines and ports).
 A completed record made otherwise stops the plan, saying what differs: reusing it would stage a result of other
 settings, and running again beside it would leave two kinds of runs in one LOG_DIR. One whose attempts
 are all INVALID, failed, interrupted, unreadable or without a record runs again into a fresh retry folder beside
@@ -17,7 +17,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 from urllib.parse import urlsplit
 
 from ..errors import UserError
@@ -49,16 +49,18 @@ class AskedFor:
     test_run: bool
     workload_setting: str = ""
     servers: tuple[tuple[str, int], ...] = ()   # --endpoints as (host, port); none: servers the test starts itself
+    # The fields a sweep of the engine chooses now, none being tuned or typed (tuning/measured_layout)
+    untuned: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, fields: Mapping[str, Any], test_run: bool, workload_setting: str, endpoints: Sequence[str]) \
-            -> "AskedFor":
+    def of(cls, fields: Mapping[str, Any], test_run: bool, workload_setting: str, endpoints: Sequence[str],
+           untuned: Collection[str] = ()) -> "AskedFor":
         """From the run flags: `endpoints` as --endpoints gives them (host:port, or http://host:port)."""
         servers = []
         for endpoint in endpoints:
             split = urlsplit(endpoint if "://" in endpoint else f"//{endpoint}")
             servers.append((str(split.hostname), int(split.port or 0)))
-        return cls(fields, test_run, workload_setting, tuple(servers))
+        return cls(fields, test_run, workload_setting, tuple(servers), frozenset(untuned))
 
 
 @dataclass(frozen=True)
@@ -91,9 +93,13 @@ def _servers_text(servers: Sequence[tuple[str, int]]) -> str:
 
 def _differences(run: EarlierRun, asked: AskedFor) -> list[str]:
     """How `run` was made otherwise than the test as asked now, each "what: <then> then, <now> now" (empty: the
-    same). Config fields are compared where the record holds them (a field added since is not in older ones)."""
+    same). Config fields are compared where the record holds them (a field added since is not in older ones). A
+    field a sweep of the engine chose both then and now was asked for neither time: a sweep measured again (on a
+    quieter machine, say) may choose otherwise, and the test is still the one asked for."""
+    swept = run.untuned & asked.untuned
     differences = [f"{name}: {run.fields[name]} then, {asked.fields[name]} now" for name in sorted(run.fields)
-                   if name in asked.fields and _plain(run.fields[name]) != _plain(asked.fields[name])]
+                   if name in asked.fields and name not in swept
+                   and _plain(run.fields[name]) != _plain(asked.fields[name])]
     if run.workload_setting and asked.workload_setting and run.workload_setting != asked.workload_setting:
         differences.append(f"workload setting: {run.workload_setting} then, {asked.workload_setting} now")
     then = {(machine or machine_key(host), port) for host, port, machine in run.servers}

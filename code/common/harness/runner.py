@@ -99,12 +99,26 @@ def check_selection(ctx, benchmark_name: str, fields: Mapping[str, Any]):
                                               or generative(benchmark).guided_response_format is None):
         raise UserError(f"--use_guided_decoding: {benchmark_name}'s reference defines no JSON schema for its answers, "
                         f"so there is nothing to guide them to; drop the flag.")
+    refuse_loadgen_for_endpoints_only(benchmark, ctx.args.workload.harness_type.value)
     rules = ctx.rules.benchmark(benchmark_name)
     target = ctx.args.workload_for(benchmark_name).accuracy_target
     if target not in rules.accuracy_targets:
         raise UserError(f"{benchmark_name} has no {target.percent_label} % accuracy target in {ctx.rules.version}; "
                         f"valid: {', '.join(t.value for t in rules.accuracy_targets)}.")
     return benchmark, benchmark.models[model], rules
+
+
+def refuse_loadgen_for_endpoints_only(benchmark, harness_type: str) -> None:
+    """A benchmark the round runs on its own load generator only (GenerativeBenchmark.endpoints_only) is refused by
+    LoadGen's harnesses before anything is downloaded, naming the harness type that runs it."""
+    from .registry import HARNESSES, of_type
+
+    if not benchmark.generates_tokens or not generative(benchmark).endpoints_only \
+            or any(p.own_load_generator for p in of_type(harness_type)):
+        return
+    own = [p.harness_type for p in HARNESSES.loaded() if p.own_load_generator]
+    raise UserError(f"{benchmark.name} runs on the MLCommons endpoints client only (the round has no LoadGen result "
+                    f"of it): add --harness_type={own[0] if own else '?'} (documentation/endpoints.md).")
 
 
 def refuse_taken_run_dir(run_dir: Path, log_root: Path, audit: bool = False) -> None:

@@ -1,5 +1,5 @@
 """The openai harness's system under test for one test: which servers (running ones from `--endpoints`, or a local
-vLLM started for the test), the client over them (serving/client.py), and the token-streaming SUT that LoadGen
+vLLM, or the benchmark's own serving engine, started for the test), the client over them (serving/client.py), and the token-streaming SUT that LoadGen
 drives (llm_sut.StreamingSUT) with that client as its one request-level engine."""
 from __future__ import annotations
 
@@ -81,7 +81,8 @@ def serving_system(run):
     prompts = PromptLibrary(samples, spec.performance_sample_count)
     model_spec = run.benchmark.models[spec.model]
     model = model_spec.served_name or spec.model
-    api = payload_for(frozenset(model_spec.prompt_parts), model_spec.serving_api)
+    api = payload_for(frozenset(model_spec.prompt_parts), model_spec.serving_api,
+                      generative(run.benchmark).serving_request(spec.model, run.paths))
     urls = list(spec.harness_options.get("endpoints", ()))
     servers = []
     if not urls:
@@ -96,8 +97,8 @@ def serving_system(run):
         answer = generative(run.benchmark).answer(spec.model, run.paths)
         client = ServingClient(endpoints, settings, run.generation, samples.load(0),
                                encode=text_encoder(run), local=local, api=api,
-                               model_folder_sha256=servers[0].settings.model_folder_sha256 if servers else "",
-                               answer_text=answer.takes_text)
+                               model_folder_sha256=servers[0].model_folder_sha256 if servers else "",
+                               answer_text=answer.reported)
         sut = ServingSUT(spec.scenario_enum, prompts, client, run.generation, servers, answer=answer).start()
     except BaseException:
         for server in servers:

@@ -230,6 +230,9 @@ class RunRecord:
     token_latencies: Mapping[str, float] = field(default_factory=dict)
     # A harness that sends queries to servers: each server (several: one or more per node).
     endpoints: tuple[EndpointRecord, ...] = ()
+    # A harness whose own load generator ran the test instead of LoadGen (the MLCommons endpoints client): which one
+    # (its version, commit, interpreter), the YAML it ran, its report folder, the gates applied and its figures.
+    load_generator: Mapping[str, Any] = field(default_factory=dict)
     path: Path | None = field(default=None, compare=False, metadata={_STORED: False})   # where it was read
 
     @property

@@ -164,6 +164,9 @@ class BenchmarkRules:
     # LoadGen measures time to first token and time per output token (mlperf.conf `use_token_latencies = 1`); the
     # checkers refuse a run of such a benchmark made without them.
     uses_token_latencies: bool = False
+    # The unit of the SingleStream / MultiStream latency result as the checkers report it: "ms", or "s" where the
+    # checker divides it once more (its SPECIAL_UNIT_DICT "Latency (s)": wan-2.2-t2v-a14b's minutes-long videos).
+    latency_unit: str = "ms"
     # Per server-like scenario (Server, Interactive), the TTFT / TPOT bounds of the checkers' LLM_LATENCY_LIMITS.
     token_latency_limits: Mapping[Scenario, TokenLatencyLimits] = field(default_factory=dict)
     # Per system type, optional scenarios of which a closed-division result needs at least one (the checkers'

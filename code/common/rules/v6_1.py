@@ -412,6 +412,29 @@ BENCHMARKS = {
                                 "accuracy folder: its accuracy-sample-count for it is a table per scenario, which it "
                                 "compares with a number (TypeError); main.py, the current checker, judges it",
     ),
+    "qwen3.6-27b": BenchmarkRules(
+        submission_names={T.k_99: "qwen3.6-27b"},
+        loadgen_model="qwen3.6-27b",
+        # Edge (and datacenter-edge) only, SingleStream: the checkers' required-scenarios-edge. Endpoints trees only:
+        # the MLCommons endpoints client runs it (the agentic replay, then BFCL v4), never LoadGen.
+        required_scenarios={EDGE: (S.SingleStream,), BOTH: (S.SingleStream,)},
+        # The checkers' accuracy-target: ("mAP", 86.23 x 0.99); the client's ruleset gates overall_accuracy at
+        # 0.97 x 86.23 = 83.64 and normalized_single_turn_score at 85.32, which the endpoints harness applies.
+        accuracy_metric="mAP",
+        accuracy_reference=86.23,
+        accuracy_pattern=r"overall_accuracy=([0-9\.]+)",
+        # The checkers' performance-sample-count and accuracy-sample-count: the 995 BFCL v4 samples.
+        performance_sample_count=995,
+        dataset_size=995,
+        offline_min_samples=None,
+        server_latency_ms=None,
+        # No compliance test is asked of it (no models_TEST* list of the checkers names it).
+        compliance_tests=(),
+        official_checker_defect="the old checker (submission_checker_old.py) reads no endpoints tree, and the round "
+                                "has qwen3.6-27b as endpoints trees only: it asks the folder for a user.conf and finds "
+                                "no LoadGen log (NoResults); main.py, the current checker, reads it with its "
+                                "endpoints parser",
+    ),
     "wan-2.2-t2v-a14b": BenchmarkRules(
         submission_names={T.k_99: "wan-2.2-t2v-a14b"},
         loadgen_model="wan-2.2-t2v-a14b",
@@ -434,6 +457,8 @@ BENCHMARKS = {
         official_checker_defect="the old checker (submission_checker_old.py) crashes on every wan-2.2-t2v-a14b "
                                 "accuracy folder: its v6.1 accuracy-target names 'vbench_score', which its "
                                 "ACC_PATTERN lacks (KeyError); main.py, the current checker, judges it",
+        # main.py reports SingleStream's early-stopping latency in seconds (SPECIAL_UNIT_DICT "Latency (s)").
+        latency_unit="s",
     ),
 }
 

@@ -67,6 +67,9 @@ class ServeSettings:
     # server applies the model's own sampling defaults (from ModelSpec.serving: model_settings).
     images_per_prompt: int = 0
     model_sampling_defaults: bool = False
+    # The server's parser of the model's tool calls (vLLM --tool-call-parser, with --enable-auto-tool-choice): a
+    # request that carries tools asks for tool_choice "auto", which vLLM refuses without one. "": none.
+    tool_call_parser: str = ""
 
     def __post_init__(self) -> None:
         if not 1 <= self.port <= 65535:
@@ -94,6 +97,7 @@ def model_settings(spec: ModelSpec, *, gpu_nodes: bool = False, **common) -> Ser
     needs = spec.serving
     return ServeSettings(served_name=spec.served_name or spec.name, images_per_prompt=needs.images_per_prompt,
                          model_sampling_defaults=needs.model_sampling_defaults,
+                         tool_call_parser=needs.tool_call_parser,
                          tensor_parallel=needs.tensor_parallel if gpu_nodes else 1, **common)
 
 
@@ -113,6 +117,7 @@ def vllm_command(settings: ServeSettings, python: str = "python3") -> list[str]:
             "--generation-config", "auto" if s.model_sampling_defaults else "vllm",
             "--tensor-parallel-size", str(s.tensor_parallel),
             *(["--limit-mm-per-prompt", _media_limit(s)] if s.images_per_prompt else []),
+            *(["--enable-auto-tool-choice", "--tool-call-parser", s.tool_call_parser] if s.tool_call_parser else []),
             *(["--enforce-eager"] if s.eager else [])]
 
 
@@ -123,7 +128,8 @@ def sglang_command(settings: ServeSettings, python: str = "python3") -> list[str
             "--max-running-requests", str(s.max_num_seqs), "--random-seed", str(s.seed), "--disable-radix-cache",
             "--sampling-defaults", "model" if s.model_sampling_defaults else "openai",
             "--tp-size", str(s.tensor_parallel),
-            *(["--limit-mm-data-per-request", _media_limit(s)] if s.images_per_prompt else [])]
+            *(["--limit-mm-data-per-request", _media_limit(s)] if s.images_per_prompt else []),
+            *(["--tool-call-parser", s.tool_call_parser] if s.tool_call_parser else [])]
 
 
 def trtllm_command(settings: ServeSettings, options_file: str = "trtllm-options.yaml") -> list[str]:

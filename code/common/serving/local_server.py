@@ -122,6 +122,10 @@ class LocalServer(ServerProcess):
     def served_name(self) -> str:
         return self.settings.served_name
 
+    @property
+    def model_folder_sha256(self) -> str:
+        return self.settings.model_folder_sha256
+
     def command(self) -> list[str]:
         return vllm_command(self.settings, python=str(vllm_python(self.venv)))
 
@@ -219,14 +223,23 @@ def start_local_server(benchmark: Any, model: str, fields: Mapping[str, Any] | N
         raise
 
 
-def check_local_server(paths: Paths) -> None:
+def check_local_server(paths: Paths, benchmark: Any = None) -> None:
     """Before a test that starts its own server: vLLM's environment is there (UserError naming the make target
-    that makes it otherwise)."""
-    vllm_python(paths.vllm_venv)
+    that makes it otherwise); a benchmark with a serving engine of its own checks nothing here (its server says
+    what it lacks when it starts)."""
+    from ..benchmark_api import generative
+
+    if benchmark is None or not generative(benchmark).own_server:
+        vllm_python(paths.vllm_venv)
 
 
-def start_for_test(run) -> LocalServer:
+def start_for_test(run):
     """The local server of one openai harness test (harness/serving_system.py), for its benchmark, model and
-    config (batch_size sequences at most)."""
-    return start_local_server(run.benchmark, run.spec.model, run.fields, run.paths,
-                              log=lambda line: print(line, flush=True))
+    config (batch_size sequences at most): the benchmark's own serving engine where it has one, else vLLM."""
+    from ..benchmark_api import generative
+
+    log = lambda line: print(line, flush=True)      # noqa: E731
+    if generative(run.benchmark).own_server:
+        return generative(run.benchmark).start_server(run.spec.model, run.fields, run.paths, free_port(LOCALHOST),
+                                                      LOCALHOST, log)
+    return start_local_server(run.benchmark, run.spec.model, run.fields, run.paths, log=log)

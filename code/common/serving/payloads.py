@@ -8,7 +8,12 @@ faults, token ids against text, metrics) is the transport's (transport.py), the 
 - `chat`: `/v1/chat/completions`, messages of text, images as `image_url` data URLs and audio as `input_audio`
   (base64 of the bytes the data set stores, never decoded or recompressed);
 - `transcriptions`: `/v1/audio/transcriptions`, the multipart form vLLM serves Whisper on (the audio file as stored,
-  a text part as the decoder's prompt).
+  a text part as the decoder's prompt);
+- `videogen`: `/v1/videos/generations`, one video per text prompt, not streamed, in the MLCommons endpoints client's
+  wire format (`api_type: videogen`, for TensorRT-LLM's trtllm-serve VisualGen): a JSON body of the prompt and the
+  benchmark's generation fields (`GenerativeBenchmark.serving_request`); the answer is the video file itself
+  (`video/mp4`, what trtllm-serve's route sends back), or JSON carrying it base64 (`video_bytes`) or naming a file
+  the client can read (`video_path`, on storage shared with the server).
 
 The generation settings are the reference's wherever the API carries them: sampling (temperature, top_p, top_k, a
 seed), the output cap, min_tokens and the model's EOS ids as stop tokens (chat and completions), and vLLM's
@@ -18,7 +23,9 @@ seed), the output cap, min_tokens and the model's EOS ids as stop tokens (chat a
 from __future__ import annotations
 
 import base64
-from typing import Any
+import json
+from pathlib import Path
+from typing import Any, Mapping
 
 import msgspec
 
@@ -36,6 +43,7 @@ class Payload:
     name: str
     path: str
     parts: frozenset[str]
+    media = False        # True: one whole answer that is a media file (`media`), not token chunks
 
     def body(self, model: str, prompt: Prompt, settings: GenerationSettings, max_tokens: int,
              server_ids: bool, stream: bool = True, stream_interval: int = 0) -> tuple[Any, dict[str, str]]:
@@ -167,19 +175,73 @@ class Transcriptions(Payload):
     read = ChatCompletions.read
 
 
-PAYLOADS: dict[str, type[Payload]] = {p.name: p for p in (Completions, ChatCompletions, Transcriptions)}
+MP4_BRAND_AT = slice(4, 8)       # an ISO BMFF (mp4) file opens with its `ftyp` box: size, then b"ftyp"
 
 
-def payload_for(parts: frozenset[str] | set[str], api: str = "") -> Payload:
+class VideoGenerations(Payload):
+    """The endpoints client's `videogen` body: `{"prompt": ..., **fields}`, the fields the benchmark's (the reference's
+    negative prompt, size as WxH, num_frames, fps, steps, both guidance scales, seed, boundary_ratio) and
+    `response_format: video_bytes`, never `stream` (the API does not stream) nor a model (trtllm-serve serves one)."""
+
+    name, path, parts, media = "videogen", "/v1/videos/generations", frozenset({TEXT}), True
+
+    def __init__(self, fields: Mapping[str, Any] | None = None) -> None:
+        self.fields = dict(fields or {})
+
+    def body(self, model, prompt, settings, max_tokens, server_ids, stream=True, stream_interval=0):
+        self.refuse(prompt)
+        texts = [part for part in prompt.contents() if isinstance(part, Text)]
+        if len(texts) != 1:
+            raise ValueError(f"{self.path} takes one text prompt per video, not {len(texts)} parts")
+        return _json({"prompt": texts[0].text, **self.fields})
+
+    def read(self, choice):
+        raise ValueError(f"{self.path} answers with a video, not choices")
+
+    def media_file(self, data: bytes, content_type: str) -> bytes:
+        """The video file of one answer: the body itself where it is an mp4, else the JSON answer's base64
+        `video_bytes`, or the file its `video_path` names. ValueError saying what came instead."""
+        if data[MP4_BRAND_AT] == b"ftyp":
+            return data
+        try:
+            answer = json.loads(data)
+        except ValueError:
+            raise ValueError(f"its answer is neither an mp4 file nor JSON ({content_type or 'no content type'}, "
+                             f"{len(data)} bytes: {data[:60]!r})") from None
+        if isinstance(answer, dict) and isinstance(answer.get("video_bytes"), str):
+            try:
+                video = base64.b64decode(answer["video_bytes"], validate=True)
+            except ValueError:
+                raise ValueError("its answer's video_bytes is not base64") from None
+        elif isinstance(answer, dict) and isinstance(answer.get("video_path"), str):
+            try:
+                video = Path(answer["video_path"]).read_bytes()
+            except OSError as error:
+                raise ValueError(f"it answered with a video_path this machine cannot read ({error}); give the "
+                                 f"server and this node shared storage, or let it answer the video's bytes") from None
+        else:
+            raise ValueError(f"its answer carries no video (neither video_bytes nor video_path): "
+                             f"{json.dumps(answer)[:200]}")
+        if video[MP4_BRAND_AT] != b"ftyp":
+            raise ValueError(f"the video it answered is not an mp4 file (it starts {video[:12]!r})")
+        return video
+
+
+PAYLOADS: dict[str, type[Payload]] = {p.name: p for p in (Completions, ChatCompletions, Transcriptions,
+                                                          VideoGenerations)}
+
+
+def payload_for(parts: frozenset[str] | set[str], api: str = "", fields: Mapping[str, Any] | None = None) -> Payload:
     """The builder of `api` (a PAYLOADS name), or where none is named the one for prompts of `parts`: token ids go to
     /v1/completions, audio without images to /v1/audio/transcriptions (how vLLM serves Whisper), any other chat to
-    /v1/chat/completions. ValueError naming the parts when the API cannot carry them."""
+    /v1/chat/completions. `fields`: what every request carries beyond the prompt (the videogen API's generation
+    fields). ValueError naming the parts when the API cannot carry them."""
     if api and api not in PAYLOADS:
         raise ValueError(f"no serving API is named {api!r}; the APIs are {', '.join(PAYLOADS)}")
     if not api:
         api = "completions" if TOKEN_IDS in parts else "transcriptions" if AUDIO in parts and IMAGE not in parts \
             else "chat"
-    payload = PAYLOADS[api]()
+    payload = VideoGenerations(fields) if api == VideoGenerations.name else PAYLOADS[api]()
     extra = set(parts) - payload.parts
     if extra:
         raise ValueError(f"{payload.path} cannot carry prompts of {', '.join(sorted(extra))}")

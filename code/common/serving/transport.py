@@ -46,6 +46,7 @@ TOKEN_IDS_MODES = ("auto", "server", "text")
 SERVER_IDS = "server"          # the record's word for token ids the server returned
 TEXT_IDS = "tokenized text"    # ... and for ids tokenized here from the streamed text
 PROBE_TOKENS = 2               # output tokens of the health check's generation
+MEDIA_TOKEN = 0                # the one "token" a media answer (a video) is counted as
 WARMUP_TOKENS = 8              # ... and of each warm-up request
 ANSWERS = ("streamed", "whole")   # a request's answer: server-sent events, or one JSON document
 TRANSPORTS = {"streamed": "HTTP, streamed", "whole": "HTTP, whole answers"}   # the record's words, with the path
@@ -231,6 +232,8 @@ class Transport:
         when the server sent text without ids in server mode: only the probe asks)."""
         import aiohttp
 
+        if self.api.media:
+            return await self._generate_media(state, request, report)
         server_ids = state.token_ids == SERVER_IDS
         output = _Output()
         data, headers = self.api.body(state.model, request.prompt, request.settings, max_tokens, server_ids,
@@ -257,6 +260,38 @@ class Transport:
             self._finish_text(state, request, output, report)
         state.answered += report
         return output.tokens
+
+    async def _generate_media(self, state: EndpointState, request: Request, report: bool) -> list[int]:
+        """One request of a media API (payloads.VideoGenerations): one whole answer, the media file, reported as the
+        answer's content followed by one final chunk of one token (MEDIA_TOKEN): LoadGen counts a file as one
+        sample."""
+        import aiohttp
+
+        data, headers = self.api.body(state.model, request.prompt, request.settings, 1, False, False)
+        try:
+            async with state.session.post(state.url + self.api.path, data=data,
+                                          headers={**headers, "Accept": "*/*"}) as response:
+                body = await response.read()
+                if response.status != 200:
+                    hint = (f"; it does not serve {self.api.path}: is it a video generation server (trtllm-serve "
+                            f"VisualGen, make serve_llm for this benchmark)?" if response.status in (404, 405)
+                            else "")
+                    raise EndpointFailed(f"{state.url}{self.api.path} answered HTTP {response.status}: "
+                                         f"{body.decode(errors='replace')[:300]}{hint}")
+                content_type = response.content_type
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as error:
+            raise EndpointFailed(f"{state.url}: {_describe(error, self.settings)}") from None
+        try:
+            media = self.api.media_file(body, content_type)
+        except ValueError as error:
+            raise EndpointFailed(f"{state.url}{self.api.path}: {error}") from None
+        if report:
+            state.answered += 1
+            state.output_tokens += 1
+            if self.answer_text:
+                self.stream.answer(request.id, media)
+            self.stream.chunk(request.id, [MEDIA_TOKEN], True)
+        return [MEDIA_TOKEN]
 
     async def _post_form(self, state: EndpointState, request: Request, output: _Output, data, headers,
                          server_ids: bool, report: bool) -> bool:

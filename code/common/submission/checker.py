@@ -19,10 +19,11 @@ from typing import Any
 from ..constants import AccuracyTarget, Scenario, SystemType
 from ..paths import CALIBRATION_DOC, COMPLIANCE_DIRS, DOCUMENTATION_DIR, RESULTS_DIR, SRC_DIR, SYSTEMS_DIR, Paths
 from ..rules.schema import BenchmarkRules, RulesRound
-from .checker_rules import (ERROR, WARNING, ScenarioContext, as_int, check_scenario, harness_command, is_falsy,
+from .checker_rules import (ERROR, WARNING, ScenarioContext, as_int, harness_command, is_falsy,
                             read_json_object)
 from .compliance_evidence import check_compliance_evidence
 from .cross_checks import TreeSources, check_integrity
+from .endpoints_checks import check_any_scenario
 from .system_json import COUNT_FIELDS, STATUSES, TEXT_FIELDS
 
 DIVISIONS = ("closed", "open")
@@ -309,7 +310,7 @@ def _check_benchmark(sink: _Sink, rules: RulesRound, division: str, folder: Path
         ctx = ScenarioContext(sink, rules, division, scenario_dir, scenario, bench.key, bench.rules, bench.target,
                               allow_test_runs, system_type)
         try:
-            check_scenario(ctx)
+            check_any_scenario(ctx)
         except Exception as exc:  # noqa: BLE001 - a malformed tree must give a finding, never a traceback
             sink(ERROR, scenario_dir, f"the checker could not read this folder ({type(exc).__name__}: {exc}); "
                                       f"regenerate it with make stage_results.")

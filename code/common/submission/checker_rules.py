@@ -444,9 +444,9 @@ def _check_size(ctx: ScenarioContext, path: Path, level: str) -> None:
                                 f"run make truncate_results.")
 
 
-def check_measurements(ctx: ScenarioContext) -> None:
-    """MeasurementsCheck / check_measurement_dir: measurements.json with truthy fields, user.conf and README.md
-    not empty."""
+def check_measurements(ctx: ScenarioContext, user_conf: bool = True) -> None:
+    """MeasurementsCheck / check_measurement_dir: measurements.json with truthy fields, user.conf (not of an
+    endpoints tree) and README.md not empty."""
     fix = "run make generate_conf_files then make stage_results"
     data = read_json_object(ctx.report, ctx.folder / MEASUREMENTS_JSON, fix)
     for name in MEASUREMENTS_FIELDS if data is not None else ():
@@ -456,7 +456,7 @@ def check_measurements(ctx: ScenarioContext) -> None:
             ctx.report(ERROR, ctx.folder / MEASUREMENTS_JSON,
                        f"{MEASUREMENTS_JSON} {state} {name}; fill it in (make generate_conf_files) and re-run "
                        f"make stage_results.")
-    for name in (USER_CONF, README):   # SYSTEM_IMP_REQUIRED_FILES of the checkers
+    for name in (USER_CONF, README) if user_conf else (README,):   # SYSTEM_IMP_REQUIRED_FILES of the checkers
         path = ctx.folder / name
         text = _read_text(ctx, path, fix) if path.is_file() else None
         if text is None or not text.strip():

@@ -79,13 +79,17 @@ def readme(record: RunRecord) -> str:
     """The README of a staged result: the commands that make the run again, from this record."""
     config = record_selection(record).without_test()
     fields = record.config.fields
-    loadgen = record.loadgen.version if record.loadgen is not None else "?"
+    loadgen = f"LoadGen {record.loadgen.version if record.loadgen is not None else '?'}"
+    if record.load_generator:
+        client = record.load_generator
+        loadgen = (f"the MLCommons endpoints client {client.get('client_version', '?')} "
+                   f"({str(client.get('commit', '?'))[:8]}) as the load generator")
     subset = record.data.subset if record.data is not None else ""
     return "\n".join([
         f"# {record.benchmark} {record.scenario.value} on {record.system.id}",
         "",
         f"Model `{fields['model']}` ({record.division} division) on data set `{fields['dataset']}`, backend "
-        f"{_manifest(record).get('runtime_version', '?')}, {fields['precision']}, LoadGen {loadgen}.",
+        f"{_manifest(record).get('runtime_version', '?')}, {fields['precision']}, {loadgen}.",
         *(["", f"The data set was {subset}: the figures are that part's, not the whole set's."] if subset else []),
         "",
         "From the repository root (`src/` of this submission), with the data in MLPERF_SCRATCH_PATH:",
@@ -116,7 +120,8 @@ def _run_user_conf(record: RunRecord) -> str:
 def write_measurements(paths: Paths, record: RunRecord, rules: BenchmarkRules, benchmark: Benchmark) -> Path:
     folder = paths.measurements_dir(record.system.id, submission_benchmark(rules, record), record.scenario)
     write_atomically(folder / MEASUREMENTS_JSON, json.dumps(measurements(record, benchmark), indent=2) + "\n")
-    write_atomically(folder / USER_CONF, _run_user_conf(record))
+    if not record.load_generator:     # an endpoints client's run has no LoadGen user.conf; its tree asks none
+        write_atomically(folder / USER_CONF, _run_user_conf(record))
     write_atomically(folder / README, readme(record))
     return folder
 

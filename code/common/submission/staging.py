@@ -40,6 +40,7 @@ from ..rules import RulesRound
 from ..user_files import read_json_file
 from .compliance_evidence import compliance_provenance, write_compliance_provenance
 from .cross_checks import write_provenance
+from .endpoints_tree import is_endpoints_run, stage_endpoints_scenario
 from .measurements import readme, submission_benchmark
 from ..records.runs import Choice, Key
 from .system_json import write_system_json
@@ -78,6 +79,10 @@ def _stage_scenario(paths: Paths, dest: Path, label: str, name: str, key: Key, c
     system_id, benchmark, scenario = key
     performance, accuracy = choice.performance, choice.accuracy
     measured = paths.measurements_dir(system_id, name, scenario)
+    if is_endpoints_run(performance):    # the MLCommons endpoints client's reports, not LoadGen's logs
+        _refuse_or_label_subsets(label, choice, log)
+        _refuse_stale_readme(measured, label, performance)
+        return stage_endpoints_scenario(dest, label, performance, accuracy, measured, log)
     if not all((measured / f).is_file() for f in (MEASUREMENTS_JSON, USER_CONF, README)):
         raise UserError(f"{measured} is incomplete: run `make generate_conf_files` first.", exit_code=EXIT_FAILURE)
     # Every log this scenario stages is checked before the first copy: a changed one stages nothing of it.
@@ -86,10 +91,7 @@ def _stage_scenario(paths: Paths, dest: Path, label: str, name: str, key: Key, c
         verify_run_logs(accuracy, ACCURACY_FILES, label, log)
     _refuse_or_label_subsets(label, choice, log)
 
-    if (measured / README).read_text() != readme(performance):
-        raise UserError(f"{measured / README} was written for another configuration than the run chosen for {label} "
-                        f"({performance.log_dir}), so its commands would not reproduce it: run "
-                        f"`make generate_conf_files` again, then stage.", exit_code=EXIT_FAILURE)
+    _refuse_stale_readme(measured, label, performance)
 
     # The chosen run is staged, always: the same ranking chose the run the audit compares with and the README
     # reproduces, so a run staged earlier gives way to it (and the console says so).
@@ -117,6 +119,13 @@ def _stage_scenario(paths: Paths, dest: Path, label: str, name: str, key: Key, c
     for file_name in (MEASUREMENTS_JSON, USER_CONF, README):
         copy_atomically(measured / file_name, dest / file_name)
     return dest
+
+
+def _refuse_stale_readme(measured: Path, label: str, performance: RunRecord) -> None:
+    if (measured / README).is_file() and (measured / README).read_text() != readme(performance):
+        raise UserError(f"{measured / README} was written for another configuration than the run chosen for {label} "
+                        f"({performance.log_dir}), so its commands would not reproduce it: run "
+                        f"`make generate_conf_files` again, then stage.", exit_code=EXIT_FAILURE)
 
 
 def _refuse_or_label_subsets(label: str, choice: Choice, log: Log) -> None:

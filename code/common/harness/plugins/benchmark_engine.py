@@ -38,6 +38,18 @@ class BenchmarkEngineHarness(HarnessPlugin):
             return f"{selection.benchmark} has no in-process engines of its own"
         return None
 
+    def needs_environment(self, args, for_run: bool) -> bool:
+        """A benchmark's own engines run in its own environment (wan's diffusers one): make build makes it, as make
+        run and make download_model do."""
+        return any(own_engines(name) for name in args.benchmarks)
+
+    def make_environment(self, ctx) -> None:
+        from ...benchmark_api import generative, get_benchmark
+
+        for name in ctx.args.benchmarks:
+            if own_engines(name):
+                generative(get_benchmark(name)).make_environment(ctx.paths, ctx.log)
+
     def check_model(self, benchmark, fields, paths) -> None:
         # The generation settings are read from the model's own files, which the benchmark checks against the
         # digests recorded when they were made: a damaged model stops here, before the test's process starts.

@@ -2,15 +2,23 @@
 endpoints client (mlcommons/endpoints, `inference-endpoint`) is the load generator instead of LoadGen, and sends
 the benchmark's queries to OpenAI-compatible servers.
 
-The client needs Python >= 3.12 and is not on PyPI: `make build RUN_ARGS="--harness_type=endpoints"` makes its
-environment (.venv-endpoints) from the checkout MLCOMMONS_ENDPOINTS_DIR names (code/common/endpoints_client/).
-The parts of a run on it (its YAML, the client as a child process, the gates on its report) are in that package;
-the tests of a benchmark on it arrive with the benchmarks it serves (qwen3.6-27b first), so `make run` with this
-harness says so and runs nothing (documentation/endpoints.md).
+The client needs Python >= 3.12 and is not on PyPI: `make build RUN_ARGS="--harness_type=endpoints"` (and `make run`
+with this harness) makes its environment (.venv-endpoints) from the checkout MLCOMMONS_ENDPOINTS_DIR names
+(code/common/endpoints_client/), and vLLM's (.venv-vllm) for a local server where no --endpoints are given. A test
+on it (run_own_test, in the test's own process): the benchmark says what the client runs (its data set blocks,
+generation settings and gates: GenerativeBenchmark.endpoints_workload), endpoints_client/run.py writes the YAML,
+has the client check it, starts a local server where no --endpoints name running ones, runs the client, applies the
+gates and stops the server; the run's record keeps the client (version, commit, interpreter) and its figures.
 """
 from __future__ import annotations
 
+import time
+from pathlib import Path
+from typing import Any
+
+from ...endpoints_client.child import stop_clients
 from ..registry import HarnessFlag, HarnessPlugin
+from .openai import prepare_served_model, stop_local_servers
 
 ENDPOINTS = "endpoints"
 
@@ -21,6 +29,7 @@ class EndpointsHarness(HarnessPlugin):
     implementation = "python"
     generates_tokens = True
     needs_engine = False
+    own_load_generator = True
     description = ("the MLCommons endpoints client (inference-endpoint, Python >= 3.12, from your checkout at "
                    "MLCOMMONS_ENDPOINTS_DIR) as the load generator, against OpenAI-compatible servers")
     flags = (
@@ -33,16 +42,29 @@ class EndpointsHarness(HarnessPlugin):
 
         return tuple(endpoint.url for endpoint in parse_endpoints([i.strip() for i in text.split(",") if i.strip()]))
 
-    def preflight(self, fields, args, paths) -> None:
-        from ...errors import NotImplementedYet
+    def why_not(self, selection) -> str | None:
+        from ...benchmark_api import generative, get_benchmark
 
-        raise NotImplementedYet(f"make run with --harness_type={ENDPOINTS}",
-                                "the benchmarks the endpoints client serves (qwen3.6-27b first; "
-                                "documentation/endpoints.md says what works today)")
+        if not generative(get_benchmark(selection.benchmark)).endpoints_served:
+            return (f"the MLCommons endpoints client serves no test of {selection.benchmark} in this toolkit "
+                    f"(documentation/endpoints.md lists those it does)")
+        return None
+
+    def preflight(self, fields, args, paths) -> None:
+        """The client's environment is made (make run makes it before this check) and, without --endpoints, vLLM's
+        for the local server."""
+        from ...endpoints_client.environment import require_environment
+
+        require_environment(paths.endpoints_venv)
+        if not args.endpoints:
+            from ...serving.local_server import check_local_server
+
+            check_local_server(paths)
 
     def needs_environment(self, args, for_run: bool) -> bool:
-        """make build makes the client's environment for this harness; make run does not yet (it runs nothing)."""
-        return args.workload.harness_type.value == ENDPOINTS and not for_run
+        """make build and make run make the client's environment for this harness (and vLLM's for a local
+        server)."""
+        return args.workload.harness_type.value == ENDPOINTS
 
     def make_environment(self, ctx) -> None:
         from ...endpoints_client.environment import BFCL_EXTRA, ensure_environment
@@ -52,8 +74,110 @@ class EndpointsHarness(HarnessPlugin):
         ctx.log(f"MLCommons endpoints client {client.client_version} at {client.commit[:8]}{modified}, on Python "
                 f"{client.python_version} ({client.interpreter}, found by {client.interpreter_found_by}), in "
                 f"{client.venv}")
+        if not ctx.args.endpoints:     # the tests start a local vLLM
+            from ...serving.environment import make_vllm_environment
+
+            make_vllm_environment(ctx)
 
     def capabilities(self, ctx) -> list[tuple[str, str, str]]:
         from ...endpoints_client.environment import environment_row
 
         return [environment_row(ctx.paths.endpoints_venv)]
+
+    def run_options(self, args, paths) -> dict:
+        return {"endpoints": list(args.endpoints)}
+
+    def layout_tunable(self, args) -> str | None:
+        return ("its model runs in the serving engines and its load comes from the endpoints client, neither of which "
+                "sees the toolkit's engine layout")
+
+    def prepare_model(self, config, paths, log) -> str:
+        """The model's Hugging Face folder, which a local server loads."""
+        return prepare_served_model(config, paths, log)
+
+    def interrupted(self) -> None:
+        """The test's local server and the client's process group."""
+        stop_local_servers()
+        stop_clients()
+
+    def run_own_test(self, spec, benchmark, paths, log_dir: Path) -> dict[str, Any]:
+        from ...benchmark_api import generative
+        from ...constants import TestMode
+        from ...endpoints_client.environment import require_environment
+        from ...endpoints_client.run import client_test, run_on_client
+        from ...rules import get_round
+        from ...serving.local_server import start_local_server
+
+        client = require_environment(paths.endpoints_venv)
+        accuracy = spec.mode_enum is TestMode.AccuracyOnly
+        fields = spec.fields
+        workload = generative(benchmark).endpoints_workload(spec.model, accuracy, fields, paths, log_dir,
+                                                            spec.test_run)
+        test = client_test(spec.label, f"{spec.benchmark}-{spec.scenario}", benchmark.models[spec.model].served_name
+                           or spec.model, workload, get_round(spec.rules_version), accuracy, spec.test_run)
+        say = lambda line: print(line, flush=True)  # noqa: E731
+        endpoints = tuple(spec.harness_options.get("endpoints") or ())
+        started = time.monotonic()
+        outcome = run_on_client(client, test, log_dir, endpoints=endpoints, show=say,
+                                start_server=lambda: start_local_server(benchmark, spec.model, fields, paths,
+                                                                        log=say))
+        return outcome_fields(spec, client, test, outcome, time.monotonic() - started, local=not endpoints)
+
+
+def outcome_fields(spec, client, test, outcome, seconds: float, local: bool) -> dict[str, Any]:
+    """The record's outcome fields of a test the client ran: valid where every gate passed; submittable where valid,
+    not a test run and the tree's rules are the round's (a test run's shortened duration is not)."""
+    from urllib.parse import urlsplit
+
+    from ...records.metadata import AccuracyRecord, Durations
+    from ...records.record import EndpointRecord
+    from ...serving.machines import machine_key
+
+    failed = tuple(f"the toolkit's gate failed: {gate.line()}" for gate in outcome.gates if not gate.passed)
+    valid = outcome.passed
+    result: dict[str, Any] = {
+        "durations": Durations(test_s=round(seconds, 3),
+                               measured_s=(outcome.figures["duration_ns"] / 1e9
+                                           if "duration_ns" in outcome.figures else None)),
+        "valid": valid, "submittable": valid and not spec.test_run,
+        "reasons": failed + (("a test run (--test_run): shortened, never submittable",) if spec.test_run else ()),
+        "endpoints": tuple(EndpointRecord(host=host, port=port, protocol="http", model=outcome.served_model,
+                                          local=local, machine=machine_key(host))
+                           for host, port in ((u.hostname or "", u.port or 80)
+                                              for u in (urlsplit(e) for e in outcome.endpoints))),
+        "load_generator": {"name": "MLCommons endpoints client (inference-endpoint)", **client.as_dict(),
+                           **outcome.as_dict()},
+    }
+    if test.accuracy:
+        figures = outcome.figures
+        lines = [f"{name}={value:.2f}" for name, value in figures.items() if name in test.targets]
+        text = "\n".join([*lines, f"samples={int(figures.get('total_samples', 0))}",
+                          *(gate.line() for gate in outcome.gates)]) + "\n"
+        first = next(iter(test.targets), "score")
+        result["accuracy"] = AccuracyRecord(
+            metric=first, value=float(figures.get(first, 0.0)), text=text,
+            metrics={name: figures[name] for name in test.targets if name in figures},
+            samples=int(figures["total_samples"]) if "total_samples" in figures else None,
+            threshold=test.targets.get(first), meets_target=valid)
+    else:
+        result["metric"] = headline(spec.scenario_enum, outcome.figures)
+        result["result_validity"] = "VALID" if valid else "INVALID"
+    return result
+
+
+def headline(scenario, figures) -> Any:
+    """The run's figure as the checker reads an endpoints tree's: SingleStream's 90th percentile latency in ms (the
+    early-stopping estimate, or the plain percentile where the run had too few queries for one), else the qps."""
+    from ...constants import Scenario
+    from ...endpoints_client.run import EARLY_STOPPING_P90, PLAIN_P90
+    from ...records.loadgen_log import Metric
+
+    if scenario is Scenario.SingleStream:
+        if EARLY_STOPPING_P90 in figures:
+            return Metric("90th percentile latency (early stopping)", figures[EARLY_STOPPING_P90], "ms", False)
+        if PLAIN_P90 in figures:
+            return Metric("90th percentile latency (too few queries for early stopping)", figures[PLAIN_P90], "ms",
+                          False)
+    qps = figures.get("qps")
+    return Metric("samples per second (the client's qps)", float(qps) if qps is not None else float("nan"),
+                  "samples/s", True)

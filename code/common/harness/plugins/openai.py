@@ -95,17 +95,23 @@ class OpenAIHarness(HarnessPlugin):
         if not args.endpoints:
             from ...serving.local_server import check_local_server
 
-            check_local_server(paths)
+            check_local_server(paths, _benchmark_of(fields["model"], args.benchmarks))
 
     def needs_environment(self, args, for_run: bool) -> bool:
-        """A local server runs from the vLLM environment: make build makes it for the openai harness, make run
-        where no --endpoints name running servers."""
+        """A local server runs from the vLLM environment (or a benchmark's own server from its own): make build
+        makes it for the openai harness, make run where no --endpoints name running servers."""
         return args.workload.harness_type.value == OPENAI and not (for_run and args.endpoints)
 
     def make_environment(self, ctx) -> None:
+        from ...benchmark_api import generates_tokens, generative, get_benchmark
         from ...serving.environment import make_vllm_environment
 
-        make_vllm_environment(ctx)
+        own = [get_benchmark(name) for name in ctx.args.benchmarks
+               if generates_tokens(name) and generative(get_benchmark(name)).own_server]
+        for benchmark in own:
+            generative(benchmark).make_environment(ctx.paths, ctx.log)
+        if not ctx.args.benchmarks or len(own) < len(ctx.args.benchmarks):
+            make_vllm_environment(ctx)
 
     def capabilities(self, ctx) -> list[tuple[str, str, str]]:
         from ...serving.environment import vllm_capabilities
@@ -121,21 +127,47 @@ class OpenAIHarness(HarnessPlugin):
                 "--openai_workers")
 
     def prepare_model(self, config, paths, log) -> str:
-        """The model's Hugging Face folder, which a local server (and make serve_llm) loads."""
-        from ...benchmark_api import get_benchmark
-        from ...model_files import ensure_serving_folder
-
-        served = ensure_serving_folder(get_benchmark(config.benchmark), config["model"], paths, log)
-        return f"no engine (the servers load the model); the folder a local server serves: {served.folder}"
+        """The model's Hugging Face folder, which a local server (and make serve_llm) loads; the model files of a
+        benchmark that serves itself (GenerativeBenchmark.own_server)."""
+        return prepare_served_model(config, paths, log)
 
     def interrupted(self) -> None:
-        import sys
-
-        servers = sys.modules.get("code.common.serving.local_server")
-        if servers is not None:
-            servers.stop_all()      # the test's local server
+        stop_local_servers()
 
     def create(self, run: HarnessRun):
         from ..serving_system import serving_system
 
         return serving_system(run)
+
+
+def _benchmark_of(model: str, benchmarks) -> object | None:
+    """The selected benchmark whose model `model` is (None where none is)."""
+    from ...benchmark_api import generates_tokens, get_benchmark
+
+    for name in benchmarks or ():
+        if generates_tokens(name) and model in get_benchmark(name).models:
+            return get_benchmark(name)
+    return None
+
+
+def prepare_served_model(config, paths, log) -> str:
+    """make generate_engines for a harness whose servers load the model: its Hugging Face folder, which a local
+    server loads; the model files of a benchmark that serves itself (GenerativeBenchmark.own_server)."""
+    from ...benchmark_api import generative, get_benchmark
+    from ...model_files import ensure_serving_folder
+
+    benchmark = get_benchmark(config.benchmark)
+    if generative(benchmark).own_server:
+        folder = benchmark.download_model(config["model"], paths, log)
+        return f"no engine (its {benchmark.own_server} server loads the model): {folder}"
+    served = ensure_serving_folder(benchmark, config["model"], paths, log)
+    return f"no engine (the servers load the model); the folder a local server serves: {served.folder}"
+
+
+def stop_local_servers() -> None:
+    """Stop the test's local servers, from a signal handler: nothing imported, no waiting."""
+    import sys
+
+    servers = sys.modules.get("code.common.serving.local_server")
+    if servers is not None:
+        servers.stop_all()

@@ -1,0 +1,76 @@
+"""An endpoints tree: a scenario folder of a run of the MLCommons endpoints client, as the v6.1 checker reads it
+(submission_checker/loader.py: a scenario folder without LoadGen logs is an endpoints submission, read by
+parsers/endpoints_parser.py):
+
+    results/<system>/<benchmark>/<Scenario>/config.yaml                        the YAML the client ran (the seeds
+                                                                                and min_duration_ms the checker reads)
+    results/<system>/<benchmark>/<Scenario>/performance/result_summary.json    the performance run's report
+    results/<system>/<benchmark>/<Scenario>/accuracy/accuracy_results.json     the accuracy run's report
+    results/<system>/<benchmark>/<Scenario>/measurements.json, README.md        as for every tree (the checker asks no
+                                                                                user.conf of an endpoints tree)
+
+The toolkit runs the two phases as two tests (PerformanceOnly, AccuracyOnly), each with a report folder of its own;
+the tree takes config.yaml and performance/ from the performance run and accuracy/ from the accuracy run. Each file
+is checked against the sha256 the run recorded (`load_generator.report_sha256`) before anything is copied: a missing
+or edited report file stages nothing.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from ..errors import EXIT_FAILURE, UserError
+from ..fileio import copy_atomically, replace_dir, sha256_file
+from ..paths import MEASUREMENTS_JSON, README, RUN_RECORD
+from ..records.metadata import RunRecord
+from ..records.reproduce import reproduce_command
+
+Log = Callable[[str], None]
+CONFIG = "config.yaml"
+PERFORMANCE = ("performance", "result_summary.json")
+ACCURACY = ("accuracy", "accuracy_results.json")
+MEASURED_FILES = (MEASUREMENTS_JSON, README)
+
+
+def is_endpoints_run(record: RunRecord | None) -> bool:
+    return record is not None and bool(record.load_generator)
+
+
+def report_file(record: RunRecord, relative: str, label: str) -> Path:
+    """The run's report file `relative`, checked against the sha256 its record keeps; UserError (exit 1) naming it
+    when it is missing, unrecorded or changed."""
+    report = Path(str(record.load_generator.get("report_dir") or Path(record.log_dir) / "report"))
+    path = report / relative
+    fix = f"restore the file or run the test again: {reproduce_command(record)}"
+    expected = (record.load_generator.get("report_sha256") or {}).get(relative)
+    if not path.is_file():
+        raise UserError(f"{path} is missing, so {label} cannot be staged from {record.log_dir}; {fix}.",
+                        exit_code=EXIT_FAILURE)
+    if not isinstance(expected, str):
+        raise UserError(f"{Path(record.log_dir) / RUN_RECORD} records no sha256 of {relative}, so {label} cannot be "
+                        f"staged from {record.log_dir}; {fix}.", exit_code=EXIT_FAILURE)
+    if sha256_file(path) != expected:
+        raise UserError(f"{path} changed after the run (its sha256 is not the one {RUN_RECORD} recorded), so {label} "
+                        f"is not staged from {record.log_dir}; {fix}.", exit_code=EXIT_FAILURE)
+    return path
+
+
+def stage_endpoints_scenario(dest: Path, label: str, performance: RunRecord, accuracy: RunRecord | None,
+                             measured: Path, log: Log) -> Path:
+    """Stage the client's runs of one scenario into `dest` (see the module's docstring)."""
+    missing = [name for name in MEASURED_FILES if not (measured / name).is_file()]
+    if missing:
+        raise UserError(f"{measured} is incomplete ({', '.join(missing)} missing): run `make generate_conf_files` "
+                        f"first.", exit_code=EXIT_FAILURE)
+    config = report_file(performance, CONFIG, label)
+    summary = report_file(performance, "/".join(PERFORMANCE), label)
+    results = report_file(accuracy, "/".join(ACCURACY), label) if accuracy is not None else None
+    replace_dir(dest / PERFORMANCE[0], {PERFORMANCE[1]: summary})
+    if results is not None:
+        replace_dir(dest / ACCURACY[0], {ACCURACY[1]: results})
+    copy_atomically(config, dest / CONFIG)
+    for name in MEASURED_FILES:
+        copy_atomically(measured / name, dest / name)
+    log(f"{label}: staged the endpoints client's performance run {performance.log_dir}"
+        + (f" and accuracy run {accuracy.log_dir}" if accuracy is not None else ""))
+    return dest
