@@ -19,6 +19,7 @@ from code.common.harness.runner import run_test
 from code.common.harness.spec import RunSpec
 from code.common.rules import get_round
 from code.resnet50.accuracy import score_accuracy_log
+from code.main import main
 
 from .conftest import REPO
 from .synthetic_logs import accuracy_entries, offline_detail
@@ -172,6 +173,15 @@ def test_missing_submission_runs_name_the_commands(scratch, repo_copy):
     assert 'make run_harness RUN_ARGS="--benchmarks=resnet50 --scenarios=Offline --model=mobilenet_v2 ' \
            '--dataset=foolbox20 --test_mode=PerformanceOnly"' in done.stderr
     assert "--test_mode=AccuracyOnly" in done.stderr
+
+
+def test_test04_of_fewer_samples_than_its_repeated_index_is_refused(tmp_path, capsys):
+    """TEST04 issues the loaded sample at index 3 again and again: a run loading 3 would have LoadGen issue a
+    sample it never loaded (it did: "sample 1633 was issued but not loaded"), so the plan refuses it, exit 2."""
+    code = main(["--action=run_audit_harness", "--audit_test=TEST04", "--benchmarks=resnet50", "--scenarios=offline",
+                 "--total_sample_count=3", f"--scratch_path={tmp_path}", f"--log_dir={tmp_path / 'logs'}"])
+    assert code == 2
+    assert "this run loads 3 sample(s); run it with at least 4" in capsys.readouterr().err
 
 
 def test_no_audit_config_left_after_a_failure(scratch, tmp_path):

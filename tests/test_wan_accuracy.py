@@ -11,11 +11,16 @@ import pytest
 
 from code.common.audit.verify import accuracy_value
 from code.common.errors import UserError
+from code.common.paths import Paths
 from code.common.rules import get_round
-from code.wan import accuracy
+from code.wan import accuracy, vbench
 from code.wan import reference as ref
 
 PATTERN = get_round().benchmark("wan-2.2-t2v-a14b").accuracy_pattern
+# VBench's results file as VBench.evaluate saves it (save_json, indent 4) for three videos: each dimension's
+# [mean, [per-video entries]] with the keys its compute_<dimension> records (dynamic_degree's per-video result a
+# boolean, scene's success counts, appearance_style's frame results); the figures are invented.
+RECORDED = Path(__file__).parent / "fixtures" / "wan" / "vbench_eval_results.json"
 # VBench's <name>_eval_results.json layout: per dimension [mean, [per-video entries]] (figures made up for the test).
 VBENCH_RESULTS = {
     "subject_consistency": [0.9512, [{"video_path": "a-0.mp4", "video_results": 0.95}]],
@@ -69,3 +74,48 @@ def test_artefacts_of_an_accuracy_log(tmp_path: Path) -> None:
     log.write_text(json.dumps([{"seq_id": 0, "qsl_idx": 3, "data": "00010203"}]))
     with pytest.raises(UserError, match="not an mp4"):
         accuracy.videos_of(log, len(prompts))
+
+
+def test_vbench_results_of_the_recorded_layout(tmp_path: Path) -> None:
+    """The newest results_<time>_eval_results.json of VBench's output folder, as run_evaluation.py picks it, read
+    into the checker's line: the mean of the six dimensions' means x 100."""
+    output = tmp_path / "vbench_results"
+    output.mkdir()
+    (output / "results_2026-01-01-09:00:00_eval_results.json").write_text("{}")
+    (output / "results_2026-01-02-09:00:00_eval_results.json").write_text(RECORDED.read_text())
+    (output / "results_2026-01-02-09:00:00_full_info.json").write_text("[]")
+    found = vbench.results_file(output)
+    assert found is not None and found.name == "results_2026-01-02-09:00:00_eval_results.json"
+    scores = accuracy.parse_vbench_results(found)
+    recorded = json.loads(RECORDED.read_text())
+    assert scores == {d: recorded[d][0] for d in accuracy.DIMENSIONS}
+    value, text = accuracy.accuracy_text(scores, 3)
+    assert value == pytest.approx(64.6311, abs=1e-4)
+    assert accuracy_value(text, PATTERN) == pytest.approx(value, abs=1e-4)
+    assert "'dynamic_degree': 66.6667" in text and "'scene': 8.3333" in text
+    assert vbench.results_file(tmp_path) is None
+
+
+def test_vbench_says_why_it_does_not_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No checkpoint folder, one lacking checkpoints, then all checkpoints but no VBench environment: each a
+    reason, which accuracy.txt carries; the command is the reference's, the six dimensions from local files."""
+    paths = Paths.create(scratch=tmp_path / "scratch", repo=tmp_path / "repo")
+    monkeypatch.delenv(vbench.CACHE_VARIABLE, raising=False)
+    assert "VBENCH_CACHE_DIR names no folder" in vbench.why_not_run(paths)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv(vbench.CACHE_VARIABLE, str(cache))
+    (cache / "clip_model").mkdir(parents=True)
+    (cache / "clip_model" / "ViT-B-32.pt").write_bytes(b"x")
+    why = vbench.why_not_run(paths)
+    assert f"VBENCH_CACHE_DIR={cache} lacks dino_model/dino_vitbase16_pretrain.pth" in why and "ViT-B-32" not in why
+    for path in vbench.missing_checkpoints(cache):
+        (cache / path).parent.mkdir(parents=True, exist_ok=True)
+        (cache / path).write_bytes(b"x")
+    why = vbench.why_not_run(paths)
+    assert "VBench's own environment" in why and ".venv-vbench" in why
+    value, text = accuracy.accuracy_text(None, 4, why)
+    assert math.isnan(value) and text.startswith(f"no accuracy figure was computed: {why}")
+    command = vbench.evaluate_command(paths, tmp_path / "videos", tmp_path / "out")
+    assert set(vbench.CHECKPOINTS) == set(accuracy.DIMENSIONS)
+    assert command[-7:] == ["--dimension", *vbench.CHECKPOINTS]
+    assert "--load_ckpt_from_local=True" in command and "vbench.launch.evaluate" in command

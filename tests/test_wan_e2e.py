@@ -6,6 +6,7 @@ model folder of another architecture, a latent of the wrong shape."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from code.main import main
 from code.wan import datasets, models
 from code.wan import reference as ref
 
+from .wan_fixtures import wan_substitute_paths
+
 HEIGHT, WIDTH, FRAMES = 32, 32, 5
 RUN = ("--benchmarks=wan-2.2", f"--model={models.SUBSTITUTE}", "--dataset=vbench_prompts",
        "--test_mode=AccuracyOnly")
@@ -25,18 +28,7 @@ RUN = ("--benchmarks=wan-2.2", f"--model={models.SUBSTITUTE}", "--dataset=vbench
 
 @pytest.fixture(scope="module")
 def wan_paths(tmp_path_factory) -> Paths:
-    root = tmp_path_factory.mktemp("wan_e2e")
-    paths = Paths.create(scratch=root / "scratch", log_dir=root / "logs")
-    official = datasets.official_file(paths, ref.PROMPTS_FILE)
-    if not official.is_file():
-        pytest.skip(f"the reference's prompts are not beside the repository ({official})")
-    try:
-        models.make_environment(paths, lambda line: None)
-    except UserError as error:
-        pytest.skip(f"the diffusers environment cannot be installed here: {error}")
-    datasets.download_data(datasets.DATASET, paths, lambda line: None)
-    models.make_substitute(paths, models.model_folder(paths, models.SUBSTITUTE), official, HEIGHT, WIDTH, FRAMES)
-    return paths
+    return wan_substitute_paths(tmp_path_factory.mktemp("wan_e2e"), HEIGHT, WIDTH, FRAMES)
 
 
 def _decode(paths: Paths, video: Path) -> list[int]:
@@ -149,3 +141,40 @@ def test_an_engine_that_dies_mid_run_fails_the_run_with_its_log(tmp_path: Path) 
     assert stream.answers == [] and len(stream.errors) == 1
     error = stream.errors[0]
     assert isinstance(error, EngineFailed) and "exit status 9" in str(error) and "out of memory" in str(error)
+
+
+@pytest.mark.parametrize("fault", ["latent_of_another_shape", "no_ffmpeg"])
+def test_a_latent_of_another_shape_or_no_ffmpeg_stops_the_pipeline_with_why(wan_paths, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch,
+                                                                             fault: str) -> None:
+    """The real pipeline process refuses, before its first video, a fixed latent the pipeline cannot start from and
+    an ffmpeg that does not run; the engine fails with the reason, and the run with it."""
+    from code.wan.benchmark import BENCHMARK
+    from code.wan.request_engine import EngineFailed, WanRequestEngine
+
+    settings = BENCHMARK.engine_settings(models.SUBSTITUTE, wan_paths, 1)
+    if fault == "no_ffmpeg":
+        monkeypatch.setenv("IMAGEIO_FFMPEG_EXE", str(tmp_path / "no" / "ffmpeg"))
+        expected = "ffmpeg, which writes each video's mp4 file, cannot run"
+    else:
+        bad = tmp_path / "latent.pt"
+        subprocess.run([str(models.python(wan_paths)), "-c", "import sys, torch; torch.save(torch.zeros(1, 4, 2, 4, 4, "
+                        "dtype=torch.bfloat16), sys.argv[1])", str(bad)], check=True, capture_output=True)
+        settings["fixed_latent"] = str(bad)
+        expected = "is [1, 4, 2, 4, 4], not [1, 16, t, h, w]"
+    engine = WanRequestEngine(models.worker_command(wan_paths), settings, tmp_path / "engine.log")
+    try:
+        with pytest.raises(EngineFailed, match=re.escape(expected)):
+            engine.open(_NoStream())
+    finally:
+        engine.close()
+
+
+class _NoStream:
+    def answer(self, request_id, content) -> None:
+        raise AssertionError("no answer expected")
+
+    chunk = answer
+
+    def failed(self, error) -> None:
+        raise AssertionError(f"failed before a request: {error}")

@@ -16,6 +16,7 @@ import json
 import shutil
 from pathlib import Path
 
+from ..common.audit.audit_config import audit_config_setting
 from ..common.audit.references import Reference, find_references
 from ..common.audit.test06 import verify_test06
 from ..common.audit.test07 import score_test07
@@ -28,7 +29,7 @@ from ..common.audit.verify import (Check, WholeResponses, compare_accuracy_logs,
 from ..common.benchmark_api import get_benchmark
 from ..common.config_registry import ResolvedConfig
 from ..common.constants import TestMode
-from ..common.errors import EXIT_FAILURE, EXIT_OK, UserError
+from ..common.errors import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, UserError
 from ..common.fileio import copy_atomically, sha256_file, write_atomically
 from ..common.records.metadata import RunRecord
 from ..common.harness.plan import Plan, announce, free_space, plan_entry
@@ -57,6 +58,17 @@ def compliance_dataset(benchmark: str, test: str, dataset: str) -> str | None:
     submission run on `dataset`; None when the benchmark names none."""
     named = getattr(get_benchmark(benchmark), "compliance_dataset", None)
     return named(test, dataset) if named is not None else None
+
+
+def _refuse_too_few_loaded(test: str, audit_config: tuple[str, ...], config: ResolvedConfig) -> None:
+    """TEST04 issues the loaded sample at performance_issue_same_index again and again: a run that loads no more
+    samples than that index would have LoadGen issue a sample it never loaded."""
+    index = audit_config_setting(audit_config, "performance_issue_same_index")
+    capped = [int(v) for v in (config["total_sample_count"], config["performance_sample_count_override"]) if v]
+    if index is not None and capped and min(capped) <= index:
+        raise UserError(f"{test} issues the loaded sample at index {index:g} again and again, and this run loads "
+                        f"{min(capped)} sample(s); run it with at least {index + 1:g} (--total_sample_count and "
+                        f"--performance_sample_count_override).", exit_code=EXIT_BAD_INPUT)
 
 
 def _qps_scale(config: ResolvedConfig) -> float:
@@ -121,6 +133,8 @@ class RunAuditHarness(Handler):
                                     f"benchmark names none for the data set {config['dataset']} "
                                     f"(Benchmark.compliance_dataset); see documentation/compliance.md.",
                                     exit_code=EXIT_FAILURE)
+            for test in tests:
+                _refuse_too_few_loaded(test, ctx.rules.compliance_tests[test].audit_config, config)
             reference = find_references([ctx.paths.logs_root, ctx.paths.log_dir.parent], ctx.system.system_id,
                                         config, ctx.log)
             needed = [m for m in reference.missing() if m is TestMode.PerformanceOnly or "TEST01" in tests]

@@ -86,10 +86,14 @@ def atomic_dir(dest: Path) -> Iterator[Path]:
 
 
 def replace_dir(dest: Path, files: Mapping[str, Path]) -> Path:
-    """Make `dest` a folder holding exactly `files` (name -> source), copied, whole or not at all (atomic_dir)."""
+    """Make `dest` a folder holding exactly `files` (name -> source file or folder), copied, whole or not at all
+    (atomic_dir)."""
     with atomic_dir(dest) as tmp:
         for name, source in files.items():
-            shutil.copy2(source, tmp / name)
+            if Path(source).is_dir():
+                shutil.copytree(source, tmp / name)
+            else:
+                shutil.copy2(source, tmp / name)
     return Path(dest)
 
 

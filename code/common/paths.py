@@ -162,6 +162,11 @@ class Paths:
         return self.repo / ".venv-diffusers"
 
     @property
+    def vbench_venv(self) -> Path:
+        """VBench's environment (old transformers, numpy < 2), which scores generated videos."""
+        return self.repo / ".venv-vbench"
+
+    @property
     def vllm_venv(self) -> Path:
         """vLLM's own environment (requirements/vllm.txt): the OpenAI-compatible server make serve_llm starts."""
         return self.repo / ".venv-vllm"

@@ -8,8 +8,7 @@ The accuracy log holds each sample's mp4 as it is (answers.Media). From it:
 - accuracy.txt: `'vbench_score': X` (the mean of the six dimensions x 100) and each dimension, where VBench ran (its
   results JSON, read by `parse_vbench_results`); otherwise a plain line that no figure was computed and why.
 
-VBench needs its scorer checkpoints (CLIP ViT-B/32, DINO ViT-B/16, RAFT, AMT-S, Tag2Text), which it fetches at run
-time and which no package carries; this toolkit does not run it yet.
+VBench runs where its checkpoints and environment are (vbench.py); elsewhere accuracy.txt says why it did not.
 """
 from __future__ import annotations
 
@@ -27,9 +26,7 @@ VIDEOS, VBENCH_VIDEOS, CAPTIONS = "videos", "vbench_videos", "captions.txt"
 # The six dimensions run_evaluation.py averages (x 100) into vbench_score.
 DIMENSIONS = ("subject_consistency", "background_consistency", "motion_smoothness", "dynamic_degree",
               "appearance_style", "scene")
-NO_FIGURE = ("no accuracy figure was computed: VBench's scorer checkpoints (CLIP ViT-B/32, DINO ViT-B/16, RAFT, "
-             "AMT-S, Tag2Text) are not here and this toolkit does not run VBench yet; score the videos in "
-             f"{VBENCH_VIDEOS}/ with VBench's evaluate.py (the reference's run_evaluation.py)")
+NO_FIGURE = "no accuracy figure was computed"
 
 
 def videos_of(accuracy_log: Path, count: int) -> dict[int, bytes]:
@@ -81,10 +78,13 @@ def parse_vbench_results(path: Path) -> dict[str, float]:
     return scores
 
 
-def accuracy_text(scores: Mapping[str, float] | None, videos: int) -> tuple[float, str]:
-    """(vbench_score, accuracy.txt) from the six dimensions' scores; NaN and the no-figure line without them."""
+def accuracy_text(scores: Mapping[str, float] | None, videos: int, why: str = "VBench did not run") \
+        -> tuple[float, str]:
+    """(vbench_score, accuracy.txt) from the six dimensions' scores; NaN and the no-figure line, saying `why`,
+    without them."""
     if scores is None:
-        return math.nan, f"{NO_FIGURE}\nvideos={videos} in {VBENCH_VIDEOS}/\n"
+        return math.nan, (f"{NO_FIGURE}: {why}; score the videos in {VBENCH_VIDEOS}/ with VBench (the reference's "
+                          f"run_evaluation.py) to have one\nvideos={videos} in {VBENCH_VIDEOS}/\n")
     score = sum(scores[d] for d in DIMENSIONS) / len(DIMENSIONS) * 100
     dims = ", ".join(f"'{d}': {scores[d] * 100:.4f}" for d in DIMENSIONS)
     return score, f"{{'vbench_score': {score:.4f}, {dims}}}\nvideos={videos} in {VBENCH_VIDEOS}/\n"

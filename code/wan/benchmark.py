@@ -139,15 +139,23 @@ class WanBenchmark(GenerativeBenchmark):
                             port, log)
 
     def score(self, model: str, dataset: str, accuracy_log: Path, paths: Paths) -> AccuracyResult:
-        """The videos and the checker's artefacts beside the accuracy log; no VBench figure here (accuracy.py)."""
-        from .accuracy import accuracy_text, videos_of, write_artefacts
+        """The videos and the checker's artefacts beside the accuracy log, and VBench's score of the videos where
+        VBench can run (vbench.py); elsewhere accuracy.txt says why there is no figure."""
+        from . import vbench
+        from .accuracy import VBENCH_VIDEOS, accuracy_text, parse_vbench_results, videos_of, write_artefacts
 
         prompts = prompt_set(dataset, paths).prompts
         videos = videos_of(accuracy_log, len(prompts))
         if not videos:
             raise UserError(f"{accuracy_log} holds no videos; run the accuracy test again.")
-        write_artefacts(Path(accuracy_log).parent, videos, prompts)
-        value, text = accuracy_text(None, len(videos))
+        folder = Path(accuracy_log).parent
+        write_artefacts(folder, videos, prompts)
+        why = vbench.why_not_run(paths)
+        if why is None:
+            results = vbench.run_vbench(paths, folder / VBENCH_VIDEOS, folder / "vbench_results")
+            value, text = accuracy_text(parse_vbench_results(results), len(videos))
+        else:
+            value, text = accuracy_text(None, len(videos), why)
         return AccuracyResult(metrics=(Metric("vbench_score", value, unit=""),), text=text, samples=len(videos))
 
 

@@ -85,6 +85,7 @@ class Generator:
         import torch
         from diffusers import AutoencoderKLWan, WanPipeline
 
+        _check_ffmpeg()
         torch.set_num_threads(int(settings.get("threads") or 1))
         self.torch, self.settings = torch, settings
         folder = settings["model_folder"]
@@ -115,8 +116,27 @@ class Generator:
         return {"frames": int(frames.shape[0]), "height": int(frames.shape[1]), "width": int(frames.shape[2])}
 
 
+def _check_ffmpeg() -> None:
+    """That the ffmpeg which writes each video's mp4 runs, before minutes go into loading the model."""
+    import subprocess
+
+    import imageio_ffmpeg
+
+    try:
+        exe = imageio_ffmpeg.get_ffmpeg_exe()
+        subprocess.run([exe, "-version"], capture_output=True, check=True, timeout=60)
+    except (RuntimeError, OSError, subprocess.SubprocessError) as error:
+        raise RuntimeError(f"ffmpeg, which writes each video's mp4 file, cannot run ({error}); make download_model "
+                           f"installs imageio-ffmpeg's own into the diffusers environment, or set IMAGEIO_FFMPEG_EXE "
+                           f"to a working ffmpeg") from None
+
+
 def serve(settings_file: Path) -> int:
-    generator = Generator(json.loads(settings_file.read_text()))
+    try:
+        generator = Generator(json.loads(settings_file.read_text()))
+    except Exception as error:              # noqa: BLE001 - reported to the toolkit, which fails the run
+        print(json.dumps({"error": f"{type(error).__name__}: {error}"}), flush=True)
+        return 1
     print(json.dumps({"ready": True, **generator.shape}), flush=True)
     for line in sys.stdin:
         if not line.strip():

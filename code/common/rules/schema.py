@@ -187,6 +187,9 @@ class BenchmarkRules:
     # Per scenario, the samples an accuracy run covers where a scenario has a data set of its own (qwen3-vl's
     # Interactive: 8000, main.py's accuracy-sample-count table); scenarios not named take accuracy_samples.
     scenario_accuracy_sample_counts: Mapping[Scenario, int] = field(default_factory=dict)
+    # Folders an accuracy/ folder holds beside its logs, each with the names (no extension) it must hold and a
+    # captions.txt (the checkers' REQUIRED_ACC_BENCHMARK: a generated-media benchmark's audit files).
+    accuracy_artefacts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def accuracy_samples(self) -> int:

@@ -452,6 +452,11 @@ BENCHMARKS = {
         server_latency_ms=None,
         # compliance/README.md and the checkers' models_TEST04.
         compliance_tests=("TEST04",),
+        # main.py's REQUIRED_ACC_BENCHMARK v6.1: these ten videos (<id>.mp4) and captions.txt in accuracy/videos/.
+        accuracy_artefacts={"videos": ("130", "106", "84", "59", "12", "123", "43", "22", "238", "32")},
+        official_checker_defect="the old checker (submission_checker_old.py) crashes on every wan-2.2-t2v-a14b "
+                                "accuracy folder: its v6.1 accuracy-target names 'vbench_score', which its "
+                                "ACC_PATTERN lacks (KeyError); main.py, the current checker, judges it",
         # main.py reports SingleStream's early-stopping latency in seconds (SPECIAL_UNIT_DICT "Latency (s)").
         latency_unit="s",
     ),

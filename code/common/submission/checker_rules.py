@@ -325,7 +325,8 @@ def check_accuracy_run(ctx: ScenarioContext) -> None:
     check_accuracy_dir (exact file set, a pattern match even in open)."""
     acc, bench = accuracy_dir(ctx.folder), ctx.benchmark
     fix = f"run {ctx.harness(' --test_mode=AccuracyOnly')} then make stage_results"
-    _require(ctx, acc, ACCURACY_FILES, fix)
+    artefacts = dict(bench.accuracy_artefacts) if bench is not None else {}
+    _require(ctx, acc, ACCURACY_FILES, fix, frozenset(artefacts))
     log = _read_log(ctx, acc, fix)
     whole = True   # whether the run scored the whole data set (unknown counts as yes: missing log is reported)
     if log is not None:
@@ -351,6 +352,21 @@ def check_accuracy_run(ctx: ScenarioContext) -> None:
             _check_accuracy_value(ctx, acc / ACCURACY_TXT, text, whole, fix)
             _check_hash(ctx, acc / ACCURACY_TXT, text, ERROR if ctx.closed else WARNING)
     _check_size(ctx, acc / ACCURACY_LOG, ERROR)
+    for folder, names in artefacts.items():
+        if acc.is_dir():    # a missing accuracy folder is reported above
+            _check_artefacts(ctx, acc / folder, names, whole, fix)
+
+
+def _check_artefacts(ctx: ScenarioContext, folder: Path, names: tuple[str, ...], whole: bool, fix: str) -> None:
+    """main.py extra_files_check (both divisions): each named file (any extension) and a captions file in the
+    folder. An accuracy run of part of the data set has not made them all: a development run gets a warning."""
+    stems = {p.name.split(".")[0] for p in folder.iterdir()} if folder.is_dir() else set()
+    missing = [n for n in (*names, "captions") if n not in stems]
+    if missing:
+        what = "it is missing" if not folder.is_dir() else f"it lacks {', '.join(missing)}"
+        ctx.report(ctx.relaxed if not whole else ERROR, folder,
+                   f"the checkers ask accuracy/{folder.name}/ to hold {', '.join(names)} and captions.txt, and "
+                   f"{what}; an accuracy run of the whole data set writes them: {fix}.")
 
 
 def _read_text(ctx: ScenarioContext, path: Path, fix: str) -> str | None:
@@ -380,7 +396,11 @@ def _check_accuracy_value(ctx: ScenarioContext, path: Path, text: str, whole: bo
                     pass
     names = " / ".join(bound.name for bound in bounds) if bench.accuracy_metrics else bench.accuracy_metric
     if not any(values.values()):
-        ctx.report(ERROR, path, f"{ACCURACY_TXT} holds no {names} line matching the round's pattern; {fix}.")
+        # Its first line says why where the run could not score (a benchmark whose scorer is not at hand).
+        said = next((line.strip() for line in text.splitlines() if line.strip()), "")
+        said = f" (it says: {said[:300]})" if said and not HASH_LINE.match(said) else ""
+        ctx.report(ERROR, path, f"{ACCURACY_TXT} holds no {names} line matching the round's pattern{said}, so "
+                                f"this is no valid result; {fix}.")
         return
     if not ctx.closed or ctx.target is None:
         return   # open division: the value is reported, not gated

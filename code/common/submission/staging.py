@@ -61,7 +61,8 @@ def stage_scenario(paths: Paths, rules: RulesRound, submitter: str, key: Key, ch
     dest = paths.results_dir(paths.staging, choice.division, submitter, system_id, name, scenario)
     label = f"{system_id} {name} {scenario.value}"
     try:
-        return _stage_scenario(paths, dest, label, name, key, choice, log)
+        return _stage_scenario(paths, dest, label, name, key, choice, log,
+                               tuple(rules.benchmark(benchmark).accuracy_artefacts))
     except (UserError, OSError) as error:
         # Never a mix of this run's files and an earlier one's, nor an earlier result kept as if it were this one.
         names = (name, *rules.benchmark(benchmark).submission_names.values())
@@ -71,7 +72,10 @@ def stage_scenario(paths: Paths, rules: RulesRound, submitter: str, key: Key, ch
         raise UserError(f"{error} {removed_note(label, removed)}", exit_code=error.exit_code) from error
 
 
-def _stage_scenario(paths: Paths, dest: Path, label: str, name: str, key: Key, choice: Choice, log: Log) -> Path:
+def _stage_scenario(paths: Paths, dest: Path, label: str, name: str, key: Key, choice: Choice, log: Log,
+                    artefacts: tuple[str, ...] = ()) -> Path:
+    """`artefacts`: the folders beside the accuracy logs that accuracy/ carries too (a video benchmark's audit
+    videos and captions), staged where the accuracy run wrote them."""
     system_id, benchmark, scenario = key
     performance, accuracy = choice.performance, choice.accuracy
     measured = paths.measurements_dir(system_id, name, scenario)
@@ -107,8 +111,10 @@ def _stage_scenario(paths: Paths, dest: Path, label: str, name: str, key: Key, c
         if staged_acc.exists() and staged_acc.read_bytes() == (acc_dir / DETAIL_LOG).read_bytes():
             log(f"{label}: accuracy run already staged ({acc_dir})")   # maybe truncated since: left as it is
         else:
-            _replace_dir({f: acc_dir / f for f in ACCURACY_FILES}, accuracy_dir(dest))
-            log(f"{label}: staged accuracy run {acc_dir}")
+            written = [a for a in artefacts if (acc_dir / a).is_dir()]
+            _replace_dir({**{f: acc_dir / f for f in ACCURACY_FILES}, **{a: acc_dir / a for a in written}},
+                         accuracy_dir(dest))
+            log(f"{label}: staged accuracy run {acc_dir}" + "".join(f" with its {a}/" for a in written))
         write_provenance(dest, accuracy, acc_dir / ACCURACY_LOG)
     for file_name in (MEASUREMENTS_JSON, USER_CONF, README):
         copy_atomically(measured / file_name, dest / file_name)

@@ -1,0 +1,84 @@
+"""VBench's score of wan-2.2-t2v-a14b's videos, where its checkpoints are: the reference's run_evaluation.py runs
+VBench's launch/evaluate.py under torch.distributed.run on the six dimensions with `--load_ckpt_from_local=True`, and
+VBench writes `results_<time>_eval_results.json` ({dimension: [mean, [per-video entries]]}) into its output folder.
+
+VBench reads its checkpoints from VBENCH_CACHE_DIR (its own name for them, ~/.cache/vbench where unset) and fetches
+the missing ones at run time; here nothing may be fetched, so the folder must hold them all. VBench pins old
+transformers and numpy < 2 and asks for a CUDA device, so it runs in an environment of its own (`.venv-vbench`,
+the vbench package 0.1.5 and its requirements), never in the toolkit's or the diffusers one.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from ..common.errors import EXIT_FAILURE, UserError
+from ..common.paths import Paths
+
+CACHE_VARIABLE = "VBENCH_CACHE_DIR"
+# What VBench's init_submodules loads for each of the six dimensions in local mode (paths in VBENCH_CACHE_DIR).
+CHECKPOINTS = {
+    "subject_consistency": ("dino_model/dino_vitbase16_pretrain.pth", "dino_model/facebookresearch_dino_main"),
+    "background_consistency": ("clip_model/ViT-B-32.pt",),
+    "motion_smoothness": ("amt_model/amt-s.pth",),
+    "dynamic_degree": ("raft_model/models/raft-things.pth",),
+    "appearance_style": ("clip_model/ViT-B-32.pt",),
+    "scene": ("caption_model/tag2text_swin_14m.pth",),
+}
+RESULTS_GLOB = "results_*_eval_results.json"
+
+
+def checkpoint_dir() -> Path | None:
+    """The folder of VBench's checkpoints the user named (VBENCH_CACHE_DIR), or None."""
+    value = os.environ.get(CACHE_VARIABLE, "").strip()
+    return Path(value).expanduser() if value else None
+
+
+def missing_checkpoints(folder: Path) -> list[str]:
+    """The checkpoints of the six dimensions that `folder` lacks (each named once)."""
+    needed = dict.fromkeys(path for paths in CHECKPOINTS.values() for path in paths)
+    return [path for path in needed if not (folder / path).exists()]
+
+
+def why_not_run(paths: Paths) -> str | None:
+    """Why VBench cannot run here (one sentence), or None where it can."""
+    folder = checkpoint_dir()
+    if folder is None:
+        return (f"{CACHE_VARIABLE} names no folder of VBench's scorer checkpoints (CLIP ViT-B/32, DINO ViT-B/16, "
+                f"RAFT, AMT-S, Tag2Text), and none ships in a package this toolkit can install")
+    missing = missing_checkpoints(folder)
+    if missing:
+        return f"{CACHE_VARIABLE}={folder} lacks {', '.join(missing)} (VBench would fetch them; nothing is fetched here)"
+    if not (paths.vbench_venv / "bin" / "python").is_file():
+        return (f"VBench's own environment {paths.vbench_venv} is not installed (the vbench package 0.1.5 with "
+                f"transformers 4.33.2 and numpy < 2, beside a CUDA build of torch); this toolkit does not make it yet")
+    return None
+
+
+def evaluate_command(paths: Paths, videos: Path, output: Path) -> list[str]:
+    """The reference's VBench command (run_evaluation.py) on one device, in VBench's environment."""
+    return [str(paths.vbench_venv / "bin" / "python"), "-m", "torch.distributed.run", "--standalone",
+            "--nproc_per_node=1", "-m", "vbench.launch.evaluate", f"--videos_path={videos}",
+            f"--output_path={output}", "--load_ckpt_from_local=True", "--dimension", *CHECKPOINTS]
+
+
+def run_vbench(paths: Paths, videos: Path, output: Path) -> Path:
+    """Run VBench on the videos in `videos`; its newest results JSON in `output`. UserError with the end of its
+    output where it fails."""
+    output.mkdir(parents=True, exist_ok=True)
+    environment = {**os.environ, CACHE_VARIABLE: str(checkpoint_dir())}
+    done = subprocess.run(evaluate_command(paths, videos, output), capture_output=True, text=True, check=False,
+                          env=environment)
+    (output / "vbench.log").write_text(done.stdout + done.stderr)
+    found = results_file(output)
+    if done.returncode != 0 or found is None:
+        raise UserError(f"VBench failed (exit status {done.returncode}) on {videos}; the end of its output "
+                        f"({output / 'vbench.log'}):\n{(done.stdout + done.stderr)[-1500:]}", exit_code=EXIT_FAILURE)
+    return found
+
+
+def results_file(output: Path) -> Path | None:
+    """The newest results_<time>_eval_results.json in `output` (as run_evaluation.py's parse_results picks it)."""
+    found = sorted(Path(output).glob(RESULTS_GLOB))
+    return found[-1] if found else None
