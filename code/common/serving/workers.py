@@ -38,8 +38,8 @@ READY_TIMEOUT_S = 60.0
 STOP_GRACE_S = 5.0
 RESERVED_CORES = 2        # for LoadGen's threads and the client's event loop, where workers are pinned
 CHANNEL = "unix socket pair, msgpack frames"
-# Frames from a worker: [READY], [CHUNKS, [[request id, tokens, final(, the answer's text)], ...]],
-# [FAILED, message].
+# Frames from a worker: [READY], [CHUNKS, [[request id, tokens, final(, the answer's text)], ...], its reads of
+# answers so far], [FAILED, message].
 READY, CHUNKS, FAILED = 0, 1, 2
 # Frames to a worker (pickled): (SETUP, {...}), (REQUESTS, [(endpoint number, request), ...]), (CANCEL, [ids]),
 # (QUIT,).
@@ -70,6 +70,7 @@ class Worker:
     def __init__(self, number: int, process: subprocess.Popen, channel: Channel) -> None:
         self.number, self.process, self.channel = number, process, channel
         self.in_flight = 0
+        self.reads = 0            # its reads of answers, as its last frame said (make bench's tokens per read)
         self.ready = asyncio.get_running_loop().create_future()
 
     @property
