@@ -17,7 +17,8 @@ or paced (one event per sequence every 20 ms, as a real engine's decode steps: o
 figure says the tokens per read it was measured at, as counted by the client, not as assumed:
 (p) the client's CPU microseconds per streamed token, the harness's client against the bare single-loop client,
     both ways, the best of runs in turns (bare, harness, bare, harness, bare), and against the goals (8 coalesced,
-    10 at one chunk per read);
+    10 at one chunk per read); at one chunk per read also against vLLM's own benchmark client (`vllm bench serve`,
+    measured the same way: bench_vllm_client.py), where vLLM's environment is made;
 (q) at one chunk per read, the CPU per token of N worker processes (theirs and the LoadGen process's) against one
     loop's (goal: within 10 %), each process carrying one loop's load (N x the requests in flight: workers are
     there to take what one loop cannot), the best of runs in turns (one loop, workers, one loop, workers), per
@@ -189,8 +190,11 @@ def client_figures(ctx, benchmark_name: str) -> list[Figure]:
     prompt_file = folder / "prompts.json"
     workers = max(2, default_workers(1))
     count = max(CLIENT_REQUESTS, PACED_REQUESTS * workers)      # (q)'s workers take N x one loop's requests
-    repeated = (prompts * (count // len(prompts) + 1))[:count]
-    prompt_file.write_text(json.dumps([np.asarray(p).tolist() for p in repeated]))
+    repeated = [np.asarray(p).tolist() for p in (prompts * (count // len(prompts) + 1))[:count]]
+    prompt_file.write_text(json.dumps(repeated))
+    from .bench_vllm_client import vllm_client
+
+    vllm = vllm_client(ctx, benchmark_name, repeated[:PACED_REQUESTS])     # None where vLLM's environment is not
     figures, per_token = [], {}
     for words, flags, requests in CLIENT_SERVERS:
         with fake_server(ctx, benchmark_name, *flags, f"--processes={SERVER_PROCESSES}") as url:
@@ -213,6 +217,9 @@ def client_figures(ctx, benchmark_name: str) -> list[Figure]:
                                "us/token", None, higher_is_better=False),
                         Figure(f"(p) the same against the goal of {goal:g} us", harness["us_per_token"], goal,
                                "us/token", 1.0, higher_is_better=False)]
+            if paced and vllm is not None:
+                figures += vllm_client_figures(ctx, benchmark_name, harness, vllm(url, requests, CLIENT_IN_FLIGHT,
+                                                                                  CLIENT_FIELDS["max_output_tokens"]))
             if paced:
                 one, many = workers_in_turns(measure, workers, requests)
                 figures += workers_figures(ctx, benchmark_name, one, many,
@@ -235,6 +242,16 @@ def client_figures(ctx, benchmark_name: str) -> list[Figure]:
     ctx.log(f"{benchmark_name}: cores the client needs at the CPU per token measured here ({_cores()} cores, "
             f"shared): " + "; ".join(cores))
     return figures
+
+
+def vllm_client_figures(ctx, benchmark_name: str, harness: dict, vllm: dict) -> list[Figure]:
+    """(p) at one chunk per read: the harness's client against vLLM's own benchmark client (bench_vllm_client.py),
+    both on the paced test server with the same prompts and requests in flight."""
+    ctx.log(f"{benchmark_name}: vLLM's client (vllm bench serve), {PACED}: {vllm['us_per_token']:.2f} us/token at "
+            f"{_per_read(vllm)} ({vllm['tokens']:,} tokens, {vllm['tokens_per_second']:,.0f} tokens/s)")
+    return [Figure(f"(p) client CPU per streamed token, {PACED}: harness ({_per_read(harness)}) vs vLLM's client "
+                   f"({_per_read(vllm)})", harness["us_per_token"], vllm["us_per_token"], "us/token", None,
+                   higher_is_better=False)]
 
 
 def workers_in_turns(measure, workers: int, requests: int) -> tuple[dict, dict]:
