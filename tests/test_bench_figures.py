@@ -162,6 +162,11 @@ def test_the_workers_figure_compares_per_token_cpu_against_ten_percent_and_logs_
     assert cost.ratio >= cost.goal                   # 5 % more CPU per token: within the goal of 10 %
     assert "1.00 tokens/read" in cost.label and "0.99 tokens/read" in cost.label
     assert (loops_per_core.value, loops_per_core.baseline) == pytest.approx((5_000 / 0.0525, 5_000 / 0.05))
-    (line,) = logged
+    line = logged[0]
     assert "the LoadGen process 0.50, each worker 5.00, 5.00" in line and "2.00 tokens/wake-up" in line
     assert "all runs 10.50, 12.00" in line and "at 64 in flight (1/2 of the load each) 13.00 us/token" in line
+    # each worker streamed 2,500 tokens/s, half one loop's 5,000: the log says the workers did not get its load
+    assert len(logged) == 2 and "kept 2,500 tokens/s per worker, against one loop's 5,000" in logged[1]
+    logged.clear()
+    bench_serving.workers_figures(Context(), "llama3.1-8b", one, {**many, "tokens_per_second": 10_000.0}, shared, 2)
+    assert len(logged) == 1

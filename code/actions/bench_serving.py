@@ -65,6 +65,7 @@ PACED_REQUESTS = 300
 CLIENT_SERVERS = (("coalesced", ("--writes=answer",), CLIENT_REQUESTS),
                   (PACED, ("--writes=chunk", "--chunk_delay_s=0.02"), PACED_REQUESTS))
 ONE_PER_READ_AT_MOST = 1.2     # tokens per read that still count as one chunk per read
+SLOWER_PACE = 0.8              # (q): workers' tokens/s each under this share of one loop's did not get its load
 CLIENT_ROUNDS = 2              # (p): runs of the harness's client, each between two of the bare client; (q): of each
 CLIENT_TTFT_REQUESTS = 200
 SERVER_PROCESSES = 2           # of each test server of the client figures
@@ -323,6 +324,11 @@ def workers_figures(ctx, benchmark_name: str, one: dict, many: dict, shared: dic
             f"processes at {CLIENT_IN_FLIGHT * workers} in flight (one loop's load each) {described(many)}; the "
             f"same {workers} workers at {CLIENT_IN_FLIGHT} in flight (1/{workers} of the load each) "
             f"{described(shared)}")
+    each = many["tokens_per_second"] / workers
+    if each < SLOWER_PACE * one["tokens_per_second"]:
+        ctx.log(f"{benchmark_name}: (q) the test server kept {each:,.0f} tokens/s per worker, against one loop's "
+                f"{one['tokens_per_second']:,.0f}: the machine was too busy for its pace, so each worker read fewer "
+                f"events per second than one loop, which costs more per token on a busy machine whatever reads them")
     return [Figure(f"(q) client CPU per streamed token, {workers} worker processes in all, one loop's load each "
                    f"({_per_read(many)}) vs one loop ({_per_read(one)}), {PACED}",
                    many["us_per_token"], one["us_per_token"], "us/token", 1 / (1 + GOALS["q_cpu_added"]),
