@@ -119,3 +119,54 @@ def test_what_bench_cannot_run_is_refused_before_anything_runs(tmp_path, kvm_2co
         Bench(Context(args=args, paths=paths, rules=get_round(), detect=lambda: kvm_2core, log=lines.append)).run()
     assert refused.value.exit_code == 2 and str(refused.value).startswith(says)
     assert lines == [] and not (tmp_path / "scratch").exists()
+
+
+def test_workers_are_measured_in_turns_with_one_loop_each_worker_at_one_loops_load():
+    from code.actions import bench_serving
+
+    seen: list[tuple[str, ...]] = []
+    costs = iter([12.0, 14.0, 11.0, 13.5])        # one loop, workers, one loop, workers
+
+    def measure(*flags: str) -> dict:
+        seen.append(flags)
+        return {"us_per_token": next(costs), "flags": flags}
+
+    one, many = bench_serving.workers_in_turns(measure, 3, 300)
+    in_flight = bench_serving.CLIENT_IN_FLIGHT
+    assert seen == [("--client=harness",), ("--client=harness", "--workers=3", f"--in_flight={3 * in_flight}",
+                                            "--requests=900")] * bench_serving.CLIENT_ROUNDS
+    # each side's quietest run, with every run's figure kept
+    assert (one["us_per_token"], one["runs"]) == (11.0, [12.0, 11.0])
+    assert (many["us_per_token"], many["runs"]) == (13.5, [14.0, 13.5])
+
+
+def test_the_workers_figure_compares_per_token_cpu_against_ten_percent_and_logs_each_process():
+    from code.actions import bench_serving
+
+    logged: list[str] = []
+
+    class Context:
+        log = logged.append
+
+    def run(us: float, processes: list[float], reads: int, wakeups: int, runs=()) -> dict:
+        tokens = 10_000
+        return {"us_per_token": us, "tokens": tokens, "cpu_s": sum(processes), "seconds": 2.0,
+                "tokens_per_second": tokens / 2.0, "tokens_per_read": tokens / reads,
+                "tokens_per_wakeup": tokens / wakeups, "process_cpu_s": processes, "runs": list(runs)}
+
+    one = run(10.0, [0.1], 10_000, 4_000, [10.0, 11.0])
+    many = run(10.5, [0.005, 0.05, 0.05], 10_100, 5_000, [10.5, 12.0])
+    shared = run(13.0, [0.01, 0.06, 0.06], 10_000, 5_000)
+    cost, loops_per_core = bench_serving.workers_figures(Context(), "llama3.1-8b", one, many, shared, 2)
+    assert (cost.value, cost.baseline, cost.goal) == (10.5, 10.0, 1 / 1.1)
+    assert cost.ratio >= cost.goal                   # 5 % more CPU per token: within the goal of 10 %
+    assert "1.00 tokens/read" in cost.label and "0.99 tokens/read" in cost.label
+    assert (loops_per_core.value, loops_per_core.baseline) == pytest.approx((5_000 / 0.0525, 5_000 / 0.05))
+    line = logged[0]
+    assert "the LoadGen process 0.50, each worker 5.00, 5.00" in line and "2.00 tokens/wake-up" in line
+    assert "all runs 10.50, 12.00" in line and "at 64 in flight (1/2 of the load each) 13.00 us/token" in line
+    # each worker streamed 2,500 tokens/s, half one loop's 5,000: the log says the workers did not get its load
+    assert len(logged) == 2 and "kept 2,500 tokens/s per worker, against one loop's 5,000" in logged[1]
+    logged.clear()
+    bench_serving.workers_figures(Context(), "llama3.1-8b", one, {**many, "tokens_per_second": 10_000.0}, shared, 2)
+    assert len(logged) == 1

@@ -144,6 +144,26 @@ def test_the_test_server_honours_a_stream_interval():
     assert [len(c) for c in chunks] == [1, 4, 4, 1]
 
 
+def test_a_text_prompt_is_answered_on_all_of_its_text_and_a_stream_that_asks_ends_with_its_usage():
+    from code.common.serving.fake_server import content_key
+
+    def answer(prompt, **more) -> list[dict]:
+        body = stream_of(server.url, {**BODY, "prompt": prompt, **more})
+        return [json.loads(e[6:]) for e in body.split(b"\n\n") if e and b"[DONE]" not in e]
+
+    with StreamingServer(ServerSettings()) as server:
+        first, other = answer("Summarize: the cat sat."), answer("Summarise: the cat sat.")
+        counted = answer("Summarize: the cat sat.", stream_options={"include_usage": True})
+        refused = stream_of(server.url, {**BODY, "prompt": [1, "two"]})
+    ids = [chunk["choices"][0]["token_ids"][0] for chunk in first]
+    # keyed on the whole text: one letter at the start gives another answer (swapped answers show)
+    assert ids == output_ids([content_key(["Summarize: the cat sat."])], 6)
+    assert ids != [chunk["choices"][0]["token_ids"][0] for chunk in other]
+    assert "usage" not in first[-1] and counted[:-1] == first
+    assert counted[-1]["choices"] == [] and counted[-1]["usage"]["completion_tokens"] == 6
+    assert b"prompt must be text or a list of token ids" in refused
+
+
 def test_only_offline_takes_whole_answers():
     from code.common.constants import Scenario
     from code.common.harness.serving_system import client_settings

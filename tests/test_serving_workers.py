@@ -123,7 +123,8 @@ def test_the_client_bench_counts_every_token_of_the_harness_client(workers, answ
     assert run.tokens == 12 * 16 and run.requests == 12 and run.cpu_s >= 0 and run.seconds > 0
     assert len(run.first_token_s) == (12 if rate else 0)
     assert len(run.process_cpu_s) == (1 if workers == 1 else 1 + workers) and sum(run.process_cpu_s) == run.cpu_s
-    assert (0 < run.reads <= 12 * 16 + 24) if workers == 1 else run.reads == 0    # reads counted by one loop only
+    assert 0 < run.reads <= 12 * 16 + 24           # counted by one loop and by workers (their frames say)
+    assert run.wakeups > 0                          # the process waits for the answers: it sleeps and wakes
     assert worker_pids() == []
 
 
@@ -217,3 +218,32 @@ def test_workers_are_pinned_past_the_first_two_cores_only_where_each_has_one(mon
 
     monkeypatch.setattr(workers.os, "sched_getaffinity", lambda pid: set(cores))
     assert workers.worker_cores(count) == pinned
+
+
+def test_requests_reach_a_worker_whole_with_each_settings_sent_once():
+    import dataclasses
+    import pickle
+
+    import numpy as np
+
+    from code.common.generation import Request
+    from code.common.serving.workers import pack_requests, unpack_requests
+
+    from .test_serving import GENERATION
+
+    longer = dataclasses.replace(GENERATION, max_new_tokens=GENERATION.max_new_tokens + 1)
+    chat = {"messages": [{"role": "user", "content": "hi"}]}          # anything not token ids travels as it is
+    first = [(0, Request(7, np.arange(5, dtype=np.int32), GENERATION)), (1, Request(8, chat, longer))]
+    second = [(1, Request(9, np.array([3, 1, 4], dtype=np.int64), dataclasses.replace(GENERATION)))]
+    sent: dict = {}
+    kept: list = []
+    frames = [pickle.loads(pickle.dumps(pack_requests(sent, items))) for items in (first, second)]
+    assert [len(new) for _, new in frames] == [2, 0]        # an equal settings is not sent again
+    got = [unpack_requests(kept, *frame) for frame in frames]
+    for items, arrived in zip((first, second), got):
+        for (number, request), (number_there, there) in zip(items, arrived):
+            assert (number_there, there.id, there.settings) == (number, request.id, request.settings)
+            if isinstance(request.prompt, np.ndarray):
+                assert there.prompt.dtype == request.prompt.dtype and there.prompt.tolist() == request.prompt.tolist()
+            else:
+                assert there.prompt == request.prompt

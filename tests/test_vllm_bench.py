@@ -127,3 +127,37 @@ def test_no_figure_without_vllm_environment(tmp_path):
     ctx = SimpleNamespace(paths=SimpleNamespace(vllm_venv=tmp_path / ".venv-vllm"), log=lines.append)
     assert vllm_bench.vllm_figures(object(), ctx, "llama3.1-8b") == []
     assert len(lines) == 1 and "(m)" in lines[0] and 'make build RUN_ARGS="--harness_type=openai"' in lines[0]
+
+
+def test_vllm_client_is_measured_on_its_requests_alone_and_its_reads_counted():
+    from code.actions.bench_vllm_client import MEASURED_LAUNCHER, WINDOW_MARK, client_args, read_window
+
+    args = client_args(url="http://127.0.0.1:8000", served_name="m", tokenizer="/t", dataset=Path("/d.json"),
+                       prompts=300, in_flight=64, max_tokens=128)
+    flags = {flag: value for flag, value in zip(args, args[1:]) if flag.startswith("--") and not value.startswith("--")}
+    assert flags["--num-prompts"] == "300" and flags["--max-concurrency"] == "64"
+    assert flags["--sharegpt-output-len"] == "128" and flags["--endpoint"] == "/v1/completions"
+    # no request of its own outside the window: no ready check, no warm-ups; every prompt once, in order
+    assert flags["--ready-check-timeout-sec"] == "0" and flags["--num-warmups"] == "0"
+    assert "--disable-shuffle" in args and "--no-oversample" in args
+    assert "ASYNC_REQUEST_FUNCS" in MEASURED_LAUNCHER and "StreamReader.feed_data" in MEASURED_LAUNCHER
+    compile(MEASURED_LAUNCHER, "launcher", "exec")
+
+    window = {"tokens": 1280, "requests": 10, "reads": 1300, "start": [1.0, 100.0, 20], "end": [1.05, 102.0, 1320]}
+    log = f"Successful requests: 10\n{WINDOW_MARK}{json.dumps(window)}\nnanobind: leaked 4 instances!\n"
+    run = read_window(log, Path("client.log"), 10)
+    assert run["us_per_token"] == pytest.approx(0.05 / 1280 * 1e6) and run["tokens_per_read"] == 1280 / 1300
+    assert run["tokens_per_second"] == 640.0 and run["process_cpu_s"] == [pytest.approx(0.05)]
+    with pytest.raises(UserError, match="completed 9 of 10 requests"):
+        read_window(log.replace('"requests": 10', '"requests": 9'), Path("client.log"), 10)
+    with pytest.raises(UserError, match="printed no measurement(.|\n)*client.log"):
+        read_window("Traceback ...", Path("client.log"), 10)
+
+
+def test_no_vllm_client_measurement_without_vllm_environment(tmp_path):
+    from code.actions.bench_vllm_client import vllm_client
+
+    lines = []
+    ctx = SimpleNamespace(paths=SimpleNamespace(vllm_venv=tmp_path / ".venv-vllm"), log=lines.append)
+    assert vllm_client(ctx, "llama3.1-8b", [[1, 2, 3]]) is None
+    assert len(lines) == 1 and 'make build RUN_ARGS="--harness_type=openai"' in lines[0]

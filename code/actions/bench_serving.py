@@ -17,12 +17,18 @@ or paced (one event per sequence every 20 ms, as a real engine's decode steps: o
 figure says the tokens per read it was measured at, as counted by the client, not as assumed:
 (p) the client's CPU microseconds per streamed token, the harness's client against the bare single-loop client,
     both ways, the best of runs in turns (bare, harness, bare, harness, bare), and against the goals (8 coalesced,
-    10 at one chunk per read);
+    10 at one chunk per read); at one chunk per read also against vLLM's own benchmark client (`vllm bench serve`,
+    measured the same way: bench_vllm_client.py), where vLLM's environment is made;
 (q) at one chunk per read, the CPU per token of N worker processes (theirs and the LoadGen process's) against one
-    loop's (goal: within 10 %), per process, and as tokens/s per busy core; streamed tokens/s of N workers against
-    one loop on the coalesced server only where N + the server's processes' cores are free (goal 0.8 x N);
-(r) the first-token latency that worker processes add at p50 and p99, one request at a time as (o) (goal: under
-    1 ms at p50);
+    loop's (goal: within 10 %), each process carrying one loop's load (N x the requests in flight: workers are
+    there to take what one loop cannot), the best of runs in turns (one loop, workers, one loop, workers), per
+    process, with tokens per read and per wake-up, and as tokens/s per busy core; the same N workers at one loop's
+    load in all (each at 1/N of its rate) are logged beside it: on a busy machine a process that reads fewer events
+    per second pays more for each (its caches are cold when it wakes), which is no cost of the workers (one loop at
+    1/N of its load pays the same). Streamed tokens/s of N workers against one loop on the coalesced server only
+    where N + the server's processes' cores are free (goal 0.8 x N);
+(r) the first-token latency that worker processes add at p50 and p99, one request at a time as (o), against one
+    loop measured in the same run (goals: under 1 ms at p50, under 3 ms at p99);
 and the CPU microseconds per token of Offline's whole (non-streamed) answers (goal 2). From the CPU per token at one
 chunk per read (Server and streamed runs) and of whole answers (Offline), the cores the client needs for 120 k, 1 M
 and 2.1 M tokens/s are printed.
@@ -45,7 +51,8 @@ from ..common.tuning.search import round_sig
 from .serving_prompts import prompts_of, served_name
 
 GOALS = {"m": 0.97, "n": 0.8, "o_p50_added_ms": 1.0, "p_coalesced_us": 8.0, "p_one_per_read_us": 10.0,
-         "q_per_worker": 0.8, "q_cpu_added": 0.1, "r_p50_added_ms": 1.0, "whole_us": 2.0}
+         "q_per_worker": 0.8, "q_cpu_added": 0.1, "r_p50_added_ms": 1.0, "r_p99_added_ms": 3.0,
+         "whole_us": 2.0}
 CLIENT_FIELDS = {"max_input_tokens": 512, "max_output_tokens": 128, "total_sample_count": 250}
 CLIENT_REQUESTS = 600          # per measurement: 76,800 streamed tokens
 CLIENT_IN_FLIGHT = 64
@@ -54,10 +61,12 @@ CLIENT_IN_FLIGHT = 64
 # steps, so that each read carries one chunk (64 in flight: 3,200 tokens/s, which a busy 2-core machine keeps
 # pace with); fewer requests, as it runs at the pace's speed (300: 38,400 tokens in about 12 s).
 PACED = "one chunk per read (paced, 20 ms per decode step)"
+PACED_REQUESTS = 300
 CLIENT_SERVERS = (("coalesced", ("--writes=answer",), CLIENT_REQUESTS),
-                  (PACED, ("--writes=chunk", "--chunk_delay_s=0.02"), 300))
+                  (PACED, ("--writes=chunk", "--chunk_delay_s=0.02"), PACED_REQUESTS))
 ONE_PER_READ_AT_MOST = 1.2     # tokens per read that still count as one chunk per read
-CLIENT_ROUNDS = 2              # (p): runs of the harness's client, each between two of the bare client
+SLOWER_PACE = 0.8              # (q): workers' tokens/s each under this share of one loop's did not get its load
+CLIENT_ROUNDS = 2              # (p): runs of the harness's client, each between two of the bare client; (q): of each
 CLIENT_TTFT_REQUESTS = 200
 SERVER_PROCESSES = 2           # of each test server of the client figures
 RATES = (120_000, 1_000_000, 2_100_000)   # tokens/s: one 8-GPU node, a 72-GPU cluster, the largest Offline result
@@ -180,8 +189,13 @@ def client_figures(ctx, benchmark_name: str) -> list[Figure]:
     folder = ctx.paths.bench_dir / f"{benchmark_name}-openai-client"
     folder.mkdir(parents=True, exist_ok=True)
     prompt_file = folder / "prompts.json"
-    prompt_file.write_text(json.dumps([np.asarray(p).tolist() for p in (prompts * 3)[:CLIENT_REQUESTS]]))
     workers = max(2, default_workers(1))
+    count = max(CLIENT_REQUESTS, PACED_REQUESTS * workers)      # (q)'s workers take N x one loop's requests
+    repeated = [np.asarray(p).tolist() for p in (prompts * (count // len(prompts) + 1))[:count]]
+    prompt_file.write_text(json.dumps(repeated))
+    from .bench_vllm_client import vllm_client
+
+    vllm = vllm_client(ctx, benchmark_name, repeated[:PACED_REQUESTS])     # None where vLLM's environment is not
     figures, per_token = [], {}
     for words, flags, requests in CLIENT_SERVERS:
         with fake_server(ctx, benchmark_name, *flags, f"--processes={SERVER_PROCESSES}") as url:
@@ -204,9 +218,13 @@ def client_figures(ctx, benchmark_name: str) -> list[Figure]:
                                "us/token", None, higher_is_better=False),
                         Figure(f"(p) the same against the goal of {goal:g} us", harness["us_per_token"], goal,
                                "us/token", 1.0, higher_is_better=False)]
+            if paced and vllm is not None:
+                figures += vllm_client_figures(ctx, benchmark_name, harness, vllm(url, requests, CLIENT_IN_FLIGHT,
+                                                                                  CLIENT_FIELDS["max_output_tokens"]))
             if paced:
-                figures += workers_figures(ctx, benchmark_name, harness, measure("--client=harness",
-                                                                                  f"--workers={workers}"), workers)
+                one, many = workers_in_turns(measure, workers, requests)
+                figures += workers_figures(ctx, benchmark_name, one, many,
+                                           measure("--client=harness", f"--workers={workers}"), workers)
                 figures += first_token_of_workers(ctx, benchmark_name, url, prompt_file, workers)
             else:
                 figures += scaling_figure(ctx, harness, measure("--client=harness", f"--workers={workers}"), workers)
@@ -225,6 +243,34 @@ def client_figures(ctx, benchmark_name: str) -> list[Figure]:
     ctx.log(f"{benchmark_name}: cores the client needs at the CPU per token measured here ({_cores()} cores, "
             f"shared): " + "; ".join(cores))
     return figures
+
+
+def vllm_client_figures(ctx, benchmark_name: str, harness: dict, vllm: dict) -> list[Figure]:
+    """(p) at one chunk per read: the harness's client against vLLM's own benchmark client (bench_vllm_client.py),
+    both on the paced test server with the same prompts and requests in flight."""
+    ctx.log(f"{benchmark_name}: vLLM's client (vllm bench serve), {PACED}: {vllm['us_per_token']:.2f} us/token at "
+            f"{_per_read(vllm)} ({vllm['tokens']:,} tokens, {vllm['tokens_per_second']:,.0f} tokens/s)")
+    return [Figure(f"(p) client CPU per streamed token, {PACED}: harness ({_per_read(harness)}) vs vLLM's client "
+                   f"({_per_read(vllm)})", harness["us_per_token"], vllm["us_per_token"], "us/token", None,
+                   higher_is_better=False)]
+
+
+def workers_in_turns(measure, workers: int, requests: int) -> tuple[dict, dict]:
+    """(one loop, N workers each carrying one loop's load): the runs of least CPU per token of each, in turns."""
+    flags = {"one": ("--client=harness",),
+             "many": ("--client=harness", f"--workers={workers}", f"--in_flight={CLIENT_IN_FLIGHT * workers}",
+                      f"--requests={requests * workers}")}
+    runs: dict[str, list[dict]] = {"one": [], "many": []}
+
+    def one(side: str) -> float:
+        runs[side].append(measure(*flags[side]))
+        return runs[side][-1]["us_per_token"]
+
+    for _ in range(CLIENT_ROUNDS):
+        one("one")
+        one("many")
+    return tuple({**min(runs[side], key=lambda run: run["us_per_token"]),
+                  "runs": [run["us_per_token"] for run in runs[side]]} for side in ("one", "many"))
 
 
 def best_in_turns(measure) -> tuple[dict, dict]:
@@ -252,18 +298,39 @@ def _per_read(run: dict) -> str:
     return f"{value:.2f} tokens/read" if isinstance(value, (int, float)) and value == value else "reads not counted"
 
 
-def workers_figures(ctx, benchmark_name: str, one: dict, many: dict, workers: int) -> list[Figure]:
-    """(q) at one chunk per read: CPU per token with worker processes (all of them and the LoadGen process's) vs
-    one loop, and per process; tokens/s per busy core (tokens/s over the CPU seconds per second), which means the
-    same on 2 cores as on 200."""
+def _per_wakeup(run: dict) -> str:
+    """A run's tokens per wake-up of its processes (voluntary context switches), in words."""
+    value = run.get("tokens_per_wakeup")
+    counted = isinstance(value, (int, float)) and value == value
+    return f"{value:.2f} tokens/wake-up" if counted else "wake-ups not counted"
+
+
+def workers_figures(ctx, benchmark_name: str, one: dict, many: dict, shared: dict, workers: int) -> list[Figure]:
+    """(q) at one chunk per read: CPU per token of N worker processes (all of them and the LoadGen process's), each
+    carrying one loop's load (`many`), vs one loop (`one`), and per process; tokens/s per busy core (tokens/s over
+    the CPU seconds per second), which means the same on 2 cores as on 200. `shared`: the same N workers at one
+    loop's load in all, logged."""
     def busy(run: dict) -> float:
         return run["tokens_per_second"] / (run["cpu_s"] / run["seconds"]) if run["cpu_s"] else float("nan")
 
-    shares = ", ".join(f"{cpu / many['tokens'] * 1e6:.2f}" for cpu in many.get("process_cpu_s", []))
-    ctx.log(f"{benchmark_name}: {workers} worker processes, {PACED}: {many['us_per_token']:.2f} us/token in all "
-            f"(per process, the LoadGen process's first: {shares}), {busy(many):,.0f} tokens/s per busy core; one "
-            f"loop {one['us_per_token']:.2f} us/token, {busy(one):,.0f} tokens/s per busy core")
-    return [Figure(f"(q) client CPU per streamed token, {workers} worker processes in all vs one loop ({PACED})",
+    def described(run: dict) -> str:
+        shares = ", ".join(f"{cpu / run['tokens'] * 1e6:.2f}" for cpu in run.get("process_cpu_s", [])[1:])
+        return (f"{run['us_per_token']:.2f} us/token" + (f" in all (the LoadGen process "
+                f"{run['process_cpu_s'][0] / run['tokens'] * 1e6:.2f}, each worker {shares})" if shares else "")
+                + f" at {_per_read(run)}, {_per_wakeup(run)}, {run['tokens_per_second']:,.0f} tokens/s, "
+                f"{busy(run):,.0f} tokens/s per busy core" + (f" (all runs {_all(run)})" if run.get("runs") else ""))
+
+    ctx.log(f"{benchmark_name}: {PACED}: one loop at {CLIENT_IN_FLIGHT} in flight {described(one)}; {workers} worker "
+            f"processes at {CLIENT_IN_FLIGHT * workers} in flight (one loop's load each) {described(many)}; the "
+            f"same {workers} workers at {CLIENT_IN_FLIGHT} in flight (1/{workers} of the load each) "
+            f"{described(shared)}")
+    each = many["tokens_per_second"] / workers
+    if each < SLOWER_PACE * one["tokens_per_second"]:
+        ctx.log(f"{benchmark_name}: (q) the test server kept {each:,.0f} tokens/s per worker, against one loop's "
+                f"{one['tokens_per_second']:,.0f}: the machine was too busy for its pace, so each worker read fewer "
+                f"events per second than one loop, which costs more per token on a busy machine whatever reads them")
+    return [Figure(f"(q) client CPU per streamed token, {workers} worker processes in all, one loop's load each "
+                   f"({_per_read(many)}) vs one loop ({_per_read(one)}), {PACED}",
                    many["us_per_token"], one["us_per_token"], "us/token", 1 / (1 + GOALS["q_cpu_added"]),
                    higher_is_better=False),
             Figure(f"(q) the same, tokens/s per busy core", busy(many), busy(one), "tokens/s/core", None)]
@@ -297,7 +364,7 @@ def first_token_of_workers(ctx, benchmark_name: str, url: str, prompt_file: Path
         added = many_ms - one_ms
         ctx.log(f"{benchmark_name}: first token p{percentile}, one request at a time: {workers} workers "
                 f"{many_ms:.3f} ms, one loop {one_ms:.3f} ms: {added:+.3f} ms added")
-        goal = one_ms / (one_ms + GOALS["r_p50_added_ms"]) if percentile == 50 else None
+        goal = one_ms / (one_ms + GOALS[f"r_p{percentile}_added_ms"])
         figures.append(Figure(f"(r) first token p{percentile}: one loop / {workers} workers ({added:+.3f} ms added)",
                               many_ms, one_ms, "ms", goal, higher_is_better=False))
     return figures

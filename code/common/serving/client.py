@@ -120,6 +120,11 @@ class ServingClient:
         if not thread.is_alive():
             loop.close()
 
+    def reads(self) -> int:
+        """The reads of streamed answers so far, this process's and its workers' (as their last frames said)."""
+        return (sum(state.streams.reads for state in self.endpoints if state.streams is not None)
+                + sum(worker.reads for worker in self._workers))
+
     def worker_pids(self) -> list[int]:
         """The process ids of the worker processes (none with one loop), for measurements of their CPU time."""
         return [worker.process.pid for worker in self._workers]
@@ -215,6 +220,7 @@ class ServingClient:
             return
         if self._failure is not None:
             return
+        worker.reads = message[2]
         remote, stream = self._remote, self._stream
         for item in message[1]:
             request_id, tokens, final = item[0], item[1], item[2]

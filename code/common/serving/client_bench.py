@@ -7,7 +7,10 @@ bare single-loop client (baseline.py), streaming `/v1/completions` from a test s
   to a token stream that counts, as the system under test's does, less LoadGen's own calls (two per request). Its
   process's and each worker's seconds are kept apart (CPU per token per process).
 - tokens per read: the tokens over the reads of the answers in the same window, counted (the harness's reader
-  counts its reads, the bare client's socket transports are counted); not counted in worker processes (0).
+  counts its reads, in worker processes too, the bare client's socket transports are counted).
+- wake-ups: the times the client's processes went to sleep and woke (their voluntary context switches, from /proc)
+  in the same window: an event loop sleeps in the kernel between reads, so tokens per wake-up say how many reads one
+  turn of a loop serves.
 - tokens/s: the same window's wall clock.
 - first-token latency: with `rate`, one request at a time at random gaps of mean 1/rate (a fixed seed), from the
   request's submission to its first chunk.
@@ -37,11 +40,16 @@ class ClientRun:
     cpu_s: float = 0.0
     first_token_s: list[float] = field(default_factory=list)
     reads: int = 0                       # 0: not counted
+    wakeups: int = 0                     # 0: not counted
     process_cpu_s: list[float] = field(default_factory=list)   # this process's, then each worker's
 
     @property
     def tokens_per_read(self) -> float:
         return self.tokens / self.reads if self.reads else float("nan")
+
+    @property
+    def tokens_per_wakeup(self) -> float:
+        return self.tokens / self.wakeups if self.wakeups else float("nan")
 
     @property
     def us_per_token(self) -> float:
@@ -59,6 +67,22 @@ def process_cpu_s(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def wakeups(pid: int | str = "self") -> int:
+    """The voluntary context switches of every thread of process `pid` so far (0 once it is gone)."""
+    total = 0
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    for thread in threads:
+        try:
+            with open(f"/proc/{pid}/task/{thread}/status") as file:
+                total += next(int(line.split()[1]) for line in file if line.startswith("voluntary_ctxt_switches"))
+        except (OSError, StopIteration):
+            pass
+    return total
 
 
 def own_cpu_s() -> float:
@@ -111,7 +135,8 @@ def harness_run(url: str, model: str, prompts: Sequence[Sequence[int]], max_toke
     try:
         pids = client.worker_pids()
         cpu = [own_cpu_s(), *(process_cpu_s(pid) for pid in pids)]
-        reads = _reads(client)
+        woke = sum(wakeups(pid) for pid in ("self", *pids))
+        reads = client.reads()
         start = time.perf_counter()
         if rate > 0:
             gaps = random.Random(0)
@@ -128,25 +153,23 @@ def harness_run(url: str, model: str, prompts: Sequence[Sequence[int]], max_toke
         stream.done.wait(3600)
         seconds = time.perf_counter() - start
         cpu = [end - begin for begin, end in zip(cpu, [own_cpu_s(), *(process_cpu_s(pid) for pid in pids)])]
-        reads = 0 if pids else _reads(client) - reads
+        woke = sum(wakeups(pid) for pid in ("self", *pids)) - woke
+        reads = client.reads() - reads
     finally:
         client.close()
     if stream.error is not None:
         raise stream.error
-    return ClientRun(stream.tokens, stream.finished, seconds, sum(cpu), stream.first_token_s, reads, cpu)
-
-
-def _reads(client) -> int:
-    return sum(state.streams.reads for state in client.endpoints if state.streams is not None)
+    return ClientRun(stream.tokens, stream.finished, seconds, sum(cpu), stream.first_token_s, reads, woke, cpu)
 
 
 def bare_run(url: str, model: str, prompts: Sequence[Sequence[int]], max_tokens: int, in_flight: int) -> ClientRun:
     from .baseline import bare_run as run
 
-    cpu = own_cpu_s()
+    cpu, woke = own_cpu_s(), wakeups()
     result = run(url, model, prompts, max_tokens, in_flight)
-    cpu = own_cpu_s() - cpu
-    return ClientRun(result.tokens, result.requests, result.seconds, cpu, result.first_token_s, result.reads, [cpu])
+    cpu, woke = own_cpu_s() - cpu, wakeups() - woke
+    return ClientRun(result.tokens, result.requests, result.seconds, cpu, result.first_token_s, result.reads, woke,
+                     [cpu])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -171,6 +194,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         run = harness_run(ns.url, ns.model, prompts, ns.max_tokens, ns.in_flight, ns.workers, ns.answers, ns.rate)
     print(json.dumps({**asdict(run), "us_per_token": run.us_per_token, "tokens_per_read": run.tokens_per_read,
+                      "tokens_per_wakeup": run.tokens_per_wakeup,
                       "tokens_per_second": run.tokens_per_second}), flush=True)
 
 

@@ -11,7 +11,9 @@ log: output token i of a prompt is `first + (key + i) % 1000`, and its text is "
 tokenizes the text reads it back with `encode_test_text`). The key depends on the whole prompt (`prompt_key`: the
 CRC-32 of its ids), so that prompts that share their last ids (every chat-templated prompt ends in the same ones)
 get answers of their own, and a client that mixes two requests' answers up gives another accuracy log. A chat's or
-an audio clip's prompt is its `content_key` (text, and the bytes of images and audio as decoded from the request).
+an audio clip's prompt is its `content_key` (text, and the bytes of images and audio as decoded from the request),
+and so is a completion's prompt sent as text (as vLLM's benchmark client sends it): all of its text. A stream that
+asks for usage (`stream_options.include_usage`) ends with a chunk that counts its tokens, as vLLM's does.
 With `eos_every=k`, a prompt whose key is a multiple of k ends on EOS after its first (min_tokens-respecting)
 tokens, with finish reason "stop".
 
@@ -219,8 +221,18 @@ class StreamingServer:
 
     async def _completions(self, request):
         body = await request.json()
-        return await self._answer(request, body, [int(t) for t in body.get("prompt") or ()],
-                                  int(body.get("max_tokens", 16)), "text_completion")
+        prompt = body.get("prompt") or ()
+        if isinstance(prompt, str):     # a text prompt (as vLLM's benchmark client sends): keyed on all its text
+            return await self._answer(request, body, [content_key([prompt])], int(body.get("max_tokens", 16)),
+                                      "text_completion")
+        try:
+            ids = [int(t) for t in prompt]
+        except (ValueError, TypeError):
+            from aiohttp import web
+
+            return web.json_response({"error": {"message": "prompt must be text or a list of token ids"}},
+                                     status=400)
+        return await self._answer(request, body, ids, int(body.get("max_tokens", 16)), "text_completion")
 
     async def _chat(self, request):
         body = await request.json()
@@ -272,8 +284,9 @@ class StreamingServer:
         self.running += 1
         try:
             await response.prepare(request)
+            usage = (body.get("stream_options") or {}).get("include_usage") is True
             await self._stream(request, response, ids, eos, with_ids, kind, pieces,
-                               int(body.get("stream_interval") or 0))
+                               int(body.get("stream_interval") or 0), usage)
         except ConnectionError:
             pass             # the client went away (or the fault closed the connection)
         finally:
@@ -290,9 +303,10 @@ class StreamingServer:
         return {"object": kind.removesuffix(".chunk"), "model": self.settings.model, "choices": [choice]}
 
     async def _stream(self, request, response, ids: list[int], eos: int | None, with_ids: bool, kind: str,
-                      pieces: list[str] | None = None, interval: int = 0) -> None:
+                      pieces: list[str] | None = None, interval: int = 0, usage: bool = False) -> None:
         """The answer's chunks: `tokens_per_chunk` each, or with the request's `stream_interval` (vLLM's) the first
-        token alone and then that many per chunk."""
+        token alone and then that many per chunk; with `usage` (stream_options.include_usage) a last chunk without
+        choices that counts the tokens, as vLLM's."""
         settings = self.settings
         step = len(ids) if settings.fault == "one_chunk" else max(1, settings.tokens_per_chunk)
         bounds = [0, *range(1, len(ids), interval)] if interval > 1 and step == 1 else list(range(0, len(ids), step))
@@ -321,6 +335,9 @@ class StreamingServer:
             if not coalesced:
                 await response.write(b"".join(events))
                 events.clear()
+        if usage:
+            events.append(_event({"object": kind, "model": settings.model, "choices": [], "usage": {
+                "prompt_tokens": 0, "completion_tokens": len(ids), "total_tokens": len(ids)}}))
         events.append(b"data: [DONE]\n\n")
         await response.write(b"".join(events))
         self.requests += 1

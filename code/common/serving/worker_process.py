@@ -15,7 +15,7 @@ import msgspec
 from .channel import Channel
 from .sse_protocol import new_event_loop
 from .transport import Transport
-from .workers import CANCEL, CHUNKS, FAILED, QUIT, READY, REQUESTS, SETUP
+from .workers import CANCEL, CHUNKS, FAILED, QUIT, READY, REQUESTS, SETUP, unpack_requests
 
 
 class _WorkerLoop:
@@ -28,6 +28,7 @@ class _WorkerLoop:
         self.transport: Transport | None = None
         self.tasks: dict[int, asyncio.Task] = {}   # request id: its task, until it ends
         self.pending: list[list] = []
+        self.settings: list = []                 # the requests' settings, by number (workers.pack_requests)
         self.texts: dict[int, str] = {}          # answers' texts, sent with their final chunks (setup's answer_text)
         self.quit = self.loop.create_future()
 
@@ -57,7 +58,13 @@ class _WorkerLoop:
     def _flush(self) -> None:
         if self.pending:
             pending, self.pending = self.pending, []
-            self.channel.send(self.encoder.encode([CHUNKS, pending]))
+            self.channel.send(self.encoder.encode([CHUNKS, pending, self._reads()]))
+
+    def _reads(self) -> int:
+        """The reads of answers so far, over every endpoint (make bench's tokens per read)."""
+        transport = self.transport
+        return sum(state.streams.reads for state in transport.endpoints if state.streams is not None) if transport \
+            else 0
 
     def _frame(self, data: bytes) -> None:
         message = pickle.loads(data)
@@ -65,7 +72,7 @@ class _WorkerLoop:
         if kind == SETUP:
             self.loop.create_task(self._setup(message[1]))
         elif kind == REQUESTS:
-            for number, request in message[1]:
+            for number, request in unpack_requests(self.settings, message[1], message[2]):
                 self.tasks[request.id] = self.loop.create_task(self._run(number, request))
         elif kind == CANCEL:
             for request_id in message[1]:
