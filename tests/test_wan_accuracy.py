@@ -147,3 +147,12 @@ def test_vbenchs_environment_is_made_only_where_a_score_is_asked_for(tmp_path: P
     BENCHMARK.make_environment(paths, said.append)
     assert made == [("diffusers", ".venv-diffusers"), ("vbench", ".venv-vbench")]
     assert said and "VBENCH_CACHE_DIR is set" in said[0]
+
+
+def test_a_vbench_failure_names_its_root_cause() -> None:
+    """VBench's output where it ran in its environment on a machine without a GPU (recorded here): the message
+    names NCCL's error, not torchrun's summary that ends the output."""
+    recorded = (Path(__file__).parent / "fixtures" / "wan" / "vbench_no_gpu.log").read_text()
+    assert recorded.rstrip().endswith("=" * 60)
+    assert vbench.root_cause(recorded) == "ValueError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!"
+    assert vbench.root_cause("ok\n") is None

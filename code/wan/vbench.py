@@ -12,6 +12,7 @@ makes make build and make run install that environment (gigabytes: nobody else p
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -31,6 +32,8 @@ CHECKPOINTS = {
     "scene": ("caption_model/tag2text_swin_14m.pth",),
 }
 RESULTS_GLOB = "results_*_eval_results.json"
+# A Python exception's last line (`ValueError: ...`); torchrun's own ChildFailedError after it names no cause.
+ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception): \S")
 
 
 def checkpoint_dir() -> Path | None:
@@ -87,9 +90,19 @@ def run_vbench(paths: Paths, videos: Path, output: Path) -> Path:
     (output / "vbench.log").write_text(done.stdout + done.stderr)
     found = results_file(output)
     if done.returncode != 0 or found is None:
-        raise UserError(f"VBench failed (exit status {done.returncode}) on {videos}; the end of its output "
-                        f"({output / 'vbench.log'}):\n{(done.stdout + done.stderr)[-1500:]}", exit_code=EXIT_FAILURE)
+        cause = root_cause(done.stdout + done.stderr)
+        raise UserError(f"VBench failed (exit status {done.returncode}) on {videos}"
+                        f"{f': {cause}' if cause else ''}; the end of its output ({output / 'vbench.log'}):\n"
+                        f"{(done.stdout + done.stderr)[-1500:]}", exit_code=EXIT_FAILURE)
     return found
+
+
+def root_cause(output: str) -> str | None:
+    """The exception VBench's own process ended with (e.g. NCCL finding no GPU), which torchrun's summary at the end
+    of the output does not name; None where there is none."""
+    errors = [line.strip() for line in output.splitlines()
+              if ERROR_LINE.match(line.strip()) and "ChildFailedError" not in line]
+    return errors[-1] if errors else None
 
 
 def results_file(output: Path) -> Path | None:
