@@ -59,7 +59,7 @@ class Environment:
 # Every environment the toolkit creates. The docker images install these same locks.
 ENVIRONMENTS = (Environment("main", ("dev",)), Environment("tensorrt", ("dev", "tensorrt")),
                 Environment("triton", (), standalone=True), Environment("vllm", (), standalone=True),
-                Environment("diffusers", (), standalone=True))
+                Environment("diffusers", (), standalone=True), Environment("vbench", (), standalone=True))
 TOOLKIT_ENVIRONMENTS = tuple(env for env in ENVIRONMENTS if not env.standalone)
 
 

@@ -94,6 +94,20 @@ def test_the_vllm_environment_is_the_cpu_build_without_torchvision():
     assert ENV.digest_inputs(ENV.environment_named("triton")) == ENV.pins(ENV.environment_named("triton"))
 
 
+def test_the_vbench_environment_is_vbenchs_old_pins_with_cuda_torch():
+    """VBench pins transformers 4.33.2 and numpy<2 and evaluates on a CUDA device only: its lock stands alone, with
+    PyPI's CUDA build of torch (its nvidia-*-cu12 libraries are wheels), for Linux x86-64, and setuptools below 81
+    (openai-clip imports pkg_resources)."""
+    vbench = ENV.environment_named("vbench")
+    locked = ENV.locked_versions(vbench.lock)
+    assert vbench.standalone and vbench.venv.name == ".venv-vbench" and vbench not in ENV.TOOLKIT_ENVIRONMENTS
+    assert locked["vbench"] == "0.1.5" and locked["transformers"] == "4.33.2" and locked["numpy"].startswith("1.")
+    assert "+" not in locked["torch"] and "nvidia-cudnn-cu12" in locked and "torchvision" in locked
+    assert int(locked["setuptools"].split(".")[0]) < 81 and "mlcommons-loadgen" not in locked
+    settings = ENV.settings(vbench)
+    assert settings["platform"].startswith("x86_64-manylinux") and "find-links" not in settings
+
+
 def test_find_links_takes_the_first_readable_location(tmp_path, monkeypatch):
     vllm = ENV.environment_named("vllm")
     data = {"tool": {"toolkit": {"environments": {"vllm": {

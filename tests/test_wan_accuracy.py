@@ -14,6 +14,7 @@ from code.common.errors import UserError
 from code.common.paths import Paths
 from code.common.rules import get_round
 from code.wan import accuracy, vbench
+from code.wan import models as wan_models
 from code.wan import reference as ref
 
 PATTERN = get_round().benchmark("wan-2.2-t2v-a14b").accuracy_pattern
@@ -112,10 +113,46 @@ def test_vbench_says_why_it_does_not_run(tmp_path: Path, monkeypatch: pytest.Mon
         (cache / path).parent.mkdir(parents=True, exist_ok=True)
         (cache / path).write_bytes(b"x")
     why = vbench.why_not_run(paths)
-    assert "VBench's own environment" in why and ".venv-vbench" in why
+    assert "VBench's own environment" in why and ".venv-vbench" in why and "with VBENCH_CACHE_DIR set" in why
     value, text = accuracy.accuracy_text(None, 4, why)
     assert math.isnan(value) and text.startswith(f"no accuracy figure was computed: {why}")
     command = vbench.evaluate_command(paths, tmp_path / "videos", tmp_path / "out")
     assert set(vbench.CHECKPOINTS) == set(accuracy.DIMENSIONS)
     assert command[-7:] == ["--dimension", *vbench.CHECKPOINTS]
     assert "--load_ckpt_from_local=True" in command and "vbench.launch.evaluate" in command
+
+
+def test_vbenchs_environment_is_made_only_where_a_score_is_asked_for(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """wan's make_environment (what make build and make run call) installs the diffusers environment always and
+    VBench's (gigabytes) only where VBENCH_CACHE_DIR names its checkpoints, each through the locked bootstrap."""
+    from code.wan.benchmark import BENCHMARK
+
+    paths = Paths.create(scratch=tmp_path / "scratch", repo=tmp_path / "repo")
+    (paths.diffusers_venv / "bin").mkdir(parents=True)
+    (paths.diffusers_venv / "bin" / "python").write_text("")
+    made: list[tuple[str, str]] = []
+
+    def install(paths_: Paths, name: str, venv: Path, log) -> None:
+        made.append((name, venv.name))
+
+    monkeypatch.setattr(wan_models, "install_environment", install)
+    monkeypatch.setattr(vbench, "install_environment", install)
+    said: list[str] = []
+    monkeypatch.delenv(vbench.CACHE_VARIABLE, raising=False)
+    BENCHMARK.make_environment(paths, said.append)
+    assert made == [("diffusers", ".venv-diffusers")] and not said
+    monkeypatch.setenv(vbench.CACHE_VARIABLE, str(tmp_path / "cache"))
+    made.clear()
+    BENCHMARK.make_environment(paths, said.append)
+    assert made == [("diffusers", ".venv-diffusers"), ("vbench", ".venv-vbench")]
+    assert said and "VBENCH_CACHE_DIR is set" in said[0]
+
+
+def test_a_vbench_failure_names_its_root_cause() -> None:
+    """VBench's output where it ran in its environment on a machine without a GPU (recorded here): the message
+    names NCCL's error, not torchrun's summary that ends the output."""
+    recorded = (Path(__file__).parent / "fixtures" / "wan" / "vbench_no_gpu.log").read_text()
+    assert recorded.rstrip().endswith("=" * 60)
+    assert vbench.root_cause(recorded) == "ValueError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!"
+    assert vbench.root_cause("ok\n") is None

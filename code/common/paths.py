@@ -163,7 +163,8 @@ class Paths:
 
     @property
     def vbench_venv(self) -> Path:
-        """VBench's environment (old transformers, numpy < 2), which scores generated videos."""
+        """VBench's environment (requirements/vbench.txt: old transformers, numpy < 2, CUDA torch), which scores
+        generated videos."""
         return self.repo / ".venv-vbench"
 
     @property

@@ -65,7 +65,11 @@ class WanBenchmark(GenerativeBenchmark):
                                          "total_sample_count": 4, "offline_expected_qps": PerCore(0.02)})
 
     def make_environment(self, paths: Paths, log: Log) -> None:
+        """The diffusers environment, and VBench's where VBENCH_CACHE_DIR asks for a score (vbench.py)."""
+        from . import vbench
+
         wan_models.make_environment(paths, log)
+        vbench.make_environment(paths, log)
 
     def download_model(self, model: str, paths: Paths, log: Log) -> Path:
         return wan_models.download_model(model, paths, log)

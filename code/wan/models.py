@@ -74,15 +74,21 @@ def python(paths: Paths) -> Path:
 
 def make_environment(paths: Paths, log: Log) -> Path:
     """The diffusers environment, hash-checked from requirements/diffusers.txt (minutes the first time)."""
+    install_environment(paths, ENVIRONMENT, paths.diffusers_venv, log)
+    return python(paths)
+
+
+def install_environment(paths: Paths, name: str, venv: Path, log: Log) -> None:
+    """Install the standalone environment `name` into `venv` through the hash-checked bootstrap (nothing when it is
+    up to date); UserError with the end of the installer's messages where it fails."""
     bootstrap = paths.repo / "scripts" / "bootstrap_venv.py"
-    done = subprocess.run([sys.executable, str(bootstrap), "--environment", ENVIRONMENT, "--venv",
-                           str(paths.diffusers_venv)], capture_output=True, text=True, check=False)
+    done = subprocess.run([sys.executable, str(bootstrap), "--environment", name, "--venv", str(venv)],
+                          capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise UserError(f"The diffusers environment could not be installed into {paths.diffusers_venv}: "
+        raise UserError(f"The {name} environment could not be installed into {venv}: "
                         f"{(done.stderr or done.stdout).strip()[-800:]} (the package registry must be reachable).",
                         exit_code=EXIT_FAILURE)
-    log(done.stdout.strip().splitlines()[-1] if done.stdout.strip() else f"{paths.diffusers_venv} is ready")
-    return python(paths)
+    log(done.stdout.strip().splitlines()[-1] if done.stdout.strip() else f"{venv} is ready")
 
 
 def worker_command(paths: Paths, *args: str) -> list[str]:
