@@ -67,6 +67,15 @@ def test_videos_through_loadgen_decode_to_the_size_and_repeat_byte_for_byte(wan_
     assert sorted(again) == [0, 1] and all(again[i] == videos[i] for i in again)
 
 
+def test_generate_engines_takes_the_pipeline_folder_as_its_engine(wan_paths) -> None:
+    """make generate_engines (a step of make run) on a diffusers folder: the folder is the engine, checked by the
+    benchmark (its architecture and latent), not taken for a missing model file."""
+    lines: list[str] = []
+    assert main(["--action=generate_engines", f"--scratch_path={wan_paths.scratch}", *RUN[:3],
+                 "--scenarios=Offline"], log=lines.append) == 0, "\n".join(lines)
+    assert "no engine file: the engines load" in "\n".join(lines)
+
+
 def test_a_prompt_file_that_is_not_the_248_is_refused(tmp_path: Path) -> None:
     short = tmp_path / "vbench_prompts.txt"
     short.write_text("a cat\na dog\n")
