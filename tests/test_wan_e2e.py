@@ -76,6 +76,45 @@ def test_generate_engines_takes_the_pipeline_folder_as_its_engine(wan_paths) -> 
     assert "no engine file: the engines load" in "\n".join(lines)
 
 
+def test_a_model_folder_changed_since_it_was_made_or_first_used_is_known(wan_paths, tmp_path: Path) -> None:
+    """Every file of the pipeline folder is known by its content: the substitute changed in place at the same size
+    is written again; the closed model's folder changed since its first use stops the run, naming the file."""
+    import shutil
+
+    from code.common.integrity import record_path
+
+    paths = Paths.create(scratch=tmp_path / "scratch", log_dir=tmp_path / "logs")
+    folder = models.model_folder(paths, models.SUBSTITUTE)
+    shutil.copytree(models.model_folder(wan_paths, models.SUBSTITUTE), folder)
+    lines: list[str] = []
+    assert models.download_model(models.SUBSTITUTE, paths, lines.append) == folder
+    assert record_path(folder).is_file()                          # recorded at first use, nothing written again
+    assert not any("writing" in line for line in lines)
+    config = folder / "transformer_2" / "config.json"
+    config.write_text(config.read_text().replace(" ", "\t"))      # the same size, other bytes
+    lines.clear()
+    models.download_model(models.SUBSTITUTE, paths, lines.append)
+    said = "\n".join(lines)
+    assert f"{config} does not match the sha256 recorded" in said and f"writing the {models.SUBSTITUTE} again" in said
+    assert "\t" not in config.read_text()
+
+    # The user's own folder: recorded at first use, then a changed file stops it (exit 1), nothing rewritten.
+    user = tmp_path / "user" / "wan-2.2-t2v-a14b"
+    shutil.copytree(folder, user)
+    lines.clear()
+    models.verify_folder(user, models.CLOSED, lines.append)
+    assert "recording the sha256" in lines[0] and record_path(user).is_file()
+    models.verify_folder(user, models.CLOSED, lines.append)      # unchanged: taken as it is
+    latent = user / ref.FIXED_LATENT
+    data = bytearray(latent.read_bytes())
+    data[len(data) // 2] ^= 0xFF                                  # one byte flipped, the same size
+    latent.write_bytes(bytes(data))
+    with pytest.raises(UserError) as refused:
+        models.verify_folder(user, models.CLOSED, lines.append)
+    assert refused.value.exit_code == 1 and str(latent) in str(refused.value)
+    assert f"delete {record_path(user)}" in str(refused.value)
+
+
 def test_a_prompt_file_that_is_not_the_248_is_refused(tmp_path: Path) -> None:
     short = tmp_path / "vbench_prompts.txt"
     short.write_text("a cat\na dog\n")

@@ -100,6 +100,17 @@ def write_record(path: Path, companions: tuple[Path, ...] = ()) -> dict[str, Fil
     return digests
 
 
+def write_folder_record(folder: Path) -> dict[str, FileDigest]:
+    """Record the digests of every file under `folder` as they are now, beside it (record_path), each by its path
+    from the folder's parent: read_record and record_problem read it as they read a file's record."""
+    folder = Path(folder)
+    digests = {p.relative_to(folder.parent).as_posix(): FileDigest.of(p)
+               for p in sorted(folder.rglob("*")) if p.is_file()}
+    body = {"files": {name: d.to_dict() for name, d in digests.items()}}
+    write_atomically(record_path(folder), json.dumps(body, indent=1) + "\n")
+    return digests
+
+
 def forget_record(path: Path) -> None:
     record_path(path).unlink(missing_ok=True)
 

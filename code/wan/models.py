@@ -16,12 +16,15 @@ make run install through the same hash-checked bootstrap as every environment (s
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Callable
 
 from ..common.errors import EXIT_FAILURE, UserError
+from ..common.integrity import (DamagedInput, forget_record, read_record, record_path, record_problem,
+                                write_folder_record)
 from ..common.paths import Paths
 from . import reference as ref
 from .datasets import check_prompts, official_file
@@ -100,6 +103,12 @@ def download_model(model: str, paths: Paths, log: Log) -> Path:
     make_environment(paths, log)
     folder = model_folder(paths, model)
     if model == SUBSTITUTE:
+        recorded = read_record(folder)
+        changed = record_problem(folder, recorded) if recorded is not None else None
+        if changed is not None:      # the toolkit's own files, made from fixed seeds: written again
+            log(f"{changed}: writing the {SUBSTITUTE} again")
+            shutil.rmtree(folder)
+            forget_record(folder)
         if not (folder / "model_index.json").is_file() or not fixed_latent(paths, model).is_file():
             prompts = official_file(paths, ref.PROMPTS_FILE)
             if not prompts.is_file():
@@ -110,12 +119,30 @@ def download_model(model: str, paths: Paths, log: Log) -> Path:
             log(f"{SUBSTITUTE}: writing the embedded substitute into {folder} ({SUBSTITUTE_LABEL})")
             height, width, frames = SUBSTITUTE_SIZE
             make_substitute(paths, folder, prompts, height, width, frames)
+            forget_record(folder)
         check_folder(paths, model)
+        if read_record(folder) is None:
+            write_folder_record(folder)
         return folder
     if model != CLOSED:
         raise UserError(f"Unknown model '{model}' for {ref.NAME}. Valid choices: {CLOSED}, {SUBSTITUTE}.")
     check_folder(paths, model)
+    verify_folder(folder, model, log)
     return folder
+
+
+def verify_folder(folder: Path, model: str, log: Log) -> None:
+    """The user's model folder as it was when first used: its files' digests recorded then (hashing it once; later
+    runs compare each large file's size and time), and DamagedInput naming a file changed since."""
+    recorded = read_record(folder)
+    if recorded is None:
+        log(f"{model}: recording the sha256 of the files of {folder} (once: later runs check them against it)")
+        write_folder_record(folder)
+        return
+    changed = record_problem(folder, recorded)
+    if changed is not None:
+        raise DamagedInput(f"{changed} since {model} was first used, so it is not run",
+                           f"Restore the model folder, or delete {record_path(folder)} to take it as it is now")
 
 
 def make_substitute(paths: Paths, folder: Path, prompts: Path, height: int, width: int, frames: int) -> None:
