@@ -236,12 +236,12 @@ def default_scenarios(ctx: Context, benchmarks: tuple[str, ...]) -> tuple[Scenar
 def own_load_generator_type(benchmarks: tuple[str, ...]) -> str | None:
     """The harness type of the load generator every chosen benchmark runs on only (a harness plug-in with its own
     load generator), where they all do; None otherwise."""
-    from ..common.benchmark_api import generative
-    from ..common.harness.registry import HARNESSES
+    from ..common.benchmark_api import endpoints_only
+    from ..common.harness.registry import own_load_generator_type
 
-    only = [b for b in benchmarks if get_benchmark(b).generates_tokens and generative(get_benchmark(b)).endpoints_only]
-    own = [p.harness_type for p in HARNESSES.loaded() if p.own_load_generator]
-    return own[0] if only and len(only) == len(benchmarks) and own else None
+    if not benchmarks or not all(endpoints_only(get_benchmark(b)) for b in benchmarks):
+        return None
+    return own_load_generator_type()
 
 
 def embedded_fields(default: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:

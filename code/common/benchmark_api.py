@@ -491,6 +491,12 @@ def generative(benchmark: "Benchmark") -> GenerativeBenchmark:
     return cast(GenerativeBenchmark, benchmark)
 
 
+def endpoints_only(benchmark: "Benchmark") -> bool:
+    """Whether the round runs `benchmark` on the MLCommons endpoints client only (GenerativeBenchmark.endpoints_only):
+    no LoadGen harness runs it."""
+    return bool(benchmark.generates_tokens) and generative(benchmark).endpoints_only
+
+
 
 
 # name -> "module:attribute" of its Benchmark object, imported on first use. A benchmark outside code/ registers

@@ -222,6 +222,12 @@ def harness_types() -> tuple[str, ...]:
     return tuple(dict.fromkeys(p.harness_type for p in HARNESSES.loaded()))
 
 
+def own_load_generator_type() -> str | None:
+    """The harness type whose plug-in brings its own load generator (HarnessPlugin.own_load_generator: the endpoints
+    client's); None where no such plug-in is registered."""
+    return next((p.harness_type for p in HARNESSES.loaded() if p.own_load_generator), None)
+
+
 def of_type(harness_type: str, generates_tokens: bool | None = None) -> list[HarnessPlugin]:
     """The plug-ins serving `harness_type` (and, unless None, benchmarks that generate tokens or not), in order."""
     return [p for p in HARNESSES.loaded() if p.harness_type == harness_type

@@ -111,14 +111,13 @@ def check_selection(ctx, benchmark_name: str, fields: Mapping[str, Any]):
 def refuse_loadgen_for_endpoints_only(benchmark, harness_type: str) -> None:
     """A benchmark the round runs on its own load generator only (GenerativeBenchmark.endpoints_only) is refused by
     LoadGen's harnesses before anything is downloaded, naming the harness type that runs it."""
-    from .registry import HARNESSES, of_type
+    from ..benchmark_api import endpoints_only
+    from .registry import of_type, own_load_generator_type
 
-    if not benchmark.generates_tokens or not generative(benchmark).endpoints_only \
-            or any(p.own_load_generator for p in of_type(harness_type)):
+    if not endpoints_only(benchmark) or any(p.own_load_generator for p in of_type(harness_type)):
         return
-    own = [p.harness_type for p in HARNESSES.loaded() if p.own_load_generator]
     raise UserError(f"{benchmark.name} runs on the MLCommons endpoints client only (the round has no LoadGen result "
-                    f"of it): add --harness_type={own[0] if own else '?'} (documentation/endpoints.md).")
+                    f"of it): add --harness_type={own_load_generator_type() or '?'} (documentation/endpoints.md).")
 
 
 def refuse_taken_run_dir(run_dir: Path, log_root: Path, audit: bool = False) -> None:
