@@ -2,7 +2,8 @@
 
 The LOG_DIR is the one given (LOG_DIR=...) or else the newest under build/logs. A planned test whose run folder, or
 one of its retry folders, holds a completed VALID record made as asked now is skipped: the same resolved config
-fields (but those a sweep of the engine chose then and now: tuning/measured_layout), workload setting (harness), --test_run and running servers (--endpoints, compared as machines and ports).
+fields (but those a sweep of the engine chose then and now: tuning/measured_layout), workload setting (harness),
+--test_run and running servers (--endpoints, compared as machines and ports).
 A completed record made otherwise stops the plan, saying what differs: reusing it would stage a result of other
 settings, and running again beside it would leave two kinds of runs in one LOG_DIR. One whose attempts
 are all INVALID, failed, interrupted, unreadable or without a record runs again into a fresh retry folder beside
