@@ -102,7 +102,9 @@ def client_test(label: str, name: str, served_model: str, workload: ClientWorklo
                           schedule_rng_seed=rules.seeds.schedule_rng_seed,
                           min_duration_ms=0 if test_run else rules.min_duration_ms,
                           tokenizer=workload.tokenizer, model_params=dict(workload.model_params),
-                          load_pattern=dict(workload.load_pattern), timeout_s=workload.timeout_s)
+                          load_pattern=dict(workload.load_pattern), timeout_s=workload.timeout_s,
+                          test_type=workload.test_type, api_type=workload.api_type,
+                          n_samples_to_issue=workload.n_samples_to_issue)
     notes = (*workload.notes, *(("a test run (--test_run): min_duration_ms 0, never submittable",) if test_run
                                 else ()))
     return ClientTest(label=label, config=config, accuracy=accuracy, targets=dict(workload.targets),

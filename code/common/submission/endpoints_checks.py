@@ -9,7 +9,8 @@ the file and the fix named.
 - the run complete, every issued sample completed and none failed;
 - an accuracy score of the accuracy data set, over the round's accuracy sample count (a test run's subset is a
   warning with --allow_test_runs). The checker compares no endpoints figure with a target except
-  qwen3-vl's; the toolkit gates the figures when the run is made (the run's record), not here.
+  qwen3-vl's; the toolkit gates the figures when the run is made (the run's record), not here;
+- the accuracy folder's extra files where the round asks them (wan's videos/: `extra_files_check`).
 """
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from .checker_rules import ERROR, ScenarioContext, check_measurements, check_scenario, read_json_object
+from .checker_rules import (ERROR, ScenarioContext, check_artefacts, check_measurements, check_scenario,
+                            read_json_object)
 from .endpoints_tree import ACCURACY, CONFIG, PERFORMANCE
 
 RESTAGE = "run the test again on the endpoints client (make run_harness) then make stage_results"
@@ -106,3 +108,7 @@ def _check_accuracy(ctx: ScenarioContext) -> None:
     if wanted is not None and scored != wanted:
         ctx.report(ctx.relaxed, path, f"the accuracy run scored {scored} samples, not the round's {wanted} (a test "
                                       f"run's subset); {RESTAGE}.")
+    # main.py's extra_files_check reads accuracy/ of an endpoints tree as of a LoadGen one (wan's videos/).
+    for folder, names in (ctx.benchmark.accuracy_artefacts.items() if ctx.benchmark is not None else ()):
+        check_artefacts(ctx, path.parent / folder, names, wanted is None or scored == wanted,
+                         f"run the AccuracyOnly test on the endpoints client, then make stage_results")
