@@ -280,3 +280,38 @@ def test_the_real_client_accepts_the_wan_yaml(prompt_paths, tmp_path):
                                str(run_dir / CLIENT_YAML)], capture_output=True, text=True, timeout=600,
                               env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
         assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_given_server_of_another_model_is_refused_before_the_client_runs(prompt_paths, tmp_path):
+    import http.server
+    import threading
+
+    class Models(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802  (http.server's name)
+            body = json.dumps({"object": "list", "data": [{"id": "Qwen/Qwen3.6-27B"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Models)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    spec = a_spec(TestMode.PerformanceOnly, "Offline", 4)
+    spec.harness_options = {"endpoints": [f"http://127.0.0.1:{server.server_port}"]}
+    client = fake_client(tmp_path / "other")
+    (Path(client.venv) / "bin" / "inference-endpoint").write_text(f"#!{sys.executable}\n{VIDEOGEN_CLIENT}")
+    (Path(client.venv) / "endpoints-client.json").write_text(json.dumps(client.as_dict()))
+    calls = tmp_path / "other" / "calls.jsonl"
+    os.environ["CALLS"] = str(calls)
+    try:
+        with pytest.raises(UserError, match=r"serves Qwen/Qwen3.6-27B, not wan-2.2-substitute \(its /v1/models\)"):
+            EndpointsHarness().run_own_test(spec, Wan(), WithClient(prompt_paths, Path(client.venv)),
+                                            tmp_path / "other" / "run")
+    finally:
+        server.shutdown()
+        del os.environ["CALLS"]
+    assert [json.loads(line)["argv"][0] for line in calls.read_text().splitlines()] == ["validate-yaml"]
+    assert not (tmp_path / "other" / "run" / "report").exists()
