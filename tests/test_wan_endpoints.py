@@ -172,7 +172,8 @@ class WithClient:
         return getattr(self.paths, name)
 
 
-def run_test(tmp_path: Path, paths: Paths, mode: TestMode, count: int, folder: str, **env) -> tuple[dict, Path]:
+def run_test(tmp_path: Path, paths: Paths, mode: TestMode, count: int, folder: str, scenario: str = "Offline",
+             **env) -> tuple[dict, Path]:
     client = fake_client(tmp_path / folder)
     script = Path(client.venv) / "bin" / "inference-endpoint"
     script.write_text(f"#!{sys.executable}\n{VIDEOGEN_CLIENT}")
@@ -182,7 +183,7 @@ def run_test(tmp_path: Path, paths: Paths, mode: TestMode, count: int, folder: s
     old = dict(os.environ)
     os.environ.update({"CALLS": str(tmp_path / folder / "calls.jsonl"), **env})
     try:
-        return EndpointsHarness().run_own_test(a_spec(mode, "Offline", count), Wan(), paths, run_dir), run_dir
+        return EndpointsHarness().run_own_test(a_spec(mode, scenario, count), Wan(), paths, run_dir), run_dir
     finally:
         os.environ.clear()
         os.environ.update(old)
@@ -230,6 +231,13 @@ def test_a_client_run_stages_with_its_audit_videos_and_the_checks_read_them(prom
     (dest / "accuracy" / "videos" / "238.mp4").unlink()
     check_endpoints_scenario(ctx)
     assert [r[0] for r in reports] == ["error"] and "lacks 238" in reports[0][2]
+
+
+def test_a_single_stream_run_reports_its_latency_in_seconds_as_the_checker_does(prompt_paths, tmp_path):
+    outcome, run_dir = run_test(tmp_path, prompt_paths, TestMode.PerformanceOnly, 4, "ss", "SingleStream")
+    assert (outcome["metric"].value, outcome["metric"].unit) == (2.0, "s")
+    document = yaml.safe_load((run_dir / CLIENT_YAML).read_text())
+    assert document["settings"]["load_pattern"] == {"type": "concurrency", "target_concurrency": 1}
 
 
 def test_a_missing_video_or_a_client_whose_vbench_cannot_run_stages_nothing(prompt_paths, tmp_path, monkeypatch):

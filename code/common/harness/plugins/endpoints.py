@@ -166,24 +166,30 @@ def outcome_fields(spec, client, test, outcome, seconds: float, local: bool) -> 
             samples=int(figures["total_samples"]) if "total_samples" in figures else None,
             threshold=test.targets.get(first), meets_target=valid)
     else:
-        result["metric"] = headline(spec.scenario_enum, outcome.figures)
+        from ...rules import get_round
+
+        unit = get_round(spec.rules_version).benchmark(spec.benchmark).latency_unit
+        result["metric"] = headline(spec.scenario_enum, outcome.figures, unit)
         result["result_validity"] = "VALID" if valid else "INVALID"
     return result
 
 
-def headline(scenario, figures) -> Any:
-    """The run's figure as the checker reads an endpoints tree's: SingleStream's 90th percentile latency in ms (the
-    early-stopping estimate, or the plain percentile where the run had too few queries for one), else the qps."""
+def headline(scenario, figures, latency_unit: str = "ms") -> Any:
+    """The run's figure as the checker reads an endpoints tree's: SingleStream's 90th percentile latency in ms, or in
+    s where the checker reports the benchmark's in seconds (BenchmarkRules.latency_unit: wan) (the early-stopping
+    estimate, or the plain percentile where the run had too few queries for one), else the qps."""
     from ...constants import Scenario
     from ...endpoints_client.run import EARLY_STOPPING_P90, PLAIN_P90
     from ...records.loadgen_log import Metric
 
+    scale = 1e3 if latency_unit == "s" else 1.0
     if scenario is Scenario.SingleStream:
         if EARLY_STOPPING_P90 in figures:
-            return Metric("90th percentile latency (early stopping)", figures[EARLY_STOPPING_P90], "ms", False)
+            return Metric("90th percentile latency (early stopping)", figures[EARLY_STOPPING_P90] / scale,
+                          latency_unit, False)
         if PLAIN_P90 in figures:
-            return Metric("90th percentile latency (too few queries for early stopping)", figures[PLAIN_P90], "ms",
-                          False)
+            return Metric("90th percentile latency (too few queries for early stopping)", figures[PLAIN_P90] / scale,
+                          latency_unit, False)
     qps = figures.get("qps")
     return Metric("samples per second (the client's qps)", float(qps) if qps is not None else float("nan"),
                   "samples/s", True)
