@@ -227,6 +227,14 @@ def test_a_client_run_stages_with_its_audit_videos_and_the_checks_read_them(prom
     ctx = SimpleNamespace(folder=dest, rules=V6_1, benchmark=V6_1.benchmark(ref.NAME), scenario=Scenario.Offline,
                           relaxed="warning", report=lambda *a: reports.append(a))
     check_endpoints_scenario(ctx)
+    # main.py's compliance_endpoints_check asks the client's own TEST04 audit of a wan endpoints tree.
+    assert [(r[0], r[1].name) for r in reports] == [("error", "audit_output_caching_test.json")]
+    assert "this toolkit does not run the client's audit yet" in reports[0][2]
+    (dest / "audit").mkdir()
+    (dest / "audit" / "audit_output_caching_test.json").write_text(json.dumps({"test": "output_caching_test",
+                                                                               "passed": True}))
+    reports.clear()
+    check_endpoints_scenario(ctx)
     assert reports == []
     (dest / "accuracy" / "videos" / "238.mp4").unlink()
     check_endpoints_scenario(ctx)
