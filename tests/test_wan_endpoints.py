@@ -248,7 +248,8 @@ def test_a_single_stream_run_reports_its_latency_in_seconds_as_the_checker_does(
     assert document["settings"]["load_pattern"] == {"type": "concurrency", "target_concurrency": 1}
 
 
-def test_a_missing_video_or_a_client_whose_vbench_cannot_run_stages_nothing(prompt_paths, tmp_path, monkeypatch):
+def test_a_missing_video_or_a_client_whose_vbench_cannot_run_stages_nothing(prompt_paths, tmp_path, monkeypatch,
+                                                                          capsys):
     prompts = datasets.prompt_set(datasets.DATASET, prompt_paths).prompts
     with pytest.raises(UserError, match=r"has no video of prompt 59 .*is missing"):
         run_test(tmp_path, prompt_paths, TestMode.AccuracyOnly, 248, "gap", SCORE="0.71", SKIP_PROMPT=prompts[59])
@@ -258,6 +259,7 @@ def test_a_missing_video_or_a_client_whose_vbench_cannot_run_stages_nothing(prom
     # The client's scorer ran the toolkit's runner, which said why there is no score.
     log = (tmp_path / "novbench" / "run" / "client.log").read_text()
     assert "No VBench score of" in log and "VBENCH_CACHE_DIR names no folder" in log
+    assert "note: VBench cannot run here (VBENCH_CACHE_DIR names no folder" in capsys.readouterr().out
     assert not (tmp_path / "novbench" / "run" / "videos").exists()
     assert error.value.exit_code == 1
 

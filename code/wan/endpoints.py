@@ -117,6 +117,12 @@ def workload(benchmark: Any, model: str, accuracy: bool, scenario: str, fields: 
         targets = {"score": bench_rules.accuracy_threshold(bench_rules.accuracy_targets[0]) / 100}
         notes.append("the client's VBench scorer runs the toolkit's VBench (vbench_project/, code/wan/vbench.py); "
                      f"its score (0..1) is held to {targets['score']:.6f}, the round's vbench_score target / 100")
+        from .vbench import why_not_run
+
+        why = why_not_run(paths)
+        if why is not None:
+            notes.append(f"VBench cannot run here ({why}): the client makes the videos, then its scorer stops with "
+                         f"that reason and the test fails")
     offline = scenario == "Offline"
     return ClientWorkload(
         datasets=tuple(datasets), model_params={"max_new_tokens": 1, "streaming": "off"},

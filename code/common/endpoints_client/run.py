@@ -179,6 +179,8 @@ def run_on_client(client: ClientEnvironment, test: ClientTest, run_dir: Path, *,
     config = replace(test.config, report_dir=str(report_dir),
                      endpoints=tuple(endpoints) or (PLACEHOLDER_ENDPOINT,))
     yaml_path = _write_yaml(test, config, run_dir / CLIENT_YAML)
+    for note in test.notes:
+        show(f"{test.label}: note: {note}")
     show(f"{test.label}: the client checks the YAML ({yaml_path})")
     validate(client.command, yaml_path, run_dir / VALIDATE_LOG, env=env)
     if endpoints:
