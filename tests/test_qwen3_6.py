@@ -76,11 +76,14 @@ class FakeBenchmark:
     models = {"smollm2-135m-instruct": SimpleNamespace(served_name="HuggingFaceTB/SmolLM2-135M-Instruct")}
     generates_tokens = True
 
-    def endpoints_workload(self, model, accuracy, fields, paths, run_dir, test_run):
+    def endpoints_workload(self, model, accuracy, fields, paths, run_dir, test_run, *, scenario=""):
         return ClientWorkload(datasets=({"name": "bfcl_v4::function_calling", "type": "accuracy"},),
                               model_params={"temperature": 0, "max_new_tokens": int(fields["max_output_tokens"])},
                               targets={"overall_accuracy": 83.64, "normalized_single_turn_score": 85.32},
                               samples_required=995, notes=("the substitute",))
+
+    def endpoints_artefacts(self, model, fields, paths, report_dir, run_dir):
+        """None for qwen3.6-27b (GenerativeBenchmark's default)."""
 
 
 def a_spec(tmp_path: Path, mode: TestMode) -> SimpleNamespace:
