@@ -1,6 +1,7 @@
-"""The serving client's fast paths on the toolkit's streaming test server: the server's two ways of writing (one
-chunk per read, or an answer's chunks coalesced) and its several processes on one port give the same answers; the
-client's reader gives the same tokens in both; whole (non-streamed) answers give the streamed ones' accuracy log."""
+"""The serving client's fast paths on the toolkit's streaming test server: the server's ways of writing (one
+chunk per read, paced at shared decode steps or not, or an answer's chunks coalesced) and its several processes on
+one port give the same answers; the client's reader gives the same tokens in both; whole (non-streamed) answers give
+the streamed ones' accuracy log."""
 from __future__ import annotations
 
 import http.client
@@ -31,11 +32,12 @@ BODY = {"model": "test-model", "prompt": [3, 7], "max_tokens": 6, "return_token_
 
 def test_the_test_servers_writes_change_how_chunks_travel_not_what_they_say():
     answers = {}
-    for writes in ("chunk", "answer"):
-        with StreamingServer(ServerSettings(writes=writes)) as server:
-            answers[writes] = stream_of(server.url, BODY)
-    assert answers["chunk"] == answers["answer"]
-    events = [line for line in answers["chunk"].split(b"\n\n") if line]
+    for writes, steps in (("chunk", False), ("answer", False), ("chunk", True)):
+        with StreamingServer(ServerSettings(writes=writes, chunk_delay_s=0.01 if steps else 0.0, steps=steps)) \
+                as server:
+            answers[writes, steps] = stream_of(server.url, BODY)
+    assert answers["chunk", False] == answers["answer", False] == answers["chunk", True]
+    events = [line for line in answers["chunk", False].split(b"\n\n") if line]
     assert len(events) == 7 and events[-1] == b"data: [DONE]"
     assert [json.loads(e[6:])["choices"][0]["token_ids"] for e in events[:-1]] == [[i] for i in output_ids([3, 7], 6)]
 

@@ -13,7 +13,8 @@ against a baseline measured in the same run, on the benchmark's own prompts:
 
 The client's own figures (serving/client_bench.py: each measurement a process of its own, 128 output tokens per
 request, the test server in processes of its own, either coalesced (an answer's chunks in one write: many per read)
-or paced (one event per sequence every 20 ms, as a real engine's decode steps: one chunk per read)); every CPU
+or paced (one event per sequence at decode steps 20 ms apart that every sequence shares, as a real engine's: one
+chunk per read)); every CPU
 figure says the tokens per read it was measured at, as counted by the client, not as assumed:
 (p) the client's CPU microseconds per streamed token, the harness's client against the bare single-loop client,
     both ways, the best of runs in turns (bare, harness, bare, harness, bare), and against the goals (8 coalesced,
@@ -57,13 +58,15 @@ CLIENT_FIELDS = {"max_input_tokens": 512, "max_output_tokens": 128, "total_sampl
 CLIENT_REQUESTS = 600          # per measurement: 76,800 streamed tokens
 CLIENT_IN_FLIGHT = 64
 # The client measurements' test servers: (words, flags, requests). Coalesced: as fast as the server writes, an
-# answer's chunks in one write (many per read). Paced: one event per sequence every 20 ms, as a real engine's decode
-# steps, so that each read carries one chunk (64 in flight: 3,200 tokens/s, which a busy 2-core machine keeps
-# pace with); fewer requests, as it runs at the pace's speed (300: 38,400 tokens in about 12 s).
-PACED = "one chunk per read (paced, 20 ms per decode step)"
+# answer's chunks in one write (many per read). Paced: one event per sequence per decode step, steps 20 ms apart
+# and shared by every sequence (a real engine emits each running sequence's token at the end of the step that made
+# it, so that its events arrive together, one per connection), so that each read carries one chunk (64 in flight:
+# 3,200 tokens/s, which a busy 2-core machine keeps pace with); fewer requests, as it runs at the pace's speed (300:
+# 38,400 tokens in about 12 s).
+PACED = "one chunk per read (paced, decode steps 20 ms apart)"
 PACED_REQUESTS = 300
 CLIENT_SERVERS = (("coalesced", ("--writes=answer",), CLIENT_REQUESTS),
-                  (PACED, ("--writes=chunk", "--chunk_delay_s=0.02"), PACED_REQUESTS))
+                  (PACED, ("--writes=chunk", "--chunk_delay_s=0.02", "--steps"), PACED_REQUESTS))
 ONE_PER_READ_AT_MOST = 1.2     # tokens per read that still count as one chunk per read
 SLOWER_PACE = 0.8              # (q): workers' tokens/s each under this share of one loop's did not get its load
 CLIENT_ROUNDS = 2              # (p): runs of the harness's client, each between two of the bare client; (q): of each

@@ -6,7 +6,7 @@ json.loads. A chunk it cannot read as expected (not JSON, ids that are not a lis
 another shape) returns None, and the caller reads it the general way, which names what is wrong."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -31,6 +31,23 @@ class _Chunk(msgspec.Struct, gc=False):
 
 
 _DECODER = msgspec.json.Decoder(_Chunk)
+
+
+class _IdsChoice(msgspec.Struct, gc=False):
+    token_ids: list[int]
+    finish_reason: str | None = None
+
+
+class _PlainChunk(msgspec.Struct, gc=False):
+    choices: Annotated[list[_IdsChoice], msgspec.Meta(min_length=1, max_length=1)]
+    error: None = None
+
+
+# A plain chunk's JSON (whitespace around it allowed) into its one choice's token ids and finish reason, the rest
+# skipped unbuilt: msgspec.DecodeError (its ValidationError among them) for anything else, an error and a chunk of
+# several choices or without ids included. What a real engine sends per decode step, for the APIs in PLAIN_APIS.
+plain_ids = msgspec.json.Decoder(_PlainChunk).decode
+PLAIN_APIS = ("completions", "chat")
 
 
 def _completion(choice: _Choice) -> Choice | None:
@@ -101,9 +118,16 @@ def take_plain(payload: bytes, api: str, output) -> bool:
     return True
 
 
+def data_lines(data: bytes) -> list[bytes]:
+    """The data of the server-sent events' `data:` lines in `data`, lines that all end (in LF or CRLF); other
+    fields, comments and blank lines carry nothing here."""
+    return [line[5:].strip() for line in data.split(b"\n") if line[:5] == b"data:"]
+
+
 def events(buffer: bytes, data: bytes) -> tuple[list[bytes], bytes]:
-    """The data of the server-sent events' `data:` lines complete in `buffer + data`, and what is left over (a
-    line not yet ended). Lines end in LF or CRLF; other fields, comments and blank lines carry nothing here."""
-    lines = (buffer + data).split(b"\n") if buffer else data.split(b"\n")
-    rest = lines.pop()
-    return [line[5:].strip() for line in lines if line[:5] == b"data:"], rest
+    """The data of the server-sent events' `data:` lines complete in `buffer + data` (data_lines), and what is left
+    over (a line not yet ended)."""
+    if buffer:
+        data = buffer + data
+    end = data.rfind(b"\n") + 1
+    return (data_lines(data[:end]) if end else []), data[end:]

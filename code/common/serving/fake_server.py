@@ -29,9 +29,11 @@ streamed a few characters per token (a chat without such a list gets the usual "
 So that it is not what a bench measures, its chunks are rendered once (each distinct chunk's bytes are kept and
 reused), and `writes` says how they go out: `chunk` (one write per chunk, awaited; a client that keeps up reads them
 one per read only where they are paced, `chunk_delay_s`, as a real engine's decode steps: as fast as it can, several
-arrive between two reads) or `answer` (the whole answer's chunks in one write, coalesced: many per read). Run:
-`python -m code.common.serving.fake_server --port 8000 --model NAME [--fault ...] [--answer=json_choice]
-[--writes=answer] [--chunk_delay_s=0.02] [--processes=4]`; it prints "listening on <url>" once it accepts
+arrive between two reads) or `answer` (the whole answer's chunks in one write, coalesced: many per read). With
+`steps`, paced chunks go out at decode steps that every stream shares (the multiples of `chunk_delay_s` on the
+machine's monotonic clock, in every process), as a real engine's do: each running sequence's token at the end of the
+step that made it. Run: `python -m code.common.serving.fake_server --port 8000 --model NAME [--fault ...]
+[--answer=json_choice] [--writes=answer] [--chunk_delay_s=0.02 [--steps]] [--processes=4]`; it prints "listening on <url>" once it accepts
 connections. With `--processes=N`, N processes serve the one port (SO_REUSEPORT: the kernel spreads the connections
 over them); the first starts the others, which end with it (a signal to its process group ends all).
 """
@@ -43,6 +45,7 @@ import base64
 import json
 import sys
 import threading
+import time
 import zlib
 from array import array
 from dataclasses import dataclass
@@ -115,6 +118,7 @@ class ServerSettings:
     engine: str = "toolkit-test-server"
     answer: str = ""
     writes: str = "chunk"          # WRITES
+    steps: bool = False            # paced chunks at the shared decode steps (multiples of chunk_delay_s), not each alone
 
 
 class StreamingServer:
@@ -329,7 +333,7 @@ class StreamingServer:
             if number == 0 and first_delay:
                 await asyncio.sleep(first_delay)
             elif number and settings.chunk_delay_s:
-                await asyncio.sleep(settings.chunk_delay_s)
+                await asyncio.sleep(_to_next_step(settings.chunk_delay_s) if settings.steps else settings.chunk_delay_s)
             events.append(self._chunk(ids[start:end], eos, with_ids, kind, end >= len(ids),
                                       None if pieces is None else "".join(pieces[start:end])))
             if not coalesced:
@@ -394,6 +398,12 @@ def _event(data: dict) -> bytes:
     return b"data: " + json.dumps(data).encode() + b"\n\n"
 
 
+def _to_next_step(step_s: float) -> float:
+    """The seconds to the next decode step, steps being the multiples of `step_s` on the machine's monotonic clock
+    (every stream of every process of the server shares them)."""
+    return step_s - time.monotonic() % step_s
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m code.common.serving.fake_server", description=__doc__.split(
         "\n\n")[0])
@@ -407,11 +417,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--eos_every", type=int, default=0)
     parser.add_argument("--answer", default="", choices=ANSWERS)
     parser.add_argument("--writes", default="chunk", choices=WRITES)
+    parser.add_argument("--steps", action="store_true", help="paced chunks at decode steps every stream shares")
     parser.add_argument("--processes", type=int, default=1, help="processes serving the port (SO_REUSEPORT)")
     parser.add_argument("--reuse_port", action="store_true", help=argparse.SUPPRESS)   # one of several processes
     ns = parser.parse_args(argv)
     settings = ServerSettings(ns.model, ns.tokens_per_chunk, ns.first_delay_s, ns.chunk_delay_s, ns.fault,
-                              ns.fault_after, ns.eos_every, answer=ns.answer, writes=ns.writes)
+                              ns.fault_after, ns.eos_every, answer=ns.answer, writes=ns.writes,
+                              steps=ns.steps)
     several = ns.processes > 1 or ns.reuse_port
     if ns.reuse_port:
         import signal

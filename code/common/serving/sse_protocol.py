@@ -1,12 +1,14 @@
 """The serving client's streamed requests on the wire: one endpoint's HTTP/1.1 keep-alive connections as asyncio
-protocols, each answer parsed by llhttp (httptools, the C parser uvicorn serves with) in the call that reads it, its
-server-sent events split and handed to the caller's function there and then. A real engine sends one event per
-decode step per sequence, so most reads carry one event: what a read costs is what a token costs. aiohttp's client
-reads through a stream reader, wakes the request's task and iterates lines for every read; here a read is the event
-loop's callback into the parser and the caller's function, with no task woken until the answer ends. Measured on
+protocols, each answer parsed by llhttp (httptools, the C parser uvicorn serves with) in the call that reads it, and
+each read's ended lines handed to the caller's function there and then (`lines`: one call for a read of one event;
+by default its server-sent events split for `take`). A real engine sends one event per decode step per sequence, so
+most reads carry one event: what a read costs is what a token costs. aiohttp's client reads through a stream
+reader, wakes the request's task and iterates lines for every read; here a read is the event loop's callback into
+the parser and the caller's function, with no task woken until the answer ends. Measured on
 the toolkit's test server paced at one event per read (2 loaded cores): the harness's client 9.8 to 11.7 us of CPU
 per token with this reader, 20 to 22 with aiohttp's, the bare aiohttp client 29 to 31 (the reader's own Python per
-read is about 1.6 us; the rest is the loop's wake-up, the kernel's reads and each request's sending). A plain
+read was about 1.7 us, 1.0 since a read of one event is one call of the caller's `lines`, measured in one process
+without a network; the rest is the loop's wake-up, the kernel's reads and each request's sending). A plain
 protocol (the loop hands over each read's bytes) measured 6 to 10 % less per token than a buffered one that reads
 into a buffer it reuses (12.3 against 13.6 us, then 12.9 against 13.8: seven pairs of runs in turns on uvloop): the
 buffered one costs a Python call more per read than the bytes object it saves.
@@ -30,9 +32,15 @@ from typing import Callable
 import aiohttp
 import httptools
 
+from .chunks import data_lines
+
 # What `take` gets: the data of the events complete so far (in order); it returns None to read on, else the answer's
 # result (the rest of the answer is then read to its end and dropped, so that the connection can be reused).
 Take = Callable[[list], "bool | None"]
+# What `lines` gets, where the caller reads lines itself: a read's lines, every one ended (the bytes end in LF, so
+# that a read of one event is one call); it returns what `take` returns. By default they are split into events
+# (chunks.data_lines) for `take`.
+Lines = Callable[[bytes], "bool | None"]
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -72,11 +80,13 @@ class _Connection(asyncio.Protocol):
         self.parser = httptools.HttpResponseParser(self)
         self.closed = False
         self.reused = False
-        self.received = False
-        self._reset(None, None)
+        self.reads = 0                 # reads on this connection so far
+        self.sent_at_read = 0          # ... when its request was sent
+        self._reset(None, None, None)
 
-    def _reset(self, take: Take | None, done: asyncio.Future | None) -> None:
+    def _reset(self, take: Take | None, lines: Lines | None, done: asyncio.Future | None) -> None:
         self.take, self.done = take, done
+        self.lines = lines if lines is not None else self._data_lines
         self.status = 0
         self.streamed = False
         self.body: list[bytes] = []
@@ -84,10 +94,20 @@ class _Connection(asyncio.Protocol):
         self.result: bool | None = None
         self.last_read = time.monotonic()
 
-    def start(self, request: bytes, take: Take, done: asyncio.Future) -> None:
-        self._reset(take, done)
-        self.received = False          # (kept past a failure: a request that received something is not retried)
+    def start(self, request: bytes, take: Take, lines: Lines | None, done: asyncio.Future) -> None:
+        self._reset(take, lines, done)
+        self.sent_at_read = self.reads
         self.transport.write(request)
+
+    @property
+    def received(self) -> bool:
+        """Whether anything arrived since the request was sent (kept past a failure: a request that received
+        something is not retried)."""
+        return self.reads != self.sent_at_read
+
+    def _data_lines(self, data: bytes) -> bool | None:
+        events = data_lines(data)
+        return self.take(events) if events else None
 
     # -- asyncio.Protocol --------------------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -95,8 +115,7 @@ class _Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_read = time.monotonic()
-        self.received = True
-        self.pool.reads += 1
+        self.reads += 1
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError as error:   # the caller's `take` failed: the request fails with it
@@ -137,25 +156,23 @@ class _Connection(asyncio.Protocol):
             return
         if self.rest:
             body, self.rest = self.rest + body, b""
-        if body.endswith(b"\n\n") and body.count(b"\n\n") == 1 and body.startswith(b"data:"):
-            events = [body[5:].strip()]        # one event whole in one read: a real engine's usual read
-        else:
-            lines = body.split(b"\n")
-            self.rest = lines.pop()
-            events = [line[5:].strip() for line in lines if line[:5] == b"data:"]
-        if events:
-            self.result = self.take(events)
+        if body[-1:] == b"\n":               # every line ended: a real engine's usual read, one event
+            self.result = self.lines(body)
+            return
+        end = body.rfind(b"\n") + 1           # the last line is not ended yet: kept for the next read
+        self.rest = body[end:]
+        if end:
+            self.result = self.lines(body[:end])
 
     def on_message_complete(self) -> None:
         if self.streamed and self.result is None and self.rest:
             line = self.rest
             self.rest = b""
-            if line[:5] == b"data:":
-                self.result = self.take([line[5:].strip()])
+            self.result = self.lines(line + b"\n")       # the answer ends its last line
         done = self.done
         answer = Answer(self.status, self.streamed, b"".join(self.body), self.result)
         keep = self.parser.should_keep_alive()
-        self._reset(None, None)
+        self._reset(None, None, None)
         if keep:
             self.pool.release(self)
         else:
@@ -167,7 +184,7 @@ class _Connection(asyncio.Protocol):
     def _fail(self, error: BaseException | None) -> None:
         """The request ends with `error` (None: it was cancelled); the connection closes."""
         done = self.done
-        self._reset(None, None)
+        self._reset(None, None, None)
         self.close()
         if done is not None and not done.done():
             if error is None:
@@ -193,26 +210,33 @@ class Connections:
         self._head = f"Host: {authority}\r\nUser-Agent: mlperf-toolkit\r\n".encode()
         self._idle: list[_Connection] = []
         self._all: set[_Connection] = set()
-        self.reads = 0               # reads of answers so far (make bench's tokens per read)
+        self._closed_reads = 0       # the reads of the connections closed so far
 
-    async def post(self, path: str, body: bytes, headers: dict[str, str], take: Take) -> Answer:
-        """POST `body` to `path` and read the answer: server-sent events go to `take` as they arrive; any other
-        body (an error, a whole JSON answer) comes back whole in the Answer."""
+    @property
+    def reads(self) -> int:
+        """Reads of answers so far (make bench's tokens per read)."""
+        return self._closed_reads + sum(connection.reads for connection in self._all)
+
+    async def post(self, path: str, body: bytes, headers: dict[str, str], take: Take,
+                   lines: Lines | None = None) -> Answer:
+        """POST `body` to `path` and read the answer: server-sent events go to `take` as they arrive (or each
+        read's ended lines to `lines`, where given); any other body (an error, a whole JSON answer) comes back whole
+        in the Answer."""
         request = b"".join((f"POST {path} HTTP/1.1\r\n".encode(), self._head,
                             "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode(),
                             b"Content-Length: %d\r\n\r\n" % len(body), body))
         connection = await self._connection()
         try:
-            return await self._exchange(connection, request, take)
+            return await self._exchange(connection, request, take, lines)
         except aiohttp.ServerDisconnectedError:
             if not connection.reused or connection.received:
                 raise
-        return await self._exchange(await self._connect(), request, take)    # the server had closed it while idle
+        return await self._exchange(await self._connect(), request, take, lines)   # the server had closed it idle
 
-    async def _exchange(self, connection: _Connection, request: bytes, take: Take) -> Answer:
+    async def _exchange(self, connection: _Connection, request: bytes, take: Take, lines: Lines | None) -> Answer:
         loop = asyncio.get_running_loop()
         done = loop.create_future()
-        connection.start(request, take, done)
+        connection.start(request, take, lines, done)
         timeout = self.read_timeout_s
         while True:
             try:
@@ -251,7 +275,9 @@ class Connections:
             self._idle.append(connection)
 
     def forget(self, connection: _Connection) -> None:
-        self._all.discard(connection)
+        if connection in self._all:
+            self._all.discard(connection)
+            self._closed_reads += connection.reads
         if connection in self._idle:
             self._idle.remove(connection)
 

@@ -6,7 +6,8 @@ the per-chunk reader (sse_protocol.py: asyncio protocols parsed by llhttp, on uv
 one request, writes its body with the API's payload builder (payloads.py), POSTs it (a JSON body through the reader,
 each read's events taken in the loop's callback; a form through aiohttp), reads the answer (server-sent events, or
 one JSON document where the request asked for a whole answer or the server does not stream: chunks.py reads each
-chunk with little work, a plain one in one step) and reports it to its token stream (generation.TokenStream): the
+chunk with little work; where the server returns token ids and no text is kept, a read of one plain chunk is taken in
+one call, `_Output.lines`, its JSON decoded into its ids and finish reason alone) and reports it to its token stream (generation.TokenStream): the
 first token at the first chunk that carries one, the rest at the final chunk (the one with a finish reason), the
 answer's whole text before it where the benchmark's answer kind takes text. The output's token ids come from the
 server where it returns them (vLLM's `return_token_ids`); otherwise the text is tokenized with the benchmark's
@@ -28,9 +29,11 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+import msgspec
+
 from ..generation import Request
 from ..prompts import checked, parts_of, probe
-from .chunks import decode, events, take_plain
+from .chunks import PLAIN_APIS, data_lines, decode, events, plain_ids, take_plain
 from .metrics import MetricsWatch, parse
 from .payloads import payload_for
 
@@ -95,15 +98,44 @@ class EndpointState:
 
 
 class _Output:
-    """One streamed request's state."""
+    """One streamed request's state; with `fast` (sse_protocol.Lines), the reader of its reads' lines."""
 
-    __slots__ = ("tokens", "text", "reported", "finish")
+    __slots__ = ("tokens", "text", "reported", "finish", "decode", "take", "stream", "request_id", "state")
 
     def __init__(self) -> None:
         self.tokens: list[int] = []     # ids not yet reported (server ids), or all so far (text mode, at the end)
         self.text: list[str] = []
         self.reported = 0               # tokens handed to the stream
         self.finish: str | None = None
+
+    def fast(self, take: Callable[[list], bool | None], stream: TokenStream, request_id: int,
+             state: EndpointState) -> Callable[[bytes], bool | None]:
+        """The reader of the reads' lines of a request whose token ids the server returns, reported to `stream`,
+        the text unused: a plain chunk (chunks.plain_ids) is taken in this one call; any other chunk goes to `take`
+        (the events of the read, read the general way)."""
+        self.decode, self.take, self.stream, self.request_id, self.state = plain_ids, take, stream, request_id, state
+        return self.lines
+
+    def lines(self, data: bytes) -> bool | None:
+        if self.finish is None and data[:5] == b"data:":
+            try:
+                choice = self.decode(data[5:]).choices[0]
+            except msgspec.DecodeError:      # several events, [DONE], an error, another shape: the general way
+                pass
+            else:
+                self.tokens += choice.token_ids
+                if choice.finish_reason is not None:
+                    self.finish = choice.finish_reason
+                elif self.reported or not self.tokens:
+                    return None              # (gathered until the final chunk)
+                tokens, self.tokens = self.tokens, []       # the first chunk or the final one goes out
+                self.reported += len(tokens)
+                if self.finish is not None:
+                    self.state.output_tokens += self.reported
+                self.stream.chunk(self.request_id, tokens, self.finish is not None)
+                return None
+        events = data_lines(data)
+        return self.take(events) if events else None
 
 
 class Transport:
@@ -240,8 +272,11 @@ class Transport:
                                       self.settings.answers == "streamed", self.settings.stream_interval)
         try:
             if isinstance(data, bytes):     # a JSON body: streamed through the protocol-level reader
-                answer = await state.streams.post(self.api.path, data, headers, lambda payloads: self._take_events(
-                    state, request, output, payloads, server_ids, report))
+                take = lambda payloads: self._take_events(  # noqa: E731
+                    state, request, output, payloads, server_ids, report)
+                lines = (output.fast(take, self.stream, request.id, state) if report and server_ids and
+                         not self.answer_text and self.api.name in PLAIN_APIS else None)
+                answer = await state.streams.post(self.api.path, data, headers, take, lines)
                 if answer.status != 200:
                     raise EndpointFailed(f"{state.url} answered HTTP {answer.status} to a completion request: "
                                          f"{answer.body.decode(errors='replace')[:300]}")
