@@ -22,6 +22,7 @@ from .registry import Registry
 
 if TYPE_CHECKING:
     from .answers import AnswerKind
+    from .constants import Scenario
     from .generation import GenerationSettings, RequestEngine
 
 Log = Callable[[str], None]
@@ -466,10 +467,11 @@ class GenerativeBenchmark(PackagedBenchmark):
         raise UserError(f"{self.name} has no serving engine of its own; vLLM serves its model.")
 
     def endpoints_workload(self, model: str, accuracy: bool, fields: Mapping[str, Any], paths: Paths,
-                           run_dir: Path, test_run: bool) -> Any:
+                           run_dir: Path, test_run: bool, *, scenario: "Scenario | None" = None,
+                           dataset: str | None = None) -> Any:
         """What the endpoints client runs for one test of it (a ClientWorkload, endpoints_client/workload.py, of the
-        plug-in layer above this one); files it needs (a trimmed data set) are written into `run_dir`. UserError
-        where the client serves no test of it (`endpoints_served` False)."""
+        plug-in layer above this one) in `scenario` on `dataset`; files it needs (a trimmed data set) are written
+        into `run_dir`. UserError where the client serves no test of it (`endpoints_served` False)."""
         raise UserError(f"{self.name} is not a benchmark the MLCommons endpoints client serves in this toolkit; run "
                         f"it with another --harness_type.")
 

@@ -18,4 +18,9 @@ class ClientWorkload:
     targets: Mapping[str, float] = field(default_factory=dict)      # accuracy figure -> threshold (accuracy tests)
     samples_required: int | None = None               # accuracy samples the round scores (None: not gated)
     timeout_s: int | None = None                      # the client's whole-run timeout
+    test_type: str = "online"                         # the YAML's type: online, or offline (max_throughput)
+    num_workers: int = 1                              # the client's worker processes
+    max_connections: int = 1                          # its connections to the endpoints, at most
+    settings: Mapping[str, Any] = field(default_factory=dict)       # further settings blocks (warmup, drain)
+    n_samples_to_issue: int | None = None             # a test run's shortened performance phase (None: the client's)
     notes: tuple[str, ...] = ()                       # what the YAML's header says of it (substitutes, subsets)

@@ -109,7 +109,7 @@ class EndpointsHarness(HarnessPlugin):
         from ...benchmark_api import generative
         from ...constants import TestMode
         from ...endpoints_client.environment import require_environment
-        from ...endpoints_client.run import client_test, run_on_client
+        from ...endpoints_client.run import check_served, client_test, run_on_client
         from ...rules import get_round
         from ...serving.local_server import start_local_server
 
@@ -117,13 +117,14 @@ class EndpointsHarness(HarnessPlugin):
         accuracy = spec.mode_enum is TestMode.AccuracyOnly
         fields = spec.fields
         workload = generative(benchmark).endpoints_workload(spec.model, accuracy, fields, paths, log_dir,
-                                                            spec.test_run)
+                                                            spec.test_run, scenario=spec.scenario_enum,
+                                                            dataset=spec.dataset)
         test = client_test(spec.label, f"{spec.benchmark}-{spec.scenario}", benchmark.models[spec.model].served_name
                            or spec.model, workload, get_round(spec.rules_version), accuracy, spec.test_run)
         say = lambda line: print(line, flush=True)  # noqa: E731
         endpoints = tuple(spec.harness_options.get("endpoints") or ())
         started = time.monotonic()
-        outcome = run_on_client(client, test, log_dir, endpoints=endpoints, show=say,
+        outcome = run_on_client(client, test, log_dir, endpoints=endpoints, show=say, check_server=check_served,
                                 start_server=lambda: start_local_server(benchmark, spec.model, fields, paths,
                                                                         log=say))
         return outcome_fields(spec, client, test, outcome, time.monotonic() - started, local=not endpoints)
