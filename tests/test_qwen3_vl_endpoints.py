@@ -166,3 +166,33 @@ def test_real_client_validates_the_yaml_of_each_scenario(paths, tmp_path):
         done = subprocess.run([str(client), "validate-yaml", "--config", str(path)], capture_output=True, text=True,
                               timeout=600, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+@needs_images
+def test_the_harness_runs_qwen3_vl_on_the_client_and_gates_the_f1_and_the_rounds_sample_count(paths, tmp_path,
+                                                                                               monkeypatch):
+    from code.common.harness.plugins.endpoints import EndpointsHarness
+    from code.common.serving.fake_server import ServerSettings, StreamingServer
+    from tests.test_endpoints_run import fake_client
+
+    monkeypatch.setenv("CALLS", str(tmp_path / "calls.jsonl"))
+    monkeypatch.setenv("OVERALL", "80.0")        # the recording client's score: 0.80
+    client = fake_client(tmp_path)
+    monkeypatch.setattr("code.common.endpoints_client.environment.require_environment", lambda venv: client)
+    with StreamingServer(ServerSettings(model="smolvlm-substitute")) as server:
+        spec = SimpleNamespace(label="qwen3-vl-235b-a22b Offline AccuracyOnly", benchmark="qwen3-vl-235b-a22b",
+                               scenario="Offline", scenario_enum=Scenario.Offline, model=SUBSTITUTE,
+                               dataset="shopify_substitute", mode_enum=TestMode.AccuracyOnly,
+                               fields={"max_output_tokens": 150}, test_run=True, rules_version="v6.1",
+                               harness_options={"endpoints": [server.url]})
+        outcome = EndpointsHarness().run_own_test(spec, BENCHMARK, paths, tmp_path / "run")
+    ran = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    assert [call["argv"][0] for call in ran] == ["validate-yaml", "benchmark"] and "--accuracy-only" in ran[1]["argv"]
+    assert ran[1]["endpoints"] == [server.url] and ran[1]["model"] == "smolvlm-substitute"
+    accuracy = outcome["accuracy"]
+    assert (accuracy.metric, accuracy.value, accuracy.threshold) == ("score", 0.8, pytest.approx(0.782397))
+    gates = {g["name"]: g["passed"] for g in outcome["load_generator"]["gates"]}
+    assert gates["score >= 0.782397"] is True and gates["48289 samples scored"] is False   # 995 of the recording
+    assert outcome["valid"] is False and accuracy.meets_target is False
+    written = yaml.safe_load((tmp_path / "run" / "client.yaml").read_text())
+    assert written["datasets"][1]["accuracy_config"]["eval_method"] == "shopify_category_f1"
