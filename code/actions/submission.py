@@ -80,13 +80,13 @@ class GenerateConfFiles(_SubmissionStep):
                                                                  "ONNX Runtime " + _version("onnxruntime")),
                                            overrides, ctx.rules, overrides_path=shown)
         system_json.write_system_json(ctx.paths.system_json(system_id), data)
+        system_json.write_overrides_template(overrides_path, system_json.empty_fields(data, ctx.rules))
+        ctx.log(f"wrote {ctx.paths.system_json(system_id).relative_to(ctx.paths.repo)}")
         for tree_system in sorted({key[0] for key, _ in chosen} - {system_id}):   # <system>_endpoints
             system_json.write_system_json(ctx.paths.system_json(tree_system),
                                           endpoints_system_description(data))
-            ctx.log(f"wrote {ctx.paths.system_json(tree_system).relative_to(ctx.paths.repo)} (the endpoints client's "
-                    f"tree of this machine)")
-        system_json.write_overrides_template(overrides_path, system_json.empty_fields(data, ctx.rules))
-        ctx.log(f"wrote {ctx.paths.system_json(system_id).relative_to(ctx.paths.repo)}")
+            ctx.log(f"wrote {ctx.paths.system_json(tree_system).relative_to(ctx.paths.repo)} (this machine's "
+                    f"description, for the tree of the endpoints client's runs)")
         optional = system_json.empty_optional_fields(data, ctx.rules)
         if optional:
             ctx.log(f"note: {len(optional)} optional field(s) of the system description are empty, which the "
