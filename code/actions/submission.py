@@ -169,13 +169,14 @@ class StageResults(_SubmissionStep):
             return conflict_message(f"{system_id} {benchmark} {scenario.value}", choice.conflict)
         rules = self.ctx.rules.benchmark(benchmark)
         name = conf.submission_benchmark(rules, choice.performance)
+        described = self.ctx.system.system_id    # the machine's overrides also describe its <system>_endpoints
         if not rules.allows(system_type):
-            return benchmark_not_in_suite_message(name, system_type.value, system_id)
+            return benchmark_not_in_suite_message(name, system_type.value, described)
         if choice.division == "closed" and scenario not in rules.allowed_scenarios(system_type):
             return (f"{system_id} {name} {scenario.value}: the closed division has no {scenario.value} for {name} on "
                     f"a {system_type.value} system, and the official checkers reject the benchmark with it; it may "
                     f"go into the open division, or set system_type in "
-                    f"systems/{system_id}.overrides.json to a type whose suite holds it.")
+                    f"systems/{described}.overrides.json to a type whose suite holds it.")
         return None
 
     def _fill_missing(self, system_type, staged: dict, folders: dict) -> list[str]:
