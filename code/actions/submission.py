@@ -17,7 +17,7 @@ from ..common.locking import exclusive_lock
 from ..common.submission import check_record
 from ..common.submission import measurements as conf
 from ..common.submission import staging
-from ..common.submission.endpoints_tree import endpoints_system_description, tree_key
+from ..common.submission.endpoints_tree import described_system_id, endpoints_system_description, tree_key
 from ..common.records.runs import choose_runs, conflict_message, load_records
 from .base import Handler
 
@@ -169,7 +169,7 @@ class StageResults(_SubmissionStep):
             return conflict_message(f"{system_id} {benchmark} {scenario.value}", choice.conflict)
         rules = self.ctx.rules.benchmark(benchmark)
         name = conf.submission_benchmark(rules, choice.performance)
-        described = self.ctx.system.system_id    # the machine's overrides also describe its <system>_endpoints
+        described = described_system_id(system_id)    # <system>_endpoints is described by the machine's overrides
         if not rules.allows(system_type):
             return benchmark_not_in_suite_message(name, system_type.value, described)
         if choice.division == "closed" and scenario not in rules.allowed_scenarios(system_type):

@@ -1,8 +1,9 @@
 """Benchmark qwen3-vl-235b-a22b behind `code.common.benchmark_api.Benchmark`: Qwen3-VL-235B-A22B-Instruct (closed
-division, served by an OpenAI-compatible serving engine: --harness_type=openai) or the embedded substitute, a SmolVLM
-(Idefics3) folder written from SmolLM2-135M's text weights (open division), classifying products of the Shopify
-catalogue from their image, title, description and candidate categories; scored by hierarchical category F1 as the
-round's evaluation scores it.
+division) or the embedded substitute, a SmolVLM (Idefics3) folder written from SmolLM2-135M's text weights (open
+division), both served by an OpenAI-compatible serving engine and driven by LoadGen (--harness_type=openai) or by the
+MLCommons endpoints client (--harness_type=endpoints, endpoints.py), classifying products of the Shopify catalogue
+from their image, title, description and candidate categories; scored by hierarchical category F1 as the round's
+evaluation scores it.
 
 The reference (the MLCommons endpoints client, v6.1) sends each product as a chat (prompt.py) with at most 150 new
 tokens and no sampling parameter at all: the server's defaults apply, i.e. the model's generation_config.json

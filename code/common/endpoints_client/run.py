@@ -104,8 +104,8 @@ def client_test(label: str, name: str, served_model: str, workload: ClientWorklo
                           min_duration_ms=0 if test_run else rules.min_duration_ms,
                           tokenizer=workload.tokenizer, model_params=dict(workload.model_params),
                           load_pattern=dict(workload.load_pattern), timeout_s=workload.timeout_s,
-                          test_type=workload.test_type, n_samples_to_issue=workload.n_samples_to_issue,
-                          extra_settings=dict(workload.settings), num_workers=workload.num_workers,
+                          test_type=workload.test_type, extra_settings=dict(workload.settings),
+                          num_workers=workload.num_workers,
                           max_connections=workload.max_connections)
     notes = (*workload.notes, *(("a test run (--test_run): min_duration_ms 0, never submittable",) if test_run
                                 else ()))

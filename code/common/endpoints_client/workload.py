@@ -22,5 +22,4 @@ class ClientWorkload:
     num_workers: int = 1                              # the client's worker processes
     max_connections: int = 1                          # its connections to the endpoints, at most
     settings: Mapping[str, Any] = field(default_factory=dict)       # further settings blocks (warmup, drain)
-    n_samples_to_issue: int | None = None             # a test run's shortened performance phase (None: the client's)
     notes: tuple[str, ...] = ()                       # what the YAML's header says of it (substitutes, subsets)

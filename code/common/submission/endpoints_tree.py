@@ -55,6 +55,11 @@ def endpoints_system_id(system_id: str) -> str:
     return system_id + ENDPOINTS_SYSTEM_SUFFIX
 
 
+def described_system_id(tree_system_id: str) -> str:
+    """The machine whose overrides describe a tree's system: itself, or the one of `<system>_endpoints`."""
+    return tree_system_id.removesuffix(ENDPOINTS_SYSTEM_SUFFIX)
+
+
 def endpoints_system_description(data: Mapping[str, Any]) -> dict[str, Any]:
     """The description of the `<system>_endpoints` system: the machine's, the load generator named in its name."""
     return {**data, "system_name": f"{data.get('system_name') or ''} with the MLCommons endpoints client".strip()}
