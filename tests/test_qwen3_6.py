@@ -76,17 +76,20 @@ class FakeBenchmark:
     models = {"smollm2-135m-instruct": SimpleNamespace(served_name="HuggingFaceTB/SmolLM2-135M-Instruct")}
     generates_tokens = True
 
-    def endpoints_workload(self, model, accuracy, fields, paths, run_dir, test_run, *, scenario=None, dataset=None):
+    def endpoints_workload(self, model, accuracy, fields, paths, run_dir, test_run, *, scenario=""):
         return ClientWorkload(datasets=({"name": "bfcl_v4::function_calling", "type": "accuracy"},),
                               model_params={"temperature": 0, "max_new_tokens": int(fields["max_output_tokens"])},
                               targets={"overall_accuracy": 83.64, "normalized_single_turn_score": 85.32},
                               samples_required=995, notes=("the substitute",))
 
+    def endpoints_artefacts(self, model, fields, paths, report_dir, run_dir):
+        """None for qwen3.6-27b (GenerativeBenchmark's default)."""
+
 
 def a_spec(tmp_path: Path, mode: TestMode) -> SimpleNamespace:
     return SimpleNamespace(label=f"qwen3.6-27b SingleStream {mode.value}", benchmark="qwen3.6-27b",
                            scenario="SingleStream", scenario_enum=Scenario.SingleStream,
-                           model="smollm2-135m-instruct", dataset="qwen3_6_agentic_replay", mode_enum=mode,
+                           model="smollm2-135m-instruct", mode_enum=mode,
                            fields={"max_output_tokens": 64}, test_run=True, rules_version="v6.1",
                            harness_options={"endpoints": ["http://127.0.0.1:9"]})
 
@@ -94,7 +97,6 @@ def a_spec(tmp_path: Path, mode: TestMode) -> SimpleNamespace:
 @pytest.mark.parametrize("mode", [TestMode.AccuracyOnly, TestMode.PerformanceOnly])
 def test_the_harness_runs_the_client_and_its_record_keeps_the_client_and_the_gates(tmp_path, mode, monkeypatch):
     monkeypatch.setenv("CALLS", str(tmp_path / "calls.jsonl"))
-    monkeypatch.setattr("code.common.endpoints_client.run.check_served", lambda endpoints, model: None)
     client = fake_client(tmp_path)
     client_dir = Path(client.venv)
     (client_dir / "endpoints-client.json").write_text(json.dumps(client.as_dict()))

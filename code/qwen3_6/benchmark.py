@@ -117,7 +117,7 @@ class Qwen36Benchmark(TaskBenchmark):
         return super().download_data(dataset, paths, log)
 
     def endpoints_workload(self, model: str, accuracy: bool, fields: Mapping[str, Any], paths: Paths,
-                           run_dir: Path, test_run: bool, *, scenario=None, dataset: str | None = None):
+                           run_dir: Path, test_run: bool, *, scenario: str = ""):
         from ..common.endpoints_client.workload import ClientWorkload
 
         substitute = self.closed_model(model) is None

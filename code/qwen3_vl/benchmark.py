@@ -173,9 +173,10 @@ class Qwen3VLBenchmark(GenerativeBenchmark):
         return Text()
 
     def endpoints_workload(self, model: str, accuracy: bool, fields: Mapping[str, Any], paths: Paths,
-                           run_dir: Path, test_run: bool, *, scenario=None, dataset: str | None = None):
+                           run_dir: Path, test_run: bool, *, scenario: str = ""):
         """What the endpoints client runs for one test (endpoints.py): the reference example's YAML of the scenario,
-        the products of `dataset` in the client's data set cache, the round's F1 target and sample count."""
+        the products of the config's data set in the client's data set cache, the round's F1 target and sample
+        count."""
         from ..common.endpoints_client.workload import ClientWorkload
         from ..common.rules import get_round
         from . import endpoints as _endpoints
@@ -183,7 +184,8 @@ class Qwen3VLBenchmark(GenerativeBenchmark):
         if fields.get("use_guided_decoding"):
             raise _endpoints.guided_decoding_refused()
         scenario_example = _endpoints.example(scenario)
-        dataset = dataset or scenario_example.data_set
+        dataset = str(fields.get("dataset") or scenario_example.data_set)
+        scenario = _endpoints.scenario_of(scenario)
         substitute = self._model(model) == SUBSTITUTE
         notes: list[str] = []
         if substitute:

@@ -4,8 +4,9 @@
 
 1. the client's YAML is rendered (config_yaml.py) into the run folder and checked by the client itself
    (`validate-yaml`) before anything is started, so that a refused YAML costs no server start;
-2. where no endpoints are given, `start_server()` starts a local server (the openai harness's vLLM) and the YAML
-   is rendered again with its endpoint and served name;
+2. where no endpoints are given, `start_server()` starts a local server (the openai harness's vLLM, or the
+   benchmark's own) and the YAML is rendered again with its endpoint and served name; given endpoints that list
+   their models must list the served one (`check_served`);
 3. the client runs as a child process (child.py: its output shown as it comes, Ctrl-C handed to its group), its
    report in <run folder>/report, `--accuracy-only` for an accuracy test;
 4. the toolkit's gates (gates.py) are applied to that report, whatever the client's exit status said (it exits 0
@@ -20,7 +21,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from ..errors import UserError
 from ..fileio import sha256_file, write_atomically
 from .child import run_client, validate
 from .config_yaml import RULE_NOTE, ClientConfig, render
@@ -104,9 +104,9 @@ def client_test(label: str, name: str, served_model: str, workload: ClientWorklo
                           min_duration_ms=0 if test_run else rules.min_duration_ms,
                           tokenizer=workload.tokenizer, model_params=dict(workload.model_params),
                           load_pattern=dict(workload.load_pattern), timeout_s=workload.timeout_s,
-                          test_type=workload.test_type, extra_settings=dict(workload.settings),
-                          num_workers=workload.num_workers,
-                          max_connections=workload.max_connections)
+                          test_type=workload.test_type, api_type=workload.api_type,
+                          n_samples_to_issue=workload.n_samples_to_issue, extra_settings=dict(workload.settings),
+                          num_workers=workload.num_workers, max_connections=workload.max_connections)
     notes = (*workload.notes, *(("a test run (--test_run): min_duration_ms 0, never submittable",) if test_run
                                 else ()))
     return ClientTest(label=label, config=config, accuracy=accuracy, targets=dict(workload.targets),
@@ -146,41 +146,46 @@ def judge(test: ClientTest, report_dir: Path) -> tuple[list[Gate], dict[str, flo
 
 
 def check_served(endpoints: Sequence[str], served_model: str, timeout_s: float = 10.0) -> None:
-    """Each given endpoint lists `served_model` in its /v1/models; UserError (exit 2, the user's --endpoints) naming
-    the first that does not, before the client is started (it would only fail every sample)."""
+    """Each given endpoint that lists its models (/v1/models) lists `served_model` (UserError, exit 1, naming what
+    it serves otherwise): a server of another model would fail every sample after the client's minutes of start-up.
+    An endpoint that does not answer is left to the client, which names it."""
+    import urllib.error
     import urllib.request
+
+    from ..errors import EXIT_FAILURE, UserError
+    from ..serving.transport import serving
 
     for endpoint in endpoints:
         try:
-            with urllib.request.urlopen(f"{endpoint.rstrip('/')}/v1/models", timeout=timeout_s) as response:
-                listed = [m.get("id") for m in json.loads(response.read()).get("data", [])]
-        except (OSError, ValueError, AttributeError) as error:
-            raise UserError(f"{endpoint} does not answer /v1/models ({error}): start the server, or name one that "
-                            f"runs with --endpoints.") from None
-        if served_model not in listed:
-            raise UserError(f"{endpoint} does not serve {served_model} (its /v1/models lists "
-                            f"{', '.join(map(str, listed)) or 'nothing'}): serve {served_model} there, or name a "
-                            f"server that does with --endpoints.")
+            with urllib.request.urlopen(f"{endpoint.rstrip('/')}/v1/models", timeout=timeout_s) as answer:
+                models = json.loads(answer.read()).get("data")
+        except (OSError, ValueError, AttributeError, urllib.error.URLError):
+            continue
+        if isinstance(models, list) and serving(models, served_model) is None:
+            names = ", ".join(str(m.get("id")) for m in models if isinstance(m, dict)) or "nothing"
+            raise UserError(f"{endpoint} serves {names}, not {served_model} (its /v1/models); point --endpoints at "
+                            f"servers of {served_model}, or leave --endpoints out to have a local one started.",
+                            exit_code=EXIT_FAILURE)
 
 
 def run_on_client(client: ClientEnvironment, test: ClientTest, run_dir: Path, *, endpoints: Sequence[str] = (),
                   start_server: Callable[[], Server] | None = None, show: Callable[[str], None] = print,
-                  env: Mapping[str, str] | None = None,
-                  check_server: Callable[[Sequence[str], str], None] | None = None) -> ClientOutcome:
+                  env: Mapping[str, str] | None = None) -> ClientOutcome:
     """Run `test` on the client into `run_dir` (see the module's docstring); UserError when the client refuses
-    the YAML, a given endpoint does not serve the model (`check_server`), the client fails or leaves no report,
-    ClientInterrupted when stopped. The gates' failures are the outcome's,
+    the YAML, the client fails or leaves no report, ClientInterrupted when stopped. The gates' failures are the outcome's,
     not errors: the caller decides what a failed gate makes of the test."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     report_dir = run_dir / REPORT
     config = replace(test.config, report_dir=str(report_dir),
                      endpoints=tuple(endpoints) or (PLACEHOLDER_ENDPOINT,))
-    if endpoints and check_server is not None:      # before the client's slow start
-        check_server(tuple(endpoints), config.served_model)
     yaml_path = _write_yaml(test, config, run_dir / CLIENT_YAML)
+    for note in test.notes:
+        show(f"{test.label}: note: {note}")
     show(f"{test.label}: the client checks the YAML ({yaml_path})")
     validate(client.command, yaml_path, run_dir / VALIDATE_LOG, env=env)
+    if endpoints:
+        check_served(endpoints, config.served_model)
     server = None
     try:
         if not endpoints:

@@ -18,7 +18,9 @@ class ClientWorkload:
     targets: Mapping[str, float] = field(default_factory=dict)      # accuracy figure -> threshold (accuracy tests)
     samples_required: int | None = None               # accuracy samples the round scores (None: not gated)
     timeout_s: int | None = None                      # the client's whole-run timeout
-    test_type: str = "online"                         # the YAML's type: online, or offline (max_throughput)
+    test_type: str = "online"                         # the YAML's type: online, offline
+    api_type: str = "openai"                          # the client's adapter: openai, videogen, ...
+    n_samples_to_issue: int | None = None             # the performance phase's queries (None: the client's own count)
     num_workers: int = 1                              # the client's worker processes
     max_connections: int = 1                          # its connections to the endpoints, at most
     settings: Mapping[str, Any] = field(default_factory=dict)       # further settings blocks (warmup, drain)
