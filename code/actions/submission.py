@@ -17,6 +17,7 @@ from ..common.locking import exclusive_lock
 from ..common.submission import check_record
 from ..common.submission import measurements as conf
 from ..common.submission import staging
+from ..common.submission.endpoints_tree import described_system_id, endpoints_system_description, tree_key
 from ..common.records.runs import choose_runs, conflict_message, load_records
 from .base import Handler
 
@@ -43,7 +44,7 @@ class _SubmissionStep(Handler):
     def choices(self):
         """The runs of this machine's system that make up the submission, by (system, benchmark, scenario)."""
         records = load_records([self.ctx.paths.logs_root, self.ctx.paths.log_dir.parent], self.ctx.log)
-        chosen = choose_runs(records, self.ctx.args.allow_test_runs, self.ctx.system.system_id)
+        chosen = choose_runs(records, self.ctx.args.allow_test_runs, self.ctx.system.system_id, key=tree_key)
         selected = {(b, s) for b in self.ctx.args.benchmarks for s in self.ctx.args.scenarios}
         return {key: c for key, c in chosen.items() if (key[1], key[2]) in selected}
 
@@ -60,7 +61,7 @@ class GenerateConfFiles(_SubmissionStep):
                             exit_code=EXIT_FAILURE)
         for (system_id, benchmark, scenario), choice in chosen:
             folder = conf.write_measurements(ctx.paths, choice.performance, ctx.rules.benchmark(benchmark),
-                                             get_benchmark(benchmark))
+                                             get_benchmark(benchmark), system_id=system_id)
             written = "measurements.json, README.md" if choice.performance.load_generator else \
                 "measurements.json, user.conf, README.md"
             ctx.log(f"wrote {folder.relative_to(ctx.paths.repo)}/ ({written})")
@@ -81,6 +82,11 @@ class GenerateConfFiles(_SubmissionStep):
         system_json.write_system_json(ctx.paths.system_json(system_id), data)
         system_json.write_overrides_template(overrides_path, system_json.empty_fields(data, ctx.rules))
         ctx.log(f"wrote {ctx.paths.system_json(system_id).relative_to(ctx.paths.repo)}")
+        for tree_system in sorted({key[0] for key, _ in chosen} - {system_id}):   # <system>_endpoints
+            system_json.write_system_json(ctx.paths.system_json(tree_system),
+                                          endpoints_system_description(data))
+            ctx.log(f"wrote {ctx.paths.system_json(tree_system).relative_to(ctx.paths.repo)} (this machine's "
+                    f"description, for the tree of the endpoints client's runs)")
         optional = system_json.empty_optional_fields(data, ctx.rules)
         if optional:
             ctx.log(f"note: {len(optional)} optional field(s) of the system description are empty, which the "
@@ -163,13 +169,14 @@ class StageResults(_SubmissionStep):
             return conflict_message(f"{system_id} {benchmark} {scenario.value}", choice.conflict)
         rules = self.ctx.rules.benchmark(benchmark)
         name = conf.submission_benchmark(rules, choice.performance)
+        described = described_system_id(system_id)    # <system>_endpoints is described by the machine's overrides
         if not rules.allows(system_type):
-            return benchmark_not_in_suite_message(name, system_type.value, system_id)
+            return benchmark_not_in_suite_message(name, system_type.value, described)
         if choice.division == "closed" and scenario not in rules.allowed_scenarios(system_type):
             return (f"{system_id} {name} {scenario.value}: the closed division has no {scenario.value} for {name} on "
                     f"a {system_type.value} system, and the official checkers reject the benchmark with it; it may "
                     f"go into the open division, or set system_type in "
-                    f"systems/{system_id}.overrides.json to a type whose suite holds it.")
+                    f"systems/{described}.overrides.json to a type whose suite holds it.")
         return None
 
     def _fill_missing(self, system_type, staged: dict, folders: dict) -> list[str]:

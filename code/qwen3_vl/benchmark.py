@@ -1,8 +1,9 @@
 """Benchmark qwen3-vl-235b-a22b behind `code.common.benchmark_api.Benchmark`: Qwen3-VL-235B-A22B-Instruct (closed
-division, served by an OpenAI-compatible serving engine: --harness_type=openai) or the embedded substitute, a SmolVLM
-(Idefics3) folder written from SmolLM2-135M's text weights (open division), classifying products of the Shopify
-catalogue from their image, title, description and candidate categories; scored by hierarchical category F1 as the
-round's evaluation scores it.
+division) or the embedded substitute, a SmolVLM (Idefics3) folder written from SmolLM2-135M's text weights (open
+division), both served by an OpenAI-compatible serving engine and driven by LoadGen (--harness_type=openai) or by the
+MLCommons endpoints client (--harness_type=endpoints, endpoints.py), classifying products of the Shopify catalogue
+from their image, title, description and candidate categories; scored by hierarchical category F1 as the round's
+evaluation scores it.
 
 The reference (the MLCommons endpoints client, v6.1) sends each product as a chat (prompt.py) with at most 150 new
 tokens and no sampling parameter at all: the server's defaults apply, i.e. the model's generation_config.json
@@ -77,6 +78,10 @@ class Qwen3VLBenchmark(GenerativeBenchmark):
     # What `make run RUN_ARGS=--benchmarks=qwen3-vl-235b-a22b` runs: the substitute on the 7 substitute products.
     embedded_default: Mapping[str, Any] = {"model": SUBSTITUTE, "dataset": _datasets.SUBSTITUTE,
                                            "offline_expected_qps": PerCore(0.5), "server_target_qps": PerCore(0.1)}
+
+    # The round's reference load generator for it is the MLCommons endpoints client (--harness_type=endpoints);
+    # LoadGen trees are still accepted (--harness_type=openai).
+    endpoints_served = True
 
     def __hash__(self) -> int:
         return hash(self.name)
@@ -166,6 +171,56 @@ class Qwen3VLBenchmark(GenerativeBenchmark):
     def answer(self, model: str, paths: Paths) -> Text:
         """The answer's text, as the server sent it (its models run on serving engines only)."""
         return Text()
+
+    def endpoints_workload(self, model: str, accuracy: bool, fields: Mapping[str, Any], paths: Paths,
+                           run_dir: Path, test_run: bool, *, scenario: str = ""):
+        """What the endpoints client runs for one test (endpoints.py): the reference example's YAML of the scenario,
+        the products of the config's data set in the client's data set cache, the round's F1 target and sample
+        count."""
+        from ..common.endpoints_client.workload import ClientWorkload
+        from ..common.rules import get_round
+        from . import endpoints as _endpoints
+
+        if fields.get("use_guided_decoding"):
+            raise _endpoints.guided_decoding_refused()
+        scenario_example = _endpoints.example(scenario)
+        dataset = str(fields.get("dataset") or scenario_example.data_set)
+        scenario = _endpoints.scenario_of(scenario)
+        substitute = self._model(model) == SUBSTITUTE
+        notes: list[str] = []
+        if substitute:
+            notes.append(f"the substitute {model} stands in for Qwen3-VL-235B-A22B-Instruct: not a qwen3-vl result; "
+                         f"{PATH_NOT_MODEL}")
+        if dataset == _datasets.SUBSTITUTE:
+            notes.append(f"the data set is {dataset} (7 products), not the published catalogue")
+        client_id, split_key = _endpoints.client_dataset(dataset, scenario_example)
+        _endpoints.prepare_cache(self.name, model, dataset, paths, run_dir, client_id, split_key, test_run, notes)
+        max_new = int(fields["max_output_tokens"])
+        if max_new != MAX_NEW_TOKENS:
+            notes.append(f"max_new_tokens {max_new}, not the reference's {MAX_NEW_TOKENS}")
+        name = f"{client_id}::{_endpoints.PRESET}"
+        blocks: list[Mapping[str, Any]] = [{"name": name, "type": "performance"}]
+        if accuracy:
+            blocks.append({"name": name, "type": "accuracy", "accuracy_config": dict(_endpoints.ACCURACY_CONFIG)})
+        online = scenario_example.test_type == "online"
+        load_pattern = ({"type": "poisson", "target_qps": float(fields["server_target_qps"])} if online
+                        else {"type": "max_throughput"})
+        reference_load = not substitute and not test_run
+        settings: dict[str, Any] = {}
+        if reference_load:
+            settings["warmup"] = {"enabled": True, "n_requests": scenario_example.warmup_requests, "salt": False}
+            if not online:
+                settings["drain"] = dict(_endpoints.OFFLINE_DRAIN)
+        threshold, samples = _endpoints.threshold_and_samples(get_round(), scenario)
+        return ClientWorkload(
+            datasets=tuple(blocks), test_type=scenario_example.test_type, load_pattern=load_pattern,
+            model_params={"max_new_tokens": max_new, **({"streaming": "on"} if scenario_example.streaming else {})},
+            targets={"score": threshold} if accuracy else {}, samples_required=samples if accuracy else None,
+            timeout_s=scenario_example.timeout_s, settings=settings,
+            num_workers=_endpoints.REFERENCE_WORKERS if reference_load else _endpoints.SUBSTITUTE_WORKERS,
+            max_connections=(_endpoints.REFERENCE_CONNECTIONS if reference_load
+                             else _endpoints.SUBSTITUTE_CONNECTIONS),
+            notes=tuple(notes))
 
     # -- scoring --------------------------------------------------------------------------------------------
     def score(self, model: str, dataset: str, accuracy_log: Path, paths: Paths) -> AccuracyResult:

@@ -46,6 +46,7 @@ class ClientConfig:
     warmup_connections: int = 0
     timeout_s: int | None = None
     api_type: str = "openai"
+    extra_settings: Mapping[str, Any] = field(default_factory=dict)   # settings blocks beyond these (warmup, drain)
 
     def __post_init__(self) -> None:
         if not self.endpoints:
@@ -79,6 +80,7 @@ def as_mapping(config: ClientConfig) -> dict[str, Any]:
                        "warmup_connections": config.warmup_connections,
                        "worker_initialization_timeout": max(float(config.worker_initialization_timeout_s),
                                                             MIN_STARTUP_TIMEOUT_S)},
+            **{name: dict(block) for name, block in config.extra_settings.items()},
         },
         "endpoint_config": {"endpoints": list(config.endpoints), "api_type": config.api_type, "api_key": None},
         "report_dir": config.report_dir,

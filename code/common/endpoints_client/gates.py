@@ -119,10 +119,15 @@ def accuracy_gates(report_dir: Path, targets: Mapping[str, float], samples: int 
     gates = []
     for name, threshold in targets.items():
         value = figures.get(name)
-        gates.append(Gate(f"{name} >= {threshold:.2f}", value is not None and value >= threshold,
-                          "not in the report" if value is None else f"{value:.2f}"))
+        gates.append(Gate(f"{name} >= {_figure(threshold)}", value is not None and value >= threshold,
+                          "not in the report" if value is None else _figure(value)))
     if samples is not None:
         scored = figures.get("total_samples")
         gates.append(Gate(f"{samples} samples scored", scored is not None and int(scored) >= samples,
                           "not in the report" if scored is None else f"{int(scored)} scored"))
     return gates
+
+
+def _figure(value: float) -> str:
+    """Two decimals, or as many as it takes to tell a figure from its threshold (an F1 of 0.782397)."""
+    return f"{value:.2f}" if round(value, 2) == value else f"{value:.6g}"

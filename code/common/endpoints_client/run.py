@@ -105,7 +105,8 @@ def client_test(label: str, name: str, served_model: str, workload: ClientWorklo
                           tokenizer=workload.tokenizer, model_params=dict(workload.model_params),
                           load_pattern=dict(workload.load_pattern), timeout_s=workload.timeout_s,
                           test_type=workload.test_type, api_type=workload.api_type,
-                          n_samples_to_issue=workload.n_samples_to_issue)
+                          n_samples_to_issue=workload.n_samples_to_issue, extra_settings=dict(workload.settings),
+                          num_workers=workload.num_workers, max_connections=workload.max_connections)
     notes = (*workload.notes, *(("a test run (--test_run): min_duration_ms 0, never submittable",) if test_run
                                 else ()))
     return ClientTest(label=label, config=config, accuracy=accuracy, targets=dict(workload.targets),
@@ -171,7 +172,7 @@ def run_on_client(client: ClientEnvironment, test: ClientTest, run_dir: Path, *,
                   start_server: Callable[[], Server] | None = None, show: Callable[[str], None] = print,
                   env: Mapping[str, str] | None = None) -> ClientOutcome:
     """Run `test` on the client into `run_dir` (see the module's docstring); UserError when the client refuses
-    the YAML, fails or leaves no report, ClientInterrupted when stopped. The gates' failures are the outcome's,
+    the YAML, the client fails or leaves no report, ClientInterrupted when stopped. The gates' failures are the outcome's,
     not errors: the caller decides what a failed gate makes of the test."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -21,4 +21,7 @@ class ClientWorkload:
     test_type: str = "online"                         # the YAML's type: online, offline
     api_type: str = "openai"                          # the client's adapter: openai, videogen, ...
     n_samples_to_issue: int | None = None             # the performance phase's queries (None: the client's own count)
+    num_workers: int = 1                              # the client's worker processes
+    max_connections: int = 1                          # its connections to the endpoints, at most
+    settings: Mapping[str, Any] = field(default_factory=dict)       # further settings blocks (warmup, drain)
     notes: tuple[str, ...] = ()                       # what the YAML's header says of it (substitutes, subsets)

@@ -134,17 +134,20 @@ def _choose_accuracy(choice: Choice, runs: list[RunRecord]) -> None:
     choice.accuracy = max(matching, key=rank, default=None)
 
 
-def choose_runs(records: list[RunRecord], allow_test_runs: bool, system_id: str | None = None) -> dict[Key, Choice]:
+def choose_runs(records: list[RunRecord], allow_test_runs: bool, system_id: str | None = None,
+                key: Callable[[RunRecord], Key] = key_of) -> dict[Key, Choice]:
+    """The chosen runs of each key (`key`: the tree a run goes into; by default its system, benchmark and scenario),
+    of the runs of `system_id` (all where None)."""
     choices: dict[Key, Choice] = {}
     eligible: dict[Key, list[RunRecord]] = {}
     for record in (r for r in records if _is_submission_run(r, system_id)):
-        key = key_of(record)
-        choice = choices.setdefault(key, Choice())
+        key_ = key(record)
+        choice = choices.setdefault(key_, Choice())
         reason = _why_not(record, allow_test_runs)
         if reason:
             choice.passed_over.append(f"{record.log_dir or record.path}: {reason}")
         else:
-            eligible.setdefault(key, []).append(record)
+            eligible.setdefault(key_, []).append(record)
     for key, choice in choices.items():
         runs = eligible.get(key, [])
         choice.performance = max((r for r in runs if r.test_mode is TestMode.PerformanceOnly), key=rank, default=None)

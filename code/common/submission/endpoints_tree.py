@@ -20,23 +20,52 @@ or edited report file stages nothing.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from ..errors import EXIT_FAILURE, UserError
 from ..fileio import copy_atomically, replace_dir, sha256_file
 from ..paths import MEASUREMENTS_JSON, README, RUN_RECORD
 from ..records.metadata import RunRecord
 from ..records.reproduce import reproduce_command
+from ..records.runs import Key, key_of
 
 Log = Callable[[str], None]
 CONFIG = "config.yaml"
 PERFORMANCE = ("performance", "result_summary.json")
 ACCURACY = ("accuracy", "accuracy_results.json")
 MEASURED_FILES = (MEASUREMENTS_JSON, README)
+ENDPOINTS_SYSTEM_SUFFIX = "_endpoints"
 
 
 def is_endpoints_run(record: RunRecord | None) -> bool:
     return record is not None and bool(record.load_generator)
+
+
+def tree_key(record: RunRecord) -> Key:
+    """The tree a run goes into: its system, benchmark and scenario; for the client's run of a benchmark the round
+    also has LoadGen trees of (qwen3-vl, wan-2.2), the system `<system>_endpoints`. The checker's loader takes a
+    scenario folder for one kind or the other (LoadGen logs, else the client's reports), so the two trees of one
+    machine live under two system descriptions, and neither overwrites the other."""
+    from ..benchmark_api import endpoints_only, get_benchmark
+
+    system, benchmark, scenario = key_of(record)
+    if is_endpoints_run(record) and not endpoints_only(get_benchmark(benchmark)):
+        system = endpoints_system_id(system)
+    return system, benchmark, scenario
+
+
+def endpoints_system_id(system_id: str) -> str:
+    return system_id + ENDPOINTS_SYSTEM_SUFFIX
+
+
+def described_system_id(tree_system_id: str) -> str:
+    """The machine whose overrides describe a tree's system: itself, or the one of `<system>_endpoints`."""
+    return tree_system_id.removesuffix(ENDPOINTS_SYSTEM_SUFFIX)
+
+
+def endpoints_system_description(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The description of the `<system>_endpoints` system: the machine's, the load generator named in its name."""
+    return {**data, "system_name": f"{data.get('system_name') or ''} with the MLCommons endpoints client".strip()}
 
 
 def report_file(record: RunRecord, relative: str, label: str) -> Path:

@@ -117,8 +117,11 @@ def _run_user_conf(record: RunRecord) -> str:
                         exit_code=EXIT_FAILURE) from None
 
 
-def write_measurements(paths: Paths, record: RunRecord, rules: BenchmarkRules, benchmark: Benchmark) -> Path:
-    folder = paths.measurements_dir(record.system.id, submission_benchmark(rules, record), record.scenario)
+def write_measurements(paths: Paths, record: RunRecord, rules: BenchmarkRules, benchmark: Benchmark,
+                       system_id: str | None = None) -> Path:
+    """measurements/ of the run, under `system_id` (the tree's system; the run's where None)."""
+    folder = paths.measurements_dir(system_id or record.system.id, submission_benchmark(rules, record),
+                                    record.scenario)
     write_atomically(folder / MEASUREMENTS_JSON, json.dumps(measurements(record, benchmark), indent=2) + "\n")
     if not record.load_generator:     # an endpoints client's run has no LoadGen user.conf; its tree asks none
         write_atomically(folder / USER_CONF, _run_user_conf(record))
