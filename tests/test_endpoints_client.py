@@ -83,6 +83,18 @@ def test_the_checkout_is_asked_for_by_name_when_missing_or_not_the_client(tmp_pa
     assert (found.commit, found.modified) == (commit, False)
 
 
+def test_a_commit_of_the_round_that_cannot_run_a_test_is_refused_with_its_reason(checkout, monkeypatch):
+    from code.common.endpoints_client import environment
+    assert "381d13bbd27d6d52306813a51dc4e44295222d7e" in environment.REFUSED_COMMITS     # the qwen3-vl pin
+    assert not set(environment.REFUSED_COMMITS) & set(environment.CLIENT_COMMITS)
+    folder, commit = checkout
+    monkeypatch.setitem(environment.REFUSED_COMMITS, commit, "its schema forbids keys the YAML needs")
+    with pytest.raises(UserError, match=f"is at {commit[:8]}, its schema forbids keys the YAML needs: "
+                                        f"git -C {folder} checkout ea332753") as error:
+        find_checkout({CHECKOUT_VARIABLE: str(folder)}, commits={commit: "test"})
+    assert error.value.exit_code == 2
+
+
 def test_an_edited_checkout_is_recorded_as_modified(tmp_path):
     commit = make_checkout(tmp_path)
     (tmp_path / "src" / "inference_endpoint" / "main.py").write_text("def run():\n    pass\n")

@@ -36,8 +36,14 @@ CONSOLE_SCRIPT = "inference-endpoint"
 STAMP = "endpoints-client.json"
 # The commits of the client the toolkit drives, and what each is the round's reference for.
 CLIENT_COMMITS: Mapping[str, str] = {
-    "ea3327530376fef63d706f4105612e17c2c80a8d": "v6.1: qwen3.6-27b (examples/11_Edge_Agentic_Example) and wan-2.2",
-    "381d13bbd27d6d52306813a51dc4e44295222d7e": "v6.1: the qwen3-vl reference's pinned client",
+    "ea3327530376fef63d706f4105612e17c2c80a8d": "v6.1: qwen3.6-27b (examples/11_Edge_Agentic_Example), wan-2.2 "
+                                                "and qwen3-vl",
+}
+# Commits of the round the toolkit knows and cannot drive, with why: refused by name rather than as unknown.
+REFUSED_COMMITS: Mapping[str, str] = {
+    "381d13bbd27d6d52306813a51dc4e44295222d7e": "the commit the qwen3-vl reference pins; its settings schema forbids "
+                                                "keys the YAML needs (service_ready_timeout_s, warmup, drain), so "
+                                                "it cannot run a test",
 }
 DEFAULT_COMMIT = "ea3327530376fef63d706f4105612e17c2c80a8d"
 BFCL_EXTRA = "bfcl"       # bfcl-eval, which builds and scores the BFCL v4 accuracy set (qwen3.6-27b)
@@ -103,6 +109,9 @@ def find_checkout(env: Mapping[str, str] | None = None,
         raise UserError(f"{CHECKOUT_VARIABLE}={folder} is not a checkout of {REPOSITORY} (no pyproject.toml of "
                         f"{DISTRIBUTION} with its uv.lock there): {get}.", exit_code=EXIT_BAD_INPUT)
     commit = _git(folder, "rev-parse", "HEAD")
+    if commit in REFUSED_COMMITS:
+        raise UserError(f"The endpoints checkout {folder} is at {commit[:8]}, {REFUSED_COMMITS[commit]}: "
+                        f"git -C {folder} checkout {DEFAULT_COMMIT[:8]}.", exit_code=EXIT_BAD_INPUT)
     if commit not in commits:
         known = "; ".join(f"{c[:8]} ({why})" for c, why in commits.items())
         raise UserError(f"The endpoints checkout {folder} is at {commit[:8]}, a commit this toolkit does not drive; "
