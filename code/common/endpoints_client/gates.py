@@ -106,9 +106,7 @@ def accuracy_figures(report_dir: Path) -> dict[str, float]:
             except ValueError:
                 pass
     # BFCL's breakdown carries overall_accuracy in percent, beside a scalar score that is a fraction (0.1126 for
-    # 11.26 %); a scorer without that breakdown key has only its score, in its own unit.
-    if "overall_accuracy" not in figures and "score" in figures:
-        figures["overall_accuracy"] = figures["score"]
+    # 11.26 %); other scorers have only their score, in their own unit, and are gated on it by name.
     return figures
 
 
