@@ -158,7 +158,12 @@ def test_qwen3_6_gives_the_client_the_reference_blocks_the_cut_replay_and_its_no
     if accuracy:
         bfcl = workload.datasets[1]
         assert bfcl["accuracy_config"] == BFCL_BLOCK["accuracy_config"]
-        assert bfcl["generate_params"] == {**BFCL_BLOCK["generate_params"], "max_samples": 8}
+        # a test run: the round's rates scaled down without the floor, one sample of each of the 12 subsets
+        assert bfcl["generate_params"]["categories"] == BFCL_BLOCK["generate_params"]["categories"]
+        assert "subset_floor" not in bfcl["generate_params"] and "max_samples" not in bfcl["generate_params"]
+        assert workload.accuracy_subset.samples == 12
+        assert all(n == 1 for parts in workload.accuracy_subset.counts.values() for n in parts.values())
+        assert any("not its 995-sample score: 12 samples, 3 groups, 12 parts" in note for note in workload.notes)
         assert workload.targets == {"overall_accuracy": 83.64, "normalized_single_turn_score": 85.32}
         assert workload.samples_required == 995
     else:

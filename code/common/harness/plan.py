@@ -36,7 +36,7 @@ from ..disk_full import existing_folder, format_bytes
 from ..errors import EXIT_FAILURE, UserError
 from ..rules import BenchmarkRules, RulesRound
 from ..records.metadata import COMPLETED
-from .planned import EarlierRun, PlannedTest, Speed, earlier_runs, format_duration
+from .planned import LOADGEN, EarlierRun, PlannedTest, Speed, earlier_runs, format_duration
 from .resume import AskedFor, find_attempts, refuse_other_settings, resume_test
 from .settings import STREAM_LATENCY_FIELDS
 
@@ -234,6 +234,11 @@ def plan_entry(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, run
     config = ctx.resolve(benchmark_name, scenario, mode)
     fields = config.values
     benchmark, model_spec, rules = check_selection(ctx, benchmark_name, fields)
+    own = own_estimate(ctx, config, benchmark, scenario, mode, runs)
+    if own is not None:
+        return PlannedTest(benchmark_name, scenario, mode, audit_test, own.queries, own.queries, own.seconds, 0,
+                           copies * SMALL_LOGS_BYTES, own.speed, folder=folder, load_generator=own.load_generator,
+                           basis=own.notes)
     prepared, _, subset = checked_subset(ctx, benchmark, model_spec, fields)
     size = effective_dataset_size(fields, prepared or dataset_size(benchmark, fields["dataset"], rules))
     user_conf = user_conf_lines(rules.loadgen_model_for(scenario), scenario, fields, rules, size, ctx.args.test_run,
@@ -258,6 +263,23 @@ def plan_entry(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, run
     return PlannedTest(benchmark_name, scenario, mode, audit_test, queries, samples, seconds, logged, disk, speed,
                        folder=folder, device_set=on_device,
                        subset=f"{fields['dataset']} is {subset}: the figures are this part's" if subset else None)
+
+
+def own_estimate(ctx, config, benchmark, scenario: Scenario, mode: TestMode, runs: Sequence[EarlierRun]):
+    """The estimate of a harness whose own load generator runs the test (the endpoints client), from what it will
+    do and the newest earlier run of the same computation; None for a LoadGen test."""
+    from ..errors import UserError
+    from .selection import choose
+
+    try:
+        harness = choose(config, ctx.args.workload.harness_type.value, ctx.paths.build)
+    except UserError:
+        return None     # no harness can run it: the test's own preflight says why
+    if not harness.own_load_generator:
+        return None
+    earlier = find_measurement(runs, ctx.system.system_id, benchmark.name, scenario, config.values)
+    return harness.plan_own_test(benchmark, config.values, scenario, mode, bool(ctx.args.test_run), earlier,
+                                 ctx.rules.min_duration_ms / 1000)
 
 
 def device_set(benchmark, fields: Mapping[str, Any], samples: int) -> tuple[int, int]:
@@ -394,9 +416,11 @@ class Plan:
             lines += test.lines()
         skipped = len(self.tests) - len(self.to_run)
         free = f" ({format_bytes(free_bytes)} free there)" if free_bytes is not None else ""
+        loadgen = all(t.load_generator == LOADGEN for t in self.to_run)
+        what = "LoadGen tests (plus each test's start-up: engine and samples loaded, warm-up)" if loadgen else \
+            "tests (their start-up as each says)"
         lines.append(f"Total: {len(self.to_run)} to run{f', {skipped} skipped' if skipped else ''}; about "
-                     f"{format_duration(self.duration_s)} of LoadGen tests (plus each test's start-up: engine and "
-                     f"samples loaded, warm-up), {format_bytes(self.disk_bytes)} of logs{free}.")
+                     f"{format_duration(self.duration_s)} of {what}, {format_bytes(self.disk_bytes)} of logs{free}.")
         return lines
 
 

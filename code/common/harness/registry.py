@@ -28,12 +28,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..registry import Registry
 
 if TYPE_CHECKING:
     from ..benchmark_api import Benchmark, PreprocessedSet
+    from ..constants import Scenario, TestMode
     from ..fields import Field
     from ..generation import GenerationSettings
     from ..paths import Paths
@@ -171,6 +172,13 @@ class HarnessPlugin:
         """Run the test with the harness's own load generator; the outcome fields of its record (durations, metric
         or accuracy, valid, submittable, reasons, endpoints, load_generator). An exception fails the test."""
         raise NotImplementedError
+
+    def plan_own_test(self, benchmark: "Benchmark", fields: Mapping[str, Any], scenario: "Scenario", mode: "TestMode",
+                      test_run: bool, earlier: Any, min_duration_s: float) -> Any:
+        """The plan's estimate of a test its own load generator runs (planned.OwnEstimate), from what that load
+        generator will do and `earlier`, the newest earlier run of the same computation (planned.EarlierRun, or
+        None); None: estimated as a LoadGen test."""
+        return None
 
     # `make bench`'s figures of this harness where it has its own, instead of the in-process ones (b) to (e):
     # "module:function" of `(bench, ctx, benchmark_name) -> figures`, imported when bench runs.

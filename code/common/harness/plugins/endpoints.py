@@ -105,6 +105,27 @@ class EndpointsHarness(HarnessPlugin):
         stop_local_servers()
         stop_clients()
 
+    def plan_own_test(self, benchmark, fields, scenario, mode, test_run: bool, earlier, min_duration_s: float):
+        """From what the client will issue (the benchmark's endpoints_load) at the earlier client test's time per
+        query, or the config's expected latency (endpoints_client/plan.py)."""
+        from ...benchmark_api import generative
+        from ...constants import TestMode
+        from ...endpoints_client.plan import estimate_client_test, per_query_time, startup_time
+        from ..planned import OwnEstimate, Speed
+        from ..plan import FROM_CONFIG, MEASURED
+        from ..settings import STREAM_LATENCY_FIELDS
+
+        accuracy = mode is TestMode.AccuracyOnly
+        load = generative(benchmark).endpoints_load(fields["model"], accuracy, fields, test_run)
+        latency_field = STREAM_LATENCY_FIELDS.get(scenario, "")
+        per_query = per_query_time(earlier, fields.get(latency_field), latency_field) if load is not None else None
+        if per_query is None:
+            return None
+        found = estimate_client_test(load, per_query, 0.0 if test_run or accuracy else min_duration_s,
+                                     startup_time(earlier), str(earlier.folder) if earlier is not None else "")
+        speed = Speed(1 / found.per_query_s, MEASURED if found.measured else FROM_CONFIG, found.basis)
+        return OwnEstimate(found.queries, found.seconds, speed, "the MLCommons endpoints client", found.notes)
+
     def run_own_test(self, spec, benchmark, paths, log_dir: Path) -> dict[str, Any]:
         from ...benchmark_api import generative
         from ...constants import TestMode
@@ -134,6 +155,7 @@ def outcome_fields(spec, client, test, outcome, seconds: float, local: bool) -> 
     not a test run and the tree's rules are the round's (a test run's shortened duration is not)."""
     from urllib.parse import urlsplit
 
+    from ...endpoints_client.run import subset_scores
     from ...records.metadata import AccuracyRecord, Durations
     from ...records.record import EndpointRecord
     from ...serving.machines import machine_key
@@ -156,7 +178,10 @@ def outcome_fields(spec, client, test, outcome, seconds: float, local: bool) -> 
     if test.accuracy:
         figures = outcome.figures
         lines = [f"{name}={value:.2f}" for name, value in figures.items() if name in test.targets]
-        text = "\n".join([*lines, f"samples={int(figures.get('total_samples', 0))}",
+        subset = outcome.accuracy_subset
+        text = "\n".join([*([subset.line()] if subset is not None else []), *lines,
+                          f"samples={int(figures.get('total_samples', 0))}",
+                          *([subset_scores(subset, figures)] if subset is not None else []),
                           *(gate.line() for gate in outcome.gates)]) + "\n"
         first = next(iter(test.targets), "score")
         result["accuracy"] = AccuracyRecord(
