@@ -21,6 +21,8 @@ side, never promising less time than a test takes. Disk: each test's small logs 
 user.conf, run_spec.json, metadata.json) and its accuracy log, where LoadGen writes each logged response as hex
 (two characters a byte) in a JSON entry: every sample in AccuracyOnly, a sampled share of them in TEST01's
 performance run, none otherwise. The engine does not change any of it.
+A test whose harness brings its own load generator (the endpoints client) is estimated by that harness from what
+it will issue (HarnessPlugin.plan_own_test, endpoints_client/plan.py), not as LoadGen's.
 """
 from __future__ import annotations
 
@@ -236,8 +238,9 @@ def plan_entry(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, run
     benchmark, model_spec, rules = check_selection(ctx, benchmark_name, fields)
     own = own_estimate(ctx, config, benchmark, scenario, mode, runs)
     if own is not None:
+        speed = Speed(1 / own.per_query_s, MEASURED if own.measured else FROM_CONFIG, own.basis)
         return PlannedTest(benchmark_name, scenario, mode, audit_test, own.queries, own.queries, own.seconds, 0,
-                           copies * SMALL_LOGS_BYTES, own.speed, folder=folder, load_generator=own.load_generator,
+                           copies * SMALL_LOGS_BYTES, speed, folder=folder, load_generator=own.load_generator,
                            basis=own.notes)
     prepared, _, subset = checked_subset(ctx, benchmark, model_spec, fields)
     size = effective_dataset_size(fields, prepared or dataset_size(benchmark, fields["dataset"], rules))
@@ -278,8 +281,8 @@ def own_estimate(ctx, config, benchmark, scenario: Scenario, mode: TestMode, run
     if not harness.own_load_generator:
         return None
     earlier = find_measurement(runs, ctx.system.system_id, benchmark.name, scenario, config.values)
-    return harness.plan_own_test(benchmark, config.values, scenario, mode, bool(ctx.args.test_run), earlier,
-                                 ctx.rules.min_duration_ms / 1000)
+    return harness.plan_own_test(benchmark, config.values, mode, bool(ctx.args.test_run), earlier,
+                                 ctx.rules.min_duration_ms / 1000, STREAM_LATENCY_FIELDS.get(scenario, ""))
 
 
 def device_set(benchmark, fields: Mapping[str, Any], samples: int) -> tuple[int, int]:

@@ -83,17 +83,6 @@ class Speed:
 LOADGEN = "LoadGen"
 
 
-@dataclass(frozen=True)
-class OwnEstimate:
-    """A harness's own estimate of a test its own load generator runs (HarnessPlugin.plan_own_test)."""
-
-    queries: int
-    seconds: float
-    speed: Speed
-    load_generator: str              # e.g. "the MLCommons endpoints client"
-    notes: tuple[str, ...] = ()      # what the estimate is based on, beyond the speed
-
-
 # -- one test ---------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PlannedTest:

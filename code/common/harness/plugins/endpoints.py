@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ...endpoints_client.child import stop_clients
-from ..registry import HarnessFlag, HarnessPlugin
+from ..registry import HarnessFlag, HarnessPlugin, OwnEstimate
 from .openai import prepare_served_model, stop_local_servers
 
 ENDPOINTS = "endpoints"
@@ -105,26 +105,23 @@ class EndpointsHarness(HarnessPlugin):
         stop_local_servers()
         stop_clients()
 
-    def plan_own_test(self, benchmark, fields, scenario, mode, test_run: bool, earlier, min_duration_s: float):
+    def plan_own_test(self, benchmark, fields, mode, test_run: bool, earlier, min_duration_s: float,
+                      latency_field: str) -> OwnEstimate | None:
         """From what the client will issue (the benchmark's endpoints_load) at the earlier client test's time per
         query, or the config's expected latency (endpoints_client/plan.py)."""
         from ...benchmark_api import generative
         from ...constants import TestMode
         from ...endpoints_client.plan import estimate_client_test, per_query_time, startup_time
-        from ..planned import OwnEstimate, Speed
-        from ..plan import FROM_CONFIG, MEASURED
-        from ..settings import STREAM_LATENCY_FIELDS
 
         accuracy = mode is TestMode.AccuracyOnly
         load = generative(benchmark).endpoints_load(fields["model"], accuracy, fields, test_run)
-        latency_field = STREAM_LATENCY_FIELDS.get(scenario, "")
         per_query = per_query_time(earlier, fields.get(latency_field), latency_field) if load is not None else None
         if per_query is None:
             return None
         found = estimate_client_test(load, per_query, 0.0 if test_run or accuracy else min_duration_s,
                                      startup_time(earlier), str(earlier.folder) if earlier is not None else "")
-        speed = Speed(1 / found.per_query_s, MEASURED if found.measured else FROM_CONFIG, found.basis)
-        return OwnEstimate(found.queries, found.seconds, speed, "the MLCommons endpoints client", found.notes)
+        return OwnEstimate(found.queries, found.seconds, found.per_query_s, found.measured, found.basis,
+                           "the MLCommons endpoints client", found.notes)
 
     def run_own_test(self, spec, benchmark, paths, log_dir: Path) -> dict[str, Any]:
         from ...benchmark_api import generative
