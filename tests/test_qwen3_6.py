@@ -260,14 +260,16 @@ def _plan_context(tmp_path: Path, *flags: str):
     return Context(args=args, paths=paths, rules=get_round(), detect=lambda: system, log=lambda _: None)
 
 
-def _earlier(ctx, p90_ms: float, test_s: float, measured_s: float):
+def _earlier(ctx, p90_ms: float | None, test_s: float, measured_s: float, samples: int | None = None):
     from code.common.harness.planned import EarlierRun
 
-    fields = ctx.resolve("qwen3.6-27b", Scenario.SingleStream, TestMode.PerformanceOnly).values
-    return EarlierRun(folder=Path("/logs/earlier"), system_id=ctx.system.system_id, benchmark="qwen3.6-27b",
-                      scenario="SingleStream", test_mode="PerformanceOnly", audit_test=None, purpose="submission",
-                      status=COMPLETED, valid=True, test_run=True, fields=fields, metric=p90_ms,
-                      finished="2026-01-01T00:00:00", metric_unit="ms", test_s=test_s, measured_s=measured_s)
+    mode = TestMode.AccuracyOnly if samples else TestMode.PerformanceOnly
+    fields = ctx.resolve("qwen3.6-27b", Scenario.SingleStream, mode).values
+    return EarlierRun(folder=Path(f"/logs/earlier-{mode.value}"), system_id=ctx.system.system_id,
+                      benchmark="qwen3.6-27b", scenario="SingleStream", test_mode=mode.value, audit_test=None,
+                      purpose="submission", status=COMPLETED, valid=True, test_run=True, fields=fields, metric=p90_ms,
+                      finished="2026-01-01T00:00:00", metric_unit="ms" if p90_ms else "", test_s=test_s,
+                      measured_s=measured_s, accuracy_samples=samples)
 
 
 def test_the_plan_counts_a_test_runs_replay_turns_and_bfcl_subset_at_the_configs_latency(tmp_path):
@@ -298,7 +300,7 @@ def test_the_plan_of_a_full_pass_takes_the_earlier_client_tests_latency_and_star
     assert (performance.queries, accuracy.queries) == (1007, 995)
     assert performance.duration_s == pytest.approx(300 + 1007 * 20)      # the start-up, then every turn once
     assert accuracy.duration_s == pytest.approx(300 + 995 * 20)
-    assert performance.speed.source == MEASURED and "/logs/earlier" in performance.speed.basis
+    assert performance.speed.source == MEASURED and "/logs/earlier-PerformanceOnly" in performance.speed.basis
     lines = "\n".join(performance.lines())
     assert "min_duration_ms 600000 (the v6.1 checker's) does not lengthen it: the client issues each recorded " \
            "turn once" in lines
@@ -307,3 +309,77 @@ def test_the_plan_of_a_full_pass_takes_the_earlier_client_tests_latency_and_star
                        TestMode.AccuracyOnly, [])
     assert fewer.queries == 100
 
+
+
+RECORDED_SUBSET = Path(__file__).parent / "fixtures" / "endpoints" / "qwen3_6_bfcl_subset_accuracy_results.json"
+
+
+def test_a_short_passs_subset_is_printed_recorded_and_labelled_never_the_995_sample_score(tmp_path, monkeypatch,
+                                                                                          capsys):
+    """The real client's report of a test run's 12-sample subset (recorded from make run with the substitute),
+    returned by the recording client: the subset's counts before the run, its scores by category after, the gate
+    on the subset passing and the 995-sample gate failing."""
+    from code.qwen3_6 import bfcl
+
+    _, subset = bfcl.stratified(bfcl.minimum())
+
+    class SubsetBenchmark(FakeBenchmark):
+        def endpoints_workload(self, model, accuracy, fields, paths, run_dir, test_run):
+            return ClientWorkload(datasets=({"name": "bfcl_v4::function_calling", "type": "accuracy"},),
+                                  targets={"overall_accuracy": 83.64, "normalized_single_turn_score": 85.32},
+                                  samples_required=995, accuracy_subset=subset)
+
+    monkeypatch.setenv("CALLS", str(tmp_path / "calls.jsonl"))
+    monkeypatch.setenv("ACCURACY_RESULTS", str(RECORDED_SUBSET))
+    client = fake_client(tmp_path)
+    (Path(client.venv) / "endpoints-client.json").write_text(json.dumps(client.as_dict()))
+    run_dir = tmp_path / "run"
+    outcome = EndpointsHarness().run_own_test(a_spec(tmp_path, TestMode.AccuracyOnly), SubsetBenchmark(),
+                                              SimpleNamespace(endpoints_venv=Path(client.venv)), run_dir)
+    shown = capsys.readouterr().out
+    before = "a subset of the accuracy set, not its 995-sample score: 12 samples, 3 groups, 12 parts"
+    assert before in shown and shown.index(before) < shown.index("MLCommons endpoints client 0.1.0")
+    assert "non_live 6 (simple_python 1, simple_java 1" in shown and "hallucination 2 (irrelevance 1" in shown
+    recorded = json.loads(RECORDED_SUBSET.read_text())["accuracy_scores"][0]["breakdown"]
+    scores = f"non_live {recorded['category_scores']['non_live']:.2f} (simple_python " \
+             f"{recorded['subset_scores']['simple_python']:.2f} of 1"
+    assert "scores on the subset of 12 of 995 samples (not the full score)" in shown and scores in shown
+    gates = {gate["name"]: gate for gate in outcome["load_generator"]["gates"]}
+    assert gates["the subset asked (12 samples)"]["passed"] is True
+    assert gates["995 samples scored"]["passed"] is False and outcome["valid"] is False
+    assert outcome["load_generator"]["accuracy_subset"]["counts"]["live"] == {
+        "live_simple": 1, "live_multiple": 1, "live_parallel": 1, "live_parallel_multiple": 1}
+    assert outcome["load_generator"]["figures"]["category_scores.hallucination"] == \
+        recorded["category_scores"]["hallucination"]
+    assert outcome["accuracy"].text.startswith(before) and scores in outcome["accuracy"].text
+    assert outcome["accuracy"].metrics == {"overall_accuracy of the 12-sample subset": 16.67,    # the summary's
+                                           "normalized_single_turn_score of the 12-sample subset": 33.33}
+    assert outcome["durations"].measured_s == 517.603       # the client's duration_s of the scored samples
+    record = json.loads((run_dir / "client_run.json").read_text())
+    assert record["accuracy_subset"]["samples"] == 12 and record["accuracy_subset"]["of_samples"] == 995
+
+
+def test_a_report_missing_a_subset_of_the_one_asked_fails_the_subset_gate():
+    from code.common.endpoints_client.gates import subset_gate
+    from code.qwen3_6 import bfcl
+
+    _, subset = bfcl.stratified(bfcl.minimum())
+    figures = {"total_samples": 8.0, **{f"subset_scores.{name}": 100.0 for name in ("irrelevance", "live_irrelevance")}}
+    gate = subset_gate(figures, subset)
+    assert not gate.passed
+    assert gate.detail.startswith("8 of 12 samples scored, 2 of 12 parts (none of live_multiple, live_parallel, ")
+
+
+def test_the_plan_of_an_accuracy_test_takes_the_earlier_accuracy_tests_own_pace_and_start_up(tmp_path):
+    """The figures of make run's test run here (a load of 7 to 12): the accuracy test's 1284.4 s, of which the
+    client scored its 12 samples in 517.6 s."""
+    from code.common.harness.plan import plan_entry
+
+    ctx = _plan_context(tmp_path, "--test_run")
+    runs = [_earlier(ctx, p90_ms=14_330.7, test_s=591.9, measured_s=58.3),
+            _earlier(ctx, p90_ms=None, test_s=1284.4, measured_s=517.6, samples=12)]
+    accuracy = plan_entry(ctx, "qwen3.6-27b", Scenario.SingleStream, TestMode.AccuracyOnly, runs)
+    assert accuracy.duration_s == pytest.approx(1284.4)          # 766.8 s of start-up, 12 samples at 43.1 s
+    assert "43.1 s per sample, 518 s for 12 samples in /logs/earlier-AccuracyOnly" in accuracy.speed.basis
+    performance = plan_entry(ctx, "qwen3.6-27b", Scenario.SingleStream, TestMode.PerformanceOnly, runs)
+    assert performance.duration_s == pytest.approx(591.9 - 58.3 + 2 * 14.3307)

@@ -141,7 +141,7 @@ class Qwen36Benchmark(TaskBenchmark):
             if asked is not None:
                 params, subset = _bfcl.stratified(asked)
                 block["generate_params"] = params
-                notes.append(f"{'a test run' if test_run else f'total_sample_count {asked}'}: BFCL v4 "
+                notes.append(f"BFCL v4, {'a test run' if test_run else f'total_sample_count {asked}'}: "
                              f"{subset.line()}")
             datasets.append(block)
         return ClientWorkload(

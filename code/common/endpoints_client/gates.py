@@ -93,7 +93,7 @@ def accuracy_entry(results: Mapping[str, Any], where: Path) -> Mapping[str, Any]
 
 def accuracy_figures(report_dir: Path) -> dict[str, float]:
     """Every figure of the accuracy entry by name: `score` and its breakdown's numbers (BFCL: overall_accuracy,
-    normalized_single_turn_score, ...), and total_samples."""
+    normalized_single_turn_score, ...), total_samples, and duration_s (the samples' issue and scoring)."""
     where = Path(report_dir) / ACCURACY_RESULTS
     entry = accuracy_entry(read_report(report_dir, ACCURACY_RESULTS), where)
     figures: dict[str, float] = {}
@@ -101,7 +101,7 @@ def accuracy_figures(report_dir: Path) -> dict[str, float]:
     nested = [(f"{key}.{name}", value) for key, block in breakdown.items() if isinstance(block, dict)
               for name, value in block.items()]     # BFCL's category_scores, subset_scores: "category_scores.live"
     for key, value in [("score", entry.get("score")), ("total_samples", entry.get("total_samples")),
-                       *breakdown.items(), *nested]:
+                       ("duration_s", entry.get("duration_s")), *breakdown.items(), *nested]:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             figures[key] = float(value)
         elif isinstance(value, str):

@@ -3,8 +3,9 @@
 - its queries, known before it runs (the benchmark's ClientLoad: the agentic replay's assistant turns, one at a
   time, or the accuracy samples), each taking the time per query of the newest earlier client test of the same
   system, benchmark, scenario and speed fields (its 90th percentile latency: a little pessimistic), or the
-  config's expected latency where none was measured; an accuracy test's samples (shorter prompts than the replay's,
-  the same cap on output tokens) are counted at that time too, a bound;
+  config's expected latency where none was measured; an accuracy test's samples at the time per sample of the
+  newest earlier accuracy test on the client (its scored part over its samples), else at the replay's time per
+  turn (a bound: shorter prompts, the same cap on output tokens);
 - the minimum duration the v6.1 checker wants (600 s): a pass the client makes once whatever min_duration_ms says
   (the agentic replay: every recorded turn once) is not lengthened by it; another one runs at least that long;
 - the start-up (the client's check of the YAML, the local server's start, the client's own start), measured as the
@@ -38,6 +39,16 @@ def per_query_time(earlier: Any, config_latency_ns: float | None, config_field: 
         return float(config_latency_ns) / 1e9, False, f"{config_field}={int(config_latency_ns)}, " \
                                                       f"{float(config_latency_ns) / 1e9:.3g} s per query"
     return None
+
+
+def per_sample_time(earlier_accuracy: Any) -> tuple[float, bool, str] | None:
+    """(seconds per sample, measured, basis) of an earlier accuracy test on the client: its measured part (the
+    client's duration_s of the scored samples) over its samples."""
+    if earlier_accuracy is None or not earlier_accuracy.measured_s or not earlier_accuracy.accuracy_samples:
+        return None
+    seconds = float(earlier_accuracy.measured_s) / int(earlier_accuracy.accuracy_samples)
+    return seconds, True, (f"{seconds:.3g} s per sample, {float(earlier_accuracy.measured_s):.0f} s for "
+                           f"{earlier_accuracy.accuracy_samples} samples in {earlier_accuracy.folder}")
 
 
 def startup_time(earlier: Any) -> float | None:

@@ -67,12 +67,15 @@ def _speed_value(fields: Mapping[str, Any], name: str) -> Any:
 
 
 def find_measurement(runs: Sequence[EarlierRun], system_id: str, benchmark: str, scenario: Scenario,
-                     fields: Mapping[str, Any]) -> EarlierRun | None:
+                     fields: Mapping[str, Any], mode: TestMode = TestMode.PerformanceOnly) -> EarlierRun | None:
     """The newest completed performance run (not a compliance or bench run) of the same system, benchmark,
-    scenario and speed-defining fields, with a figure; VALID or not, its speed is real."""
-    same = [r for r in runs if r.status == COMPLETED and r.test_mode == TestMode.PerformanceOnly.value
+    scenario and speed-defining fields, with a figure; VALID or not, its speed is real. `mode` AccuracyOnly: the
+    newest such accuracy run with a measured part (a client test's)."""
+    measured = (lambda r: (r.metric or 0) > 0) if mode is TestMode.PerformanceOnly else \
+        (lambda r: (r.measured_s or 0) > 0 and (r.accuracy_samples or 0) > 0)
+    same = [r for r in runs if r.status == COMPLETED and r.test_mode == mode.value
             and r.audit_test is None and r.purpose == "submission" and r.system_id == system_id
-            and r.benchmark == benchmark and r.scenario == scenario.value and (r.metric or 0) > 0
+            and r.benchmark == benchmark and r.scenario == scenario.value and measured(r)
             and all(_speed_value(r.fields, name) == _speed_value(fields, name) for name in SPEED_FIELDS)]
     return max(same, key=lambda r: r.finished, default=None)
 
@@ -281,8 +284,10 @@ def own_estimate(ctx, config, benchmark, scenario: Scenario, mode: TestMode, run
     if not harness.own_load_generator:
         return None
     earlier = find_measurement(runs, ctx.system.system_id, benchmark.name, scenario, config.values)
+    accuracy = find_measurement(runs, ctx.system.system_id, benchmark.name, scenario, config.values,
+                                TestMode.AccuracyOnly) if mode is TestMode.AccuracyOnly else None
     return harness.plan_own_test(benchmark, config.values, mode, bool(ctx.args.test_run), earlier,
-                                 ctx.rules.min_duration_ms / 1000, STREAM_LATENCY_FIELDS.get(scenario, ""))
+                                 ctx.rules.min_duration_ms / 1000, STREAM_LATENCY_FIELDS.get(scenario, ""), accuracy)
 
 
 def device_set(benchmark, fields: Mapping[str, Any], samples: int) -> tuple[int, int]:

@@ -39,6 +39,7 @@ class EarlierRun:
     # Its wall time and measured part (durations.test_s, measured_s): a client test's start-up is their difference.
     test_s: float | None = None
     measured_s: float | None = None
+    accuracy_samples: int | None = None     # the samples an accuracy test scored
 
     @property
     def done(self) -> bool:
@@ -66,7 +67,8 @@ def earlier_runs(roots: Iterable[Path], skipped: Callable[[Path, str], None]) ->
             servers=tuple((e.host, e.port, e.machine) for e in record.endpoints if not e.local),
             untuned=frozenset(record.config.measured_layout.get("fields") or ()),
             test_s=record.durations.test_s if record.durations else None,
-            measured_s=record.durations.measured_s if record.durations else None))
+            measured_s=record.durations.measured_s if record.durations else None,
+            accuracy_samples=record.accuracy.samples if record.accuracy else None))
     return runs
 
 

@@ -106,17 +106,22 @@ class EndpointsHarness(HarnessPlugin):
         stop_clients()
 
     def plan_own_test(self, benchmark, fields, mode, test_run: bool, earlier, min_duration_s: float,
-                      latency_field: str) -> OwnEstimate | None:
+                      latency_field: str, earlier_accuracy=None) -> OwnEstimate | None:
         """From what the client will issue (the benchmark's endpoints_load) at the earlier client test's time per
-        query, or the config's expected latency (endpoints_client/plan.py)."""
+        query (an accuracy test: the earlier accuracy test's time per sample where there is one), or the config's
+        expected latency (endpoints_client/plan.py)."""
         from ...benchmark_api import generative
         from ...constants import TestMode
-        from ...endpoints_client.plan import estimate_client_test, per_query_time, startup_time
+        from ...endpoints_client.plan import estimate_client_test, per_query_time, per_sample_time, startup_time
 
         accuracy = mode is TestMode.AccuracyOnly
         load = generative(benchmark).endpoints_load(fields["model"], accuracy, fields, test_run)
-        per_query = per_query_time(earlier, fields.get(latency_field), latency_field) if load is not None else None
-        if per_query is None:
+        own_pace = per_sample_time(earlier_accuracy) if accuracy else None     # an earlier accuracy test's
+        if own_pace is not None:
+            per_query, earlier = own_pace, earlier_accuracy
+        else:
+            per_query = per_query_time(earlier, fields.get(latency_field), latency_field)
+        if load is None or per_query is None:
             return None
         found = estimate_client_test(load, per_query, 0.0 if test_run or accuracy else min_duration_s,
                                      startup_time(earlier), str(earlier.folder) if earlier is not None else "")
@@ -161,8 +166,8 @@ def outcome_fields(spec, client, test, outcome, seconds: float, local: bool) -> 
     valid = outcome.passed
     result: dict[str, Any] = {
         "durations": Durations(test_s=round(seconds, 3),
-                               measured_s=(outcome.figures["duration_ns"] / 1e9
-                                           if "duration_ns" in outcome.figures else None)),
+                               measured_s=(outcome.figures["duration_ns"] / 1e9 if "duration_ns" in outcome.figures
+                                           else outcome.figures.get("duration_s"))),
         "valid": valid, "submittable": valid and not spec.test_run,
         "reasons": failed + (("a test run (--test_run): shortened, never submittable",) if spec.test_run else ()),
         "endpoints": tuple(EndpointRecord(host=host, port=port, protocol="http", model=outcome.served_model,
@@ -181,9 +186,13 @@ def outcome_fields(spec, client, test, outcome, seconds: float, local: bool) -> 
                           *([subset_scores(subset, figures)] if subset is not None else []),
                           *(gate.line() for gate in outcome.gates)]) + "\n"
         first = next(iter(test.targets), "score")
+
+        def labelled(name: str) -> str:    # a short pass's figures are the subset's, wherever they are shown
+            return f"{name} of the {subset.samples}-sample subset" if subset is not None else name
+
         result["accuracy"] = AccuracyRecord(
             metric=first, value=float(figures.get(first, 0.0)), text=text,
-            metrics={name: figures[name] for name in test.targets if name in figures},
+            metrics={labelled(name): figures[name] for name in test.targets if name in figures},
             samples=int(figures["total_samples"]) if "total_samples" in figures else None,
             threshold=test.targets.get(first), meets_target=valid)
     else:
