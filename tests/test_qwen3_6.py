@@ -78,11 +78,14 @@ class FakeBenchmark:
     models = {"smollm2-135m-instruct": SimpleNamespace(served_name="HuggingFaceTB/SmolLM2-135M-Instruct")}
     generates_tokens = True
 
-    def endpoints_workload(self, model, accuracy, fields, paths, run_dir, test_run):
+    def endpoints_workload(self, model, accuracy, fields, paths, run_dir, test_run, *, scenario=""):
         return ClientWorkload(datasets=({"name": "bfcl_v4::function_calling", "type": "accuracy"},),
                               model_params={"temperature": 0, "max_new_tokens": int(fields["max_output_tokens"])},
                               targets={"overall_accuracy": 83.64, "normalized_single_turn_score": 85.32},
                               samples_required=995, notes=("the substitute",))
+
+    def endpoints_artefacts(self, model, fields, paths, report_dir, run_dir):
+        """None for qwen3.6-27b (GenerativeBenchmark's default)."""
 
 
 def a_spec(tmp_path: Path, mode: TestMode) -> SimpleNamespace:
@@ -165,7 +168,7 @@ def test_qwen3_6_gives_the_client_the_reference_blocks_the_cut_replay_and_its_no
         assert "subset_floor" not in bfcl["generate_params"] and "max_samples" not in bfcl["generate_params"]
         assert workload.accuracy_subset.samples == 12
         assert all(n == 1 for parts in workload.accuracy_subset.counts.values() for n in parts.values())
-        assert any("not its 995-sample score: 12 samples, 3 groups, 12 parts" in note for note in workload.notes)
+        assert "not its 995-sample score: 12 samples, 3 groups, 12 parts" in workload.accuracy_subset.line()
         assert workload.targets == {"overall_accuracy": 83.64, "normalized_single_turn_score": 85.32}
         assert workload.samples_required == 995
     else:
@@ -324,7 +327,7 @@ def test_a_short_passs_subset_is_printed_recorded_and_labelled_never_the_995_sam
     _, subset = bfcl.stratified(bfcl.minimum())
 
     class SubsetBenchmark(FakeBenchmark):
-        def endpoints_workload(self, model, accuracy, fields, paths, run_dir, test_run):
+        def endpoints_workload(self, model, accuracy, fields, paths, run_dir, test_run, *, scenario=""):
             return ClientWorkload(datasets=({"name": "bfcl_v4::function_calling", "type": "accuracy"},),
                                   targets={"overall_accuracy": 83.64, "normalized_single_turn_score": 85.32},
                                   samples_required=995, accuracy_subset=subset)

@@ -136,7 +136,7 @@ def test_the_audit_videos_check_agrees_with_the_rounds_list(tmp_path: Path) -> N
     acc = tmp_path / "accuracy"
     accuracy.write_artefacts(acc, {i: b"\x00\x00\x00\x18ftypisom" + bytes([i % 256]) * 8
                                    for i in range(ref.PROMPT_COUNT)}, prompts)
-    from code.common.submission.checker_rules import ERROR, _check_artefacts
+    from code.common.submission.checker_rules import ERROR, check_artefacts
 
     found: list[str] = []
 
@@ -147,8 +147,8 @@ def test_the_audit_videos_check_agrees_with_the_rounds_list(tmp_path: Path) -> N
         def report(level: str, path: Path, message: str) -> None:
             found.append(f"{level} {message}")
 
-    _check_artefacts(Ctx, acc / "videos", WAN.accuracy_artefacts["videos"], True, "fix")
+    check_artefacts(Ctx, acc / "videos", WAN.accuracy_artefacts["videos"], True, "fix")
     assert found == []
     (acc / "videos" / "238.mp4").unlink()
-    _check_artefacts(Ctx, acc / "videos", WAN.accuracy_artefacts["videos"], True, "fix")
+    check_artefacts(Ctx, acc / "videos", WAN.accuracy_artefacts["videos"], True, "fix")
     assert len(found) == 1 and found[0].startswith(ERROR) and "it lacks 238" in found[0]

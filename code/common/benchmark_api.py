@@ -466,10 +466,10 @@ class GenerativeBenchmark(PackagedBenchmark):
         raise UserError(f"{self.name} has no serving engine of its own; vLLM serves its model.")
 
     def endpoints_workload(self, model: str, accuracy: bool, fields: Mapping[str, Any], paths: Paths,
-                           run_dir: Path, test_run: bool) -> Any:
-        """What the endpoints client runs for one test of it (a ClientWorkload, endpoints_client/workload.py, of the
-        plug-in layer above this one); files it needs (a trimmed data set) are written into `run_dir`. UserError
-        where the client serves no test of it (`endpoints_served` False)."""
+                           run_dir: Path, test_run: bool, *, scenario: str = "") -> Any:
+        """What the endpoints client runs for one test of it in `scenario` (a ClientWorkload,
+        endpoints_client/workload.py, of the plug-in layer above this one); files it needs (a trimmed data set) are
+        written into `run_dir`. UserError where the client serves no test of it (`endpoints_served` False)."""
         raise UserError(f"{self.name} is not a benchmark the MLCommons endpoints client serves in this toolkit; run "
                         f"it with another --harness_type.")
 
@@ -478,6 +478,12 @@ class GenerativeBenchmark(PackagedBenchmark):
         endpoints_client/workload.py), for the plan's estimate; None where unknown (the plan then estimates the test
         as LoadGen's)."""
         return None
+
+    def endpoints_artefacts(self, model: str, fields: Mapping[str, Any], paths: Paths, report_dir: Path,
+                            run_dir: Path) -> None:
+        """After an accuracy test on the endpoints client passed: the files beside its report an endpoints tree's
+        accuracy/ carries (the rules' accuracy_artefacts, e.g. a video benchmark's audit videos), written into
+        `run_dir` from the client's report; none by default."""
 
     def answer(self, model: str, paths: Paths) -> "AnswerKind":
         """Its kind of answer (answers.py); the generated token ids unless it says otherwise."""

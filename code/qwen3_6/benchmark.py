@@ -117,7 +117,7 @@ class Qwen36Benchmark(TaskBenchmark):
         return super().download_data(dataset, paths, log)
 
     def endpoints_workload(self, model: str, accuracy: bool, fields: Mapping[str, Any], paths: Paths,
-                           run_dir: Path, test_run: bool):
+                           run_dir: Path, test_run: bool, *, scenario: str = ""):
         from ..common.endpoints_client.workload import ClientWorkload
 
         substitute = self.closed_model(model) is None
@@ -139,10 +139,8 @@ class Qwen36Benchmark(TaskBenchmark):
             block = dict(BFCL_BLOCK)
             asked = accuracy_samples(fields, test_run)
             if asked is not None:
-                params, subset = _bfcl.stratified(asked)
+                params, subset = _bfcl.stratified(asked)     # its line heads the YAML (client_test)
                 block["generate_params"] = params
-                notes.append(f"BFCL v4, {'a test run' if test_run else f'total_sample_count {asked}'}: "
-                             f"{subset.line()}")
             datasets.append(block)
         return ClientWorkload(
             datasets=tuple(datasets), tokenizer=None if substitute else str(served.folder),

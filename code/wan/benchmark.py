@@ -55,6 +55,8 @@ class WanBenchmark(GenerativeBenchmark):
     name = ref.NAME
     own_engines = (ENGINE,)
     own_server = ENGINE              # video_server.py: the pipeline behind /v1/videos/generations
+    # The round's NVIDIA-stack rows drive trtllm-serve with the MLCommons endpoints client (endpoints.py).
+    endpoints_served = True
     models: Mapping[str, ModelSpec] = MappingProxyType({n: _spec(n) for n in (wan_models.CLOSED,
                                                                               wan_models.SUBSTITUTE)})
     datasets: Mapping[str, DatasetSpec] = MappingProxyType(DATASETS)
@@ -141,6 +143,21 @@ class WanBenchmark(GenerativeBenchmark):
         return start_server(self.engine_settings(model, paths, threads), wan_models.worker_command(paths),
                             self.models[model].served_name, paths.serving_folder(ENGINE, port), paths.repo, host,
                             port, log)
+
+    def endpoints_workload(self, model: str, accuracy: bool, fields: Mapping[str, Any], paths: Paths,
+                           run_dir: Path, test_run: bool, *, scenario: str = ""):
+        """The reference examples' videogen YAML for one test (endpoints.py)."""
+        from ..common.rules import get_round
+        from .endpoints import workload
+
+        return workload(self, model, accuracy, scenario, fields, paths, run_dir, test_run, get_round())
+
+    def endpoints_artefacts(self, model: str, fields: Mapping[str, Any], paths: Paths, report_dir: Path,
+                            run_dir: Path) -> None:
+        """The audit videos and captions.txt, from the videos the client scored."""
+        from .endpoints import run_prompts, write_videos
+
+        write_videos(report_dir, run_dir, run_prompts(run_dir))
 
     def score(self, model: str, dataset: str, accuracy_log: Path, paths: Paths) -> AccuracyResult:
         """The videos and the checker's artefacts beside the accuracy log, and VBench's score of the videos where

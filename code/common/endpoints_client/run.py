@@ -4,8 +4,9 @@
 
 1. the client's YAML is rendered (config_yaml.py) into the run folder and checked by the client itself
    (`validate-yaml`) before anything is started, so that a refused YAML costs no server start;
-2. where no endpoints are given, `start_server()` starts a local server (the openai harness's vLLM) and the YAML
-   is rendered again with its endpoint and served name;
+2. where no endpoints are given, `start_server()` starts a local server (the openai harness's vLLM, or the
+   benchmark's own) and the YAML is rendered again with its endpoint and served name; given endpoints that list
+   their models must list the served one (`check_served`);
 3. the client runs as a child process (child.py: its output shown as it comes, Ctrl-C handed to its group), its
    report in <run folder>/report, `--accuracy-only` for an accuracy test;
 4. the toolkit's gates (gates.py) are applied to that report, whatever the client's exit status said (it exits 0
@@ -105,12 +106,15 @@ def client_test(label: str, name: str, served_model: str, workload: ClientWorklo
                           schedule_rng_seed=rules.seeds.schedule_rng_seed,
                           min_duration_ms=0 if test_run else rules.min_duration_ms,
                           tokenizer=workload.tokenizer, model_params=dict(workload.model_params),
-                          load_pattern=dict(workload.load_pattern), timeout_s=workload.timeout_s)
-    notes = (*workload.notes, *(("a test run (--test_run): min_duration_ms 0, never submittable",) if test_run
-                                else ()))
+                          load_pattern=dict(workload.load_pattern), timeout_s=workload.timeout_s,
+                          test_type=workload.test_type, api_type=workload.api_type,
+                          n_samples_to_issue=workload.n_samples_to_issue)
+    subset = workload.accuracy_subset if accuracy else None
+    notes = (*workload.notes, *((subset.line(),) if subset is not None else ()),
+             *(("a test run (--test_run): min_duration_ms 0, never submittable",) if test_run else ()))
     return ClientTest(label=label, config=config, accuracy=accuracy, targets=dict(workload.targets),
                       samples_required=workload.samples_required, notes=notes,
-                      accuracy_subset=workload.accuracy_subset if accuracy else None)
+                      accuracy_subset=subset)
 
 
 def _write_yaml(test: ClientTest, config: ClientConfig, path: Path) -> Path:
@@ -146,6 +150,29 @@ def judge(test: ClientTest, report_dir: Path) -> tuple[list[Gate], dict[str, flo
     return performance_gates(report_dir), _performance_figures(report_dir)
 
 
+def check_served(endpoints: Sequence[str], served_model: str, timeout_s: float = 10.0) -> None:
+    """Each given endpoint that lists its models (/v1/models) lists `served_model` (UserError, exit 1, naming what
+    it serves otherwise): a server of another model would fail every sample after the client's minutes of start-up.
+    An endpoint that does not answer is left to the client, which names it."""
+    import urllib.error
+    import urllib.request
+
+    from ..errors import EXIT_FAILURE, UserError
+    from ..serving.transport import serving
+
+    for endpoint in endpoints:
+        try:
+            with urllib.request.urlopen(f"{endpoint.rstrip('/')}/v1/models", timeout=timeout_s) as answer:
+                models = json.loads(answer.read()).get("data")
+        except (OSError, ValueError, AttributeError, urllib.error.URLError):
+            continue
+        if isinstance(models, list) and serving(models, served_model) is None:
+            names = ", ".join(str(m.get("id")) for m in models if isinstance(m, dict)) or "nothing"
+            raise UserError(f"{endpoint} serves {names}, not {served_model} (its /v1/models); point --endpoints at "
+                            f"servers of {served_model}, or leave --endpoints out to have a local one started.",
+                            exit_code=EXIT_FAILURE)
+
+
 def run_on_client(client: ClientEnvironment, test: ClientTest, run_dir: Path, *, endpoints: Sequence[str] = (),
                   start_server: Callable[[], Server] | None = None, show: Callable[[str], None] = print,
                   env: Mapping[str, str] | None = None) -> ClientOutcome:
@@ -158,10 +185,12 @@ def run_on_client(client: ClientEnvironment, test: ClientTest, run_dir: Path, *,
     config = replace(test.config, report_dir=str(report_dir),
                      endpoints=tuple(endpoints) or (PLACEHOLDER_ENDPOINT,))
     yaml_path = _write_yaml(test, config, run_dir / CLIENT_YAML)
-    if test.accuracy_subset is not None:
-        show(f"{test.label}: {test.accuracy_subset.line()}")
+    for note in test.notes:
+        show(f"{test.label}: note: {note}")
     show(f"{test.label}: the client checks the YAML ({yaml_path})")
     validate(client.command, yaml_path, run_dir / VALIDATE_LOG, env=env)
+    if endpoints:
+        check_served(endpoints, config.served_model)
     server = None
     try:
         if not endpoints:

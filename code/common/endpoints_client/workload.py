@@ -50,6 +50,9 @@ class ClientWorkload:
     targets: Mapping[str, float] = field(default_factory=dict)      # accuracy figure -> threshold (accuracy tests)
     samples_required: int | None = None               # accuracy samples the round scores (None: not gated)
     timeout_s: int | None = None                      # the client's whole-run timeout
+    test_type: str = "online"                         # the YAML's type: online, offline
+    api_type: str = "openai"                          # the client's adapter: openai, videogen, ...
+    n_samples_to_issue: int | None = None             # the performance phase's queries (None: the client's own count)
     notes: tuple[str, ...] = ()                       # what the YAML's header says of it (substitutes, subsets)
     accuracy_subset: AccuracySubset | None = None     # a short accuracy pass's part of the set (None: all of it)
 

@@ -236,10 +236,15 @@ def check_local_server(paths: Paths, benchmark: Any = None) -> None:
 def start_for_test(run):
     """The local server of one openai harness test (harness/serving_system.py), for its benchmark, model and
     config (batch_size sequences at most): the benchmark's own serving engine where it has one, else vLLM."""
+    return start_for_benchmark(run.benchmark, run.spec.model, run.fields, run.paths,
+                               log=lambda line: print(line, flush=True))
+
+
+def start_for_benchmark(benchmark: Any, model: str, fields: Mapping[str, Any], paths: Paths,
+                        log: Callable[[str], None] = print):
+    """A local server of `model` on a free port: the benchmark's own serving engine where it has one, else vLLM."""
     from ..benchmark_api import generative
 
-    log = lambda line: print(line, flush=True)      # noqa: E731
-    if generative(run.benchmark).own_server:
-        return generative(run.benchmark).start_server(run.spec.model, run.fields, run.paths, free_port(LOCALHOST),
-                                                      LOCALHOST, log)
-    return start_local_server(run.benchmark, run.spec.model, run.fields, run.paths, log=log)
+    if generative(benchmark).own_server:
+        return generative(benchmark).start_server(model, fields, paths, free_port(LOCALHOST), LOCALHOST, log)
+    return start_local_server(benchmark, model, fields, paths, log=log)

@@ -354,10 +354,10 @@ def check_accuracy_run(ctx: ScenarioContext) -> None:
     _check_size(ctx, acc / ACCURACY_LOG, ERROR)
     for folder, names in artefacts.items():
         if acc.is_dir():    # a missing accuracy folder is reported above
-            _check_artefacts(ctx, acc / folder, names, whole, fix)
+            check_artefacts(ctx, acc / folder, names, whole, fix)
 
 
-def _check_artefacts(ctx: ScenarioContext, folder: Path, names: tuple[str, ...], whole: bool, fix: str) -> None:
+def check_artefacts(ctx: ScenarioContext, folder: Path, names: tuple[str, ...], whole: bool, fix: str) -> None:
     """main.py extra_files_check (both divisions): each named file (any extension) and a captions file in the
     folder. An accuracy run of part of the data set has not made them all: a development run gets a warning."""
     stems = {p.name.split(".")[0] for p in folder.iterdir()} if folder.is_dir() else set()

@@ -9,7 +9,10 @@ the file and the fix named.
 - the run complete, every issued sample completed and none failed;
 - an accuracy score of the accuracy data set, over the round's accuracy sample count (a test run's subset is a
   warning with --allow_test_runs). The checker compares no endpoints figure with a target except
-  qwen3-vl's; the toolkit gates the figures when the run is made (the run's record), not here.
+  qwen3-vl's; the toolkit gates the figures when the run is made (the run's record), not here;
+- the accuracy folder's extra files where the round asks them (wan's videos/: `extra_files_check`);
+- the client's own TEST04 audit (`audit/audit_output_caching_test.json`, passed) where the round asks TEST04 of the
+  benchmark (main.py's compliance_endpoints_check: wan).
 """
 from __future__ import annotations
 
@@ -18,10 +21,15 @@ from typing import Any
 
 import yaml
 
-from .checker_rules import ERROR, ScenarioContext, check_measurements, check_scenario, read_json_object
+from .checker_rules import (ERROR, ScenarioContext, check_artefacts, check_measurements, check_scenario,
+                            read_json_object)
 from .endpoints_tree import ACCURACY, CONFIG, PERFORMANCE
 
 RESTAGE = "run the test again on the endpoints client (make run_harness) then make stage_results"
+AUDIT = "audit"
+# main.py's ENDPOINTS_COMPLIANCE_MAPPING: the client's name of a compliance test; its compliance_endpoints_check asks
+# <Scenario>/audit/audit_<name>.json (passed) of an endpoints tree of a model of models_TEST04 (wan) for TEST04 only.
+CLIENT_AUDIT_TESTS = {"TEST04": "output_caching_test"}
 
 
 def is_endpoints_tree(folder: Path) -> bool:
@@ -84,6 +92,23 @@ def check_endpoints_scenario(ctx: ScenarioContext) -> None:
                                             f"{completed} of {issued} samples completed, {failed} failed); "
                                             f"{RESTAGE}.")
     _check_accuracy(ctx)
+    _check_audit(ctx)
+
+
+def _check_audit(ctx: ScenarioContext) -> None:
+    tests = ctx.benchmark.checked_compliance_tests if ctx.benchmark is not None else ()
+    for test in (t for t in tests if t in CLIENT_AUDIT_TESTS):
+        path = ctx.folder / AUDIT / f"audit_{CLIENT_AUDIT_TESTS[test]}.json"
+        fix = (f"the client runs it with an audit block (test: {CLIENT_AUDIT_TESTS[test]}) in its YAML, as the "
+               f"reference's submission YAMLs have; this toolkit does not run the client's audit yet")
+        if not path.is_file():
+            ctx.report(ERROR, path, f"{path.name} is missing: main.py asks the client's {test} audit of an endpoints "
+                                    f"tree of this benchmark; {fix}.")
+            continue
+        verdict = read_json_object(ctx.report, path, fix)
+        if verdict is not None and (verdict.get("test") != CLIENT_AUDIT_TESTS[test] or verdict.get("passed") is not True):
+            ctx.report(ERROR, path, f"{path.name} is not a passed {CLIENT_AUDIT_TESTS[test]} audit (test "
+                                    f"{verdict.get('test')!r}, passed {verdict.get('passed')!r}); {fix}.")
 
 
 def _check_accuracy(ctx: ScenarioContext) -> None:
@@ -106,3 +131,7 @@ def _check_accuracy(ctx: ScenarioContext) -> None:
     if wanted is not None and scored != wanted:
         ctx.report(ctx.relaxed, path, f"the accuracy run scored {scored} samples, not the round's {wanted} (a test "
                                       f"run's subset); {RESTAGE}.")
+    # main.py's extra_files_check reads accuracy/ of an endpoints tree as of a LoadGen one (wan's videos/).
+    for folder, names in (ctx.benchmark.accuracy_artefacts.items() if ctx.benchmark is not None else ()):
+        check_artefacts(ctx, path.parent / folder, names, wanted is None or scored == wanted,
+                         f"run the AccuracyOnly test on the endpoints client, then make stage_results")

@@ -6,6 +6,9 @@ parsers/endpoints_parser.py):
                                                                                 and min_duration_ms the checker reads)
     results/<system>/<benchmark>/<Scenario>/performance/result_summary.json    the performance run's report
     results/<system>/<benchmark>/<Scenario>/accuracy/accuracy_results.json     the accuracy run's report
+    results/<system>/<benchmark>/<Scenario>/accuracy/<artefact folder>/        where the round asks one (wan's
+                                                                                videos/: its audit videos and
+                                                                                captions.txt), from the accuracy run
     results/<system>/<benchmark>/<Scenario>/measurements.json, README.md        as for every tree (the checker asks no
                                                                                 user.conf of an endpoints tree)
 
@@ -17,7 +20,7 @@ or edited report file stages nothing.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from ..errors import EXIT_FAILURE, UserError
 from ..fileio import copy_atomically, replace_dir, sha256_file
@@ -55,9 +58,31 @@ def report_file(record: RunRecord, relative: str, label: str) -> Path:
     return path
 
 
+def artefact_folders(accuracy: RunRecord, artefacts: Mapping[str, tuple[str, ...]], label: str) -> dict[str, Path]:
+    """The accuracy run's artefact folders (name -> folder), each holding the names its samples cover (names that are
+    sample ids the run did not reach are not asked of a run of part of the data set) and captions.txt; UserError
+    (exit 1) naming the first missing file."""
+    samples = accuracy.accuracy.samples if accuracy.accuracy is not None else None
+    found: dict[str, Path] = {}
+    for folder, names in artefacts.items():
+        source = Path(accuracy.log_dir) / folder
+        wanted = [n for n in names if samples is None or not n.isdigit() or int(n) < samples]
+        if not wanted and not source.is_dir():
+            continue
+        stems = {p.name.split(".")[0] for p in source.iterdir()} if source.is_dir() else set()
+        missing = [n for n in (*wanted, "captions") if n not in stems]
+        if missing:
+            raise UserError(f"{source} lacks {', '.join(missing)} (the audit files accuracy/{folder}/ must hold), so "
+                            f"{label} is not staged from {accuracy.log_dir}; run the accuracy test again: "
+                            f"{reproduce_command(accuracy)}.", exit_code=EXIT_FAILURE)
+        found[folder] = source
+    return found
+
+
 def stage_endpoints_scenario(dest: Path, label: str, performance: RunRecord, accuracy: RunRecord | None,
-                             measured: Path, log: Log) -> Path:
-    """Stage the client's runs of one scenario into `dest` (see the module's docstring)."""
+                             measured: Path, log: Log, artefacts: Mapping[str, tuple[str, ...]] | None = None) -> Path:
+    """Stage the client's runs of one scenario into `dest` (see the module's docstring); `artefacts`: the rules'
+    accuracy_artefacts (folder -> the names it holds)."""
     missing = [name for name in MEASURED_FILES if not (measured / name).is_file()]
     if missing:
         raise UserError(f"{measured} is incomplete ({', '.join(missing)} missing): run `make generate_conf_files` "
@@ -65,12 +90,14 @@ def stage_endpoints_scenario(dest: Path, label: str, performance: RunRecord, acc
     config = report_file(performance, CONFIG, label)
     summary = report_file(performance, "/".join(PERFORMANCE), label)
     results = report_file(accuracy, "/".join(ACCURACY), label) if accuracy is not None else None
+    folders = artefact_folders(accuracy, artefacts or {}, label) if accuracy is not None else {}
     replace_dir(dest / PERFORMANCE[0], {PERFORMANCE[1]: summary})
     if results is not None:
-        replace_dir(dest / ACCURACY[0], {ACCURACY[1]: results})
+        replace_dir(dest / ACCURACY[0], {ACCURACY[1]: results, **folders})
     copy_atomically(config, dest / CONFIG)
     for name in MEASURED_FILES:
         copy_atomically(measured / name, dest / name)
     log(f"{label}: staged the endpoints client's performance run {performance.log_dir}"
-        + (f" and accuracy run {accuracy.log_dir}" if accuracy is not None else ""))
+        + (f" and accuracy run {accuracy.log_dir}" if accuracy is not None else "")
+        + "".join(f" with its {name}/" for name in folders))
     return dest

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from ..audit.verdicts import ACCURACY_FILES as TEST01_ACCURACY_FILES
 from ..audit.evidence import (compliance_record, digest_problems, disagreement, laid_out_logs, laid_out_problems,
@@ -62,7 +62,7 @@ def stage_scenario(paths: Paths, rules: RulesRound, submitter: str, key: Key, ch
     label = f"{system_id} {name} {scenario.value}"
     try:
         return _stage_scenario(paths, dest, label, name, key, choice, log,
-                               tuple(rules.benchmark(benchmark).accuracy_artefacts))
+                               dict(rules.benchmark(benchmark).accuracy_artefacts))
     except (UserError, OSError) as error:
         # Never a mix of this run's files and an earlier one's, nor an earlier result kept as if it were this one.
         names = (name, *rules.benchmark(benchmark).submission_names.values())
@@ -73,16 +73,17 @@ def stage_scenario(paths: Paths, rules: RulesRound, submitter: str, key: Key, ch
 
 
 def _stage_scenario(paths: Paths, dest: Path, label: str, name: str, key: Key, choice: Choice, log: Log,
-                    artefacts: tuple[str, ...] = ()) -> Path:
+                    artefacts: Mapping[str, tuple[str, ...]] | None = None) -> Path:
     """`artefacts`: the folders beside the accuracy logs that accuracy/ carries too (a video benchmark's audit
-    videos and captions), staged where the accuracy run wrote them."""
+    videos and captions; folder -> the names it holds), staged where the accuracy run wrote them."""
+    artefacts = artefacts or {}
     system_id, benchmark, scenario = key
     performance, accuracy = choice.performance, choice.accuracy
     measured = paths.measurements_dir(system_id, name, scenario)
     if is_endpoints_run(performance):    # the MLCommons endpoints client's reports, not LoadGen's logs
         _refuse_or_label_subsets(label, choice, log)
         _refuse_stale_readme(measured, label, performance)
-        return stage_endpoints_scenario(dest, label, performance, accuracy, measured, log)
+        return stage_endpoints_scenario(dest, label, performance, accuracy, measured, log, artefacts)
     if not all((measured / f).is_file() for f in (MEASUREMENTS_JSON, USER_CONF, README)):
         raise UserError(f"{measured} is incomplete: run `make generate_conf_files` first.", exit_code=EXIT_FAILURE)
     # Every log this scenario stages is checked before the first copy: a changed one stages nothing of it.

@@ -18,7 +18,7 @@ from typing import Any
 
 from ...endpoints_client.child import stop_clients
 from ..registry import HarnessFlag, HarnessPlugin, OwnEstimate
-from .openai import prepare_served_model, stop_local_servers
+from .openai import make_server_environments, prepare_served_model, stop_local_servers
 
 ENDPOINTS = "endpoints"
 
@@ -63,8 +63,9 @@ class EndpointsHarness(HarnessPlugin):
         require_environment(paths.endpoints_venv)
         if not args.endpoints:
             from ...serving.local_server import check_local_server
+            from .openai import _benchmark_of
 
-            check_local_server(paths)
+            check_local_server(paths, _benchmark_of(fields["model"], args.benchmarks))
 
     def needs_environment(self, args, for_run: bool) -> bool:
         """make build and make run make the client's environment for this harness (and vLLM's for a local
@@ -79,10 +80,8 @@ class EndpointsHarness(HarnessPlugin):
         ctx.log(f"MLCommons endpoints client {client.client_version} at {client.commit[:8]}{modified}, on Python "
                 f"{client.python_version} ({client.interpreter}, found by {client.interpreter_found_by}), in "
                 f"{client.venv}")
-        if not ctx.args.endpoints:     # the tests start a local vLLM
-            from ...serving.environment import make_vllm_environment
-
-            make_vllm_environment(ctx)
+        if not ctx.args.endpoints:     # the tests start a local server: vLLM, or a benchmark's own
+            make_server_environments(ctx)
 
     def capabilities(self, ctx) -> list[tuple[str, str, str]]:
         from ...endpoints_client.environment import environment_row
@@ -134,21 +133,23 @@ class EndpointsHarness(HarnessPlugin):
         from ...endpoints_client.environment import require_environment
         from ...endpoints_client.run import client_test, run_on_client
         from ...rules import get_round
-        from ...serving.local_server import start_local_server
+        from ...serving.local_server import start_for_benchmark
 
         client = require_environment(paths.endpoints_venv)
         accuracy = spec.mode_enum is TestMode.AccuracyOnly
         fields = spec.fields
         workload = generative(benchmark).endpoints_workload(spec.model, accuracy, fields, paths, log_dir,
-                                                            spec.test_run)
+                                                            spec.test_run, scenario=spec.scenario)
         test = client_test(spec.label, f"{spec.benchmark}-{spec.scenario}", benchmark.models[spec.model].served_name
                            or spec.model, workload, get_round(spec.rules_version), accuracy, spec.test_run)
         say = lambda line: print(line, flush=True)  # noqa: E731
         endpoints = tuple(spec.harness_options.get("endpoints") or ())
         started = time.monotonic()
         outcome = run_on_client(client, test, log_dir, endpoints=endpoints, show=say,
-                                start_server=lambda: start_local_server(benchmark, spec.model, fields, paths,
-                                                                        log=say))
+                                start_server=lambda: start_for_benchmark(benchmark, spec.model, fields, paths,
+                                                                         log=say))
+        if accuracy and outcome.passed:
+            generative(benchmark).endpoints_artefacts(spec.model, fields, paths, outcome.report_dir, log_dir)
         return outcome_fields(spec, client, test, outcome, time.monotonic() - started, local=not endpoints)
 
 
@@ -196,24 +197,30 @@ def outcome_fields(spec, client, test, outcome, seconds: float, local: bool) -> 
             samples=int(figures["total_samples"]) if "total_samples" in figures else None,
             threshold=test.targets.get(first), meets_target=valid)
     else:
-        result["metric"] = headline(spec.scenario_enum, outcome.figures)
+        from ...rules import get_round
+
+        unit = get_round(spec.rules_version).benchmark(spec.benchmark).latency_unit
+        result["metric"] = headline(spec.scenario_enum, outcome.figures, unit)
         result["result_validity"] = "VALID" if valid else "INVALID"
     return result
 
 
-def headline(scenario, figures) -> Any:
-    """The run's figure as the checker reads an endpoints tree's: SingleStream's 90th percentile latency in ms (the
-    early-stopping estimate, or the plain percentile where the run had too few queries for one), else the qps."""
+def headline(scenario, figures, latency_unit: str = "ms") -> Any:
+    """The run's figure as the checker reads an endpoints tree's: SingleStream's 90th percentile latency in ms, or in
+    s where the checker reports the benchmark's in seconds (BenchmarkRules.latency_unit: wan) (the early-stopping
+    estimate, or the plain percentile where the run had too few queries for one), else the qps."""
     from ...constants import Scenario
     from ...endpoints_client.run import EARLY_STOPPING_P90, PLAIN_P90
     from ...records.loadgen_log import Metric
 
+    scale = 1e3 if latency_unit == "s" else 1.0
     if scenario is Scenario.SingleStream:
         if EARLY_STOPPING_P90 in figures:
-            return Metric("90th percentile latency (early stopping)", figures[EARLY_STOPPING_P90], "ms", False)
+            return Metric("90th percentile latency (early stopping)", figures[EARLY_STOPPING_P90] / scale,
+                          latency_unit, False)
         if PLAIN_P90 in figures:
-            return Metric("90th percentile latency (too few queries for early stopping)", figures[PLAIN_P90], "ms",
-                          False)
+            return Metric("90th percentile latency (too few queries for early stopping)", figures[PLAIN_P90] / scale,
+                          latency_unit, False)
     qps = figures.get("qps")
     return Metric("samples per second (the client's qps)", float(qps) if qps is not None else float("nan"),
                   "samples/s", True)

@@ -103,15 +103,7 @@ class OpenAIHarness(HarnessPlugin):
         return args.workload.harness_type.value == OPENAI and not (for_run and args.endpoints)
 
     def make_environment(self, ctx) -> None:
-        from ...benchmark_api import generates_tokens, generative, get_benchmark
-        from ...serving.environment import make_vllm_environment
-
-        own = [get_benchmark(name) for name in ctx.args.benchmarks
-               if generates_tokens(name) and generative(get_benchmark(name)).own_server]
-        for benchmark in own:
-            generative(benchmark).make_environment(ctx.paths, ctx.log)
-        if not ctx.args.benchmarks or len(own) < len(ctx.args.benchmarks):
-            make_vllm_environment(ctx)
+        make_server_environments(ctx)
 
     def capabilities(self, ctx) -> list[tuple[str, str, str]]:
         from ...serving.environment import vllm_capabilities
@@ -148,6 +140,20 @@ def _benchmark_of(model: str, benchmarks) -> object | None:
         if generates_tokens(name) and model in get_benchmark(name).models:
             return get_benchmark(name)
     return None
+
+
+def make_server_environments(ctx) -> None:
+    """The environments local servers run from: a benchmark's own server's (GenerativeBenchmark.make_environment),
+    vLLM's for the rest."""
+    from ...benchmark_api import generates_tokens, generative, get_benchmark
+    from ...serving.environment import make_vllm_environment
+
+    own = [get_benchmark(name) for name in ctx.args.benchmarks
+           if generates_tokens(name) and generative(get_benchmark(name)).own_server]
+    for benchmark in own:
+        generative(benchmark).make_environment(ctx.paths, ctx.log)
+    if not ctx.args.benchmarks or len(own) < len(ctx.args.benchmarks):
+        make_vllm_environment(ctx)
 
 
 def prepare_served_model(config, paths, log) -> str:
