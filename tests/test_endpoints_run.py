@@ -45,7 +45,9 @@ failed = int(os.environ.get("FAILED", "0"))
      "latency": {"percentiles": {"90.0": 4500000000.0}, "early_stopping_percentiles": {"90.0": None}}}))
 (report / "accuracy" / "accuracy_results.json").write_text(json.dumps({"accuracy_scores": [
     {"dataset_name": "performance", "dataset_type": "performance", "score": 0.5, "total_samples": 2}]}))
-if "--accuracy-only" in argv:
+if "--accuracy-only" in argv and os.environ.get("ACCURACY_RESULTS"):      # a recorded report of the real client
+    (report / "accuracy" / "accuracy_results.json").write_text(Path(os.environ["ACCURACY_RESULTS"]).read_text())
+elif "--accuracy-only" in argv:
     overall = float(os.environ.get("OVERALL", "86.0"))
     (report / "accuracy" / "accuracy_results.json").write_text(json.dumps({"accuracy_scores": [
         {"dataset_name": "bfcl_v4::function_calling", "dataset_type": "accuracy", "score": overall / 100,

@@ -30,6 +30,7 @@ from ..llm_tasks.datasets import ALL, TaskDataset
 from ..llm_tasks.items import TaskItem
 from ..llm_tasks.models import SUBSTITUTE, SUBSTITUTE_SPEC, ClosedModel
 from ..llm_tasks.responses import Outputs
+from . import bfcl as _bfcl
 from . import replay as _replay
 
 NAME = "qwen3.6-27b"
@@ -40,16 +41,15 @@ REPLAY_TURN_TIMEOUT_S = 600.0
 # The round's BFCL v4 block, as the reference example writes it ("leave it as-is").
 BFCL_BLOCK: Mapping[str, Any] = {
     "name": "bfcl_v4::function_calling", "type": "accuracy",
-    "generate_params": {"categories": ["non_live", "live", "hallucination"],
-                        "category_sample_pct": {"non_live": 62, "live": 10, "hallucination": 10},
-                        "subset_floor": 25},
+    "generate_params": {"categories": list(_bfcl.CATEGORY_PCT), "category_sample_pct": dict(_bfcl.CATEGORY_PCT),
+                        "subset_floor": _bfcl.SUBSET_FLOOR},
     "accuracy_config": {"eval_method": "bfcl_v4", "ground_truth": "ground_truth",
                         "extractor": "function_call_extractor", "num_repeats": 1}}
 BFCL_SAMPLES = 995
 # The gates (rules/v6_1.py holds the checker's single figure; the client's ruleset both).
 TARGETS = {"overall_accuracy": 83.64, "normalized_single_turn_score": 85.32}
-# A test run (--test_run): the first conversation, 2 assistant turns; the first 8 BFCL samples (max_samples).
-TEST_RUN_CONVERSATIONS, TEST_RUN_TURNS, TEST_RUN_BFCL_SAMPLES = 1, 2, 8
+# A test run (--test_run): the first conversation, 2 assistant turns; one BFCL sample of each of its 12 subsets.
+TEST_RUN_CONVERSATIONS, TEST_RUN_TURNS, TEST_RUN_BFCL_SAMPLES = 1, 2, _bfcl.minimum()
 
 QWEN3_6 = ClosedModel(
     name=NAME, hf_id="Qwen/Qwen3.6-27B",
@@ -134,17 +134,34 @@ class Qwen36Benchmark(TaskBenchmark):
         # YAML has both; an accuracy test runs the BFCL phase alone (--accuracy-only).
         datasets: list[Mapping[str, Any]] = [
             self._replay_block(model, fields, paths, run_dir, test_run, served.max_model_len, notes)]
+        subset = None
         if accuracy:
             block = dict(BFCL_BLOCK)
-            if test_run:
-                block["generate_params"] = {**block["generate_params"], "max_samples": TEST_RUN_BFCL_SAMPLES}
-                notes.append(f"a test run: the first {TEST_RUN_BFCL_SAMPLES} of the {BFCL_SAMPLES} BFCL v4 samples")
+            asked = accuracy_samples(fields, test_run)
+            if asked is not None:
+                params, subset = _bfcl.stratified(asked)     # its line heads the YAML (client_test)
+                block["generate_params"] = params
             datasets.append(block)
         return ClientWorkload(
             datasets=tuple(datasets), tokenizer=None if substitute else str(served.folder),
             model_params={"temperature": 0, "seed": REFERENCE_SEED, "max_new_tokens": max_new},
             targets=TARGETS if accuracy else {}, samples_required=BFCL_SAMPLES if accuracy else None,
-            notes=tuple(notes))
+            notes=tuple(notes), accuracy_subset=subset)
+
+    def endpoints_load(self, model: str, accuracy: bool, fields: Mapping[str, Any], test_run: bool):
+        from ..common.endpoints_client.workload import ClientLoad
+
+        if accuracy:
+            asked = accuracy_samples(fields, test_run)
+            return ClientLoad(asked or BFCL_SAMPLES, f"BFCL v4 samples ({'a stratified subset of the ' if asked else ''}"
+                                                     f"{BFCL_SAMPLES}, each scored once)")
+        cut = self.closed_model(model) is None
+        conversations = TEST_RUN_CONVERSATIONS if test_run else _replay.CONVERSATIONS
+        turns = TEST_RUN_TURNS if test_run else _replay.ASSISTANT_TURNS
+        bound = f"; fewer where the model's context cuts them when the test starts" if cut else ""
+        return ClientLoad(turns, f"assistant turns of the agentic replay, {conversations} conversation"
+                                 f"{'s' if conversations != 1 else ''}, one at a time{bound}", at_most=cut,
+                          one_pass="the client issues each recorded turn once, whatever min_duration_ms says")
 
     def _replay_block(self, model: str, fields: Mapping[str, Any], paths: Paths, run_dir: Path, test_run: bool,
                       context: int, notes: list[str]) -> dict[str, Any]:
@@ -176,6 +193,20 @@ class Qwen36Benchmark(TaskBenchmark):
     def score_outputs(self, items: Sequence[TaskItem], outputs: Outputs, folder: Path | None = None) \
             -> AccuracyResult:
         raise _scored_by_the_client()
+
+
+def accuracy_samples(fields: Mapping[str, Any], test_run: bool) -> int | None:
+    """The BFCL v4 samples a short accuracy pass scores (None: the round's 995): a test run's one of each subset,
+    or total_sample_count where it asks fewer than 995 (refused below one of each subset)."""
+    cap = fields.get("total_sample_count")
+    asked = TEST_RUN_BFCL_SAMPLES if test_run else None
+    if cap and int(cap) < BFCL_SAMPLES:
+        asked = min(int(cap), asked or int(cap))
+        if asked < _bfcl.minimum():
+            raise UserError(f"{NAME}'s short accuracy pass takes at least one sample of each of BFCL v4's "
+                            f"{_bfcl.minimum()} subsets: give --total_sample_count={_bfcl.minimum()} or more (or none "
+                            f"for all {BFCL_SAMPLES}).")
+    return asked
 
 
 def _scored_by_the_client() -> UserError:

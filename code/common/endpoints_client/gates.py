@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import EXIT_FAILURE, UserError
+from .workload import AccuracySubset
 
 RESULT_SUMMARY = Path("performance") / "result_summary.json"
 ACCURACY_RESULTS = Path("accuracy") / "accuracy_results.json"
@@ -92,12 +93,15 @@ def accuracy_entry(results: Mapping[str, Any], where: Path) -> Mapping[str, Any]
 
 def accuracy_figures(report_dir: Path) -> dict[str, float]:
     """Every figure of the accuracy entry by name: `score` and its breakdown's numbers (BFCL: overall_accuracy,
-    normalized_single_turn_score, ...), and total_samples."""
+    normalized_single_turn_score, ...), total_samples, and duration_s (the samples' issue and scoring)."""
     where = Path(report_dir) / ACCURACY_RESULTS
     entry = accuracy_entry(read_report(report_dir, ACCURACY_RESULTS), where)
     figures: dict[str, float] = {}
+    breakdown = entry.get("breakdown") if isinstance(entry.get("breakdown"), dict) else {}
+    nested = [(f"{key}.{name}", value) for key, block in breakdown.items() if isinstance(block, dict)
+              for name, value in block.items()]     # BFCL's category_scores, subset_scores: "category_scores.live"
     for key, value in [("score", entry.get("score")), ("total_samples", entry.get("total_samples")),
-                       *(entry.get("breakdown") or {}).items()]:
+                       ("duration_s", entry.get("duration_s")), *breakdown.items(), *nested]:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             figures[key] = float(value)
         elif isinstance(value, str):
@@ -110,9 +114,10 @@ def accuracy_figures(report_dir: Path) -> dict[str, float]:
     return figures
 
 
-def accuracy_gates(report_dir: Path, targets: Mapping[str, float], samples: int | None = None) -> list[Gate]:
+def accuracy_gates(report_dir: Path, targets: Mapping[str, float], samples: int | None = None,
+                   subset: AccuracySubset | None = None) -> list[Gate]:
     """Each target figure >= its threshold (a missing figure fails), and the samples scored where `samples` is
-    the number the round requires."""
+    the number the round requires; for a short pass's `subset`, that the client scored that subset."""
     figures = accuracy_figures(report_dir)
     gates = []
     for name, threshold in targets.items():
@@ -123,9 +128,24 @@ def accuracy_gates(report_dir: Path, targets: Mapping[str, float], samples: int 
         scored = figures.get("total_samples")
         gates.append(Gate(f"{samples} samples scored", scored is not None and int(scored) >= samples,
                           "not in the report" if scored is None else f"{int(scored)} scored"))
+    if subset is not None:
+        gates.append(subset_gate(figures, subset))
     return gates
 
 
 def _figure(value: float) -> str:
     """Two decimals, or as many as it takes to tell a figure from its threshold (an F1 of 0.782397)."""
     return f"{value:.2f}" if round(value, 2) == value else f"{value:.6g}"
+
+
+def subset_gate(figures: Mapping[str, float], subset: AccuracySubset) -> Gate:
+    """The client scored the subset asked: its sample count, and a score of every part (where the report names
+    parts)."""
+    scored = int(figures.get("total_samples", -1))
+    parts = {part for group in subset.counts.values() for part in group}
+    found = {key.split(".", 1)[1] for key in figures if key.startswith(f"{subset.part_scores}.")} \
+        if subset.part_scores else parts
+    missing = sorted(parts - found)
+    detail = f"{scored} of {subset.samples} samples scored, {len(parts & found)} of {len(parts)} parts" + \
+        (f" (none of {', '.join(missing)})" if missing else "")
+    return Gate(f"the subset asked ({subset.samples} samples)", scored == subset.samples and not missing, detail)

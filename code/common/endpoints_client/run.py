@@ -25,7 +25,7 @@ from ..fileio import sha256_file, write_atomically
 from .child import run_client, validate
 from .config_yaml import RULE_NOTE, ClientConfig, render
 from .environment import ClientEnvironment
-from .workload import ClientWorkload
+from .workload import AccuracySubset, ClientWorkload
 from .gates import (ACCURACY_RESULTS, AGENTIC_SCORES, CONFIG, RESULT_SUMMARY, Gate, accuracy_figures, accuracy_gates,
                     performance_gates, read_report)
 
@@ -66,6 +66,7 @@ class ClientTest:
     targets: Mapping[str, float] = field(default_factory=dict)   # accuracy figure -> its threshold
     samples_required: int | None = None          # the accuracy samples the round scores (None: not gated)
     notes: tuple[str, ...] = ()                  # header lines of the YAML (which rule it follows, substitutes)
+    accuracy_subset: AccuracySubset | None = None   # a short accuracy pass's part of the set (None: all of it)
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ class ClientOutcome:
     endpoints: tuple[str, ...]
     served_model: str
     report_dir: Path
+    accuracy_subset: AccuracySubset | None = None   # what a short accuracy pass scored (None: all of the set)
 
     @property
     def passed(self) -> bool:
@@ -84,7 +86,8 @@ class ClientOutcome:
         return {"passed": self.passed, "gates": [{"name": g.name, "passed": g.passed, "detail": g.detail}
                                                  for g in self.gates],
                 "figures": dict(self.figures), "endpoints": list(self.endpoints), "served_model": self.served_model,
-                "report_dir": str(self.report_dir), "report_sha256": report_digests(self.report_dir)}
+                "report_dir": str(self.report_dir), "report_sha256": report_digests(self.report_dir),
+                **({"accuracy_subset": self.accuracy_subset.as_dict()} if self.accuracy_subset is not None else {})}
 
 
 def report_digests(report_dir: Path) -> dict[str, str]:
@@ -107,10 +110,12 @@ def client_test(label: str, name: str, served_model: str, workload: ClientWorklo
                           test_type=workload.test_type, api_type=workload.api_type,
                           n_samples_to_issue=workload.n_samples_to_issue, extra_settings=dict(workload.settings),
                           num_workers=workload.num_workers, max_connections=workload.max_connections)
-    notes = (*workload.notes, *(("a test run (--test_run): min_duration_ms 0, never submittable",) if test_run
-                                else ()))
+    subset = workload.accuracy_subset if accuracy else None
+    notes = (*workload.notes, *((subset.line(),) if subset is not None else ()),
+             *(("a test run (--test_run): min_duration_ms 0, never submittable",) if test_run else ()))
     return ClientTest(label=label, config=config, accuracy=accuracy, targets=dict(workload.targets),
-                      samples_required=workload.samples_required, notes=notes)
+                      samples_required=workload.samples_required, notes=notes,
+                      accuracy_subset=subset)
 
 
 def _write_yaml(test: ClientTest, config: ClientConfig, path: Path) -> Path:
@@ -141,7 +146,8 @@ def judge(test: ClientTest, report_dir: Path) -> tuple[list[Gate], dict[str, flo
     """The gates and figures of the client's report: the performance gates for a performance test, the accuracy
     targets (and the samples scored) for an accuracy test."""
     if test.accuracy:
-        return accuracy_gates(report_dir, test.targets, test.samples_required), accuracy_figures(report_dir)
+        return (accuracy_gates(report_dir, test.targets, test.samples_required, test.accuracy_subset),
+                accuracy_figures(report_dir))
     return performance_gates(report_dir), _performance_figures(report_dir)
 
 
@@ -204,10 +210,25 @@ def run_on_client(client: ClientEnvironment, test: ClientTest, run_dir: Path, *,
         if server is not None:
             server.stop()
     gates, figures = judge(test, report_dir)
-    outcome = ClientOutcome(tuple(gates), figures, tuple(config.endpoints), config.served_model, report_dir)
+    outcome = ClientOutcome(tuple(gates), figures, tuple(config.endpoints), config.served_model, report_dir,
+                            test.accuracy_subset)
     write_atomically(run_dir / CLIENT_RUN, json.dumps({"client": client.as_dict(), **outcome.as_dict()},
                                                       indent=2) + "\n")
     for gate in gates:
         show(f"{test.label}: {gate.line()}")
     show(f"{test.label}: figures: {', '.join(f'{name} {value:g}' for name, value in figures.items())}")
+    if test.accuracy_subset is not None:
+        show(f"{test.label}: {subset_scores(test.accuracy_subset, figures)}")
     return outcome
+
+
+def subset_scores(subset: AccuracySubset, figures: Mapping[str, float]) -> str:
+    """The subset's scores by group (and part), labelled as the subset's."""
+    def score(key: str, name: str) -> str:
+        value = figures.get(f"{key}.{name}") if key else None
+        return f"{value:.2f}" if value is not None else "?"
+
+    groups = "; ".join(f"{group} {score(subset.group_scores, group)} ("
+                       f"{', '.join(f'{part} {score(subset.part_scores, part)} of {n}' for part, n in parts.items())})"
+                       for group, parts in subset.counts.items())
+    return f"scores on the subset of {subset.samples} of {subset.of_samples} samples (not the full score): {groups}"

@@ -21,6 +21,8 @@ side, never promising less time than a test takes. Disk: each test's small logs 
 user.conf, run_spec.json, metadata.json) and its accuracy log, where LoadGen writes each logged response as hex
 (two characters a byte) in a JSON entry: every sample in AccuracyOnly, a sampled share of them in TEST01's
 performance run, none otherwise. The engine does not change any of it.
+A test whose harness brings its own load generator (the endpoints client) is estimated by that harness from what
+it will issue (HarnessPlugin.plan_own_test, endpoints_client/plan.py), not as LoadGen's.
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ from ..disk_full import existing_folder, format_bytes
 from ..errors import EXIT_FAILURE, UserError
 from ..rules import BenchmarkRules, RulesRound
 from ..records.metadata import COMPLETED
-from .planned import EarlierRun, PlannedTest, Speed, earlier_runs, format_duration
+from .planned import LOADGEN, EarlierRun, PlannedTest, Speed, earlier_runs, format_duration
 from .resume import AskedFor, find_attempts, refuse_other_settings, resume_test
 from .settings import STREAM_LATENCY_FIELDS
 
@@ -65,12 +67,15 @@ def _speed_value(fields: Mapping[str, Any], name: str) -> Any:
 
 
 def find_measurement(runs: Sequence[EarlierRun], system_id: str, benchmark: str, scenario: Scenario,
-                     fields: Mapping[str, Any]) -> EarlierRun | None:
+                     fields: Mapping[str, Any], mode: TestMode = TestMode.PerformanceOnly) -> EarlierRun | None:
     """The newest completed performance run (not a compliance or bench run) of the same system, benchmark,
-    scenario and speed-defining fields, with a figure; VALID or not, its speed is real."""
-    same = [r for r in runs if r.status == COMPLETED and r.test_mode == TestMode.PerformanceOnly.value
+    scenario and speed-defining fields, with a figure; VALID or not, its speed is real. `mode` AccuracyOnly: the
+    newest such accuracy run with a measured part (a client test's)."""
+    measured = (lambda r: (r.metric or 0) > 0) if mode is TestMode.PerformanceOnly else \
+        (lambda r: (r.measured_s or 0) > 0 and (r.accuracy_samples or 0) > 0)
+    same = [r for r in runs if r.status == COMPLETED and r.test_mode == mode.value
             and r.audit_test is None and r.purpose == "submission" and r.system_id == system_id
-            and r.benchmark == benchmark and r.scenario == scenario.value and (r.metric or 0) > 0
+            and r.benchmark == benchmark and r.scenario == scenario.value and measured(r)
             and all(_speed_value(r.fields, name) == _speed_value(fields, name) for name in SPEED_FIELDS)]
     return max(same, key=lambda r: r.finished, default=None)
 
@@ -234,6 +239,12 @@ def plan_entry(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, run
     config = ctx.resolve(benchmark_name, scenario, mode)
     fields = config.values
     benchmark, model_spec, rules = check_selection(ctx, benchmark_name, fields)
+    own = own_estimate(ctx, config, benchmark, scenario, mode, runs)
+    if own is not None:
+        speed = Speed(1 / own.per_query_s, MEASURED if own.measured else FROM_CONFIG, own.basis)
+        return PlannedTest(benchmark_name, scenario, mode, audit_test, own.queries, own.queries, own.seconds, 0,
+                           copies * SMALL_LOGS_BYTES, speed, folder=folder, load_generator=own.load_generator,
+                           basis=own.notes)
     prepared, _, subset = checked_subset(ctx, benchmark, model_spec, fields)
     size = effective_dataset_size(fields, prepared or dataset_size(benchmark, fields["dataset"], rules))
     user_conf = user_conf_lines(rules.loadgen_model_for(scenario), scenario, fields, rules, size, ctx.args.test_run,
@@ -258,6 +269,25 @@ def plan_entry(ctx, benchmark_name: str, scenario: Scenario, mode: TestMode, run
     return PlannedTest(benchmark_name, scenario, mode, audit_test, queries, samples, seconds, logged, disk, speed,
                        folder=folder, device_set=on_device,
                        subset=f"{fields['dataset']} is {subset}: the figures are this part's" if subset else None)
+
+
+def own_estimate(ctx, config, benchmark, scenario: Scenario, mode: TestMode, runs: Sequence[EarlierRun]):
+    """The estimate of a harness whose own load generator runs the test (the endpoints client), from what it will
+    do and the newest earlier run of the same computation; None for a LoadGen test."""
+    from ..errors import UserError
+    from .selection import choose
+
+    try:
+        harness = choose(config, ctx.args.workload.harness_type.value, ctx.paths.build)
+    except UserError:
+        return None     # no harness can run it: the test's own preflight says why
+    if not harness.own_load_generator:
+        return None
+    earlier = find_measurement(runs, ctx.system.system_id, benchmark.name, scenario, config.values)
+    accuracy = find_measurement(runs, ctx.system.system_id, benchmark.name, scenario, config.values,
+                                TestMode.AccuracyOnly) if mode is TestMode.AccuracyOnly else None
+    return harness.plan_own_test(benchmark, config.values, mode, bool(ctx.args.test_run), earlier,
+                                 ctx.rules.min_duration_ms / 1000, STREAM_LATENCY_FIELDS.get(scenario, ""), accuracy)
 
 
 def device_set(benchmark, fields: Mapping[str, Any], samples: int) -> tuple[int, int]:
@@ -394,9 +424,11 @@ class Plan:
             lines += test.lines()
         skipped = len(self.tests) - len(self.to_run)
         free = f" ({format_bytes(free_bytes)} free there)" if free_bytes is not None else ""
+        loadgen = all(t.load_generator == LOADGEN for t in self.to_run)
+        what = "LoadGen tests (plus each test's start-up: engine and samples loaded, warm-up)" if loadgen else \
+            "tests (their start-up as each says)"
         lines.append(f"Total: {len(self.to_run)} to run{f', {skipped} skipped' if skipped else ''}; about "
-                     f"{format_duration(self.duration_s)} of LoadGen tests (plus each test's start-up: engine and "
-                     f"samples loaded, warm-up), {format_bytes(self.disk_bytes)} of logs{free}.")
+                     f"{format_duration(self.duration_s)} of {what}, {format_bytes(self.disk_bytes)} of logs{free}.")
         return lines
 
 

@@ -36,6 +36,10 @@ class EarlierRun:
     servers: tuple[tuple[str, int, str], ...] = ()
     # The fields a sweep of the engine chose where none was tuned or typed (config.measured_layout).
     untuned: frozenset[str] = frozenset()
+    # Its wall time and measured part (durations.test_s, measured_s): a client test's start-up is their difference.
+    test_s: float | None = None
+    measured_s: float | None = None
+    accuracy_samples: int | None = None     # the samples an accuracy test scored
 
     @property
     def done(self) -> bool:
@@ -61,7 +65,10 @@ def earlier_runs(roots: Iterable[Path], skipped: Callable[[Path, str], None]) ->
             finished=record.finished or "", metric_unit=record.metric.unit if record.metric else "",
             workload_setting=record.config.workload_setting,
             servers=tuple((e.host, e.port, e.machine) for e in record.endpoints if not e.local),
-            untuned=frozenset(record.config.measured_layout.get("fields") or ())))
+            untuned=frozenset(record.config.measured_layout.get("fields") or ()),
+            test_s=record.durations.test_s if record.durations else None,
+            measured_s=record.durations.measured_s if record.durations else None,
+            accuracy_samples=record.accuracy.samples if record.accuracy else None))
     return runs
 
 
@@ -73,6 +80,9 @@ class Speed:
 
     def __str__(self) -> str:
         return f"{self.source}: {self.basis}"
+
+
+LOADGEN = "LoadGen"
 
 
 # -- one test ---------------------------------------------------------------------------------------------------
@@ -96,6 +106,8 @@ class PlannedTest:
     # start_from_device: (samples, bytes) of the performance set each GPU holds; None when it stays on the host
     device_set: tuple[int, int] | None = None
     subset: str | None = None   # the data set prepared here is not the published one: what it is
+    load_generator: str = LOADGEN     # who runs it: LoadGen, or a harness's own (e.g. the endpoints client)
+    basis: tuple[str, ...] = ()       # a harness's own estimate: what it is based on
 
     @property
     def label(self) -> str:
@@ -106,14 +118,17 @@ class PlannedTest:
             return [f"  {self.label}: SKIPPED, {self.skip}"]
         queries = f"{self.queries} {'query' if self.queries == 1 else 'queries'}"
         logged = f", {self.logged_responses} responses logged" if self.logged_responses else ""
-        lines = [f"  {self.label}: {self.samples} samples in {queries}, about {format_duration(self.duration_s)} "
-                 f"({self.speed}), {format_bytes(self.disk_bytes)}{logged}"]
+        issued = f"{self.samples} samples in {queries}" if self.load_generator == LOADGEN else \
+            f"{queries}, one at a time, on {self.load_generator}"
+        lines = [f"  {self.label}: {issued}, about {format_duration(self.duration_s)} ({self.speed}), "
+                 f"{format_bytes(self.disk_bytes)}{logged}"]
         if self.folder is not None:
             lines.append(f"    -> {self.folder}")
         if self.device_set is not None:
             samples, nbytes = self.device_set
             lines.append(f"    start_from_device: the performance set ({samples} samples) takes "
                          f"{format_bytes(nbytes)} of memory on each GPU")
+        lines += [f"    {line}" for line in self.basis]
         if self.subset:
             lines.append(f"    {self.subset}")
         if self.note:

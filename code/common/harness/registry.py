@@ -28,12 +28,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..registry import Registry
 
 if TYPE_CHECKING:
     from ..benchmark_api import Benchmark, PreprocessedSet
+    from ..constants import TestMode
     from ..fields import Field
     from ..generation import GenerationSettings
     from ..paths import Paths
@@ -172,12 +173,34 @@ class HarnessPlugin:
         or accuracy, valid, submittable, reasons, endpoints, load_generator). An exception fails the test."""
         raise NotImplementedError
 
+    def plan_own_test(self, benchmark: "Benchmark", fields: Mapping[str, Any], mode: "TestMode", test_run: bool,
+                      earlier: Any, min_duration_s: float, latency_field: str,
+                      earlier_accuracy: Any = None) -> "OwnEstimate | None":
+        """The plan's estimate of a test its own load generator runs, from what that load generator will do and
+        `earlier`, the newest earlier performance run of the same computation (planned.EarlierRun, or None; for an
+        accuracy test also `earlier_accuracy`, the newest earlier accuracy run), else the config's `latency_field`
+        ("" where the scenario has none); None: estimated as a LoadGen test."""
+        return None
+
     # `make bench`'s figures of this harness where it has its own, instead of the in-process ones (b) to (e):
     # "module:function" of `(bench, ctx, benchmark_name) -> figures`, imported when bench runs.
     bench_figures: str | None = None
     # Figures `make bench` adds beside its overhead probe (a), e.g. a compiled core's ceiling: "module:function" of
     # `(bench, ctx) -> figures`.
     overhead_figures: str | None = None
+
+
+@dataclass(frozen=True)
+class OwnEstimate:
+    """A harness's estimate of a test its own load generator runs (HarnessPlugin.plan_own_test)."""
+
+    queries: int
+    seconds: float
+    per_query_s: float
+    measured: bool                   # the time per query comes from an earlier run (else from the config)
+    basis: str                       # the time per query and where it comes from
+    load_generator: str              # e.g. "the MLCommons endpoints client"
+    notes: tuple[str, ...] = ()      # what else the estimate rests on
 
 
 # name -> "module:Class", each class instantiated on first use; the toolkit's own are listed in their package

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ...endpoints_client.child import stop_clients
-from ..registry import HarnessFlag, HarnessPlugin
+from ..registry import HarnessFlag, HarnessPlugin, OwnEstimate
 from .openai import make_server_environments, prepare_served_model, stop_local_servers
 
 ENDPOINTS = "endpoints"
@@ -104,6 +104,29 @@ class EndpointsHarness(HarnessPlugin):
         stop_local_servers()
         stop_clients()
 
+    def plan_own_test(self, benchmark, fields, mode, test_run: bool, earlier, min_duration_s: float,
+                      latency_field: str, earlier_accuracy=None) -> OwnEstimate | None:
+        """From what the client will issue (the benchmark's endpoints_load) at the earlier client test's time per
+        query (an accuracy test: the earlier accuracy test's time per sample where there is one), or the config's
+        expected latency (endpoints_client/plan.py)."""
+        from ...benchmark_api import generative
+        from ...constants import TestMode
+        from ...endpoints_client.plan import estimate_client_test, per_query_time, per_sample_time, startup_time
+
+        accuracy = mode is TestMode.AccuracyOnly
+        load = generative(benchmark).endpoints_load(fields["model"], accuracy, fields, test_run)
+        own_pace = per_sample_time(earlier_accuracy) if accuracy else None     # an earlier accuracy test's
+        if own_pace is not None:
+            per_query, earlier = own_pace, earlier_accuracy
+        else:
+            per_query = per_query_time(earlier, fields.get(latency_field), latency_field)
+        if load is None or per_query is None:
+            return None
+        found = estimate_client_test(load, per_query, 0.0 if test_run or accuracy else min_duration_s,
+                                     startup_time(earlier), str(earlier.folder) if earlier is not None else "")
+        return OwnEstimate(found.queries, found.seconds, found.per_query_s, found.measured, found.basis,
+                           "the MLCommons endpoints client", found.notes)
+
     def run_own_test(self, spec, benchmark, paths, log_dir: Path) -> dict[str, Any]:
         from ...benchmark_api import generative
         from ...constants import TestMode
@@ -135,6 +158,7 @@ def outcome_fields(spec, client, test, outcome, seconds: float, local: bool) -> 
     not a test run and the tree's rules are the round's (a test run's shortened duration is not)."""
     from urllib.parse import urlsplit
 
+    from ...endpoints_client.run import subset_scores
     from ...records.metadata import AccuracyRecord, Durations
     from ...records.record import EndpointRecord
     from ...serving.machines import machine_key
@@ -143,8 +167,8 @@ def outcome_fields(spec, client, test, outcome, seconds: float, local: bool) -> 
     valid = outcome.passed
     result: dict[str, Any] = {
         "durations": Durations(test_s=round(seconds, 3),
-                               measured_s=(outcome.figures["duration_ns"] / 1e9
-                                           if "duration_ns" in outcome.figures else None)),
+                               measured_s=(outcome.figures["duration_ns"] / 1e9 if "duration_ns" in outcome.figures
+                                           else outcome.figures.get("duration_s"))),
         "valid": valid, "submittable": valid and not spec.test_run,
         "reasons": failed + (("a test run (--test_run): shortened, never submittable",) if spec.test_run else ()),
         "endpoints": tuple(EndpointRecord(host=host, port=port, protocol="http", model=outcome.served_model,
@@ -157,12 +181,19 @@ def outcome_fields(spec, client, test, outcome, seconds: float, local: bool) -> 
     if test.accuracy:
         figures = outcome.figures
         lines = [f"{name}={value:.2f}" for name, value in figures.items() if name in test.targets]
-        text = "\n".join([*lines, f"samples={int(figures.get('total_samples', 0))}",
+        subset = outcome.accuracy_subset
+        text = "\n".join([*([subset.line()] if subset is not None else []), *lines,
+                          f"samples={int(figures.get('total_samples', 0))}",
+                          *([subset_scores(subset, figures)] if subset is not None else []),
                           *(gate.line() for gate in outcome.gates)]) + "\n"
         first = next(iter(test.targets), "score")
+
+        def labelled(name: str) -> str:    # a short pass's figures are the subset's, wherever they are shown
+            return f"{name} of the {subset.samples}-sample subset" if subset is not None else name
+
         result["accuracy"] = AccuracyRecord(
             metric=first, value=float(figures.get(first, 0.0)), text=text,
-            metrics={name: figures[name] for name in test.targets if name in figures},
+            metrics={labelled(name): figures[name] for name in test.targets if name in figures},
             samples=int(figures["total_samples"]) if "total_samples" in figures else None,
             threshold=test.targets.get(first), meets_target=valid)
     else:
