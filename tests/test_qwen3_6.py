@@ -287,7 +287,7 @@ def test_the_plan_counts_a_test_runs_replay_turns_and_bfcl_subset_at_the_configs
     assert accuracy.duration_s == pytest.approx(12 * latency_s)
     assert performance.speed.source == FROM_CONFIG and "single_stream_expected_latency_ns" in performance.speed.basis
     lines = "\n".join(performance.lines() + accuracy.lines())
-    assert "2 queries, one at a time, on the MLCommons endpoints client" in lines
+    assert "2 queries on the MLCommons endpoints client" in lines
     assert "at most 2 assistant turns of the agentic replay, 1 conversation" in lines
     assert "12 BFCL v4 samples (a stratified subset of the 995" in lines
     assert "start-up (the YAML's check, the server's and the client's start" in lines and "not measured" in lines

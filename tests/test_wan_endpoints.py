@@ -333,3 +333,53 @@ def test_a_given_server_of_another_model_is_refused_before_the_client_runs(promp
         del os.environ["CALLS"]
     assert [json.loads(line)["argv"][0] for line in calls.read_text().splitlines()] == ["validate-yaml"]
     assert not (tmp_path / "other" / "run" / "report").exists()
+
+
+def _wan_plan_context(tmp_path, *flags):
+    from code.actions import ACTIONS
+    from code.actions.base import Context
+    from code.common.arguments import parse_run_args
+    from code.main import available_benchmarks
+    from tests.conftest import recorded_detector
+
+    paths = Paths.create(scratch=tmp_path / "scratch", log_dir=tmp_path / "logs")
+    argv = ["--action=run_harness", f"--benchmarks={ref.NAME}", "--harness_type=endpoints",
+            "--model=wan-2.2-substitute", *flags]
+    args = parse_run_args(argv, list(ACTIONS), available_benchmarks(paths, get_round()), list(get_round().benchmarks))
+    system = recorded_detector("kvm_epyc_2core_lscpu.txt", None).detect()
+    return Context(args=args, paths=paths, rules=get_round(), detect=lambda: system, log=lambda _: None)
+
+
+def _wan_earlier(ctx, scenario: Scenario, metric: float, unit: str):
+    from code.common.harness.planned import EarlierRun
+
+    fields = ctx.resolve(ref.NAME, scenario, TestMode.PerformanceOnly).values
+    return EarlierRun(folder=Path(f"/logs/earlier-{scenario.value}"), system_id=ctx.system.system_id,
+                      benchmark=ref.NAME, scenario=scenario.value, test_mode="PerformanceOnly", audit_test=None,
+                      purpose="submission", status=COMPLETED, valid=True, test_run=False, fields=fields,
+                      metric=metric, finished="2026-01-01T00:00:00", metric_unit=unit, test_s=130.0, measured_s=100.0)
+
+
+def test_the_plan_counts_the_videos_the_client_asks_at_the_earlier_client_tests_pace(tmp_path):
+    """Offline at one over the earlier run's samples/s, SingleStream at its latency in seconds (wan's unit), each
+    the client's own count of videos (not LoadGen's sizing), with the earlier test's start-up."""
+    from code.common.harness.plan import FROM_CONFIG, MEASURED, plan_entry
+
+    ctx = _wan_plan_context(tmp_path, "--scenarios=Offline,SingleStream")
+    runs = [_wan_earlier(ctx, Scenario.Offline, 0.04, "samples/s"),
+            _wan_earlier(ctx, Scenario.SingleStream, 30.0, "s")]
+    offline = plan_entry(ctx, ref.NAME, Scenario.Offline, TestMode.PerformanceOnly, runs)
+    single = plan_entry(ctx, ref.NAME, Scenario.SingleStream, TestMode.PerformanceOnly, runs)
+    accuracy = plan_entry(ctx, ref.NAME, Scenario.Offline, TestMode.AccuracyOnly, runs)
+    assert (offline.queries, single.queries, accuracy.queries) == (ref.PROMPT_COUNT, 50, ref.PROMPT_COUNT)
+    assert offline.duration_s == pytest.approx(30 + ref.PROMPT_COUNT / 0.04)
+    assert single.duration_s == pytest.approx(30 + 50 * 30.0)
+    assert offline.speed.source == MEASURED and "25 s per sample, 0.04 samples/s" in offline.speed.basis
+    assert "30 s per query, the 90th percentile latency in /logs/earlier-SingleStream" in single.speed.basis
+    lines = "\n".join(offline.lines() + single.lines())
+    assert f"{ref.PROMPT_COUNT} videos (Offline: every prompt once)" in lines
+    assert "the client's count (n_samples_to_issue) ends the pass" in lines
+    quick = plan_entry(_wan_plan_context(tmp_path, "--scenarios=Offline", "--test_run"), ref.NAME, Scenario.Offline,
+                       TestMode.PerformanceOnly, [])
+    assert quick.queries == 1 and quick.speed.source == FROM_CONFIG
+    assert "offline_expected_qps" in quick.speed.basis and "1 video (Offline" in "\n".join(quick.lines())

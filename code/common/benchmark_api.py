@@ -473,7 +473,8 @@ class GenerativeBenchmark(PackagedBenchmark):
         raise UserError(f"{self.name} is not a benchmark the MLCommons endpoints client serves in this toolkit; run "
                         f"it with another --harness_type.")
 
-    def endpoints_load(self, model: str, accuracy: bool, fields: Mapping[str, Any], test_run: bool) -> Any:
+    def endpoints_load(self, model: str, accuracy: bool, fields: Mapping[str, Any], test_run: bool, *,
+                       scenario: str = "") -> Any:
         """What the endpoints client will issue in one test of it, known before it runs (a ClientLoad,
         endpoints_client/workload.py), for the plan's estimate; None where unknown (the plan then estimates the test
         as LoadGen's)."""

@@ -148,7 +148,8 @@ class Qwen36Benchmark(TaskBenchmark):
             targets=TARGETS if accuracy else {}, samples_required=BFCL_SAMPLES if accuracy else None,
             notes=tuple(notes), accuracy_subset=subset)
 
-    def endpoints_load(self, model: str, accuracy: bool, fields: Mapping[str, Any], test_run: bool):
+    def endpoints_load(self, model: str, accuracy: bool, fields: Mapping[str, Any], test_run: bool, *,
+                       scenario: str = ""):
         from ..common.endpoints_client.workload import ClientLoad
 
         if accuracy:

@@ -152,6 +152,13 @@ class WanBenchmark(GenerativeBenchmark):
 
         return workload(self, model, accuracy, scenario, fields, paths, run_dir, test_run, get_round())
 
+    def endpoints_load(self, model: str, accuracy: bool, fields: Mapping[str, Any], test_run: bool, *,
+                       scenario: str = ""):
+        """The videos the client will ask for in one test (endpoints.py), for the plan."""
+        from .endpoints import client_load
+
+        return client_load(accuracy, scenario, fields, test_run)
+
     def endpoints_artefacts(self, model: str, fields: Mapping[str, Any], paths: Paths, report_dir: Path,
                             run_dir: Path) -> None:
         """The audit videos and captions.txt, from the videos the client scored."""

@@ -64,6 +64,21 @@ def performance_count(scenario: str, prompts: int, test_run: bool) -> int:
     return prompts if scenario == "Offline" else SINGLE_STREAM_QUERIES
 
 
+def client_load(accuracy: bool, scenario: str, fields: Mapping[str, Any], test_run: bool):
+    """What the client will ask for in one test, for the plan: every prompt's video for accuracy (VBench's scoring
+    after them is not counted), else performance_count's videos; the counts, not min_duration_ms, end the pass."""
+    from ..common.endpoints_client.workload import ClientLoad
+
+    prompts = max(1, min(int(fields.get("total_sample_count") or ref.PROMPT_COUNT), ref.PROMPT_COUNT))
+    if accuracy:
+        return ClientLoad(prompts, f"video{'s' if prompts != 1 else ''} of the VBench prompts, one each (VBench's scoring after them is not "
+                                   "counted)", one_pass="the client asks each prompt once")
+    videos = performance_count(scenario, prompts, test_run)
+    return ClientLoad(videos, f"video{'s' if videos != 1 else ''} ({scenario}: "
+                      f"{'every prompt once' if scenario == 'Offline' else 'one at a time'})",
+                      one_pass="the client's count (n_samples_to_issue) ends the pass, not min_duration_ms")
+
+
 def vbench_block(path: Path, samples: int, project: Path, launcher: Path) -> dict[str, Any]:
     """The reference's accuracy block (offline_wan22_accuracy.yaml), its scorer pointed at the toolkit's VBench."""
     return {"name": ACCURACY_BLOCK, "path": str(path), "type": "accuracy", "samples": samples,

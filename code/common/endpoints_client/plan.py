@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from .workload import ClientLoad
 
@@ -29,15 +29,36 @@ class ClientEstimate:
     notes: tuple[str, ...]       # what the count is, the minimum duration, the start-up
 
 
-def per_query_time(earlier: Any, config_latency_ns: float | None, config_field: str) -> tuple[float, bool, str] | None:
-    """(seconds per query, measured, basis): the earlier client test's 90th percentile latency in ms, else the config's
-    expected latency; None where neither is known."""
-    if earlier is not None and earlier.metric and earlier.metric_unit == "ms":
-        return (float(earlier.metric) / 1000, True,
-                f"{float(earlier.metric) / 1000:.3g} s per query, the 90th percentile latency in {earlier.folder}")
-    if config_latency_ns:
-        return float(config_latency_ns) / 1e9, False, f"{config_field}={int(config_latency_ns)}, " \
-                                                      f"{float(config_latency_ns) / 1e9:.3g} s per query"
+# The config's pace of a scenario without an expected latency: its expected or target rate, one query a sample.
+RATE_FIELDS = ("offline_expected_qps", "server_target_qps")
+LATENCY_SECONDS = {"ms": 1e-3, "s": 1.0}         # a latency figure's unit (wan reports its SingleStream in s)
+
+
+def config_pace(fields: Mapping[str, Any], latency_field: str) -> tuple[float, str] | None:
+    """(seconds per query, basis) from the config: the scenario's expected latency where it has one
+    (`latency_field`), else its expected or target rate; None where neither is set."""
+    if latency_field and fields.get(latency_field):
+        ns = float(fields[latency_field])
+        return ns / 1e9, f"{latency_field}={int(ns)}, {ns / 1e9:.3g} s per query"
+    for name in RATE_FIELDS:
+        if fields.get(name):
+            rate = float(fields[name])
+            return 1 / rate, f"{name}={rate:g}, {1 / rate:.3g} s per sample"
+    return None
+
+
+def per_query_time(earlier: Any, config: tuple[float, str] | None) -> tuple[float, bool, str] | None:
+    """(seconds per query, measured, basis): the earlier client test's 90th percentile latency, or one over its
+    samples per second, else the config's pace; None where neither is known."""
+    if earlier is not None and earlier.metric:
+        metric = float(earlier.metric)
+        if earlier.metric_unit in LATENCY_SECONDS:
+            seconds = metric * LATENCY_SECONDS[earlier.metric_unit]
+            return seconds, True, f"{seconds:.3g} s per query, the 90th percentile latency in {earlier.folder}"
+        if earlier.metric_unit == "samples/s":
+            return 1 / metric, True, f"{1 / metric:.3g} s per sample, {metric:.3g} samples/s in {earlier.folder}"
+    if config is not None:
+        return config[0], False, config[1]
     return None
 
 

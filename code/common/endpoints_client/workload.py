@@ -63,7 +63,8 @@ class ClientWorkload:
 @dataclass(frozen=True)
 class ClientLoad:
     """What the client will issue in one test, known before it runs (the plan's estimate of a client test): its
-    queries, one at a time, and what they are."""
+    queries and what they are (the plan takes them one after another at the time per query, or per sample where the
+    pace is a rate)."""
 
     queries: int                  # turns of the replay, or accuracy samples
     what: str                     # e.g. "1 conversation, 2 assistant turns of the agentic replay"

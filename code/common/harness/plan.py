@@ -287,7 +287,8 @@ def own_estimate(ctx, config, benchmark, scenario: Scenario, mode: TestMode, run
     accuracy = find_measurement(runs, ctx.system.system_id, benchmark.name, scenario, config.values,
                                 TestMode.AccuracyOnly) if mode is TestMode.AccuracyOnly else None
     return harness.plan_own_test(benchmark, config.values, mode, bool(ctx.args.test_run), earlier,
-                                 ctx.rules.min_duration_ms / 1000, STREAM_LATENCY_FIELDS.get(scenario, ""), accuracy)
+                                 ctx.rules.min_duration_ms / 1000, STREAM_LATENCY_FIELDS.get(scenario, ""), accuracy,
+                                 scenario=scenario.value)
 
 
 def device_set(benchmark, fields: Mapping[str, Any], samples: int) -> tuple[int, int]:

@@ -119,7 +119,7 @@ class PlannedTest:
         queries = f"{self.queries} {'query' if self.queries == 1 else 'queries'}"
         logged = f", {self.logged_responses} responses logged" if self.logged_responses else ""
         issued = f"{self.samples} samples in {queries}" if self.load_generator == LOADGEN else \
-            f"{queries}, one at a time, on {self.load_generator}"
+            f"{queries} on {self.load_generator}"
         lines = [f"  {self.label}: {issued}, about {format_duration(self.duration_s)} ({self.speed}), "
                  f"{format_bytes(self.disk_bytes)}{logged}"]
         if self.folder is not None:

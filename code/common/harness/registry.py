@@ -175,11 +175,11 @@ class HarnessPlugin:
 
     def plan_own_test(self, benchmark: "Benchmark", fields: Mapping[str, Any], mode: "TestMode", test_run: bool,
                       earlier: Any, min_duration_s: float, latency_field: str,
-                      earlier_accuracy: Any = None) -> "OwnEstimate | None":
+                      earlier_accuracy: Any = None, *, scenario: str = "") -> "OwnEstimate | None":
         """The plan's estimate of a test its own load generator runs, from what that load generator will do and
         `earlier`, the newest earlier performance run of the same computation (planned.EarlierRun, or None; for an
         accuracy test also `earlier_accuracy`, the newest earlier accuracy run), else the config's `latency_field`
-        ("" where the scenario has none); None: estimated as a LoadGen test."""
+        ("" where `scenario` has none: its expected or target rate then); None: estimated as a LoadGen test."""
         return None
 
     # `make bench`'s figures of this harness where it has its own, instead of the in-process ones (b) to (e):

@@ -105,21 +105,22 @@ class EndpointsHarness(HarnessPlugin):
         stop_clients()
 
     def plan_own_test(self, benchmark, fields, mode, test_run: bool, earlier, min_duration_s: float,
-                      latency_field: str, earlier_accuracy=None) -> OwnEstimate | None:
+                      latency_field: str, earlier_accuracy=None, *, scenario: str = "") -> OwnEstimate | None:
         """From what the client will issue (the benchmark's endpoints_load) at the earlier client test's time per
         query (an accuracy test: the earlier accuracy test's time per sample where there is one), or the config's
         expected latency (endpoints_client/plan.py)."""
         from ...benchmark_api import generative
         from ...constants import TestMode
-        from ...endpoints_client.plan import estimate_client_test, per_query_time, per_sample_time, startup_time
+        from ...endpoints_client.plan import (config_pace, estimate_client_test, per_query_time, per_sample_time,
+                                              startup_time)
 
         accuracy = mode is TestMode.AccuracyOnly
-        load = generative(benchmark).endpoints_load(fields["model"], accuracy, fields, test_run)
+        load = generative(benchmark).endpoints_load(fields["model"], accuracy, fields, test_run, scenario=scenario)
         own_pace = per_sample_time(earlier_accuracy) if accuracy else None     # an earlier accuracy test's
         if own_pace is not None:
             per_query, earlier = own_pace, earlier_accuracy
         else:
-            per_query = per_query_time(earlier, fields.get(latency_field), latency_field)
+            per_query = per_query_time(earlier, config_pace(fields, latency_field))
         if load is None or per_query is None:
             return None
         found = estimate_client_test(load, per_query, 0.0 if test_run or accuracy else min_duration_s,
