@@ -138,20 +138,13 @@ def padded(lg, scenario: str, outdir: str) -> dict:
     qsl = tn.SampleLibrary(SAMPLES, SAMPLES, layouts, load)
     sut = tn.Sut(qsl, [tn.PythonBackend(answer)], 8, 1000)
     sut.start()
-    settings = lg.TestSettings()
-    settings.scenario = getattr(lg.TestScenario, scenario)
-    settings.mode = lg.TestMode.AccuracyOnly
-    settings.offline_expected_qps = settings.server_target_qps = 2000
-    log = lg.LogSettings()
-    Path(outdir).mkdir(parents=True, exist_ok=True)
-    log.log_output.outdir = outdir
-    log.log_output.copy_summary_to_stdout = False
-    lg.StartTestWithLogSettings(sut.handle, qsl.handle, settings, log, "")
+    _run(lg, sut, qsl, scenario, "AccuracyOnly", outdir)
     sut.stop()
     return {**checked, "error": sut.error, "completed": sut.completed}
 
 
 def _run(lg, sut, qsl, scenario: str, mode: str, outdir: str) -> None:
+    """One short LoadGen test of `sut` at 2000 samples/s, its logs in `outdir`."""
     settings = lg.TestSettings()
     settings.scenario = getattr(lg.TestScenario, scenario)
     settings.mode = getattr(lg.TestMode, mode)
