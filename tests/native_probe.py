@@ -6,8 +6,10 @@ detail log's loadgen_* fields and results, and the SUT's counters. `lib dir` is 
 BasicSUT: completes inside IssueQuery), `native` (batcher threads, null backend), `python` (batcher threads, a numpy
 backend answering each sample's first input byte), `python-window` (the same with a 100 ms Server batching window),
 `failing` (a Python backend that raises on its third batch), `padded` (two named inputs, one of two varying axes
-padded with 7 to buckets: every batch the core gathers is compared with named_inputs.gather_input's). Python
-backends report the size of every batch.
+padded with 7 to buckets: every batch the core gathers is compared with named_inputs.gather_input's), `in-place`
+(a Python backend that checks every batch's samples and counts the batches read where the loaded set holds them and
+those copied, in AccuracyOnly and PerformanceOnly: Offline at batch 8; Server at batch 4 within 2 ms, whose samples
+LoadGen draws at random). Python backends report the size of every batch.
 """
 from __future__ import annotations
 
@@ -34,6 +36,8 @@ def main(lib: str, kind: str, scenario: str, outdir: str, target: float = 2000.0
     batches = []
     if kind == "padded":
         return {"module": lg.__file__, **padded(lg, scenario, outdir)}
+    if kind == "in-place":
+        return {"module": lg.__file__, **in_place(lg, scenario, outdir)}
 
     def answer(inputs, indices):
         [(batch, shape)] = inputs
@@ -134,17 +138,59 @@ def padded(lg, scenario: str, outdir: str) -> dict:
     qsl = tn.SampleLibrary(SAMPLES, SAMPLES, layouts, load)
     sut = tn.Sut(qsl, [tn.PythonBackend(answer)], 8, 1000)
     sut.start()
+    _run(lg, sut, qsl, scenario, "AccuracyOnly", outdir)
+    sut.stop()
+    return {**checked, "error": sut.error, "completed": sut.completed}
+
+
+def _run(lg, sut, qsl, scenario: str, mode: str, outdir: str) -> None:
+    """One short LoadGen test of `sut` at 2000 samples/s, its logs in `outdir`."""
     settings = lg.TestSettings()
     settings.scenario = getattr(lg.TestScenario, scenario)
-    settings.mode = lg.TestMode.AccuracyOnly
+    settings.mode = getattr(lg.TestMode, mode)
+    settings.server_target_latency_ns = 1_000_000_000
+    settings.min_duration_ms, settings.min_query_count = 100, 64
     settings.offline_expected_qps = settings.server_target_qps = 2000
     log = lg.LogSettings()
     Path(outdir).mkdir(parents=True, exist_ok=True)
     log.log_output.outdir = outdir
     log.log_output.copy_summary_to_stdout = False
     lg.StartTestWithLogSettings(sut.handle, qsl.handle, settings, log, "")
+
+
+def in_place(lg, scenario: str, outdir: str) -> dict:
+    """Per test mode: the batches whose samples were read where the loaded set holds them, those copied, and those
+    whose bytes were not their samples'."""
+    import toolkit_native as tn
+
+    held: list[np.ndarray] = []
+
+    def load(indices):
+        held[:] = [np.repeat(np.asarray(indices, dtype=np.uint8)[:, None], 8, axis=1)]
+        return [(held[0], None)]
+
+    counts: dict = {}
+
+    def answer(inputs, indices):
+        [(batch, shape)] = inputs
+        rows = np.frombuffer(batch, dtype=np.uint8).reshape(shape)
+        start, end = held[0].ctypes.data, held[0].ctypes.data + held[0].nbytes
+        where = "in_place" if start <= rows.ctypes.data < end else "copied"
+        counts[where] = counts.get(where, 0) + 1
+        counts["wrong"] = counts.get("wrong", 0) + int(not np.array_equal(rows[:, 0], np.asarray(indices) % 256))
+        return np.zeros(len(indices), np.uint8), np.arange(len(indices) + 1, dtype=np.int64)
+
+    qsl = tn.SampleLibrary(SAMPLES, SAMPLES, [tn.InputLayout("index", 1, [8], b"\0", [])], load)
+    sut = tn.Sut(qsl, [tn.PythonBackend(answer)], 8 if scenario == "Offline" else 4,
+                 0 if scenario == "Offline" else 2000)
+    sut.start()
+    result = {}
+    for mode in ("AccuracyOnly", "PerformanceOnly"):
+        counts.clear()
+        _run(lg, sut, qsl, scenario, mode, f"{outdir}/{mode}")
+        result[mode] = dict(counts)
     sut.stop()
-    return {**checked, "error": sut.error, "completed": sut.completed}
+    return {**result, "error": sut.error}
 
 
 if __name__ == "__main__":

@@ -101,6 +101,16 @@ def test_the_sample_library_gathers_named_batches_and_writes_fixed_inputs_into_g
     assert library.gather(np.array([3, 1]), out={"a": out})["a"] is out and out[:, 0].tolist() == [3, 1]
 
 
+def test_samples_of_fixed_shape_one_after_another_in_the_loaded_set_are_read_where_it_holds_them():
+    library = SampleLibrary(Pairs([2, 2, 2, 2]), 4, [A, TensorSpec("b", "int64", (2,))])
+    library.load([3, 1, 0, 2])                       # held in this order
+    adjacent = library.gather(np.array([1, 0]))["a"]  # held second and third: a read-only view of the set
+    assert adjacent[:, 0].tolist() == [1, 0] and adjacent.base is not None and not adjacent.flags.writeable
+    picked = library.gather(np.array([3, 0]))["a"]    # held first and third: copied
+    assert picked[:, 0].tolist() == [3, 0] and picked.flags.writeable
+    assert library.gather(np.array([2]))["a"][:, 0].tolist() == [2]
+
+
 def test_a_pending_batch_is_gathered_straight_into_a_backends_buffers_where_it_can():
     """TensorRT's runner gathers a batch into its pinned buffers (one host copy per sample): inputs of fixed shape
     and the buffer's type are written there; the others are read by name, gathered as `gather` does."""

@@ -105,6 +105,20 @@ def test_the_core_gathers_named_inputs_padded_as_the_python_library_does(native_
     assert result["batches"] > 0 and result["mismatches"] == 0
 
 
+def test_the_core_reads_adjacent_samples_where_they_lie_and_copies_the_others(native_lib, tmp_path):
+    # Offline: LoadGen issues the loaded set in its order, which is the order the core holds it in: every batch is
+    # read where it lies.
+    offline = probe(native_lib, "in-place", "Offline", tmp_path / "offline")
+    assert offline["error"] == ""
+    for mode in ("AccuracyOnly", "PerformanceOnly"):
+        assert offline[mode]["in_place"] > 0 and "copied" not in offline[mode]
+    # Server: samples drawn at random, batched up to 4 within a window: copied, but for those alone in a batch.
+    server = probe(native_lib, "in-place", "Server", tmp_path / "server", target=2000)
+    assert server["error"] == "" and server["PerformanceOnly"]["copied"] > 0
+    for mode in ("AccuracyOnly", "PerformanceOnly"):
+        assert offline[mode]["wrong"] == server[mode]["wrong"] == 0
+
+
 @pytest.mark.parametrize("member, link", [("top/../../outside.txt", None), ("top/link", "../../etc/passwd"),
                                           ("/abs.txt", None)])
 def test_without_extraction_filters_an_escaping_member_is_refused_as_the_data_filter_would(tmp_path, monkeypatch,

@@ -139,8 +139,32 @@ def test_a_raw_server_run_feeds_the_engine_every_arrival_and_postprocesses_each_
                     backends=[Backend()])
     outcome = server_run(raw, rate=20_000, batch_size=4, window_us=0, bound_ms=15.0, seconds=0.001,
                          min_queries=500)
-    # 500 arrivals over the 7 samples in turn, in batches of at most 4; the verdict is LoadGen's on those 500.
-    assert postprocessed == [n % 7 for n in range(500)]
+    # 500 arrivals, each a sample drawn from the 7 held, in batches of at most 4, each batch holding the samples it
+    # postprocesses; the verdict is LoadGen's on those 500.
+    assert len(postprocessed) == 500 and set(postprocessed) == set(range(7))
+    assert np.concatenate(batches).tolist() == postprocessed
     assert max(len(b) for b in batches) <= 4 and sum(len(b) for b in batches) == 500
     assert outcome.percentile == 0.99 and outcome.bound_ns == 15e6 and outcome.throughput > 0
     assert outcome.latency_ns is not None and outcome.mean_latency_ns is not None
+
+
+def test_the_raw_throughput_loop_takes_the_held_samples_in_order_and_postprocesses_each_batch():
+    from code.actions.bench_raw import RawEngine, loaded_throughput
+
+    told = []
+
+    class Backend:
+        def infer(self, inputs):
+            return [inputs["x"].copy()]
+
+        def close(self):
+            pass
+
+    raw = RawEngine(postprocess=lambda outputs, indices: told.append((outputs[0], indices.copy())),
+                    batch=lambda indices: {"x": np.asarray(indices, dtype=np.int64) * 10}, count=7,
+                    backends=[Backend()])
+    assert loaded_throughput(raw, batch_size=3, seconds=0.05) > 0
+    # The next 3 of the 7 held samples each time, round again (a batch across the end copied), each batch holding
+    # the samples its postprocessing is told.
+    assert [indices.tolist() for _, indices in told[:3]] == [[0, 1, 2], [3, 4, 5], [6, 0, 1]]
+    assert all(outputs.tolist() == (indices * 10).tolist() for outputs, indices in told)

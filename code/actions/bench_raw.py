@@ -1,8 +1,12 @@
 """The raw engine, without LoadGen or the harness: the baselines of `make bench`'s figures (b), (c), (d) and (e).
 
 Each loop loads the config's own engine with the harness's instances, threads per instance and ONNX Runtime
-settings, feeds it the same preprocessed samples, and postprocesses every batch as the harness does.
-- throughput: batches of one size back to back on every instance (b);
+settings, feeds it the same preprocessed samples, and postprocesses every batch as the harness does. The samples are
+in memory before a loop starts (HELD_SAMPLES of them, as the harness's sample library holds its performance set),
+and each batch is taken from them in the order LoadGen issues its samples and gathered as the native core gathers
+them (`gather`): an engine fed one batch over and over reads it from the cache, which no run does.
+- throughput: batches of one size back to back on every instance, each the next samples of the held set, as LoadGen
+  issues an Offline query (the loaded set in its order) (b);
 - latency: one sample after the other, as SingleStream issues them (c);
 - server: the arrivals of a Server run at a target rate, batched as the harness batches, judged as LoadGen judges
   (tuning/poisson_server.py): `server_p99` is one run's p99 at a rate (the harness's at the rate it held is read
@@ -11,6 +15,7 @@ settings, feeds it the same preprocessed samples, and postprocesses every batch 
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 import time
 from contextlib import contextmanager
@@ -28,7 +33,8 @@ from ..common.tuning.trials import SERVER_SHORT_QUERIES, SHORT_SECONDS
 from .base import Context
 
 LATENCY_SECONDS = SHORT_SECONDS[Scenario.SingleStream]   # each raw SingleStream measurement: a short run's length
-SERVER_SAMPLES = 256          # the samples a raw Server run holds in memory and cycles through
+HELD_SAMPLES = 256            # the samples a raw loop holds in memory and gathers its batches from
+SEED = 1                      # the raw Server run's draw of samples: the same ones for every measurement
 
 
 @dataclass
@@ -39,6 +45,14 @@ class RawEngine:
     batch: Callable[[np.ndarray], dict]      # sample indices -> the batch of named inputs
     count: int                               # samples
     backends: list
+    _held: dict | None = None
+
+    def held(self) -> dict[str, np.ndarray]:
+        """The first HELD_SAMPLES samples (all, where there are fewer) stacked per named input, loaded once: what a
+        loop gathers its batches from, in memory before it starts."""
+        if self._held is None:
+            self._held = self.batch(np.arange(min(self.count, HELD_SAMPLES)))
+        return self._held
 
     def close(self) -> None:
         for backend in self.backends:
@@ -76,19 +90,42 @@ def throughput(ctx: Context, benchmark_name: str, config, batch_size: int, secon
         raw.close()
 
 
+def gather(held: dict[str, np.ndarray], indices: np.ndarray, out: dict[str, np.ndarray] | None = None
+           ) -> dict[str, np.ndarray]:
+    """The held samples at `indices` as a batch, as the native core gathers them (native/src/core/sample_library.cc):
+    samples that lie one after another (a batch of one) read where they lie, the others copied (into `out`'s arrays
+    where given)."""
+    first = int(indices[0])
+    if np.array_equal(indices, np.arange(first, first + len(indices))):
+        return {name: data[first:first + len(indices)] for name, data in held.items()}
+    if out is None:
+        return {name: data[indices] for name, data in held.items()}
+    for name, data in held.items():
+        np.take(data, indices, axis=0, out=out[name])
+    return out
+
+
 def loaded_throughput(raw: RawEngine, batch_size: int, seconds: float) -> float:
     """Samples/s of batches of `batch_size` back to back on every instance of a loaded engine (after one warm-up
-    call each)."""
-    indices = np.arange(batch_size) % raw.count
-    data = raw.batch(indices)
-    for backend in raw.backends:
-        backend.infer(data)   # warm-up
+    call each), the instances taking the held samples in turn, in order and round again, as the core serves
+    LoadGen's Offline query; a batch across the end of the held set is copied into the instance's own buffers."""
+    held = raw.held()
+    count = len(next(iter(held.values())))
+    draws = [(np.arange(batch_size) + start) % count
+             for start in range(0, count * batch_size // math.gcd(count, batch_size), batch_size)]
+    draws = [draws[slot::len(raw.backends)] or draws for slot in range(len(raw.backends))]
+    buffers = [{name: np.empty((batch_size, *data.shape[1:]), dtype=data.dtype) for name, data in held.items()}
+               for _ in raw.backends]
+    for backend, buffer in zip(raw.backends, buffers):
+        backend.infer(buffer)   # warm-up
     done = [0] * len(raw.backends)
     stop = time.monotonic() + seconds
 
     def loop(slot: int) -> None:
+        backend, buffer, batches = raw.backends[slot], buffers[slot], itertools.cycle(draws[slot])
         while time.monotonic() < stop:
-            raw.postprocess(raw.backends[slot].infer(data), indices)
+            indices = next(batches)
+            raw.postprocess(backend.infer(gather(held, indices, buffer)), indices)
             done[slot] += batch_size
 
     start = time.monotonic()
@@ -131,16 +168,15 @@ def server_run(raw: RawEngine, rate: float, batch_size: int, window_us: int, bou
                seconds: float = SHORT_SECONDS[Scenario.Server], min_queries: int = SERVER_SHORT_QUERIES) -> Outcome:
     """One Server run of the raw engine at `rate` per second, as long as the harness's short Server runs."""
     schedule = poisson_server.arrivals(rate, seconds, min_queries)
-    # The samples are in memory before the run, as the harness's sample library holds them: a batch is gathered
-    # from them (a copy, as the harness gathers), never read from the preprocessed files during the run.
-    held = min(raw.count, SERVER_SAMPLES)
-    stacked = raw.batch(np.arange(held))
-    samples = np.arange(len(schedule)) % held
+    # The samples drawn at random from those held, as LoadGen draws them; each batch gathered from them as the harness
+    # gathers, never read from the preprocessed files during the run.
+    held = raw.held()
+    samples = np.random.default_rng(SEED).integers(0, len(next(iter(held.values()))), len(schedule))
 
     def instance(backend) -> poisson_server.BatchCall:
         def call(numbers: np.ndarray) -> None:
             indices = samples[numbers]
-            raw.postprocess(backend.infer({name: data[indices] for name, data in stacked.items()}), indices)
+            raw.postprocess(backend.infer(gather(held, indices)), indices)
         return call
 
     latencies = poisson_server.serve(schedule, [instance(b) for b in raw.backends], batch_size, window_us * 1000)

@@ -89,15 +89,23 @@ class SampleLibrary(QSLBase):
     def gather(self, indices: Sequence[int] | np.ndarray, out: Mapping[str, np.ndarray] | None = None
                ) -> dict[str, np.ndarray]:
         """The samples at `indices` as one batch per input: new arrays, or written into `out`'s arrays (e.g. shared
-        memory buffers the batch goes to) for the inputs it holds, which must be of fixed shape."""
+        memory buffers the batch goes to) for the inputs it holds, which must be of fixed shape. Samples of fixed
+        shape that lie one after another in the loaded set (a batch of one; an Offline batch, LoadGen issuing the
+        set in its order) are read-only views of it, not copies, as the native core hands them over."""
         slots = self._slot[indices]
         if slots.min() < 0:
             missing = np.asarray(indices)[slots < 0][:5].tolist()
             raise RuntimeError(f"samples {missing} were issued but not loaded by LoadGen")
         if out is None and self._rows:           # the common case, inline: it runs once per batch
+            first, count = int(slots[0]), len(slots)
+            adjacent = int(slots[-1]) - first == count - 1 and (count == 1 or bool((np.diff(slots) == 1).all()))
             batch = {}
             for name, rows in self._rows:
-                batch[name] = rows[slots]
+                if adjacent:
+                    batch[name] = rows[first:first + count]
+                    batch[name].flags.writeable = False      # the loaded set itself: a backend only reads it
+                else:
+                    batch[name] = rows[slots]
             return batch
         return {spec.name: gather_input(self._data[spec.name], slots, spec, (out or {}).get(spec.name))
                 for spec in self.inputs}

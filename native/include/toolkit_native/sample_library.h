@@ -58,7 +58,9 @@ class SampleLibrary : public mlperf::QuerySampleLibrary {
   void UnloadSamplesFromRam(const std::vector<mlperf::QuerySampleIndex>& samples) override;
 
   const std::vector<InputLayout>& inputs() const { return inputs_; }
-  // The samples of `indices` as one batch per input, varying axes padded by each input's rule.
+  // The samples of `indices` as one batch per input, varying axes padded by each input's rule: copied into `out`'s
+  // buffers, or where they lie one after another in the set at their stored shape (a batch of one, an Offline
+  // batch in LoadGen's order), pointed at.
   void Gather(const std::vector<mlperf::QuerySampleIndex>& indices, GatheredBatch* out) const;
 
  private:

@@ -123,6 +123,19 @@ void SampleLibrary::GatherInput(size_t input, const std::vector<int64_t>& slots,
     }
   }
   size_t stored_bytes = Elements(stored) * layout.itemsize, sample_bytes = Elements(target) * layout.itemsize;
+  batch->itemsize = layout.itemsize;
+  batch->shape.assign(1, static_cast<int64_t>(slots.size()));
+  batch->shape.insert(batch->shape.end(), target.begin(), target.end());
+  // Samples that lie one after another in the set are handed over where they lie: the backend reads them once from
+  // the set, instead of once to copy them and again from the copy. A batch of one always does, and so does nearly
+  // every Offline batch: LoadGen issues an Offline query as the loaded set in its order (loadgen.cc, unless
+  // sample_concatenate_permutation shuffles it), and the set is held in that order.
+  bool adjacent = target == stored;
+  for (size_t i = 1; adjacent && i < slots.size(); ++i) adjacent = slots[i] == slots[i - 1] + 1;
+  if (adjacent) {
+    batch->data = set.data + slots[0] * stored_bytes;
+    return;
+  }
   buffer->resize(slots.size() * sample_bytes);
   char* out = buffer->data();
   if (target == stored) {
@@ -134,9 +147,6 @@ void SampleLibrary::GatherInput(size_t input, const std::vector<int64_t>& slots,
       CopyRegion(set.data + slots[i] * stored_bytes, stored, out + i * sample_bytes, target, layout.itemsize);
   }
   batch->data = out;
-  batch->itemsize = layout.itemsize;
-  batch->shape.assign(1, static_cast<int64_t>(slots.size()));
-  batch->shape.insert(batch->shape.end(), target.begin(), target.end());
 }
 
 }  // namespace toolkit
