@@ -159,7 +159,7 @@ def test_the_yaml_is_the_reference_examples_videogen_yaml(prompt_paths, tmp_path
     assert list(offline)[list(offline).index("datasets") + 1] == "audit"
     assert offline["audit"] == {"test": "output_caching_test", "samples": 144, "audit_samples": 144,
                                 "sample_index": 3, "threshold": 0.10}
-    assert single["audit"] == {"test": "output_caching_test", "samples": 1, "audit_samples": 1, "sample_index": 3,
+    assert single["audit"] == {"test": "output_caching_test", "samples": 4, "audit_samples": 4, "sample_index": 3,
                                "threshold": 0.20}
     with pytest.raises(UserError, match=r"repeats prompt 3 and this run has 3 prompt\(s\); run it with "
                                         r"--total_sample_count=4") as error:
