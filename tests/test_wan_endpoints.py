@@ -24,7 +24,8 @@ from code.common.paths import Paths
 from code.common.records.metadata import COMPLETED
 from code.common.records.record import ConfigRecord, RunRecord, SystemRecord
 from code.common.rules import get_round
-from code.common.submission.endpoints_tree import stage_endpoints_scenario
+from code.common.fileio import sha256_file
+from code.common.submission.endpoints_tree import audit_files, stage_endpoints_scenario
 from code.wan import datasets
 from code.wan import reference as ref
 from code.wan.benchmark import BENCHMARK
@@ -32,6 +33,7 @@ from code.wan.endpoints import PROMPTS_JSONL, staged_name
 from tests.test_endpoints_run import fake_client
 
 V6_1 = get_round("v6.1")
+AUDITS = audit_files(V6_1.benchmark(ref.NAME).checked_compliance_tests)   # the client's TEST04 verdict
 MP4 = b"\x00\x00\x00\x18ftypmp42" + bytes(16)
 REQUEST = {"negative_prompt": ref.NEGATIVE_PROMPT, "size": "64x64", "seconds": 0.5, "fps": 16,
            "num_inference_steps": 20, "guidance_scale": 4.0, "guidance_scale_2": 3.0, "seed": 42, "num_frames": 9,
@@ -91,6 +93,16 @@ if "--accuracy-only" in argv:
     scores = [{"dataset_name": block["name"], "dataset_type": "accuracy", "score": score,
                "total_samples": block["samples"]}]
 (report / "accuracy" / "accuracy_results.json").write_text(json.dumps({"accuracy_scores": scores}))
+audit = document.get("audit")
+if audit is not None:    # its output-caching audit after the performance phase; a failed one exits 1 (CLIError)
+    (report / "audit").mkdir(exist_ok=True)
+    passed = not os.environ.get("AUDIT_FAIL")
+    (report / "audit" / "audit_output_caching_test.json").write_text(json.dumps(
+        {"test": audit["test"], "passed": passed, "reference_qps": 0.5, "audit_qps": 0.5 if passed else 0.9,
+         **({} if passed else {"reason": "audit_qps 0.9 >= reference_qps 0.5 * 1.1"})}))
+    if not passed:
+        print("Compliance audit output_caching_test FAILED")
+        sys.exit(1)
 """.replace("VIDEO", repr(MP4))
 
 
@@ -143,10 +155,21 @@ def test_the_yaml_is_the_reference_examples_videogen_yaml(prompt_paths, tmp_path
     assert single["settings"]["load_pattern"] == {"type": "concurrency", "target_concurrency": 1}
     assert single["settings"]["runtime"]["n_samples_to_issue"] == 2 and single["settings"]["runtime"][
         "min_duration_ms"] == 0
+    # The reference's audit blocks (the submission YAMLs) after the data sets; one video a phase for a test run.
+    assert list(offline)[list(offline).index("datasets") + 1] == "audit"
+    assert offline["audit"] == {"test": "output_caching_test", "samples": 144, "audit_samples": 144,
+                                "sample_index": 3, "threshold": 0.10}
+    assert single["audit"] == {"test": "output_caching_test", "samples": 4, "audit_samples": 4, "sample_index": 3,
+                               "threshold": 0.20}
+    with pytest.raises(UserError, match=r"repeats prompt 3 and this run has 3 prompt\(s\); run it with "
+                                        r"--total_sample_count=4") as error:
+        render(prompt_paths, tmp_path / "few", "Offline", False, True, 3)
+    assert error.value.exit_code == 2
 
     accuracy = render(prompt_paths, tmp_path / "a", "Offline", True, True, 4)
     perf, vbench = accuracy["datasets"]
     assert perf["type"] == "performance" and "n_samples_to_issue" not in accuracy["settings"]["runtime"]
+    assert "audit" not in accuracy    # the audit runs with the performance test only
     extras = vbench["accuracy_config"].pop("extras")
     assert vbench == {"name": "wan22_vbench", "path": str(tmp_path / "a" / PROMPTS_JSONL), "type": "accuracy",
                       "samples": 4, "accuracy_config": {"eval_method": "vbench", "ground_truth": "prompt",
@@ -218,8 +241,9 @@ def test_a_client_run_stages_with_its_audit_videos_and_the_checks_read_them(prom
     dest = stage_endpoints_scenario(tmp_path / "tree", "x wan Offline", record(perf_dir, TestMode.PerformanceOnly,
                                                                                performance),
                                     record(acc_dir, TestMode.AccuracyOnly, accuracy), measured, lines.append,
-                                    dict(V6_1.benchmark(ref.NAME).accuracy_artefacts))
-    assert "with its videos/" in lines[-1]
+                                    dict(V6_1.benchmark(ref.NAME).accuracy_artefacts), AUDITS)
+    assert "with its videos/" in lines[-1] and "and its audit audit_output_caching_test.json" in lines[-1]
+    assert json.loads((dest / "audit" / "audit_output_caching_test.json").read_text())["passed"] is True
     assert (dest / "accuracy" / "videos" / "238.mp4").read_bytes() == MP4
     assert yaml.safe_load((dest / "config.yaml").read_text())["endpoint_config"]["api_type"] == "videogen"
 
@@ -227,15 +251,15 @@ def test_a_client_run_stages_with_its_audit_videos_and_the_checks_read_them(prom
     ctx = SimpleNamespace(folder=dest, rules=V6_1, benchmark=V6_1.benchmark(ref.NAME), scenario=Scenario.Offline,
                           relaxed="warning", report=lambda *a: reports.append(a))
     check_endpoints_scenario(ctx)
-    # main.py's compliance_endpoints_check asks the client's own TEST04 audit of a wan endpoints tree.
-    assert [(r[0], r[1].name) for r in reports] == [("error", "audit_output_caching_test.json")]
-    assert "this toolkit does not run the client's audit yet" in reports[0][2]
-    (dest / "audit").mkdir()
-    (dest / "audit" / "audit_output_caching_test.json").write_text(json.dumps({"test": "output_caching_test",
-                                                                               "passed": True}))
-    reports.clear()
-    check_endpoints_scenario(ctx)
     assert reports == []
+    # main.py's compliance_endpoints_check asks the client's own TEST04 audit of a wan endpoints tree.
+    verdict = (dest / "audit" / "audit_output_caching_test.json").read_text()
+    (dest / "audit" / "audit_output_caching_test.json").unlink()
+    check_endpoints_scenario(ctx)
+    assert [(r[0], r[1].name) for r in reports] == [("error", "audit_output_caching_test.json")]
+    assert "after the performance phase of a performance test on the endpoints harness" in reports[0][2]
+    (dest / "audit" / "audit_output_caching_test.json").write_text(verdict)
+    reports.clear()
     (dest / "accuracy" / "videos" / "238.mp4").unlink()
     check_endpoints_scenario(ctx)
     assert [r[0] for r in reports] == ["error"] and "lacks 238" in reports[0][2]
@@ -279,6 +303,36 @@ def test_a_staged_run_without_its_videos_stages_nothing(prompt_paths, tmp_path):
     assert error.value.exit_code == 1 and not (tmp_path / "tree").exists()
 
 
+def test_a_missing_or_failed_audit_stages_nothing(prompt_paths, tmp_path):
+    with pytest.raises(UserError, match=r"exited with status 1; nothing is staged") as error:
+        run_test(tmp_path, prompt_paths, TestMode.PerformanceOnly, 4, "failed", AUDIT_FAIL="1")
+    assert error.value.exit_code == 1
+    assert "Compliance audit output_caching_test FAILED" in (tmp_path / "failed" / "run" / "client.log").read_text()
+
+    performance, perf_dir = run_test(tmp_path, prompt_paths, TestMode.PerformanceOnly, 4, "perf")
+    measured = tmp_path / "measured"
+    measured.mkdir()
+    (measured / "measurements.json").write_text("{}")
+    (measured / "README.md").write_text("# wan\n")
+    verdict = perf_dir / "report" / "audit" / "audit_output_caching_test.json"
+
+    def stage() -> None:
+        with pytest.raises(UserError) as refused:
+            stage_endpoints_scenario(tmp_path / "tree", "x", record(perf_dir, TestMode.PerformanceOnly, performance),
+                                     None, measured, print, {}, AUDITS)
+        assert refused.value.exit_code == 1 and not (tmp_path / "tree").exists()
+        return str(refused.value)
+
+    # A verdict that says failed (its sha256 the one recorded, as a client that exits 0 on it would leave it).
+    verdict.write_text(json.dumps({"test": "output_caching_test", "passed": False, "reason": "too fast"}))
+    performance["load_generator"]["report_sha256"]["audit/audit_output_caching_test.json"] = sha256_file(verdict)
+    assert "is a failed audit (too fast), so x is not staged; run the performance test again" in stage()
+    verdict.write_text("{}")
+    assert "changed after the run" in stage()
+    verdict.unlink()
+    assert "is missing: the client ran no output_caching_test audit" in stage()
+
+
 def test_the_real_client_accepts_the_wan_yaml(prompt_paths, tmp_path):
     checkout = os.environ.get("MLCOMMONS_ENDPOINTS_DIR")
     venv = Path(__file__).resolve().parents[1] / ".venv-endpoints"
@@ -293,6 +347,7 @@ def test_the_real_client_accepts_the_wan_yaml(prompt_paths, tmp_path):
         workload = Wan().endpoints_workload("wan-2.2-substitute", accuracy, {"total_sample_count": 4},
                                             prompt_paths, run_dir, True, scenario=scenario)
         test = client_test("t", f"wan-{scenario}", "wan-2.2-substitute", workload, V6_1, accuracy, True)
+        assert (test.config.audit is None) is accuracy    # the performance test's YAML carries the audit block
         (run_dir / CLIENT_YAML).write_text(render_yaml(test.config))
         done = subprocess.run([str(venv / "bin" / "inference-endpoint"), "validate-yaml", "--config",
                                str(run_dir / CLIENT_YAML)], capture_output=True, text=True, timeout=600,
@@ -362,8 +417,10 @@ def _wan_earlier(ctx, scenario: Scenario, metric: float, unit: str):
 
 def test_the_plan_counts_the_videos_the_client_asks_at_the_earlier_client_tests_pace(tmp_path):
     """Offline at one over the earlier run's samples/s, SingleStream at its latency in seconds (wan's unit), each
-    the client's own count of videos (not LoadGen's sizing), with the earlier test's start-up."""
+    the client's own count of videos (the performance phase and the TEST04 audit's two phases, not LoadGen's
+    sizing), with the earlier test's start-up."""
     from code.common.harness.plan import FROM_CONFIG, MEASURED, plan_entry
+    from code.wan.endpoints import REFERENCE_AUDIT, TEST_RUN_AUDIT_SAMPLES
 
     ctx = _wan_plan_context(tmp_path, "--scenarios=Offline,SingleStream")
     runs = [_wan_earlier(ctx, Scenario.Offline, 0.04, "samples/s"),
@@ -371,15 +428,18 @@ def test_the_plan_counts_the_videos_the_client_asks_at_the_earlier_client_tests_
     offline = plan_entry(ctx, ref.NAME, Scenario.Offline, TestMode.PerformanceOnly, runs)
     single = plan_entry(ctx, ref.NAME, Scenario.SingleStream, TestMode.PerformanceOnly, runs)
     accuracy = plan_entry(ctx, ref.NAME, Scenario.Offline, TestMode.AccuracyOnly, runs)
-    assert (offline.queries, single.queries, accuracy.queries) == (ref.PROMPT_COUNT, 50, ref.PROMPT_COUNT)
-    assert offline.duration_s == pytest.approx(30 + ref.PROMPT_COUNT / 0.04)
-    assert single.duration_s == pytest.approx(30 + 50 * 30.0)
+    audits = {scenario: counts["samples"] + counts["audit_samples"] for scenario, counts in REFERENCE_AUDIT.items()}
+    assert (offline.queries, single.queries, accuracy.queries) == (ref.PROMPT_COUNT + audits["Offline"],
+                                                                   50 + audits["SingleStream"], ref.PROMPT_COUNT)
+    assert offline.duration_s == pytest.approx(30 + offline.queries / 0.04)
+    assert single.duration_s == pytest.approx(30 + single.queries * 30.0)
     assert offline.speed.source == MEASURED and "25 s per sample, 0.04 samples/s" in offline.speed.basis
     assert "30 s per query, the 90th percentile latency in /logs/earlier-SingleStream" in single.speed.basis
     lines = "\n".join(offline.lines() + single.lines())
-    assert f"{ref.PROMPT_COUNT} videos (Offline: every prompt once)" in lines
-    assert "the client's count (n_samples_to_issue) ends the pass" in lines
+    assert f"videos: {ref.PROMPT_COUNT} of the performance phase (Offline: every prompt once), then the TEST04 " \
+           f"audit's 144 + 144" in lines
+    assert "the client's counts (n_samples_to_issue, the audit's) end the pass" in lines
     quick = plan_entry(_wan_plan_context(tmp_path, "--scenarios=Offline", "--test_run"), ref.NAME, Scenario.Offline,
                        TestMode.PerformanceOnly, [])
-    assert quick.queries == 1 and quick.speed.source == FROM_CONFIG
-    assert "offline_expected_qps" in quick.speed.basis and "1 video (Offline" in "\n".join(quick.lines())
+    assert quick.queries == 1 + 2 * TEST_RUN_AUDIT_SAMPLES and quick.speed.source == FROM_CONFIG
+    assert "offline_expected_qps" in quick.speed.basis

@@ -41,7 +41,7 @@ from ..common.paths import (ACCURACY_DIR, ACCURACY_LOG, ACCURACY_TXT, COMPLIANCE
                             performance_run_dir, timestamp)
 from .base import Context, Handler
 from .locks import measuring
-from .harness import EMBEDDED_FIELDS, with_embedded_default
+from .harness import EMBEDDED_FIELDS, RunHarness, with_embedded_default
 
 SELECTION_FLAGS = ("benchmarks", "scenarios")
 REFERENCE_SOURCE = "compared run"   # what the record says of a value taken over from the run a test is compared with
@@ -91,6 +91,34 @@ class Outcome:
     folder: Path
 
 
+class _PerformanceWithClientAudits(RunHarness):
+    """The performance tests on a harness that brings its own load generator (the MLCommons endpoints client), whose
+    YAML carries the audit block: the client runs its compliance audit after the performance phase into the same
+    report, as the round's reference submission YAMLs have it, and stage_results stages its verdict."""
+
+    def test_modes(self) -> list[TestMode]:
+        return [TestMode.PerformanceOnly]
+
+
+def client_audited(ctx: Context) -> list[str]:
+    """The selected benchmarks whose compliance tests the client runs itself (its audit block), where the harness
+    is the one that brings its own load generator; [] for every other harness. UserError (exit 2) where such a
+    harness is chosen for benchmarks the round asks none of its audits of."""
+    from ..common.harness.registry import own_load_generator_type
+    from ..common.submission.endpoints_tree import CLIENT_AUDIT_TESTS
+
+    if ctx.args.workload.harness_type.value != own_load_generator_type():
+        return []
+    selected = list(dict.fromkeys(b for b, _ in ctx.selected()))
+    others = [b for b in selected
+              if not set(ctx.rules.benchmark(b).checked_compliance_tests) & set(CLIENT_AUDIT_TESTS)]
+    if others or not selected:
+        raise UserError(f"No compliance test the endpoints client runs ({', '.join(CLIENT_AUDIT_TESTS)}) applies to "
+                        f"{', '.join(others) or 'the selection'} in {ctx.rules.version}; select only benchmarks it "
+                        f"audits (documentation/endpoints.md lists them).", exit_code=EXIT_BAD_INPUT)
+    return selected
+
+
 class RunAuditHarness(Handler):
     free_space = staticmethod(free_space)    # free bytes of the compliance logs' file system (tests fake it)
 
@@ -99,6 +127,13 @@ class RunAuditHarness(Handler):
         self._contexts: dict[str, Context] = {}
 
     def run(self) -> int:
+        audited = client_audited(self.ctx)
+        if audited:
+            self.ctx.log(f"The endpoints client runs the compliance audit of {', '.join(audited)} itself, after the "
+                         f"performance phase of a performance test whose YAML has the audit block (as the round's "
+                         f"reference submission YAMLs do): running that test; make stage_results stages its verdict "
+                         f"into audit/ of the endpoints tree.")
+            return _PerformanceWithClientAudits(self.ctx).run()
         with measuring(self.ctx.paths):    # never beside find_peak, which needs the machine to itself
             return super().run()
 

@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..common.errors import EXIT_FAILURE, UserError
+from ..common.errors import EXIT_BAD_INPUT, EXIT_FAILURE, UserError
 from ..common.fileio import write_atomically
 from ..common.paths import Paths
 from . import reference as ref
@@ -45,6 +45,14 @@ TEST_RUN_PERFORMANCE = {"Offline": 1, "SingleStream": 2}
 # The v6.1 checker's fewest queries of a wan SingleStream run (constants.py: 50); Offline asks every prompt once
 # (mlperf.conf's Offline min_query_count 248, the reference's offline_wan22.yaml).
 SINGLE_STREAM_QUERIES = 50
+# The reference's audit blocks (offline_wan22_submission.yaml, single_stream_wan22_submission.yaml): the client's
+# output-caching audit (MLPerf TEST04) after the performance phase, a reference phase of distinct prompts then an
+# audit phase repeating prompt `sample_index` (audit.config's performance_issue_same_index), each of its own count.
+AUDIT_TEST = "output_caching_test"
+AUDIT_SAMPLE_INDEX = 3
+REFERENCE_AUDIT = {"Offline": {"samples": 144, "audit_samples": 144, "threshold": 0.10},
+                   "SingleStream": {"samples": 20, "audit_samples": 20, "threshold": 0.20}}
+TEST_RUN_AUDIT_SAMPLES = 4   # a test run's phases: four videos each (one alone times its own start-up noise)
 # The client's VBenchScorer: `_sanitize_prompt_for_filename` (control characters and slashes become "_").
 _UNSAFE = re.compile(r"[\x00-\x1f/\\]")
 
@@ -66,17 +74,38 @@ def performance_count(scenario: str, prompts: int, test_run: bool) -> int:
 
 def client_load(accuracy: bool, scenario: str, fields: Mapping[str, Any], test_run: bool):
     """What the client will ask for in one test, for the plan: every prompt's video for accuracy (VBench's scoring
-    after them is not counted), else performance_count's videos; the counts, not min_duration_ms, end the pass."""
+    after them is not counted); else performance_count's videos and the TEST04 audit's two phases after them. The
+    counts, not min_duration_ms, end the pass."""
     from ..common.endpoints_client.workload import ClientLoad
 
     prompts = max(1, min(int(fields.get("total_sample_count") or ref.PROMPT_COUNT), ref.PROMPT_COUNT))
     if accuracy:
-        return ClientLoad(prompts, f"video{'s' if prompts != 1 else ''} of the VBench prompts, one each (VBench's scoring after them is not "
-                                   "counted)", one_pass="the client asks each prompt once")
+        return ClientLoad(prompts, f"video{'s' if prompts != 1 else ''} of the VBench prompts, one each (VBench's "
+                                   "scoring after them is not counted)", one_pass="the client asks each prompt once")
     videos = performance_count(scenario, prompts, test_run)
-    return ClientLoad(videos, f"video{'s' if videos != 1 else ''} ({scenario}: "
-                      f"{'every prompt once' if scenario == 'Offline' else 'one at a time'})",
-                      one_pass="the client's count (n_samples_to_issue) ends the pass, not min_duration_ms")
+    what = f"{videos} of the performance phase ({scenario}: " \
+           f"{'every prompt once' if scenario == 'Offline' else 'one at a time'})"
+    total = videos
+    if prompts > AUDIT_SAMPLE_INDEX:
+        audit = audit_block(scenario, prompts, test_run)
+        total += audit["samples"] + audit["audit_samples"]
+        what += f", then the TEST04 audit's {audit['samples']} + {audit['audit_samples']}"
+    return ClientLoad(total, f"video{'s' if total != 1 else ''}: {what}",
+                      one_pass="the client's counts (n_samples_to_issue, the audit's) end the pass, not min_duration_ms")
+
+
+def audit_block(scenario: str, prompts: int, test_run: bool) -> dict[str, Any]:
+    """The YAML's audit block: the reference's counts and threshold, four videos a phase for a test run; UserError
+    (exit 2) where the prompts stop before the one the audit phase repeats."""
+    if prompts <= AUDIT_SAMPLE_INDEX:
+        raise UserError(f"The client's TEST04 audit repeats prompt {AUDIT_SAMPLE_INDEX} and this run has {prompts} "
+                        f"prompt(s); run it with --total_sample_count={AUDIT_SAMPLE_INDEX + 1} or more.",
+                        exit_code=EXIT_BAD_INPUT)
+    counts = dict(REFERENCE_AUDIT.get(scenario, REFERENCE_AUDIT["Offline"]))
+    if test_run:
+        counts |= {"samples": TEST_RUN_AUDIT_SAMPLES, "audit_samples": TEST_RUN_AUDIT_SAMPLES}
+    return {"test": AUDIT_TEST, "samples": counts["samples"], "audit_samples": counts["audit_samples"],
+            "sample_index": AUDIT_SAMPLE_INDEX, "threshold": counts["threshold"]}
 
 
 def vbench_block(path: Path, samples: int, project: Path, launcher: Path) -> dict[str, Any]:
@@ -138,13 +167,19 @@ def workload(benchmark: Any, model: str, accuracy: bool, scenario: str, fields: 
         if why is not None:
             notes.append(f"VBench cannot run here ({why}): the client makes the videos, then its scorer stops with "
                          f"that reason and the test fails")
+    audit = None
+    if not accuracy:
+        audit = audit_block(scenario, len(prompts), test_run)
+        notes.append(f"after the performance phase the client runs its TEST04 audit ({AUDIT_TEST}: "
+                     f"{audit['samples']} distinct prompt(s), then prompt {AUDIT_SAMPLE_INDEX} "
+                     f"{audit['audit_samples']} time(s), threshold {audit['threshold']:g}) into audit/ of its report")
     offline = scenario == "Offline"
     return ClientWorkload(
         datasets=tuple(datasets), model_params={"max_new_tokens": 1, "streaming": "off"},
         load_pattern={"type": "max_throughput"} if offline else {"type": "concurrency", "target_concurrency": 1},
         test_type="offline" if offline else "online", api_type="videogen",
         n_samples_to_issue=None if accuracy else issued, targets=targets,
-        samples_required=ref.PROMPT_COUNT if accuracy else None, notes=tuple(notes))
+        samples_required=ref.PROMPT_COUNT if accuracy else None, notes=tuple(notes), audit=audit)
 
 
 def run_prompts(run_dir: Path) -> list[str]:

@@ -47,6 +47,7 @@ class ClientConfig:
     timeout_s: int | None = None
     api_type: str = "openai"
     extra_settings: Mapping[str, Any] = field(default_factory=dict)   # settings blocks beyond these (warmup, drain)
+    audit: Mapping[str, Any] | None = None       # the client's compliance audit, run after the performance phase
 
     def __post_init__(self) -> None:
         if not self.endpoints:
@@ -72,6 +73,7 @@ def as_mapping(config: ClientConfig) -> dict[str, Any]:
     document |= {
         "model_params": model,
         "datasets": [dict(block) for block in config.datasets],
+        **({"audit": dict(config.audit)} if config.audit is not None else {}),
         "settings": {
             "service_ready_timeout_s": max(float(config.service_ready_timeout_s), MIN_STARTUP_TIMEOUT_S),
             "runtime": runtime,

@@ -22,6 +22,9 @@ RESULT_SUMMARY = Path("performance") / "result_summary.json"
 ACCURACY_RESULTS = Path("accuracy") / "accuracy_results.json"
 AGENTIC_SCORES = Path("scores.json")
 CONFIG = Path("config.yaml")
+# The client's verdict of its output-caching audit (MLPerf TEST04), written into <report>/audit/ after the performance
+# phase where the YAML has an audit block (compliance/result.py: audit_<test>.json).
+AUDIT_OUTPUT_CACHING = Path("audit") / "audit_output_caching_test.json"
 
 
 @dataclass(frozen=True)

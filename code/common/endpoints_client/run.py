@@ -26,8 +26,8 @@ from .child import run_client, validate
 from .config_yaml import RULE_NOTE, ClientConfig, render
 from .environment import ClientEnvironment
 from .workload import AccuracySubset, ClientWorkload
-from .gates import (ACCURACY_RESULTS, AGENTIC_SCORES, CONFIG, RESULT_SUMMARY, Gate, accuracy_figures, accuracy_gates,
-                    performance_gates, read_report)
+from .gates import (ACCURACY_RESULTS, AGENTIC_SCORES, AUDIT_OUTPUT_CACHING, CONFIG, RESULT_SUMMARY, Gate,
+                    accuracy_figures, accuracy_gates, performance_gates, read_report)
 
 CLIENT_YAML = "client.yaml"           # the YAML the toolkit wrote (the client copies it into its report)
 REPORT = "report"                     # the client's report folder inside the run folder
@@ -35,8 +35,8 @@ CLIENT_LOG = "client.log"             # everything the client printed
 VALIDATE_LOG = "validate.log"
 CLIENT_RUN = "client_run.json"        # the run's record of the client
 PLACEHOLDER_ENDPOINT = "http://127.0.0.1:8000"   # the schema check connects to nothing
-# The figures of the client's performance summary a run's record keeps (when present).
-REPORT_FILES = (CONFIG, RESULT_SUMMARY, ACCURACY_RESULTS, AGENTIC_SCORES)
+# The report files whose sha256 a run's record keeps (when present): what an endpoints tree stages.
+REPORT_FILES = (CONFIG, RESULT_SUMMARY, ACCURACY_RESULTS, AGENTIC_SCORES, AUDIT_OUTPUT_CACHING)
 # SingleStream's figure, as the checker maps it (latency.early_stopping_percentiles.90.0 is its
 # result_90.00_percentile_latency_ns); a short run has too few queries for an early-stopping estimate.
 EARLY_STOPPING_P90, PLAIN_P90 = "early_stopping_latency_p90_ms", "latency_p90_ms"
@@ -109,7 +109,8 @@ def client_test(label: str, name: str, served_model: str, workload: ClientWorklo
                           load_pattern=dict(workload.load_pattern), timeout_s=workload.timeout_s,
                           test_type=workload.test_type, api_type=workload.api_type,
                           n_samples_to_issue=workload.n_samples_to_issue, extra_settings=dict(workload.settings),
-                          num_workers=workload.num_workers, max_connections=workload.max_connections)
+                          num_workers=workload.num_workers, max_connections=workload.max_connections,
+                          audit=None if accuracy or workload.audit is None else dict(workload.audit))
     subset = workload.accuracy_subset if accuracy else None
     notes = (*workload.notes, *((subset.line(),) if subset is not None else ()),
              *(("a test run (--test_run): min_duration_ms 0, never submittable",) if test_run else ()))

@@ -58,6 +58,8 @@ class ClientWorkload:
     settings: Mapping[str, Any] = field(default_factory=dict)       # further settings blocks (warmup, drain)
     notes: tuple[str, ...] = ()                       # what the YAML's header says of it (substitutes, subsets)
     accuracy_subset: AccuracySubset | None = None     # a short accuracy pass's part of the set (None: all of it)
+    audit: Mapping[str, Any] | None = None            # the YAML's audit block: the client's compliance audit after
+                                                      # the performance phase (wan: TEST04, output_caching_test)
 
 
 @dataclass(frozen=True)

@@ -23,13 +23,9 @@ import yaml
 
 from .checker_rules import (ERROR, ScenarioContext, check_artefacts, check_measurements, check_scenario,
                             read_json_object)
-from .endpoints_tree import ACCURACY, CONFIG, PERFORMANCE
+from .endpoints_tree import ACCURACY, AUDIT, CLIENT_AUDIT_TESTS, CONFIG, PERFORMANCE
 
 RESTAGE = "run the test again on the endpoints client (make run_harness) then make stage_results"
-AUDIT = "audit"
-# main.py's ENDPOINTS_COMPLIANCE_MAPPING: the client's name of a compliance test; its compliance_endpoints_check asks
-# <Scenario>/audit/audit_<name>.json (passed) of an endpoints tree of a model of models_TEST04 (wan) for TEST04 only.
-CLIENT_AUDIT_TESTS = {"TEST04": "output_caching_test"}
 
 
 def is_endpoints_tree(folder: Path) -> bool:
@@ -99,8 +95,8 @@ def _check_audit(ctx: ScenarioContext) -> None:
     tests = ctx.benchmark.checked_compliance_tests if ctx.benchmark is not None else ()
     for test in (t for t in tests if t in CLIENT_AUDIT_TESTS):
         path = ctx.folder / AUDIT / f"audit_{CLIENT_AUDIT_TESTS[test]}.json"
-        fix = (f"the client runs it with an audit block (test: {CLIENT_AUDIT_TESTS[test]}) in its YAML, as the "
-               f"reference's submission YAMLs have; this toolkit does not run the client's audit yet")
+        fix = (f"the client runs it after the performance phase of a performance test on the endpoints harness (the "
+               f"YAML's audit block, test: {CLIENT_AUDIT_TESTS[test]}); run that test again, then make stage_results")
         if not path.is_file():
             ctx.report(ERROR, path, f"{path.name} is missing: main.py asks the client's {test} audit of an endpoints "
                                     f"tree of this benchmark; {fix}.")

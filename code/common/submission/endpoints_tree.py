@@ -9,6 +9,9 @@ parsers/endpoints_parser.py):
     results/<system>/<benchmark>/<Scenario>/accuracy/<artefact folder>/        where the round asks one (wan's
                                                                                 videos/: its audit videos and
                                                                                 captions.txt), from the accuracy run
+    results/<system>/<benchmark>/<Scenario>/audit/audit_<test>.json            the client's compliance audit where the
+                                                                                round asks it of the benchmark (wan:
+                                                                                TEST04), from the performance run
     results/<system>/<benchmark>/<Scenario>/measurements.json, README.md        as for every tree (the checker asks no
                                                                                 user.conf of an endpoints tree)
 
@@ -19,6 +22,7 @@ or edited report file stages nothing.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -35,6 +39,16 @@ PERFORMANCE = ("performance", "result_summary.json")
 ACCURACY = ("accuracy", "accuracy_results.json")
 MEASURED_FILES = (MEASUREMENTS_JSON, README)
 ENDPOINTS_SYSTEM_SUFFIX = "_endpoints"
+AUDIT = "audit"
+# The v6.1 checker's ENDPOINTS_COMPLIANCE_MAPPING: the client's name of a compliance test; its
+# compliance_endpoints_check asks <Scenario>/audit/audit_<name>.json (passed) of an endpoints tree of a model of
+# models_TEST04 (wan) for TEST04 only.
+CLIENT_AUDIT_TESTS = {"TEST04": "output_caching_test"}
+
+
+def audit_files(compliance_tests) -> tuple[str, ...]:
+    """The report files (audit/audit_<name>.json) of the client's audits a benchmark's tree must hold."""
+    return tuple(f"{AUDIT}/audit_{CLIENT_AUDIT_TESTS[t]}.json" for t in compliance_tests if t in CLIENT_AUDIT_TESTS)
 
 
 def is_endpoints_run(record: RunRecord | None) -> bool:
@@ -108,10 +122,34 @@ def artefact_folders(accuracy: RunRecord, artefacts: Mapping[str, tuple[str, ...
     return found
 
 
+def passed_audit(record: RunRecord, relative: str, label: str) -> Path:
+    """The performance run's audit verdict `relative`, checked as report_file does and passed; UserError (exit 1)
+    saying what to run where it is missing or failed."""
+    fix = (f"run the performance test again with the endpoints harness (its YAML's audit block runs the audit): "
+           f"{reproduce_command(record)}")
+    report = Path(str(record.load_generator.get("report_dir") or Path(record.log_dir) / "report"))
+    if not (report / relative).is_file():
+        raise UserError(f"{report / relative} is missing: the client ran no {Path(relative).stem.removeprefix('audit_')}"
+                        f" audit in {record.log_dir}, which the round asks of {label}'s endpoints tree; {fix}.",
+                        exit_code=EXIT_FAILURE)
+    path = report_file(record, relative, label)
+    try:
+        verdict = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise UserError(f"{path} cannot be read ({error}), so {label} is not staged; {fix}.",
+                        exit_code=EXIT_FAILURE) from None
+    if not isinstance(verdict, dict) or verdict.get("passed") is not True:
+        reason = verdict.get("reason") if isinstance(verdict, dict) else None
+        raise UserError(f"{path} is a failed audit{f' ({reason})' if reason else ''}, so {label} is not staged; "
+                        f"{fix}.", exit_code=EXIT_FAILURE)
+    return path
+
+
 def stage_endpoints_scenario(dest: Path, label: str, performance: RunRecord, accuracy: RunRecord | None,
-                             measured: Path, log: Log, artefacts: Mapping[str, tuple[str, ...]] | None = None) -> Path:
+                             measured: Path, log: Log, artefacts: Mapping[str, tuple[str, ...]] | None = None,
+                             audits: tuple[str, ...] = ()) -> Path:
     """Stage the client's runs of one scenario into `dest` (see the module's docstring); `artefacts`: the rules'
-    accuracy_artefacts (folder -> the names it holds)."""
+    accuracy_artefacts (folder -> the names it holds); `audits`: the audit files the round asks (audit_files)."""
     missing = [name for name in MEASURED_FILES if not (measured / name).is_file()]
     if missing:
         raise UserError(f"{measured} is incomplete ({', '.join(missing)} missing): run `make generate_conf_files` "
@@ -120,7 +158,10 @@ def stage_endpoints_scenario(dest: Path, label: str, performance: RunRecord, acc
     summary = report_file(performance, "/".join(PERFORMANCE), label)
     results = report_file(accuracy, "/".join(ACCURACY), label) if accuracy is not None else None
     folders = artefact_folders(accuracy, artefacts or {}, label) if accuracy is not None else {}
+    verdicts = {Path(relative).name: passed_audit(performance, relative, label) for relative in audits}
     replace_dir(dest / PERFORMANCE[0], {PERFORMANCE[1]: summary})
+    if verdicts:
+        replace_dir(dest / AUDIT, verdicts)
     if results is not None:
         replace_dir(dest / ACCURACY[0], {ACCURACY[1]: results, **folders})
     copy_atomically(config, dest / CONFIG)
@@ -128,5 +169,6 @@ def stage_endpoints_scenario(dest: Path, label: str, performance: RunRecord, acc
         copy_atomically(measured / name, dest / name)
     log(f"{label}: staged the endpoints client's performance run {performance.log_dir}"
         + (f" and accuracy run {accuracy.log_dir}" if accuracy is not None else "")
-        + "".join(f" with its {name}/" for name in folders))
+        + "".join(f" with its {name}/" for name in folders)
+        + "".join(f" and its audit {name}" for name in verdicts))
     return dest

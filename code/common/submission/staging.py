@@ -40,7 +40,7 @@ from ..rules import RulesRound
 from ..user_files import read_json_file
 from .compliance_evidence import compliance_provenance, write_compliance_provenance
 from .cross_checks import write_provenance
-from .endpoints_tree import is_endpoints_run, stage_endpoints_scenario
+from .endpoints_tree import audit_files, is_endpoints_run, stage_endpoints_scenario
 from .measurements import readme, submission_benchmark
 from ..records.runs import Choice, Key
 from .system_json import write_system_json
@@ -62,7 +62,8 @@ def stage_scenario(paths: Paths, rules: RulesRound, submitter: str, key: Key, ch
     label = f"{system_id} {name} {scenario.value}"
     try:
         return _stage_scenario(paths, dest, label, name, key, choice, log,
-                               dict(rules.benchmark(benchmark).accuracy_artefacts))
+                               dict(rules.benchmark(benchmark).accuracy_artefacts),
+                               audit_files(rules.benchmark(benchmark).checked_compliance_tests))
     except (UserError, OSError) as error:
         # Never a mix of this run's files and an earlier one's, nor an earlier result kept as if it were this one.
         names = (name, *rules.benchmark(benchmark).submission_names.values())
@@ -73,7 +74,7 @@ def stage_scenario(paths: Paths, rules: RulesRound, submitter: str, key: Key, ch
 
 
 def _stage_scenario(paths: Paths, dest: Path, label: str, name: str, key: Key, choice: Choice, log: Log,
-                    artefacts: Mapping[str, tuple[str, ...]] | None = None) -> Path:
+                    artefacts: Mapping[str, tuple[str, ...]] | None = None, audits: tuple[str, ...] = ()) -> Path:
     """`artefacts`: the folders beside the accuracy logs that accuracy/ carries too (a video benchmark's audit
     videos and captions; folder -> the names it holds), staged where the accuracy run wrote them."""
     artefacts = artefacts or {}
@@ -83,7 +84,7 @@ def _stage_scenario(paths: Paths, dest: Path, label: str, name: str, key: Key, c
     if is_endpoints_run(performance):    # the MLCommons endpoints client's reports, not LoadGen's logs
         _refuse_or_label_subsets(label, choice, log)
         _refuse_stale_readme(measured, label, performance)
-        return stage_endpoints_scenario(dest, label, performance, accuracy, measured, log, artefacts)
+        return stage_endpoints_scenario(dest, label, performance, accuracy, measured, log, artefacts, audits)
     if not all((measured / f).is_file() for f in (MEASUREMENTS_JSON, USER_CONF, README)):
         raise UserError(f"{measured} is incomplete: run `make generate_conf_files` first.", exit_code=EXIT_FAILURE)
     # Every log this scenario stages is checked before the first copy: a changed one stages nothing of it.
