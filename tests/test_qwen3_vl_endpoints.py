@@ -185,3 +185,25 @@ def test_the_harness_runs_qwen3_vl_on_the_client_and_gates_the_f1_and_the_rounds
     assert outcome["valid"] is False and accuracy.meets_target is False
     written = yaml.safe_load((tmp_path / "run" / "client.yaml").read_text())
     assert written["datasets"][1]["accuracy_config"]["eval_method"] == "shopify_category_f1"
+
+
+def test_the_plan_counts_the_products_the_client_asks_not_loadgens_sizing(tmp_path):
+    """A test run asks the first products of the published set once each; a full accuracy pass all of them; the
+    substitute's set its 7 products."""
+    from code.common.harness.plan import plan_entry
+    from code.qwen3_vl.datasets import SUBSTITUTE as SUBSTITUTE_SET
+    from tests.test_wan_endpoints import endpoints_plan_context
+
+    name = BENCHMARK.name
+    quick = plan_entry(endpoints_plan_context(tmp_path, name, CLOSED, "--scenarios=Offline", "--test_run"), name,
+                       Scenario.Offline, TestMode.PerformanceOnly, [])
+    assert quick.queries == endpoints.TEST_RUN_PRODUCTS
+    assert f"{endpoints.TEST_RUN_PRODUCTS} products of shopify_product_catalogue, each asked once" in \
+           "\n".join(quick.lines())
+    full = plan_entry(endpoints_plan_context(tmp_path, name, CLOSED, "--scenarios=Interactive"), name,
+                      Scenario.Interactive, TestMode.AccuracyOnly, [])
+    assert full.queries == 8000 and "each asked once and scored (F1)" in "\n".join(full.lines())
+    small = plan_entry(endpoints_plan_context(tmp_path, name, SUBSTITUTE, "--scenarios=Offline",
+                                              f"--dataset={SUBSTITUTE_SET}"), name, Scenario.Offline,
+                       TestMode.AccuracyOnly, [])
+    assert small.queries == 7

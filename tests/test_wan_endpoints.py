@@ -391,6 +391,11 @@ def test_a_given_server_of_another_model_is_refused_before_the_client_runs(promp
 
 
 def _wan_plan_context(tmp_path, *flags):
+    return endpoints_plan_context(tmp_path, ref.NAME, "wan-2.2-substitute", *flags)
+
+
+def endpoints_plan_context(tmp_path, benchmark: str, model: str, *flags):
+    """The run_harness context the plan is made in, on the endpoints harness, on a recorded 2-core machine."""
     from code.actions import ACTIONS
     from code.actions.base import Context
     from code.common.arguments import parse_run_args
@@ -398,8 +403,8 @@ def _wan_plan_context(tmp_path, *flags):
     from tests.conftest import recorded_detector
 
     paths = Paths.create(scratch=tmp_path / "scratch", log_dir=tmp_path / "logs")
-    argv = ["--action=run_harness", f"--benchmarks={ref.NAME}", "--harness_type=endpoints",
-            "--model=wan-2.2-substitute", *flags]
+    argv = ["--action=run_harness", f"--benchmarks={benchmark}", "--harness_type=endpoints", f"--model={model}",
+            *flags]
     args = parse_run_args(argv, list(ACTIONS), available_benchmarks(paths, get_round()), list(get_round().benchmarks))
     system = recorded_detector("kvm_epyc_2core_lscpu.txt", None).detect()
     return Context(args=args, paths=paths, rules=get_round(), detect=lambda: system, log=lambda _: None)

@@ -222,6 +222,13 @@ class Qwen3VLBenchmark(GenerativeBenchmark):
                              else _endpoints.SUBSTITUTE_CONNECTIONS),
             notes=tuple(notes))
 
+    def endpoints_load(self, model: str, accuracy: bool, fields: Mapping[str, Any], test_run: bool, *,
+                       scenario: str = ""):
+        """The products the client will ask for in one test (endpoints.py), for the plan."""
+        from .endpoints import client_load
+
+        return client_load(accuracy, scenario, fields, test_run)
+
     # -- scoring --------------------------------------------------------------------------------------------
     def score(self, model: str, dataset: str, accuracy_log: Path, paths: Paths) -> AccuracyResult:
         products = _datasets.read(self.name, dataset, paths)

@@ -153,6 +153,21 @@ def prepare_cache(benchmark: str, model: str, dataset: str, paths: Paths, run_di
     return written
 
 
+def client_load(accuracy: bool, scenario: str, fields: Mapping[str, Any], test_run: bool):
+    """What the client will ask for in one test, for the plan: the products of the test's data set (a test run's
+    first TEST_RUN_PRODUCTS of a published set), each once; a performance pass sets no count, so it runs at least
+    min_duration_ms."""
+    from ..common.endpoints_client.workload import ClientLoad
+
+    name = str(fields.get("dataset") or example(scenario).data_set)
+    products = _datasets.dataset(name).spec.sample_count
+    if test_run and _datasets.dataset(name).splits:
+        products = min(products, TEST_RUN_PRODUCTS)
+    what = f"product{'s' if products != 1 else ''} of {name}, each asked once"
+    return ClientLoad(products, what + (" and scored (F1)" if accuracy else ""),
+                      one_pass="the client asks each product once" if accuracy else "")
+
+
 def guided_decoding_refused() -> UserError:
     return UserError("--use_guided_decoding is not a setting of the MLCommons endpoints client's qwen3-vl preset (its "
                      "requests carry no response_format, as the reference's): run without it, or with "
