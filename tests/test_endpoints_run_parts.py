@@ -108,7 +108,11 @@ def test_a_client_that_fails_or_is_killed_is_one_sentence_with_its_log(tmp_path)
 
 STUBBORN = """\
 import os, signal, subprocess, sys, time
-child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])   # a worker of the client
+# A worker of the client that ignores SIGINT, as any process started in the background by a shell does; its
+# stderr is still the client's output.
+child = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+                                                "print('ready', flush=True); time.sleep(600)"], stdout=subprocess.PIPE)
+child.stdout.readline()   # from here on it ignores SIGINT
 open(os.environ["PIDS"], "w").write(f"{os.getpid()} {child.pid}")
 def stop(*_):
     open(os.environ["STOPPED"], "w").write("SIGINT")
