@@ -8,12 +8,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import deque
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from ..errors import EXIT_FAILURE, UserError
+from ..processes import stop_group
 
 STOP_GRACE_S = 30.0       # the client writes its partial report on SIGINT before it exits
 LOG_TAIL_LINES = 20
@@ -39,34 +39,7 @@ def _stop(process: subprocess.Popen, grace_s: float) -> None:
     """SIGINT to the group (the client's own Ctrl-C handling); then SIGKILL to whatever of the group is left after
     `grace_s`: the client's workers may outlive it, or ignore SIGINT (a process started in the background by a
     shell inherits SIGINT ignored), and they hold its output open."""
-    try:
-        os.killpg(process.pid, signal.SIGINT)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace_s
-    try:
-        process.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        pass
-    while _group_left(process.pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return
-    try:
-        process.wait(timeout=10.0)
-    except subprocess.TimeoutExpired:
-        pass
-
-
-def _group_left(group: int) -> bool:
-    """Whether any process of the group is left (the group id outlives its leader while members remain)."""
-    try:
-        os.killpg(group, 0)
-    except ProcessLookupError:
-        return False
-    return True
+    stop_group(process, signal.SIGINT, grace_s=grace_s, linger_s=grace_s)
 
 
 def stop_clients(grace_s: float = 5.0) -> None:
