@@ -12,6 +12,7 @@ import pytest
 
 from code.common.serving.client import TEXT_IDS, ClientSettings
 from code.common.serving.fake_server import ServerSettings, StreamingServer, output_ids
+from code.common.serving.read_hold import DEFAULT_WINDOW_US
 from code.common.serving.workers import default_workers
 
 from .test_serving import EOS, WAIT_S, Recorder, expected, prompts, run_client
@@ -44,7 +45,7 @@ def test_workers_give_the_one_loop_outputs_within_the_limits_and_the_record_says
     assert sum(r["extras"]["output_tokens"] for r in records) == sum(len(expected(r)) for r in requests)
     assert sum(r["extras"]["metrics"]["requests_succeeded"] for r in records) == 40   # workers' warm-ups before
     assert all(r["extras"]["workers"] == 3 and r["extras"]["worker_channel"].startswith("unix socket pair")
-               for r in records)
+               and r["extras"]["worker_read_hold_us"] == DEFAULT_WINDOW_US > 0 for r in records)   # workers hold
     first_calls = {}
     for request_id, tokens, final in stream.calls:
         first_calls.setdefault(request_id, final)

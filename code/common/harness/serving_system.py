@@ -11,6 +11,7 @@ from ..constants import Scenario
 from ..serving.client import ClientSettings, ServingClient
 from ..serving.endpoints import parse_endpoints
 from ..serving.payloads import payload_for
+from ..serving.read_hold import DEFAULT_WINDOW_US
 from ..serving.workers import default_workers
 from .llm_sut import PromptLibrary, StreamingSUT
 
@@ -47,6 +48,7 @@ def client_settings(fields, model: str, scenario: Scenario | None = None, endpoi
     whole = scenario == Scenario.Offline and str(fields.get("openai_offline_answers", "streamed")) == "whole"
     return ClientSettings(model=model, answers="whole" if whole else "streamed",
                           stream_interval=int(fields.get("openai_stream_interval", 0)),
+                          worker_read_hold_us=int(fields.get("openai_worker_read_hold_us", DEFAULT_WINDOW_US)),
                           workers=int(fields.get("openai_workers", 1)) or default_workers(endpoints),
                           in_flight=int(fields["openai_in_flight"]),
                           policy=str(fields["openai_scheduler"]),

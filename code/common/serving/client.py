@@ -141,7 +141,8 @@ class ServingClient:
                             "stream_interval": self.settings.stream_interval, "serving_engine_version": e.version,
                             "served_models": list(e.served), "token_ids": e.token_ids, "output_tokens": e.output_tokens,
                             "workers": max(1, self._worker_count),
-                            **({"worker_channel": CHANNEL} if self._worker_count else {}),
+                            **({"worker_channel": CHANNEL, "worker_read_hold_us": self.settings.worker_read_hold_us}
+                               if self._worker_count else {}),
                             "in_flight_limit": self.settings.in_flight, "most_in_flight": e.most_in_flight,
                             "scheduler": self.settings.policy, "metrics": e.metrics.summary(),
                             **({MODEL_FOLDER_SHA256: self.model_folder_sha256}

@@ -118,7 +118,8 @@ class _Counter:
 
 
 def harness_run(url: str, model: str, prompts: Sequence[Sequence[int]], max_tokens: int, in_flight: int,
-                workers: int = 1, answers: str = "streamed", rate: float = 0.0) -> ClientRun:
+                workers: int = 1, answers: str = "streamed", rate: float = 0.0,
+                read_hold_us: int | None = None) -> ClientRun:
     import numpy as np
 
     from ..generation import GenerationSettings, Request
@@ -126,9 +127,10 @@ def harness_run(url: str, model: str, prompts: Sequence[Sequence[int]], max_toke
     from .endpoints import parse_endpoints
 
     generation = GenerationSettings(max_new_tokens=max_tokens, eos_token_ids=(), min_new_tokens=max_tokens)
+    hold = {} if read_hold_us is None else {"worker_read_hold_us": read_hold_us}
     client = ServingClient(parse_endpoints([url]), ClientSettings(
-        model=model, in_flight=in_flight, metrics_interval_s=0, warmup_requests=2, answers=answers, workers=workers),
-        generation, np.asarray(prompts[0], dtype=np.int64))
+        model=model, in_flight=in_flight, metrics_interval_s=0, warmup_requests=2, answers=answers, workers=workers,
+        **hold), generation, np.asarray(prompts[0], dtype=np.int64))
     requests = [Request(i, np.asarray(p, dtype=np.int64), generation) for i, p in enumerate(prompts)]
     stream = _Counter(len(requests))
     client.open(stream)
@@ -184,6 +186,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--answers", choices=("streamed", "whole"), default="streamed")
     parser.add_argument("--rate", type=float, default=0.0)
     parser.add_argument("--requests", type=int, default=0, help="the first so many prompts (0: all)")
+    parser.add_argument("--read_hold_us", type=int, default=None, help="each worker's read hold (default: the client's)")
     ns = parser.parse_args(argv)
     with open(ns.prompts) as file:
         prompts = json.load(file)
@@ -192,7 +195,8 @@ def main(argv: list[str] | None = None) -> None:
     if ns.client == "bare":
         run = bare_run(ns.url, ns.model, prompts, ns.max_tokens, ns.in_flight)
     else:
-        run = harness_run(ns.url, ns.model, prompts, ns.max_tokens, ns.in_flight, ns.workers, ns.answers, ns.rate)
+        run = harness_run(ns.url, ns.model, prompts, ns.max_tokens, ns.in_flight, ns.workers, ns.answers, ns.rate,
+                          ns.read_hold_us)
     print(json.dumps({**asdict(run), "us_per_token": run.us_per_token, "tokens_per_read": run.tokens_per_read,
                       "tokens_per_wakeup": run.tokens_per_wakeup,
                       "tokens_per_second": run.tokens_per_second}), flush=True)

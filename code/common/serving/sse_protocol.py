@@ -27,12 +27,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import aiohttp
 import httptools
 
 from .chunks import data_lines
+
+if TYPE_CHECKING:
+    from .read_hold import ReadHold
 
 # What `take` gets: the data of the events complete so far (in order); it returns None to read on, else the answer's
 # result (the rest of the answer is then read to its end and dropped, so that the connection can be reused).
@@ -116,6 +119,9 @@ class _Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.last_read = time.monotonic()
         self.reads += 1
+        hold = self.pool.hold
+        if hold is not None and not hold.pending:
+            hold.read()
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError as error:   # the caller's `take` failed: the request fails with it
@@ -203,8 +209,10 @@ class Connections:
     """The keep-alive connections to one endpoint (`host`, `port`, TLS where `tls`)."""
 
     def __init__(self, host: str, port: int, tls: bool = False, connect_timeout_s: float = 10.0,
-                 read_timeout_s: float = 600.0) -> None:
+                 read_timeout_s: float = 600.0, hold: ReadHold | None = None) -> None:
+        """`hold`: the loop's read hold (read_hold.py), told of every read; None: no hold."""
         self.host, self.port, self.tls = host, port, tls
+        self.hold = hold
         self.connect_timeout_s, self.read_timeout_s = connect_timeout_s, read_timeout_s
         authority = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         self._head = f"Host: {authority}\r\nUser-Agent: mlperf-toolkit\r\n".encode()

@@ -36,6 +36,7 @@ from ..prompts import checked, parts_of, probe
 from .chunks import PLAIN_APIS, data_lines, decode, events, plain_ids, take_plain
 from .metrics import MetricsWatch, parse
 from .payloads import payload_for
+from .read_hold import DEFAULT_WINDOW_US, ReadHold
 
 if TYPE_CHECKING:
     import numpy as np
@@ -72,6 +73,7 @@ class ClientSettings:
     answers: str = "streamed"          # ANSWERS; "whole" only where no first-token time is measured (Offline)
     stream_interval: int = 0           # tokens per streamed chunk asked of the server (vLLM's); 0: not asked
     workers: int = 1                   # processes streaming the requests (workers.py); 1: this process's loop
+    worker_read_hold_us: int = DEFAULT_WINDOW_US   # each worker process's read hold (read_hold.py); 0: none
 
 
 @dataclass
@@ -144,10 +146,12 @@ class Transport:
 
     def __init__(self, endpoints: Sequence[Endpoint], settings: ClientSettings, generation: GenerationSettings,
                  probe_prompt: Prompt | np.ndarray, *, encode: Callable[[str], list[int]] | None = None,
-                 api: Payload | None = None, answer_text: bool = False, local: Sequence[Endpoint] = ()) -> None:
+                 api: Payload | None = None, answer_text: bool = False, local: Sequence[Endpoint] = (),
+                 read_hold_us: int = 0) -> None:
         """`probe_prompt` (the first sample's) makes the health check's and the warm-up's requests; `api` writes
         the bodies (by default the builder for the probe prompt's parts); `answer_text`: each answer's whole text
-        goes to the stream (TokenStream.answer) before its final chunk (the benchmark's answer kind takes text)."""
+        goes to the stream (TokenStream.answer) before its final chunk (the benchmark's answer kind takes text);
+        `read_hold_us`: this process's loop holds after a turn that read answers (read_hold.py; a worker's)."""
         self.settings = settings
         self.generation = generation
         self.probe_prompt = probe(checked(probe_prompt, 0))
@@ -156,6 +160,7 @@ class Transport:
         self.answer_text = answer_text
         self.endpoints = [EndpointState(e, e in set(local)) for e in endpoints]
         self.stream: TokenStream | None = None
+        self.read_hold_us = read_hold_us
 
     def probe_request(self) -> Request:
         """The request the health check and the warm-ups send (its output cap is theirs)."""
@@ -176,11 +181,12 @@ class Transport:
 
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.settings.connect_timeout_s,
                                         sock_read=self.settings.request_timeout_s)
+        hold = ReadHold(asyncio.get_running_loop(), self.read_hold_us / 1e6) if self.read_hold_us > 0 else None
         for state in self.endpoints:
             connector = aiohttp.TCPConnector(limit=self.settings.in_flight + 2, enable_cleanup_closed=True)
             state.session = aiohttp.ClientSession(connector=connector, timeout=timeout, raise_for_status=False)
             state.streams = Connections(state.endpoint.host, state.endpoint.port, state.endpoint.scheme == "https",
-                                        self.settings.connect_timeout_s, self.settings.request_timeout_s)
+                                        self.settings.connect_timeout_s, self.settings.request_timeout_s, hold)
 
     async def check(self, state: EndpointState) -> None:
         """The endpoint serves the model and generates: /v1/models, /version, and a short generation that also

@@ -84,7 +84,8 @@ class _WorkerLoop:
 
     async def _setup(self, setup: dict[str, Any]) -> None:
         transport = Transport(setup["endpoints"], setup["settings"], setup["generation"], setup["probe"],
-                              api=setup["api"], encode=setup["encode"], answer_text=setup["answer_text"])
+                              api=setup["api"], encode=setup["encode"], answer_text=setup["answer_text"],
+                              read_hold_us=setup["settings"].worker_read_hold_us)
         transport.stream = self
         self.transport = transport
         try:

@@ -10,6 +10,7 @@ the test. No engine file: the servers load the model.
 from __future__ import annotations
 
 from ...fields import Field
+from ...serving.read_hold import DEFAULT_WINDOW_US
 from ..registry import HarnessFlag, HarnessPlugin, HarnessRun, parse_port
 
 OPENAI = "openai"
@@ -54,6 +55,12 @@ class OpenAIHarness(HarnessPlugin):
         Field("openai_stream_interval", int, 0, "openai harness: tokens per streamed chunk asked of the servers "
               "(vLLM's stream_interval; the first token still comes alone, at once); 0: the server's own.",
               generative=True, minimum=0, maximum=100_000),
+        Field("openai_worker_read_hold_us", int, DEFAULT_WINDOW_US, "openai harness: microseconds each worker "
+              "process's event loop waits after a turn that read answers before it polls again, so that the events "
+              "a server writes together (one per sequence at the end of a decode step) are read in one wake-up "
+              "where the workers share cores: the longest an event waits for its read; a busy loop never waits, "
+              "and an event that arrives while it is idle is read at once. 0: no wait.", generative=True,
+              minimum=0, maximum=100_000),
     )
 
     flags = (
