@@ -6,7 +6,8 @@ wakes for the first of them, reads the one or two that have arrived, sleeps agai
 wake-up (the kernel's poll, a context switch, the loop's turn) for nearly every token, which costs more than the
 token's own parsing. The hold keeps the loop off the kernel's poll for a short window after a turn that read
 something (`time.sleep` in the loop's thread, where it holds no lock), so that the next poll finds the rest of the
-step's events ready at once: one wake-up for many tokens.
+step's events ready at once: one wake-up for many tokens. The hold comes after what the turn's reads scheduled (a
+worker's frame of what they reported), and a read of an answer's headers alone starts none.
 
 What it costs is latency, and only to events that arrive while the loop holds: such an event is read at most
 `window_s` after it arrived. An event that arrives while the loop sleeps in its poll (one request at a time, a
@@ -44,7 +45,11 @@ class ReadHold:
         if not self.pending and self.window_s > 0:
             self.pending = True
             self.first_read_at = time.monotonic()
-            self.loop.call_soon(self._hold)
+            self.loop.call_soon(self._last)
+
+    def _last(self) -> None:
+        """Behind whatever this turn's reads scheduled (a worker's frame of reports goes out before the hold)."""
+        self.loop.call_soon(self._hold)
 
     def _hold(self) -> None:
         self.pending = False

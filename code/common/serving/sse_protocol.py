@@ -119,9 +119,6 @@ class _Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.last_read = time.monotonic()
         self.reads += 1
-        hold = self.pool.hold
-        if hold is not None and not hold.pending:
-            hold.read()
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError as error:   # the caller's `take` failed: the request fails with it
@@ -158,6 +155,9 @@ class _Connection(asyncio.Protocol):
         if not self.streamed:
             self.body.append(body)
             return
+        hold = self.pool.hold
+        if hold is not None and not hold.pending:       # a read of events (not of the headers alone)
+            hold.read()
         if self.result is not None:
             return
         if self.rest:
@@ -210,7 +210,7 @@ class Connections:
 
     def __init__(self, host: str, port: int, tls: bool = False, connect_timeout_s: float = 10.0,
                  read_timeout_s: float = 600.0, hold: ReadHold | None = None) -> None:
-        """`hold`: the loop's read hold (read_hold.py), told of every read; None: no hold."""
+        """`hold`: the loop's read hold (read_hold.py), told of every read of events; None: no hold."""
         self.host, self.port, self.tls = host, port, tls
         self.hold = hold
         self.connect_timeout_s, self.read_timeout_s = connect_timeout_s, read_timeout_s
