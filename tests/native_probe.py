@@ -14,7 +14,9 @@ LoadGen draws at random). Python backends report the size of every batch.
 from __future__ import annotations
 
 import json
+import os
 import sys
+import threading
 import tempfile
 from pathlib import Path
 
@@ -39,11 +41,14 @@ def main(lib: str, kind: str, scenario: str, outdir: str, target: float = 2000.0
     if kind == "in-place":
         return {"module": lg.__file__, **in_place(lg, scenario, outdir)}
 
+    callers = set()
+
     def answer(inputs, indices):
         [(batch, shape)] = inputs
         rows = np.frombuffer(batch, dtype=np.uint8).reshape(shape)
         batches.append(len(indices))
-        if kind == "failing" and len(batches) == 3:
+        callers.add(threading.get_ident())
+        if kind in ("failing", "inline-failing") and len(batches) == 3:
             raise RuntimeError("the backend broke on its third batch")
         data = np.ascontiguousarray(rows[:, :1])
         return data.ravel(), np.arange(len(indices) + 1, dtype=np.int64)
@@ -55,6 +60,15 @@ def main(lib: str, kind: str, scenario: str, outdir: str, target: float = 2000.0
         qsl = tn.SampleLibrary(SAMPLES, SAMPLES, [tn.InputLayout("index", 1, [8], b"\0", [])], load)
         if kind == "reference":
             sut = tn.ReferenceSut()
+        elif kind.startswith("inline"):     # SingleStream's: the query runs on LoadGen's issuing thread
+            try:
+                tn.Sut(qsl, [tn.PythonBackend(answer)] * 2, 1, 0, True)
+            except ValueError as error:
+                result["two_instances"] = str(error)
+            threads = len(os.listdir("/proc/self/task"))
+            sut = tn.Sut(qsl, [tn.PythonBackend(answer)], 1, 0, True)
+            sut.start()
+            result["threads_started"] = len(os.listdir("/proc/self/task")) - threads
         else:
             backend = tn.create_backend("null", {"response_bytes": "4"}) if kind == "native" \
                 else tn.PythonBackend(answer)
@@ -68,7 +82,7 @@ def main(lib: str, kind: str, scenario: str, outdir: str, target: float = 2000.0
         qsl_handle = lg.ConstructQSL(SAMPLES, SAMPLES, lambda i: None, lambda i: None)
     settings = lg.TestSettings()
     settings.scenario = getattr(lg.TestScenario, scenario)
-    settings.mode = lg.TestMode.AccuracyOnly if kind == "python" else lg.TestMode.PerformanceOnly
+    settings.mode = lg.TestMode.AccuracyOnly if kind in ("python", "inline") else lg.TestMode.PerformanceOnly
     settings.server_target_latency_ns = 1_000_000_000   # the window must not make the run INVALID
     settings.min_duration_ms, settings.min_query_count = 1000, 100
     settings.offline_expected_qps = settings.server_target_qps = target
@@ -80,13 +94,13 @@ def main(lib: str, kind: str, scenario: str, outdir: str, target: float = 2000.0
     if kind not in ("reference", "wheel-python"):
         sut.stop()
         result.update(issued=sut.issued, completed=sut.completed, batches=sut.batches, error=sut.error,
-                      batch_sizes=batches)
+                      batch_sizes=batches, callers=len(callers), main_thread_called=threading.get_ident() in callers)
     for line in (Path(outdir) / "mlperf_log_detail.txt").read_text().splitlines():
         entry = json.loads(line.split(":::MLLOG", 1)[1])
         if entry["key"].startswith(("loadgen_", "result_")):
             result[entry["key"]] = entry["value"]
     accuracy = Path(outdir) / "mlperf_log_accuracy.json"
-    if kind == "python" and accuracy.is_file():
+    if kind in ("python", "inline") and accuracy.is_file():
         result["accuracy"] = json.loads(accuracy.read_text())
     return result
 

@@ -113,8 +113,9 @@ PYBIND11_MODULE(toolkit_native, m) {
   m.def("create_backend", &CreateBackend, py::arg("name"), py::arg("options"));
   m.def("backend_names", &BackendNames);
   py::class_<Sut>(m, "Sut")
-      .def(py::init<SampleLibrary*, std::vector<std::shared_ptr<Backend>>, size_t, int64_t>(), py::keep_alive<1, 2>(),
-           py::arg("qsl"), py::arg("backends"), py::arg("batch_size"), py::arg("timeout_us"))
+      .def(py::init<SampleLibrary*, std::vector<std::shared_ptr<Backend>>, size_t, int64_t, bool>(),
+           py::keep_alive<1, 2>(), py::arg("qsl"), py::arg("backends"), py::arg("batch_size"), py::arg("timeout_us"),
+           py::arg("issue_inline") = false)
       .def("start", &Sut::Start, py::call_guard<py::gil_scoped_release>())
       .def("stop", &Sut::Stop, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("handle", [](Sut& sut) { return Handle(static_cast<mlperf::SystemUnderTest*>(&sut)); })
