@@ -159,7 +159,12 @@ def test_the_toolkits_checker_reads_an_endpoints_tree_as_the_official_one_does(t
     assert "not the round's sample_index_rng_seed 2747215439041700203 (the checker's seeds_check)" in found[0][2]
     assert "min_duration_ms is 0, below the round's 600000" in found[1][2]
     assert "scored 8 samples, not the round's 995" in found[2][2]
+    # each fix is the command that makes the run again on the client: the performance test, or the accuracy one
+    assert found[0][2].endswith('--harness_type=endpoints --test_mode=PerformanceOnly" then make stage_results.')
+    assert found[2][2].endswith('--harness_type=endpoints --test_mode=AccuracyOnly" then make stage_results.')
+    assert 'make run_harness RUN_ARGS="--benchmarks=' in found[2][2]
     relaxed = findings(dest, allow_test_runs=True)
     assert [level for level, _, _ in relaxed] == ["error", "warning", "warning"]   # a wrong seed stays an error
     (dest / "accuracy" / "accuracy_results.json").unlink()
-    assert any("accuracy_results.json is missing" in message for _, _, message in findings(dest))
+    assert any("accuracy_results.json is missing" in message and "--test_mode=AccuracyOnly" in message
+               for _, _, message in findings(dest))
