@@ -464,3 +464,13 @@ def test_the_closed_model_runs_in_process_from_the_users_checkpoint(tmp_path: Pa
     assert "make download_model again: it converts it into the decoder graph (fp32, about 32 GB on disk)" in \
         str(error.value)
     assert not paths.model_file("llama3.1-8b", LLAMA).exists()
+
+
+@pytest.mark.parametrize("benchmark, model, harness", [("qwen3.6-27b", "qwen3.6-27b", "endpoints"),
+                                                      ("llama2-70b-99.9", "llama2-70b-chat", "openai")])
+def test_a_missing_served_checkpoint_names_its_harness_and_the_substitute(tmp_path: Path, benchmark, model, harness):
+    with pytest.raises(UserError) as error:
+        get_benchmark(benchmark).download_model(model, _paths(tmp_path), print)
+    assert error.value.exit_code == 1 and "is missing" in str(error.value)
+    assert f"served by an OpenAI-compatible serving engine (--harness_type={harness})" in str(error.value)
+    assert str(error.value).endswith("add --model=smollm2-135m-instruct to RUN_ARGS.")

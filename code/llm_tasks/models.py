@@ -60,8 +60,18 @@ def checkpoint(model: ClosedModel, benchmark: str, paths: Paths) -> Path:
                f"make download_model again: it converts it into the decoder graph ({model.conversion}).")
     else:
         use = (f"Put or link the checkpoint folder (config.json, tokenizer.json, *.safetensors) at {folder}; it is "
-               f"served by an OpenAI-compatible serving engine (--harness_type=openai).")
-    return require_checkpoint(folder, model.name, f"{model.how_to_get} {use}")
+               f"served by an OpenAI-compatible serving engine (--harness_type={_served_harness(benchmark)}).")
+    substitute = (f" Without it, the benchmark runs end to end on the embedded substitute: add "
+                  f"--model={SUBSTITUTE} to RUN_ARGS.")
+    return require_checkpoint(folder, model.name, f"{model.how_to_get} {use}{substitute}")
+
+
+def _served_harness(benchmark: str) -> str:
+    """The harness a served checkpoint of `benchmark` runs on: the endpoints client where the round runs the
+    benchmark on it alone, else the openai harness."""
+    from ..common.benchmark_api import endpoints_only, get_benchmark
+
+    return "endpoints" if endpoints_only(get_benchmark(benchmark)) else "openai"
 
 
 def _checkpoint_identity(folder: Path) -> str:
@@ -86,7 +96,8 @@ def download_model(model: ClosedModel | None, benchmark: str, paths: Paths, log:
         return _substitute.convert_when_stale(model.name, folder, _checkpoint_identity(folder),
                                               read_safetensors_checkpoint, paths.model_file(benchmark, model.name),
                                               log)
-    log(f"{model.name}: checkpoint present in {folder}; it runs on serving engines only (--harness_type=openai)")
+    log(f"{model.name}: checkpoint present in {folder}; it runs on serving engines only "
+        f"(--harness_type={_served_harness(benchmark)})")
     return folder
 
 
