@@ -214,6 +214,7 @@ def test_a_latent_of_another_shape_or_no_ffmpeg_stops_the_pipeline_with_why(wan_
     try:
         with pytest.raises(EngineFailed, match=re.escape(expected)):
             engine.open(_NoStream())
+        assert engine.pipeline._child is None and engine.pipeline._folder is None   # nothing left of it
     finally:
         engine.close()
 

@@ -58,7 +58,11 @@ class PipelineChild:
             self._child = subprocess.Popen([*self.command, "serve", str(settings_file)], stdin=subprocess.PIPE,
                                            stdout=subprocess.PIPE, stderr=log, start_new_session=True,
                                            cwd=str(self.settings["repo"]), text=True, bufsize=1)
-        ready = self._answer()
+        try:
+            ready = self._answer()
+        except BaseException:       # its model did not load: the child ended, or is ended, and its folder goes
+            self.stop()
+            raise
         self.shape = {k: int(ready[k]) for k in ("num_frames", "height", "width")}
         return self
 
