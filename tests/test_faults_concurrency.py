@@ -268,3 +268,43 @@ def test_an_unwritable_default_log_folder_is_bad_input(tmp_path):
     with pytest.raises(UserError, match="Cannot create a log folder") as refused:
         Paths.create(repo=tmp_path, now=SAME_SECOND).claimed_log_dir
     assert refused.value.exit_code == 2
+
+
+WAIT_LOCK_SCRIPT = """
+import sys
+from pathlib import Path
+from code.common.locking import waiting_lock
+with waiting_lock(Path(sys.argv[1]), "the test build"):
+    print("held", flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_waiting_lock_waits_for_its_holder_saying_whom_then_holds_it(tmp_path):
+    """The native core's build lock: a second builder waits for the first (then finds the core built), never
+    stopping as the tree locks do."""
+    from code.common.locking import waiting_lock
+
+    lock = tmp_path / ".build.lock"
+    holder = _python(WAIT_LOCK_SCRIPT, lock, stdin=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline().strip() == "held", holder.stderr.read()
+        said, held = [], threading.Event()
+
+        def second():
+            with waiting_lock(lock, "the test build", said.append):
+                held.set()
+
+        thread = threading.Thread(target=second)
+        thread.start()
+        while not said and thread.is_alive():
+            thread.join(0.05)
+        assert not held.is_set()
+        assert said == [said[0]] and f"waiting for pid {holder.pid}" in said[0] and "the test build" in said[0]
+        holder.stdin.close()                       # the first one ends: the second holds the lock
+        thread.join(60)
+        assert held.is_set() and not thread.is_alive()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        holder.wait()

@@ -114,6 +114,27 @@ def exclusive_lock(lock_file: Path, what: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def waiting_lock(lock_file: Path, what: str, log=print) -> Iterator[None]:
+    """Hold the lock on `lock_file` while the block runs; a second process waits for it (saying once whom it waits
+    for) rather than stopping: for work that the second one then finds done (a build)."""
+    lock_file = Path(lock_file)
+    fd = _open(lock_file)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"waiting for {_read_holder(fd, lock_file)} to finish {what} ...")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        _write_holder(fd)
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
 def shared_lock(lock_file: Path, what: str) -> Iterator[None]:
     """Hold `lock_file` shared while the block runs: other shared holders are welcome, an exclusive one is
     refused while it lasts; a UserError (exit status 1) at once, naming the exclusive holder, when one holds it."""

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from ..fileio import sha256_file, write_atomically
 from ..integrity import FileDigest, problem
+from ..locking import waiting_lock
 from ..paths import REPO_ROOT
 
 LOADGEN_SDIST = "mlcommons_loadgen-6.0.17.tar.gz"
@@ -32,6 +33,7 @@ LOADGEN_SDIST_SHA256 = "a2e85d09e3cc0c606f89bfe1fbf97537c8b5b238ae0afbd923ad9c71
 LOADGEN_REQUIREMENT = "mlcommons-loadgen==6.0.17"
 SOURCE_DIR = REPO_ROOT / "native"
 STAMP = "built-from.json"
+BUILD_LOCK = ".native-build.lock"     # in the build folder: one build of the core at a time
 
 
 @dataclass(frozen=True)
@@ -168,6 +170,12 @@ def build_native(build_root: Path, cache: Path, log=print, jobs: int = 2) -> Nat
     why = cannot_build()
     if why is not None:
         raise NativeUnavailable(why)
+    # One build at a time in a checkout: a second process (a test run beside make run) waits, then finds it built.
+    with waiting_lock(build_root / BUILD_LOCK, "the native core's build", log):
+        return _build(build_root, cache, log, jobs)
+
+
+def _build(build_root: Path, cache: Path, log, jobs: int) -> NativeBuild:
     import pybind11
     root, lib = build_dir(build_root), lib_dir(build_root)
     why = not_ready(build_root)
