@@ -97,39 +97,42 @@ def _write_holder(fd: int) -> None:
 def exclusive_lock(lock_file: Path, what: str) -> Iterator[None]:
     """Hold the lock on `lock_file` while the block runs. A second process gets a UserError (exit status 1) at
     once, instead of waiting, naming `what` the lock protects and who holds it."""
+    def refuse(fd: int) -> None:
+        raise _refusal(what, _read_holder(fd, lock_file, shared_first=True), lock_file) from None
+
     lock_file = Path(lock_file)
-    fd = _open(lock_file)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise _refusal(what, _read_holder(fd, lock_file, shared_first=True), lock_file) from None
-        _write_holder(fd)
-        try:
-            yield
-        finally:
-            os.ftruncate(fd, 0)   # still held: nobody reads a stale holder
-    finally:
-        os.close(fd)
+    with _exclusive(lock_file, refuse):
+        yield
 
 
 @contextlib.contextmanager
 def waiting_lock(lock_file: Path, what: str, log=print) -> Iterator[None]:
     """Hold the lock on `lock_file` while the block runs; a second process waits for it (saying once whom it waits
     for) rather than stopping: for work that the second one then finds done (a build)."""
+    def wait(fd: int) -> None:
+        log(f"waiting for {_read_holder(fd, lock_file)} to finish {what} ...")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+
     lock_file = Path(lock_file)
+    with _exclusive(lock_file, wait):
+        yield
+
+
+@contextlib.contextmanager
+def _exclusive(lock_file: Path, held_elsewhere) -> Iterator[None]:
+    """The lock taken at once, or else as `held_elsewhere(fd)` takes it (or raises); the holder named in the file
+    while it is held."""
     fd = _open(lock_file)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            log(f"waiting for {_read_holder(fd, lock_file)} to finish {what} ...")
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            held_elsewhere(fd)
         _write_holder(fd)
         try:
             yield
         finally:
-            os.ftruncate(fd, 0)
+            os.ftruncate(fd, 0)   # still held: nobody reads a stale holder
     finally:
         os.close(fd)
 
