@@ -220,7 +220,7 @@ def record(run_dir: Path, mode: TestMode, outcome: dict) -> RunRecord:
 
 
 def test_a_client_run_stages_with_its_audit_videos_and_the_checks_read_them(prompt_paths, tmp_path):
-    from code.common.submission.checker_rules import ScenarioContext  # noqa: F401  (the checks' context)
+    from code.common.submission.checker_rules import ScenarioContext
     from code.common.submission.endpoints_checks import check_endpoints_scenario
 
     performance, perf_dir = run_test(tmp_path, prompt_paths, TestMode.PerformanceOnly, 248, "perf")
@@ -248,8 +248,8 @@ def test_a_client_run_stages_with_its_audit_videos_and_the_checks_read_them(prom
     assert yaml.safe_load((dest / "config.yaml").read_text())["endpoint_config"]["api_type"] == "videogen"
 
     reports: list[tuple] = []
-    ctx = SimpleNamespace(folder=dest, rules=V6_1, benchmark=V6_1.benchmark(ref.NAME), scenario=Scenario.Offline,
-                          relaxed="warning", report=lambda *a: reports.append(a))
+    ctx = ScenarioContext(lambda *a: reports.append(a), V6_1, "closed", dest, Scenario.Offline, ref.NAME,
+                          V6_1.benchmark(ref.NAME), None, True)
     check_endpoints_scenario(ctx)
     assert reports == []
     # main.py's compliance_endpoints_check asks the client's own TEST04 audit of a wan endpoints tree.
@@ -258,6 +258,8 @@ def test_a_client_run_stages_with_its_audit_videos_and_the_checks_read_them(prom
     check_endpoints_scenario(ctx)
     assert [(r[0], r[1].name) for r in reports] == [("error", "audit_output_caching_test.json")]
     assert "after the performance phase of a performance test on the endpoints harness" in reports[0][2]
+    assert reports[0][2].endswith(f'--benchmarks={ref.NAME} --scenarios=Offline --harness_type=endpoints '
+                                  f'--test_mode=PerformanceOnly" then make stage_results.')
     (dest / "audit" / "audit_output_caching_test.json").write_text(verdict)
     reports.clear()
     (dest / "accuracy" / "videos" / "238.mp4").unlink()
