@@ -1,11 +1,11 @@
 """The plan's estimate of a test on the endpoints client, from what the client will do (not LoadGen's sizing):
 
-- its queries, known before it runs (the benchmark's ClientLoad: the agentic replay's assistant turns, videos,
-  products, or the accuracy samples), each taking the time per query of the newest earlier client test of the same
-  system, benchmark, scenario and speed fields (its 90th percentile latency, a little pessimistic, or one over its
-  samples/s), or the config's expected latency or rate where none was measured; an accuracy test's samples at the time per sample of the
-  newest earlier accuracy test on the client (its scored part over its samples), else at the replay's time per
-  turn (a bound: shorter prompts, the same cap on output tokens);
+- its queries, known before it runs (the benchmark's ClientLoad: the agentic replay's assistant turns, videos, products,
+  or the accuracy samples), each taking the time per query of the newest earlier client test of the same system,
+  benchmark, scenario and speed fields (its 90th percentile latency, a little pessimistic, or one over its samples/s),
+  or the config's expected latency or rate where none was measured; an accuracy test's samples at the time per sample of
+  the newest earlier accuracy test on the client (its scored part over its samples), else at the replay's time per turn
+  (a bound: shorter prompts, the same cap on output tokens);
 - the minimum duration the v6.1 checker wants (600 s): a pass the client makes once whatever min_duration_ms says
   (the agentic replay: every recorded turn once) is not lengthened by it; another one runs at least that long;
 - the start-up (the client's check of the YAML, the local server's start, the client's own start), measured as the

@@ -1,12 +1,13 @@
 """The lwis harness on the native core (native/, built by code/common/native/build.py).
 
-LoadGen's SUT and QSL are C++ objects: IssueQuery only enqueues, one batcher thread per backend instance takes up
-to batch_size samples (Server: waiting at most server_batch_timeout_us after the first; other scenarios: what is
-queued; SingleStream on one instance: no thread, the query runs on LoadGen's issuing thread in IssueQuery), gathers each named input from the performance set (held per input, varying axes padded as the model
-declares), calls the instance once per batch and completes the batch to LoadGen from C++. An instance is the C++
-backend the backend plug-in names (BackendPlugin.native_backend), which runs without Python, or else the toolkit's
-Python backend (ONNX Runtime, TensorRT's runner) and the benchmark's postprocessing, called through the core's python
-backend with the GIL once per batch; nothing in the loop touches Python per sample.
+LoadGen's SUT and QSL are C++ objects: IssueQuery only enqueues, one batcher thread per backend instance takes up to
+batch_size samples (Server: waiting at most server_batch_timeout_us after the first; other scenarios: what is queued;
+SingleStream on one instance: no thread, the query runs on LoadGen's issuing thread in IssueQuery), gathers each named
+input from the performance set (held per input, varying axes padded as the model declares), calls the instance once per
+batch and completes the batch to LoadGen from C++. An instance is the C++ backend the backend plug-in names
+(BackendPlugin.native_backend), which runs without Python, or else the toolkit's Python backend (ONNX Runtime,
+TensorRT's runner) and the benchmark's postprocessing, called through the core's python backend with the GIL once per
+batch; nothing in the loop touches Python per sample.
 
 The test's process must import LoadGen from the native build (`use_native_loadgen`, before anything imports
 `mlperf_loadgen`): the core completes samples into that LoadGen, and the wheel's is a different library.
@@ -120,8 +121,8 @@ class NativeSUT(SUTBase):
         timeout_us = batch_timeout_us if scenario is Scenario.Server else 0
         # SingleStream on one instance: each query runs on LoadGen's issuing thread, as the Python harness runs it,
         # so that no thread wakes between LoadGen's issue and the instance inside the latency LoadGen measures.
-        self.issue_inline = scenario is Scenario.SingleStream and len(backends) == 1
-        self.native = toolkit_native.Sut(qsl.native, backends, batch_size, timeout_us, self.issue_inline)
+        issue_inline = scenario is Scenario.SingleStream and len(backends) == 1
+        self.native = toolkit_native.Sut(qsl.native, backends, batch_size, timeout_us, issue_inline)
         self.counters = NativeCounters(self.native)     # type: ignore[assignment]
 
     def _python_backend(self, infer: Infer):
