@@ -58,14 +58,16 @@ def test_a_python_backend_answers_each_sample_from_its_gathered_input(native_lib
     assert {entry["qsl_idx"]: entry["data"] for entry in result["accuracy"]} == {i: f"{i:02X}" for i in range(64)}
 
 
-def test_singlestream_on_one_instance_runs_on_loadgens_issuing_thread_and_answers_each_sample(native_lib, tmp_path):
-    result = probe(native_lib, "inline", "SingleStream", tmp_path)
+@pytest.mark.parametrize("scenario", ["SingleStream", "Server"])
+def test_a_query_on_one_instance_runs_on_loadgens_issuing_thread_and_answers_each_sample(native_lib, tmp_path,
+                                                                                          scenario):
+    result = probe(native_lib, "inline", scenario, tmp_path)
     assert result["error"] == "" and result["completed"] == 64 and result["batch_sizes"] == [1] * 64
     assert {entry["qsl_idx"]: entry["data"] for entry in result["accuracy"]} == {i: f"{i:02X}" for i in range(64)}
     # no batcher thread: every query ran on the thread LoadGen issues from (the one that started the test)
     assert result["threads_started"] == 0 and result["callers"] == 1 and result["main_thread_called"]
     assert "exactly one backend instance" in result["two_instances"]
-    failing = probe(native_lib, "inline-failing", "SingleStream", tmp_path / "failing")
+    failing = probe(native_lib, "inline-failing", scenario, tmp_path / "failing")
     assert "the backend broke on its third batch" in failing["error"]
     assert failing["issued"] == failing["completed"] > 3     # LoadGen ended: nothing left outstanding
 

@@ -60,6 +60,16 @@ def test_the_llm_harness_and_python_asked_for_stay_python(native_lib):
 
 
 # -- batching through the bindings --------------------------------------------------------------------------------
+def test_one_instance_runs_singlestream_and_unbatched_server_on_loadgens_thread_and_the_rest_on_batchers():
+    from code.common.harness.native_sut import runs_inline
+
+    assert runs_inline(Scenario.SingleStream, 1, 1) and runs_inline(Scenario.Server, 1, 1)
+    # a Server batch that can hold more waits in the batcher's window; several instances each have a batcher
+    assert not runs_inline(Scenario.Server, 1, 4) and not runs_inline(Scenario.Server, 2, 1)
+    assert not runs_inline(Scenario.SingleStream, 2, 1) and not runs_inline(Scenario.Offline, 1, 1)
+    assert not runs_inline(Scenario.MultiStream, 1, 8)
+
+
 def test_server_batches_fill_within_the_window_and_never_exceed_the_batch_size(native_lib, tmp_path):
     result = probe(native_lib, "python-window", "Server", tmp_path)
     sizes = result["batch_sizes"]

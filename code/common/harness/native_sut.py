@@ -2,7 +2,8 @@
 
 LoadGen's SUT and QSL are C++ objects: IssueQuery only enqueues, one batcher thread per backend instance takes up to
 batch_size samples (Server: waiting at most server_batch_timeout_us after the first; other scenarios: what is queued;
-SingleStream on one instance: no thread, the query runs on LoadGen's issuing thread in IssueQuery), gathers each named
+SingleStream, and Server at a batch of one, on one instance: no thread, the query runs on LoadGen's issuing thread in
+IssueQuery, runs_inline), gathers each named
 input from the performance set (held per input, varying axes padded as the model declares), calls the instance once per
 batch and completes the batch to LoadGen from C++. An instance is the C++ backend the backend plug-in names
 (BackendPlugin.native_backend), which runs without Python, or else the toolkit's Python backend (ONNX Runtime,
@@ -102,6 +103,18 @@ class NativeCounters:
         return self._sut.completed
 
 
+def runs_inline(scenario: Scenario, instances: int, batch_size: int) -> bool:
+    """Whether the core runs each query on LoadGen's issuing thread, with no batcher thread: on one instance,
+    SingleStream (as the Python harness runs it), and Server where a batch is one sample (no window to wait in).
+    No thread then wakes between LoadGen's issue and the instance inside the latency LoadGen measures. A Server query
+    that arrives while the instance is busy waits in LoadGen's schedule instead of the batcher's queue: LoadGen
+    issues it as soon as IssueQuery returns and counts its latency from its scheduled time
+    (issue_query_controller.cc), so it is the same single queue, served in the same order."""
+    if instances != 1:
+        return False
+    return scenario is Scenario.SingleStream or (scenario is Scenario.Server and batch_size == 1)
+
+
 class NativeSUT(SUTBase):
     """HarnessSUT's counterpart on the native core: the same instances, batch size and Server batching window. An
     instance is a Python inference callable (run through the core's python backend) or a C++ backend of the core
@@ -119,9 +132,7 @@ class NativeSUT(SUTBase):
                     for instance in instances]
         # Only Server waits for a batch to fill; the other scenarios issue every sample of a query at once.
         timeout_us = batch_timeout_us if scenario is Scenario.Server else 0
-        # SingleStream on one instance: each query runs on LoadGen's issuing thread, as the Python harness runs it,
-        # so that no thread wakes between LoadGen's issue and the instance inside the latency LoadGen measures.
-        issue_inline = scenario is Scenario.SingleStream and len(backends) == 1
+        issue_inline = runs_inline(scenario, len(backends), batch_size)
         self.native = toolkit_native.Sut(qsl.native, backends, batch_size, timeout_us, issue_inline)
         self.counters = NativeCounters(self.native)     # type: ignore[assignment]
 
