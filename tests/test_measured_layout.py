@@ -162,6 +162,17 @@ def test_a_layout_in_custom_py_wins(tmp_path):
     assert measured.apply_sweep(config, None, set()) is config
 
 
+def test_the_configured_layout_is_still_there_to_ask_for_beside_a_kept_sweep(tmp_path):
+    # make bench's harness overhead (a) runs at the configured batch, not the one the engine's sweep chose
+    ctx = _context(tmp_path)
+    configured = ctx.resolve("resnet50", Scenario.Offline)
+    _keep(ctx, configured, RECORDED_BATCHES)
+    assert ctx.resolve("resnet50", Scenario.Offline)["batch_size"] == 2
+    shipped = ctx.resolve("resnet50", Scenario.Offline, measured_layout=False)
+    assert shipped["batch_size"] == configured["batch_size"] != 2
+    assert not shipped.sources["batch_size"].startswith(UNTUNED)
+
+
 # -- helpers ---------------------------------------------------------------------------------------------------
 def _context(tmp_path: Path, *flags: str) -> Context:
     real = Paths.create(scratch=tmp_path / "scratch", log_dir=tmp_path / "logs")

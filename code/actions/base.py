@@ -37,10 +37,12 @@ class Context:
             self._registry = ConfigRegistry.load(self.args.benchmarks)
         return self._registry
 
-    def resolve(self, benchmark: str, scenario: Scenario, mode: TestMode | None = None) -> ResolvedConfig:
+    def resolve(self, benchmark: str, scenario: Scenario, mode: TestMode | None = None,
+                measured_layout: bool = True) -> ResolvedConfig:
         """The config of a test of `mode` as it will run (the harness implementation settled: harness/registry.py);
         `mode` None: of no test in particular (a default the benchmark sets per test mode is then the one of
-        performance runs, and its source says so)."""
+        performance runs, and its source says so). `measured_layout` False: the configured layout, not the one a
+        sweep of the engine chose where none is tuned (`measured`)."""
         from ..common.benchmark_api import get_benchmark
         from ..common.harness.selection import settle
 
@@ -50,7 +52,7 @@ class Context:
                                        benchmark_defaults=getattr(get_benchmark(benchmark), "field_defaults", None),
                                        mode=mode)
         config = settle(config, self.args.workload.harness_type.value, self.paths.build, self.environment_made)
-        return self.measured(config)
+        return self.measured(config) if measured_layout else config
 
     @property
     def machine(self) -> str:
