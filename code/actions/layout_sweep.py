@@ -58,21 +58,10 @@ def sweep(ctx: Context, benchmark: str, config: ResolvedConfig) -> measured.Swee
         return None
     what = ", ".join(label for label, _, _ in tried)
     ctx.log(f"{benchmark} {config.scenario.value}: no layout tuned on this system: measuring {what} on the engine "
-            f"({measured.PASSES} passes of {measured.SWEEP_SECONDS:g} s each and a warm-up call, once; kept in "
-            f"{shown_path(where, ctx.paths.repo)}) ...")
-    rates: dict[str, float] = {}
+            f"({measured.STEADY_SECONDS:g} s unmeasured, then {measured.PASSES} passes of {measured.SWEEP_SECONDS:g} s "
+            f"each, once; kept in {shown_path(where, ctx.paths.repo)}) ...")
     began = time.monotonic()
-    # Batch sizes share one loaded engine; layouts each load theirs.
-    groups = [tried] if kind == measured.BATCH else [[c] for c in tried]
-    for _ in range(measured.PASSES):
-        for group in groups:
-            raw = bench_raw.raw_engine(ctx, benchmark, group[0][1])
-            try:
-                for label, _, batch in group:
-                    rates[label] = max(rates.get(label, 0.0),
-                                       bench_raw.loaded_throughput(raw, batch, measured.SWEEP_SECONDS))
-            finally:
-                raw.close()
+    rates = measure(ctx, benchmark, tried, kind)
     found = measured.Sweep(config.scenario.value, engine.name, sha256_file(ctx.paths.engine_manifest(engine)),
                            ctx.machine, MappingProxyType(measured.sweep_fields(config, kind)),
                            MappingProxyType({label: round(rates[label], 1) for label, _, _ in tried}),
@@ -82,6 +71,26 @@ def sweep(ctx: Context, benchmark: str, config: ResolvedConfig) -> measured.Swee
     _, why = measured.chosen(config, found)
     ctx.log(f"  untuned: {why}")
     return found
+
+
+def measure(ctx: Context, benchmark: str, tried: list[tuple[str, ResolvedConfig, int]], kind: str
+            ) -> dict[str, float]:
+    """Samples/s of each candidate: the first run unmeasured for STEADY_SECONDS, then PASSES passes in turns, every
+    other one in reverse order, each candidate's figure the mean of its passes (measured_layout.py says why)."""
+    groups = [tried] if kind == measured.BATCH else [[c] for c in tried]   # batch sizes share one loaded engine
+    taken: dict[str, list[float]] = {label: [] for label, _, _ in tried}
+    for number in range(measured.PASSES):
+        order = groups if number % 2 == 0 else [group[::-1] for group in reversed(groups)]
+        for place, group in enumerate(order):
+            raw = bench_raw.raw_engine(ctx, benchmark, group[0][1])
+            try:
+                if number == 0 and place == 0:
+                    bench_raw.loaded_throughput(raw, group[0][2], measured.STEADY_SECONDS)
+                for label, _, batch in group:
+                    taken[label].append(bench_raw.loaded_throughput(raw, batch, measured.SWEEP_SECONDS))
+            finally:
+                raw.close()
+    return {label: sum(rates) / len(rates) for label, rates in taken.items()}
 
 
 def ensure_sweeps(ctx: Context, pairs: Iterable[tuple[str, Scenario]]) -> None:

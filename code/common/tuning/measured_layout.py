@@ -6,8 +6,12 @@ the machine are the ones it was measured on; it is measured once (code/actions/l
 once the machine is quiet where it was measured on a busy one.
 
 - Offline: the batch size of the most samples/s at the configured instances and threads (OFFLINE_BATCHES, each
-  SWEEP_SECONDS on every instance, PASSES passes in turns, the best of each kept: a shared machine's speed moves
-  in phases). Within TIE of the best the smaller batch wins: noise decides nothing, and a smaller batch holds less.
+  SWEEP_SECONDS on every instance). Measuring starts once the machine runs as it will in a run: a machine that has
+  idled runs faster for its first seconds of load (a VM's CPU credit, a CPU's boost), so the engine first runs
+  STEADY_SECONDS unmeasured; on a 2-core VM a sweep without it read the candidates in falling order of their turn
+  (b1 407 samples/s first, b64 121 last) and chose batch 1, which 3 s loops then put below batches 2 to 16. Then
+  PASSES passes in turns, every other one in reverse order, and each candidate's figure is the mean of its passes:
+  a drift of the machine's speed during the sweep then favours no place in the order. Within TIE of the best the smaller batch wins: noise decides nothing, and a smaller batch holds less.
   A model of one sample per call (yolo) has no batch to choose: its instances x threads layouts are measured at
   batch 1 instead, and the one of the most samples/s wins.
 - Server (a largest batch of one: its window is then no knob, as make tune has it): the instances x threads
@@ -38,8 +42,9 @@ from ..constants import Scenario
 from ..fileio import sha256_file, write_atomically
 from .layouts import OFFLINE_BATCHES, THREADED_BACKENDS
 
-SWEEP_SECONDS = 0.3          # each candidate's loop in one pass
-PASSES = 2                   # passes over the candidates, in turns; the best of each candidate's is kept
+SWEEP_SECONDS = 0.5          # each candidate's loop in one pass
+PASSES = 2                   # passes over the candidates, in turns, the second in reverse; each candidate's mean kept
+STEADY_SECONDS = 2.0         # the engine run unmeasured first, until the machine runs at its loaded speed
 TIE = 0.01                   # a smaller batch (fewer instances) within 1 % of the best samples/s wins
 # Server: a layout keeps up while the rate is at most this share of its batch-1 samples/s. One server's p99 is about
 # 2.9 x its service time there (M/D/1), 4.4 x at 0.5; near 0.5 of its throughput one INT8 instance of 2 threads
