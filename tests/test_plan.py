@@ -194,9 +194,12 @@ def test_without_earlier_runs_the_speed_comes_from_the_config(tmp_path):
 def test_the_newest_earlier_run_of_the_same_computation_gives_the_measured_speed(tmp_path):
     ctx = _context(tmp_path)
     config_test = plan_entry(ctx, "resnet50", Scenario.Offline, TestMode.PerformanceOnly, [])
+    # Another batch than the one the config resolves to (the configured one, or where an earlier run swept this
+    # engine, the sweep's, which may be any): another computation, whose speed says nothing of this one.
+    other_batch = 2 if ctx.resolve("resnet50", Scenario.Offline)["batch_size"] == 1 else 1
     runs = [_measured(ctx, Scenario.Offline, 100.0, "2026-01-01T00:00:01"),
             _measured(ctx, Scenario.Offline, 200.0, "2026-01-01T00:00:02"),
-            _measured(ctx, Scenario.Offline, 999.0, "2026-01-01T00:00:03", batch_size=1),   # another speed
+            _measured(ctx, Scenario.Offline, 999.0, "2026-01-01T00:00:03", batch_size=other_batch),
             _measured(ctx, Scenario.SingleStream, 999.0, "2026-01-01T00:00:04")]
     test = plan_entry(ctx, "resnet50", Scenario.Offline, TestMode.PerformanceOnly, runs)
     assert test.speed.source == MEASURED and "/logs/2026-01-01T00:00:02" in test.speed.basis
