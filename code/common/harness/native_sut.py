@@ -3,12 +3,11 @@
 LoadGen's SUT and QSL are C++ objects: IssueQuery only enqueues, one batcher thread per backend instance takes up to
 batch_size samples (Server: waiting at most server_batch_timeout_us after the first; other scenarios: what is queued;
 SingleStream, and Server at a batch of one, on one instance: no thread, the query runs on LoadGen's issuing thread in
-IssueQuery, runs_inline), gathers each named
-input from the performance set (held per input, varying axes padded as the model declares), calls the instance once per
-batch and completes the batch to LoadGen from C++. An instance is the C++ backend the backend plug-in names
-(BackendPlugin.native_backend), which runs without Python, or else the toolkit's Python backend (ONNX Runtime,
-TensorRT's runner) and the benchmark's postprocessing, called through the core's python backend with the GIL once per
-batch; nothing in the loop touches Python per sample.
+IssueQuery, runs_inline), gathers each named input from the performance set (held per input, varying axes padded as
+the model declares), calls the instance once per batch and completes the batch to LoadGen from C++. An instance is
+the C++ backend the backend plug-in names (BackendPlugin.native_backend), which runs without Python, or else the
+toolkit's Python backend (ONNX Runtime, TensorRT's runner) and the benchmark's postprocessing, called through the
+core's python backend with the GIL once per batch; nothing in the loop touches Python per sample.
 
 The test's process must import LoadGen from the native build (`use_native_loadgen`, before anything imports
 `mlperf_loadgen`): the core completes samples into that LoadGen, and the wheel's is a different library.

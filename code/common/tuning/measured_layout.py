@@ -11,7 +11,8 @@ once the machine is quiet where it was measured on a busy one.
   STEADY_SECONDS unmeasured; on a 2-core VM a sweep without it read the candidates in falling order of their turn
   (b1 407 samples/s first, b64 121 last) and chose batch 1, which 3 s loops then put below batches 2 to 16. Then
   PASSES passes in turns, every other one in reverse order, and each candidate's figure is the mean of its passes:
-  a drift of the machine's speed during the sweep then favours no place in the order. Within TIE of the best the smaller batch wins: noise decides nothing, and a smaller batch holds less.
+  a drift of the machine's speed during the sweep then favours no place in the order. Within TIE of the best the
+  smaller batch wins: noise decides nothing, and a smaller batch holds less.
   A model of one sample per call (yolo) has no batch to choose: its instances x threads layouts are measured at
   batch 1 instead, and the one of the most samples/s wins.
 - Server (a largest batch of one: its window is then no knob, as make tune has it): the instances x threads

@@ -23,10 +23,19 @@ class PythonBackend : public Backend {
   explicit PythonBackend(py::function infer) : infer_(std::move(infer)) {}
 
   void Infer(const Batch& batch, Responses* out) override {
-    const bool first_on_a_new_thread = !ThreadStateKept() && PyGILState_GetThisThreadState() == nullptr;
+    // A batcher thread has no Python thread state of its own: pybind11 makes one when the scope takes the GIL and
+    // deletes it when the scope ends, and each new one maps its frame stack (Python 3.11+: a chunk of its own) which
+    // its deletion unmaps. Once per batch, that is an mmap and an munmap whose TLB flush interrupts the other cores,
+    // the instance's intra-op threads among them, in the middle of their operators (measured at batch 1 on 2 cores:
+    // 345 of each a second, and 1.3 % of the batcher thread's time in the kernel against 0.1 % without them). The
+    // first call on a thread keeps its state for the thread's life instead (one state per batcher thread, freed with
+    // the interpreter). A thread that has one already (LoadGen's issuing thread, which started the test from Python)
+    // is left as it is.
+    static thread_local bool called_here = false;
+    const bool keep_state = !called_here && PyGILState_GetThisThreadState() == nullptr;
+    called_here = true;
     py::gil_scoped_acquire gil;
-    if (first_on_a_new_thread) gil.inc_ref();
-    ThreadStateKept() = true;
+    if (keep_state) gil.inc_ref();
     py::list inputs;
     for (const InputBatch& input : batch.inputs) {
       py::tuple shape(input.shape.size());
@@ -45,19 +54,6 @@ class PythonBackend : public Backend {
   }
 
  private:
-  // A batcher thread has no Python thread state of its own: pybind11 makes one when the scope takes the GIL and
-  // deletes it when the scope ends, and each new one maps its frame stack (Python 3.11+: a chunk of its own) which
-  // its deletion unmaps. Once per batch, that is an mmap and an munmap whose TLB flush interrupts the other cores,
-  // the instance's intra-op threads among them, in the middle of their operators (measured at batch 1 on 2 cores:
-  // 345 of each a second, and 1.3 % of the batcher thread's time in the kernel against 0.1 % without them). The
-  // first call on a thread keeps its state for the thread's life instead (one state per batcher thread, freed with
-  // the interpreter). A thread that has one already (LoadGen's issuing thread, which started the test from Python)
-  // is left as it is.
-  static bool& ThreadStateKept() {
-    thread_local bool kept = false;
-    return kept;
-  }
-
   py::function infer_;   // released with the GIL: instances are destroyed from Python
 };
 
