@@ -170,3 +170,40 @@ def test_the_workers_figure_compares_per_token_cpu_against_ten_percent_and_logs_
     logged.clear()
     bench_serving.workers_figures(Context(), "llama3.1-8b", one, {**many, "tokens_per_second": 10_000.0}, shared, 2)
     assert len(logged) == 1
+
+
+@pytest.mark.parametrize("queries", [None, 2000])
+def test_server_against_raw_runs_both_sides_at_least_as_long_as_asked(tmp_path, monkeypatch, queries):
+    """(m)'s runs hold FIXED_SERVER_QUERIES queries on both sides, the harness's LoadGen run and the raw engine's
+    arrivals; (d) and (e) beside their searches stay short runs."""
+    from types import SimpleNamespace
+
+    from code.actions import bench, bench_raw
+    from code.common.tuning.search import Outcome
+
+    harness_runs: list[dict] = []
+    raw_runs: list = []
+
+    def short(self, ctx, benchmark_name, scenario, run_dir, **fields):
+        harness_runs.append(fields)
+        return Outcome(valid=True, latency_ns=12e6, percentile=0.99, bound_ns=15e6)
+
+    def server_p99(ctx, benchmark_name, config, rate, least=None):
+        raw_runs.append((rate, least))
+        return 10.0
+
+    monkeypatch.setattr(bench.Bench, "_short", short)
+    monkeypatch.setattr(bench_raw, "server_p99", server_p99)
+    logged: list[str] = []
+    ctx = SimpleNamespace(resolve=lambda *_: {"precision": "fp32"}, log=logged.append,
+                          paths=SimpleNamespace(bench_dir=tmp_path))
+    handler = object.__new__(bench.Bench)   # its own context only: no embedded default to fill in
+    handler.ctx = ctx
+    figure = handler._server_against_raw(ctx, "resnet50", "m", "mobilenet_v2 fp32", 40.0, bench.GOALS,
+                                         goal=bench.GOALS["server_fixed"], queries=queries)
+    assert raw_runs == [(40.0, queries)] * (bench.ROUNDS + 1)
+    expected = {"server_target_qps": 40.0, **({"min_query_count": queries} if queries else {})}
+    assert harness_runs == [expected] * bench.ROUNDS
+    assert figure.ratio == pytest.approx(10.0 / 12.0)
+    assert ("runs of 2,000 queries or more" in figure.label) == bool(queries)
+    assert bench.FIXED_SERVER_QUERIES >= 2000   # a p99 over 20 samples or more above it, not the few worst

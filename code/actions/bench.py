@@ -20,7 +20,8 @@
     engine's throughput on this machine, whatever runs it.
 (m) Server at fixed rates (FIXED_SERVER_RATES), with the layout a first run takes there (tuned, else measured on the
     engine for that rate: tuning/measured_layout.py, else configured): the raw engine's p99 / the harness's, read as
-    beside (d) and (e).
+    beside (d) and (e), in runs of at least FIXED_SERVER_QUERIES queries each (a p99 that is a statistic, not the
+    few worst samples of a short run).
 (k) Offline samples/s of the harness type's first implementation (native) / its last (python), same engine and
     config (where the first can run); (l) the last one's Server p99 latency / the first one's, at the rate (d) found;
     both the best of ROUNDS runs each in turns, as (b) and (c).
@@ -80,6 +81,9 @@ SERVER_TOLERANCE = 0.05
 SERVER_MAX_TRIALS = 10
 SCENARIOS = (Scenario.Offline, Scenario.Server, Scenario.SingleStream)
 FIXED_SERVER_RATES = (40.0, 80.0)   # (m): Server p99 at these rates, harness vs raw engine, the first run's layout
+# (m)'s runs, each side's, hold at least this many queries: in a short run's 600 at 40 QPS the p99 is the 6th-worst
+# latency, and the same raw engine's 15 s runs in a row read 6.5 to 15.5 ms; 60 s runs (2,400) read 8.3 to 9.6 ms.
+FIXED_SERVER_QUERIES = 2000
 # Server layout per precision (documentation/harness.md, "Why the CPU defaults"): INT8 with the configs' own
 # layout (one single-threaded instance per core); FP32, whose single-threaded latency tail alone nearly fills
 # the 15 ms bound on a small CPU, with one instance on every core, which shortens each sample instead, its
@@ -428,16 +432,18 @@ class Bench(Handler):
         at = _with(ctx, scenarios, server_target_qps=rate)
         layout = f"{ctx_layout(at, benchmark_name)}; {layout_origin(at, benchmark_name, Scenario.Server)}"
         return self._server_against_raw(at, benchmark_name, "m", f"{what} ({layout})", rate, goals,
-                                        goal=goals["server_fixed"])
+                                        goal=goals["server_fixed"], queries=FIXED_SERVER_QUERIES)
 
     def _server_against_raw(self, ctx: Context, benchmark_name: str, label: str, what: str, rate: float,
-                            goals: dict, goal: float | None = None) -> Figure:
+                            goals: dict, goal: float | None = None, queries: int | None = None) -> Figure:
         """At the rate the harness held: the raw engine's p99 latency, fed the same kind of arrivals and batched
         alike (bench_raw.server_p99) / the harness's, the best of ROUNDS runs each in turns. Two searches, even in
-        turns, part ways after one unlucky short run near the bound; runs at one rate compare like with like."""
+        turns, part ways after one unlucky short run near the bound; runs at one rate compare like with like.
+        `queries`: each run's least number of queries, both sides (else a short run's)."""
         at = f"{rate:g} QPS" if rate else "the rate the harness held (none)"
+        runs = f"runs of {queries:,} queries or more" if queries else "short runs"
         name = (f"({label}) {what} Server at {at}: p99 latency, the raw engine fed the same Poisson arrivals and "
-                f"batched alike / the harness, best of {ROUNDS} runs each in turns")
+                f"batched alike / the harness, best of {ROUNDS} {runs} each in turns")
         goal = goals["server_raw"] if goal is None else goal
         if not rate:
             return Figure(name, math.nan, math.nan, "ms", goal, higher_is_better=False)
@@ -445,11 +451,13 @@ class Bench(Handler):
         folder = self.ctx.paths.bench_dir / f"{benchmark_name}-server-{config['precision']}-{label}-vs-raw"
         numbers = itertools.count(1)
 
+        length = {"min_query_count": queries} if queries else {}
+
         def harness() -> float:
             outcome = self._short(ctx, benchmark_name, Scenario.Server, folder / f"{rate:g}qps-{next(numbers)}",
-                                  server_target_qps=rate)
+                                  server_target_qps=rate, **length)
             return (outcome.latency_ns or math.nan) / 1e6
-        rounds = in_turns(lambda: bench_raw.server_p99(ctx, benchmark_name, config, rate), harness, ROUNDS,
+        rounds = in_turns(lambda: bench_raw.server_p99(ctx, benchmark_name, config, rate, queries), harness, ROUNDS,
                           higher_is_better=False)
         self._log_rounds(f"({label}) Server p99 ms at {rate:g} QPS", rounds)
         return Figure(name, *rounds.best(), "ms", goal, higher_is_better=False)

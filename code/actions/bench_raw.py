@@ -187,7 +187,8 @@ def server_run(raw: RawEngine, rate: float, batch_size: int, window_us: int, bou
 @contextmanager
 def server_engine(ctx: Context, benchmark_name: str, config) -> Iterator[Callable[[float], Outcome]]:
     """The config's engine loaded and warmed up as the harness warms up its instances, as a Server run at a rate:
-    rate -> the Outcome of one run with the config's layout (largest batch, batching window) at the round's bound."""
+    (rate, least number of queries or None for a short run's) -> the Outcome of one run with the config's layout
+    (largest batch, batching window) at the round's bound."""
     bound_ms = ctx.rules.benchmark(benchmark_name).server_latency_ms
     raw = raw_engine(ctx, benchmark_name, config)
     try:
@@ -195,15 +196,17 @@ def server_engine(ctx: Context, benchmark_name: str, config) -> Iterator[Callabl
         for backend in raw.backends:
             for size in warmup_batch_sizes(Scenario.Server, batch_size):
                 backend.infer(raw.batch(np.arange(size) % raw.count))
-        yield lambda rate: server_run(raw, rate, batch_size, window_us, bound_ms)
+        yield lambda rate, queries=None: server_run(raw, rate, batch_size, window_us, bound_ms,
+                                                    min_queries=queries or SERVER_SHORT_QUERIES)
     finally:
         raw.close()
 
 
-def server_p99(ctx: Context, benchmark_name: str, config, rate: float) -> float:
-    """The raw engine's p99 latency in ms in one Server run at `rate`."""
+def server_p99(ctx: Context, benchmark_name: str, config, rate: float, queries: int | None = None) -> float:
+    """The raw engine's p99 latency in ms in one Server run at `rate`, as long as a short run of the harness, or
+    holding at least `queries` arrivals."""
     with server_engine(ctx, benchmark_name, config) as run:
-        return run(rate).latency_ns / 1e6
+        return run(rate, queries).latency_ns / 1e6
 
 
 def server_peak(ctx: Context, benchmark_name: str, config, start: float, next_turn: Callable[[], None],
