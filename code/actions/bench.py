@@ -13,11 +13,11 @@
     run lasts as long as a harness run, so that the best of each side is picked from windows of one length.
 (d) Server at INT8: the highest target QPS that LoadGen rates VALID (search.find_highest over short runs) / the
     INT8 Offline samples/s through the harness; (e) the same at FP32. Beside each, at the rate the harness held,
-    the raw engine's p99 latency / the harness's (bench_raw.server_p99: the same layout fed the same kind of
-    arrivals without LoadGen or the harness, judged as LoadGen judges; the best of ROUNDS runs each in turns), and
-    for the record the raw engine's own Server ceiling (bench_raw.server_peak, its search in turns with the
-    harness's, trial by trial: tuning/turns.py) against Offline: what queueing at the latency bound leaves of the
-    engine's throughput on this machine, whatever runs it.
+    the raw engine's p99 latency / the harness's (bench_raw.server_p99: the same layout fed the same arrivals,
+    LoadGen's own schedule, without LoadGen or the harness, judged as LoadGen judges; the best of ROUNDS runs each
+    in turns), and for the record the raw engine's own Server ceiling (bench_raw.server_peak, its search in turns
+    with the harness's, trial by trial: tuning/turns.py) against Offline: what queueing at the latency bound leaves
+    of the engine's throughput on this machine, whatever runs it.
 (m) Server at fixed rates (FIXED_SERVER_RATES), with the layout a first run takes there (tuned, else measured on the
     engine for that rate: tuning/measured_layout.py, else configured): the raw engine's p99 / the harness's, read as
     beside (d) and (e), in runs of at least FIXED_SERVER_QUERIES queries each (a p99 that is a statistic, not the
@@ -436,7 +436,7 @@ class Bench(Handler):
 
     def _server_against_raw(self, ctx: Context, benchmark_name: str, label: str, what: str, rate: float,
                             goals: dict, goal: float | None = None, queries: int | None = None) -> Figure:
-        """At the rate the harness held: the raw engine's p99 latency, fed the same kind of arrivals and batched
+        """At the rate the harness held: the raw engine's p99 latency, fed LoadGen's own arrivals and batched
         alike (bench_raw.server_p99) / the harness's, the best of ROUNDS runs each in turns. Two searches, even in
         turns, part ways after one unlucky short run near the bound; runs at one rate compare like with like.
         `queries`: each run's least number of queries, both sides (else a short run's)."""

@@ -165,9 +165,11 @@ def latency(ctx: Context, benchmark_name: str, config, percentile: float, second
 
 
 def server_run(raw: RawEngine, rate: float, batch_size: int, window_us: int, bound_ms: float,
-               seconds: float = SHORT_SECONDS[Scenario.Server], min_queries: int = SERVER_SHORT_QUERIES) -> Outcome:
-    """One Server run of the raw engine at `rate` per second, as long as the harness's short Server runs."""
-    schedule = poisson_server.arrivals(rate, seconds, min_queries)
+               seconds: float = SHORT_SECONDS[Scenario.Server], min_queries: int = SERVER_SHORT_QUERIES,
+               seed: int = poisson_server.SEED) -> Outcome:
+    """One Server run of the raw engine at `rate` per second, as long as the harness's short Server runs, on
+    LoadGen's schedule for `seed` (the round's schedule_rng_seed: the arrivals the harness's run gets)."""
+    schedule = poisson_server.arrivals(rate, seconds, min_queries, seed)
     # The samples drawn at random from those held, as LoadGen draws them; each batch gathered from them as the harness
     # gathers, never read from the preprocessed files during the run.
     held = raw.held()
@@ -196,8 +198,9 @@ def server_engine(ctx: Context, benchmark_name: str, config) -> Iterator[Callabl
         for backend in raw.backends:
             for size in warmup_batch_sizes(Scenario.Server, batch_size):
                 backend.infer(raw.batch(np.arange(size) % raw.count))
+        seed = ctx.rules.seeds.schedule_rng_seed    # LoadGen's arrivals, as the harness's runs get them
         yield lambda rate, queries=None: server_run(raw, rate, batch_size, window_us, bound_ms,
-                                                    min_queries=queries or SERVER_SHORT_QUERIES)
+                                                    min_queries=queries or SERVER_SHORT_QUERIES, seed=seed)
     finally:
         raw.close()
 

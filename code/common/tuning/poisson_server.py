@@ -1,7 +1,7 @@
-"""The Server scenario without LoadGen or the harness: an engine fed the arrivals LoadGen's Server issues (a Poisson
-process at the target rate), batching as the harness does, judged as LoadGen judges a Server run. `make bench`
-measures the raw engine's Server ceiling with it, the baseline its Server figures are read against: what the engine
-itself can hold at the latency bound on this machine, with no harness in the way.
+"""The Server scenario without LoadGen or the harness: an engine fed the arrivals LoadGen's Server issues (its Poisson
+process at the target rate, drawn as LoadGen draws it: `arrivals`), batching as the harness does, judged as LoadGen
+judges a Server run. `make bench` measures the raw engine's Server ceiling with it, the baseline its Server figures
+are read against: what the engine itself can hold at the latency bound on this machine, with no harness in the way.
 
 Batching, per instance, as the harness's batchers do (native/src/core/batcher.cc, harness/sut.py): an idle instance
 takes the first waiting sample, then waits at most `window_ns` after taking it for more, up to `max_batch`; with no
@@ -29,20 +29,32 @@ from ..records.early_stopping import server_early_stopping_met
 from .search import Outcome
 
 SERVER_PERCENTILE = 0.99
-SEED = 1   # the same arrivals for every rate's run, scaled: runs at two rates differ by the rate alone
+SEED = 1   # arrivals' seed where none is given (tests); the bench gives the round's schedule_rng_seed
 
 # (the batch's sample numbers in the schedule) -> nothing; returns when the engine's work on the batch is done
 BatchCall = Callable[[np.ndarray], None]
 
 
 def arrivals(rate: float, seconds: float, min_count: int, seed: int = SEED) -> np.ndarray:
-    """Arrival times in ns from 0 of a Poisson process at `rate` per second: as many as `seconds` holds, and at
-    least `min_count` (LoadGen's Server runs for its min_duration and its min_query_count, whichever is longer)."""
+    """LoadGen's own Server schedule for `seed` (its schedule_rng_seed), arrival times in ns from 0: as many as
+    `seconds` holds, and at least `min_count` (LoadGen's Server runs for its min_duration and its min_query_count,
+    whichever is longer). With the round's seed these are the arrivals a harness's Server run at `rate` gets, the
+    same, not another draw of the same process: at 80 QPS on one engine, the p99s of a raw run on another draw and
+    of one on LoadGen's read 10.6 and 12.4 ms, the harness's 13.0.
+
+    LoadGen (loadgen.cc, GenerateQueries; the C++ standard library it is built with, libstdc++): a std::mt19937 seeded
+    with the seed (the engine keeps its low 32 bits), the first query at 0, each next one after a gap of
+    std::exponential_distribution(rate): -log(1 - u) / rate seconds, u = generate_canonical<double, 53>, which takes
+    two 32-bit draws (the first the low word) over 2^64; each gap truncated to whole ns."""
     if rate <= 0:
         raise ValueError(f"the rate must be positive, not {rate}")
     count = max(int(min_count), int(np.ceil(rate * seconds)))
-    gaps = np.random.default_rng(seed).exponential(1.0, count) / rate
-    return (np.cumsum(gaps) * 1e9).astype(np.int64)
+    engine = np.random.MT19937(0)
+    engine._legacy_seeding(seed & 0xFFFF_FFFF)     # std::mt19937's seeding (numpy's legacy RandomState one)
+    words = engine.random_raw(2 * count).reshape(-1, 2).astype(np.float64)
+    canonical = np.minimum((words[:, 0] + words[:, 1] * 2.0 ** 32) / 2.0 ** 64, np.nextafter(1.0, 0.0))
+    gaps = np.floor(-np.log(1.0 - canonical) / rate * 1e9).astype(np.int64)
+    return np.concatenate([[0], np.cumsum(gaps[:-1])])
 
 
 def serve(schedule_ns: np.ndarray, instances: Sequence[BatchCall], max_batch: int, window_ns: int = 0,

@@ -1,0 +1,72 @@
+"""The raw engine's Server arrivals are LoadGen's own schedule: the real LoadGen, run with a system under test that
+completes each query at once, issues its queries at the gaps poisson_server.arrivals computes for the same seed,
+and not at those of another seed."""
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from code.common.rules import get_round
+from code.common.tuning.poisson_server import arrivals
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+RATE = 200.0       # a mean gap of 5 ms: 300 queries in about 1.5 s
+QUERIES = 300
+
+
+def _issue_times(outdir: Path, seed: int) -> np.ndarray:
+    args = [sys.executable, "-m", "tests.test_loadgen_schedule", str(outdir), str(seed)]
+    done = subprocess.run(args, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return np.array(json.loads(done.stdout.strip().splitlines()[-1]), dtype=np.int64)
+
+
+def test_arrivals_are_the_gaps_loadgen_issues_at(tmp_path):
+    seed = get_round().seeds.schedule_rng_seed
+    issued = _issue_times(tmp_path, seed)
+    assert len(issued) >= QUERIES
+    observed = np.diff(issued - issued[0])
+    same = np.diff(arrivals(RATE, 0, len(issued), seed))
+    other = np.diff(arrivals(RATE, 0, len(issued), seed + 1))
+    # Each issue comes a little after its time (a wake-up); gaps between two queries match to well under a gap.
+    # Two different draws differ by the gap itself at the median (5 ms x ln 2 here).
+    assert np.median(np.abs(observed - same)) < 1e6
+    assert np.median(np.abs(observed - other)) > 2e6
+    assert abs(int(same[0]) - int(observed[0])) < max(2e6, 0.5 * int(same[0]))
+
+
+def main(outdir: str, seed: str) -> None:
+    import mlperf_loadgen as lg
+
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    settings = lg.TestSettings()
+    settings.scenario = lg.TestScenario.Server
+    settings.mode = lg.TestMode.PerformanceOnly
+    settings.server_target_qps = RATE
+    settings.server_target_latency_ns = 1_000_000_000
+    settings.min_duration_ms = 1
+    settings.min_query_count = QUERIES
+    settings.schedule_rng_seed = int(seed)
+    issued: list[int] = []
+
+    def issue(queries):
+        issued.append(time.perf_counter_ns())
+        lg.QuerySamplesComplete([lg.QuerySampleResponse(q.id, 0, 0) for q in queries])
+
+    sut = lg.ConstructSUT(issue, lambda: None)
+    qsl = lg.ConstructQSL(16, 16, lambda samples: None, lambda samples: None)
+    log_settings = lg.LogSettings()
+    log_settings.log_output.outdir = str(out)
+    log_settings.enable_trace = False
+    lg.StartTestWithLogSettings(sut, qsl, settings, log_settings, "")
+    lg.DestroyQSL(qsl)
+    lg.DestroySUT(sut)
+    print(json.dumps(issued))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
