@@ -80,6 +80,7 @@ def main(scenario_name: str, percentile: str, min_queries: int, outdir: str) -> 
     import mlperf_loadgen as lg
 
     from code.common.records.loadgen_log import read_detail
+    from tests.null_sut import run_null_sut
 
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
@@ -95,17 +96,7 @@ def main(scenario_name: str, percentile: str, min_queries: int, outdir: str) -> 
     settings.scenario = getattr(lg.TestScenario, scenario_name)
     settings.mode = lg.TestMode.PerformanceOnly
 
-    def issue(queries):
-        lg.QuerySamplesComplete([lg.QuerySampleResponse(q.id, 0, 0) for q in queries])
-
-    sut = lg.ConstructSUT(issue, lambda: None)
-    qsl = lg.ConstructQSL(16, 16, lambda samples: None, lambda samples: None)
-    log_settings = lg.LogSettings()
-    log_settings.log_output.outdir = str(out)
-    log_settings.enable_trace = False
-    lg.StartTestWithLogSettings(sut, qsl, settings, log_settings, "")
-    lg.DestroyQSL(qsl)
-    lg.DestroySUT(sut)
+    run_null_sut(lg, settings, out)
     log = read_detail(out)
     said = re.search(r"(?:Need to process|Processed) at least (\d+) queries",
                      (out / "mlperf_log_summary.txt").read_text())

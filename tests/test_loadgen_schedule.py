@@ -41,6 +41,8 @@ def test_arrivals_are_the_gaps_loadgen_issues_at(tmp_path):
 def main(outdir: str, seed: str) -> None:
     import mlperf_loadgen as lg
 
+    from tests.null_sut import run_null_sut
+
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     settings = lg.TestSettings()
@@ -52,19 +54,7 @@ def main(outdir: str, seed: str) -> None:
     settings.min_query_count = QUERIES
     settings.schedule_rng_seed = int(seed)
     issued: list[int] = []
-
-    def issue(queries):
-        issued.append(time.perf_counter_ns())
-        lg.QuerySamplesComplete([lg.QuerySampleResponse(q.id, 0, 0) for q in queries])
-
-    sut = lg.ConstructSUT(issue, lambda: None)
-    qsl = lg.ConstructQSL(16, 16, lambda samples: None, lambda samples: None)
-    log_settings = lg.LogSettings()
-    log_settings.log_output.outdir = str(out)
-    log_settings.enable_trace = False
-    lg.StartTestWithLogSettings(sut, qsl, settings, log_settings, "")
-    lg.DestroyQSL(qsl)
-    lg.DestroySUT(sut)
+    run_null_sut(lg, settings, out, on_issue=lambda: issued.append(time.perf_counter_ns()))
     print(json.dumps(issued))
 
 
