@@ -168,3 +168,35 @@ def test_the_raw_throughput_loop_takes_the_held_samples_in_order_and_postprocess
     # the samples its postprocessing is told.
     assert [indices.tolist() for _, indices in told[:3]] == [[0, 1, 2], [3, 4, 5], [6, 0, 1]]
     assert all(outputs.tolist() == (indices * 10).tolist() for outputs, indices in told)
+
+
+def test_the_raw_batch_sizes_take_turns_of_the_same_samples_each(monkeypatch):
+    """Each turn every size serves one batch of the largest (the order reversed every other turn), each size takes
+    the held samples in order across its turns, and its figure is its samples over its time in all turns."""
+    from types import SimpleNamespace
+
+    from code.actions import bench_raw
+    from code.actions.bench_raw import RawEngine, throughput_in_turns
+
+    clock = {"now": 0.0}
+    cost = {1: 0.010, 2: 0.015, 4: 0.020}          # seconds a call takes, by batch size
+    calls: list[tuple[int, list[int]]] = []
+
+    class Backend:
+        def infer(self, inputs):
+            clock["now"] += cost[len(inputs["x"])]
+            calls.append((len(inputs["x"]), inputs["x"].tolist()))
+            return [inputs["x"]]
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(bench_raw, "time", SimpleNamespace(monotonic=lambda: clock["now"]))
+    raw = RawEngine(postprocess=lambda outputs, indices: None,
+                    batch=lambda indices: {"x": np.asarray(indices, dtype=np.int64)}, count=7, backends=[Backend()])
+    rates = throughput_in_turns(raw, [1, 2, 4], seconds=0.1)
+    sizes = [size for size, _ in calls]
+    # One unmeasured call per size, then two turns (90 ms each: 0.1 s has passed after the second), forth and back.
+    assert sizes == [1, 2, 4] + [1] * 4 + [2] * 2 + [4] + [4] + [2] * 2 + [1] * 4
+    assert [held for size, held in calls[3:] if size == 2] == [[0, 1], [2, 3], [4, 5], [6, 0]]
+    assert rates == pytest.approx({1: 100.0, 2: 2 / 0.015, 4: 200.0})

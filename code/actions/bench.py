@@ -3,8 +3,9 @@
 (a) Offline samples/s of the harness with a backend that returns at once / a bare LoadGen null SUT.
     With it (bench_native.py): null backend, Server ceiling (native, Python harness), Offline (native) / C++ SUT.
 (b) Offline samples/s of the model through the harness / raw ONNX Runtime on the same preprocessed inputs, same
-    engine, instances and threads, at the raw loop's best batch size (each of RAW_BATCHES tried; the harness runs
-    the batch a first run takes: make tune's, else the one a sweep of the engine chose, layout_sweep.py).
+    engine, instances and threads, at the raw loop's best batch size (RAW_BATCHES measured in turns of the same
+    samples each, bench_raw.throughput_in_turns; the harness runs the batch a first run takes: make tune's, else
+    the one a sweep of the engine chose, layout_sweep.py).
 (c) SingleStream: raw ONNX Runtime's batch-1 latency / the harness's, as LoadGen measures it, both at the
     percentile LoadGen judges (the 90th), so that higher is better (goal: the harness within 1.05 x raw), with the
     SingleStream layout (instance's threads, spinning or sleeping).
@@ -72,7 +73,7 @@ BENCH_SOURCE = "make bench"   # the source its records give the settings bench c
 PROBE_SECONDS = 5
 RUN_SECONDS = 15
 RAW_BATCHES = (1, 2, 4, 8, 16, 32, 64)   # the raw loop's batch sizes, for (b)'s best batch (ONNX Runtime)
-RAW_BATCH_SECONDS = 3         # each batch size's raw loop while looking for the best
+RAW_BATCH_SECONDS = 3         # each batch size's share of the raw loop's turns while looking for the best
 # Each raw loop at the best batch, between two harness runs, as long as a harness run: the best of several short
 # loops would catch a fast phase of the machine that a longer harness run averages away.
 RAW_ROUND_SECONDS = RUN_SECONDS
@@ -244,7 +245,7 @@ class Bench(Handler):
         # Every raw batch size first, for the best; then the harness and raw ONNX Runtime at that batch in turns
         # (ratios.in_turns: a shared machine's speed drifts within minutes, and each round's ratio sees one drift).
         batches = RAW_BATCHES if offline["backend"] == "onnxruntime" else (int(offline["batch_size"]),)
-        tried = {b: bench_raw.throughput(ctx, benchmark_name, offline, b, RAW_BATCH_SECONDS) for b in batches}
+        tried = bench_raw.throughputs(ctx, benchmark_name, offline, batches, RAW_BATCH_SECONDS * len(batches))
         best_batch, expected = best_of(tried)
         self.ctx.log(f"raw ONNX Runtime, {offline_layout(ctx, benchmark_name)}: "
                      + ", ".join(f"b{b} {rate:,.1f}" for b, rate in tried.items()) + " samples/s")

@@ -20,7 +20,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -105,36 +105,86 @@ def gather(held: dict[str, np.ndarray], indices: np.ndarray, out: dict[str, np.n
     return out
 
 
-def loaded_throughput(raw: RawEngine, batch_size: int, seconds: float) -> float:
-    """Samples/s of batches of `batch_size` back to back on every instance of a loaded engine (after one warm-up
-    call each), the instances taking the held samples in turn, in order and round again, as the core serves
-    LoadGen's Offline query; a batch across the end of the held set is copied into the instance's own buffers."""
+def throughputs(ctx: Context, benchmark_name: str, config, batch_sizes: Sequence[int], seconds: float
+                ) -> dict[int, float]:
+    """Samples/s of each batch size on one loaded engine, measured in turns for `seconds` (throughput_in_turns)."""
+    raw = raw_engine(ctx, benchmark_name, config)
+    try:
+        return throughput_in_turns(raw, batch_sizes, seconds)
+    finally:
+        raw.close()
+
+
+def _feeds(raw: RawEngine, batch_size: int) -> list[tuple]:
+    """Per instance: its backend, the buffers a batch across the end of the held set is copied into, and its batches
+    of `batch_size`, the instances taking the held samples in turn, in order and round again, as the core serves
+    LoadGen's Offline query."""
     held = raw.held()
     count = len(next(iter(held.values())))
     draws = [(np.arange(batch_size) + start) % count
              for start in range(0, count * batch_size // math.gcd(count, batch_size), batch_size)]
     draws = [draws[slot::len(raw.backends)] or draws for slot in range(len(raw.backends))]
-    buffers = [{name: np.empty((batch_size, *data.shape[1:]), dtype=data.dtype) for name, data in held.items()}
-               for _ in raw.backends]
-    for backend, buffer in zip(raw.backends, buffers):
-        backend.infer(buffer)   # warm-up
-    done = [0] * len(raw.backends)
-    stop = time.monotonic() + seconds
+    return [(backend, {name: np.empty((batch_size, *data.shape[1:]), dtype=data.dtype) for name, data in held.items()},
+             itertools.cycle(each)) for backend, each in zip(raw.backends, draws)]
+
+
+def _warm(feeds: list[tuple]) -> None:
+    for backend, buffers, _ in feeds:
+        backend.infer(buffers)   # one call at this batch size, unmeasured
+
+
+def _serve(raw: RawEngine, feeds: list[tuple], batch_size: int, going: Callable[[int], bool]) -> tuple[int, float]:
+    """Every instance's batches back to back, all at once, each while `going(its samples so far)`: the samples
+    served and the seconds it took."""
+    held = raw.held()
+    done = [0] * len(feeds)
 
     def loop(slot: int) -> None:
-        backend, buffer, batches = raw.backends[slot], buffers[slot], itertools.cycle(draws[slot])
-        while time.monotonic() < stop:
+        backend, buffers, batches = feeds[slot]
+        while going(done[slot]):
             indices = next(batches)
-            raw.postprocess(backend.infer(gather(held, indices, buffer)), indices)
+            raw.postprocess(backend.infer(gather(held, indices, buffers)), indices)
             done[slot] += batch_size
 
     start = time.monotonic()
-    workers = [threading.Thread(target=loop, args=(i,)) for i in range(len(raw.backends))]
+    workers = [threading.Thread(target=loop, args=(i,)) for i in range(len(feeds))]
     for worker in workers:
         worker.start()
     for worker in workers:
         worker.join()
-    return sum(done) / (time.monotonic() - start)
+    return sum(done), time.monotonic() - start
+
+
+def loaded_throughput(raw: RawEngine, batch_size: int, seconds: float) -> float:
+    """Samples/s of batches of `batch_size` back to back on every instance of a loaded engine for `seconds` (after
+    one warm-up call each), the held samples taken as `_feeds` takes them."""
+    feeds = _feeds(raw, batch_size)
+    _warm(feeds)
+    stop = time.monotonic() + seconds
+    done, took = _serve(raw, feeds, batch_size, lambda _: time.monotonic() < stop)
+    return done / took
+
+
+def throughput_in_turns(raw: RawEngine, batch_sizes: Sequence[int], seconds: float) -> dict[int, float]:
+    """Samples/s of each batch size on a loaded engine, measured in turns: in each turn every batch size serves the
+    same samples on every instance (one batch of the largest), the order reversed every other turn, turn after
+    turn until `seconds` have passed (two turns at least); each size's figure is its samples over its time in all
+    turns. A machine whose speed moves within seconds then slows or speeds every size alike, where a window of
+    its own for each size gives the one that met a fast moment the lead. Each size runs once first, unmeasured."""
+    feeds = {size: _feeds(raw, size) for size in batch_sizes}
+    for each in feeds.values():
+        _warm(each)
+    per_turn = max(batch_sizes)
+    served = dict.fromkeys(batch_sizes, 0)
+    took = dict.fromkeys(batch_sizes, 0.0)
+    stop, turn = time.monotonic() + seconds, 0
+    while turn < 2 or time.monotonic() < stop:
+        for size in (batch_sizes if turn % 2 == 0 else list(reversed(batch_sizes))):
+            done, spent = _serve(raw, feeds[size], size, lambda samples: samples < per_turn)
+            served[size] += done
+            took[size] += spent
+        turn += 1
+    return {size: served[size] / took[size] for size in batch_sizes}
 
 
 def percentile_of(latencies, percentile: float) -> float:

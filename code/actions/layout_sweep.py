@@ -36,9 +36,9 @@ def candidates(ctx: Context, config: ResolvedConfig, kind: str) -> list[tuple[st
 
 
 def sweep(ctx: Context, benchmark: str, config: ResolvedConfig) -> measured.Sweep | None:
-    """The candidates of `config`'s engine measured (measured.PASSES passes in turns, the best of each kept) and
-    kept beside the engine; None where the layout is not the sweep's to choose, is chosen already, or the engine
-    is missing (the planner then names the make target that builds it)."""
+    """The candidates of `config`'s engine measured in turns (`measure`) and kept beside the engine; None where
+    the layout is not the sweep's to choose, is chosen already, or the engine is missing (the planner then names
+    the make target that builds it)."""
     from ..common.harness.engine_build import locate_engine
 
     if not measured.applies(config):
@@ -57,9 +57,11 @@ def sweep(ctx: Context, benchmark: str, config: ResolvedConfig) -> measured.Swee
     except UserError:
         return None
     what = ", ".join(label for label, _, _ in tried)
+    how = (f"{measured.TURNS_SECONDS:g} s of turns of {max(batch for _, _, batch in tried)} samples each"
+           if kind == measured.BATCH else f"{measured.PASSES} passes of {measured.SWEEP_SECONDS:g} s each")
     ctx.log(f"{benchmark} {config.scenario.value}: no layout tuned on this system: measuring {what} on the engine "
-            f"({measured.STEADY_SECONDS:g} s unmeasured, then {measured.PASSES} passes of {measured.SWEEP_SECONDS:g} s "
-            f"each, once; kept in {shown_path(where, ctx.paths.repo)}) ...")
+            f"({measured.STEADY_SECONDS:g} s unmeasured, then {how}, once; kept in "
+            f"{shown_path(where, ctx.paths.repo)}) ...")
     began = time.monotonic()
     rates = measure(ctx, benchmark, tried, kind)
     found = measured.Sweep(config.scenario.value, engine.name, sha256_file(ctx.paths.engine_manifest(engine)),
@@ -75,19 +77,26 @@ def sweep(ctx: Context, benchmark: str, config: ResolvedConfig) -> measured.Swee
 
 def measure(ctx: Context, benchmark: str, tried: list[tuple[str, ResolvedConfig, int]], kind: str
             ) -> dict[str, float]:
-    """Samples/s of each candidate: the first run unmeasured for STEADY_SECONDS, then PASSES passes in turns, every
-    other one in reverse order, each candidate's figure the mean of its passes (measured_layout.py says why)."""
-    groups = [tried] if kind == measured.BATCH else [[c] for c in tried]   # batch sizes share one loaded engine
+    """Samples/s of each candidate, the engine first run unmeasured for STEADY_SECONDS. Batch sizes share one
+    loaded engine and are measured in turns of the same samples each for TURNS_SECONDS
+    (bench_raw.throughput_in_turns); layouts, each an engine loaded apart, in PASSES passes in turns, every other
+    one in reverse order, each candidate's figure the mean of its passes (measured_layout.py says why)."""
+    if kind == measured.BATCH:
+        raw = bench_raw.raw_engine(ctx, benchmark, tried[0][1])
+        try:
+            bench_raw.loaded_throughput(raw, tried[0][2], measured.STEADY_SECONDS)
+            rates = bench_raw.throughput_in_turns(raw, [batch for _, _, batch in tried], measured.TURNS_SECONDS)
+        finally:
+            raw.close()
+        return {label: rates[batch] for label, _, batch in tried}
     taken: dict[str, list[float]] = {label: [] for label, _, _ in tried}
     for number in range(measured.PASSES):
-        order = groups if number % 2 == 0 else [group[::-1] for group in reversed(groups)]
-        for place, group in enumerate(order):
-            raw = bench_raw.raw_engine(ctx, benchmark, group[0][1])
+        for place, (label, config, batch) in enumerate(tried if number % 2 == 0 else tried[::-1]):
+            raw = bench_raw.raw_engine(ctx, benchmark, config)
             try:
                 if number == 0 and place == 0:
-                    bench_raw.loaded_throughput(raw, group[0][2], measured.STEADY_SECONDS)
-                for label, _, batch in group:
-                    taken[label].append(bench_raw.loaded_throughput(raw, batch, measured.SWEEP_SECONDS))
+                    bench_raw.loaded_throughput(raw, batch, measured.STEADY_SECONDS)
+                taken[label].append(bench_raw.loaded_throughput(raw, batch, measured.SWEEP_SECONDS))
             finally:
                 raw.close()
     return {label: sum(rates) / len(rates) for label, rates in taken.items()}

@@ -5,14 +5,18 @@ config's. The sweep is kept beside the engine (paths.layout_sweep) and taken as 
 the machine are the ones it was measured on; it is measured once (code/actions/layout_sweep.py makes it), and again
 once the machine is quiet where it was measured on a busy one.
 
-- Offline: the batch size of the most samples/s at the configured instances and threads (OFFLINE_BATCHES, each
-  SWEEP_SECONDS on every instance). Measuring starts once the machine runs as it will in a run: a machine that has
-  idled runs faster for its first seconds of load (a VM's CPU credit, a CPU's boost), so the engine first runs
-  STEADY_SECONDS unmeasured; on a 2-core VM a sweep without it read the candidates in falling order of their turn
-  (b1 407 samples/s first, b64 121 last) and chose batch 1, which 3 s loops then put below batches 2 to 16. Then
-  PASSES passes in turns, every other one in reverse order, and each candidate's figure is the mean of its passes:
-  a drift of the machine's speed during the sweep then favours no place in the order. Within TIE of the best the
-  smaller batch wins: noise decides nothing, and a smaller batch holds less.
+- Offline: the batch size of the most samples/s at the configured instances and threads (OFFLINE_BATCHES on every
+  instance). Measuring starts once the machine runs as it will in a run: a machine that has idled runs faster for
+  its first seconds of load (a VM's CPU credit, a CPU's boost), so the engine first runs STEADY_SECONDS unmeasured;
+  on a 2-core VM a sweep without it read the candidates in falling order of their turn (b1 407 samples/s first,
+  b64 121 last) and chose batch 1, which 3 s loops then put below batches 2 to 16. Then the batch sizes are
+  measured in turns for TURNS_SECONDS: in each turn every size serves the same samples (one batch of the largest),
+  every other turn in reverse order, and each size's figure is its samples over its time in all turns
+  (bench_raw.throughput_in_turns). The same VM's speed moves between two levels a second at a time (one sample
+  took 5.1 or 8.5 ms); there, a window of its own for each size (two passes of 0.5 s) chose b2, b4, b4, b8, b16
+  and b16 in six sweeps in a row, where 90 s in turns read b1 159, b2 174, b4 187, b8 192, b16 197, b32 197 and
+  b64 199 samples/s; six sweeps in turns chose b16, b8, b16, b16, b32 and b8. Within TIE of the best the smaller
+  batch wins: noise decides nothing, and a smaller batch holds less.
   A model of one sample per call (yolo) has no batch to choose: its instances x threads layouts are measured at
   batch 1 instead, and the one of the most samples/s wins.
 - Server (a largest batch of one: its window is then no knob, as make tune has it): the instances x threads
@@ -43,8 +47,9 @@ from ..constants import Scenario
 from ..fileio import sha256_file, write_atomically
 from .layouts import OFFLINE_BATCHES, THREADED_BACKENDS
 
-SWEEP_SECONDS = 0.5          # each candidate's loop in one pass
-PASSES = 2                   # passes over the candidates, in turns, the second in reverse; each candidate's mean kept
+SWEEP_SECONDS = 0.5          # a layout's loop in one pass
+PASSES = 2                   # passes over the layouts, in turns, the second in reverse; each layout's mean kept
+TURNS_SECONDS = 10.0         # the batch sizes' turns of the same samples each (two turns at least)
 STEADY_SECONDS = 2.0         # the engine run unmeasured first, until the machine runs at its loaded speed
 TIE = 0.01                   # a smaller batch (fewer instances) within 1 % of the best samples/s wins
 # Server: a layout keeps up while the rate is at most this share of its batch-1 samples/s. One server's p99 is about
