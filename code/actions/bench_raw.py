@@ -59,6 +59,12 @@ class RawEngine:
             backend.close()
         self.backends = []
 
+    def __enter__(self) -> "RawEngine":
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.close()
+
 
 def raw_engine(ctx: Context, benchmark_name: str, config) -> RawEngine:
     from ..common.backends import create_backend, get_plugin, runtime_options, threads_per_instance
@@ -83,11 +89,15 @@ def raw_engine(ctx: Context, benchmark_name: str, config) -> RawEngine:
 
 def throughput(ctx: Context, benchmark_name: str, config, batch_size: int, seconds: float) -> float:
     """Samples/s of batches of `batch_size` back to back on every instance."""
-    raw = raw_engine(ctx, benchmark_name, config)
-    try:
+    with raw_engine(ctx, benchmark_name, config) as raw:
         return loaded_throughput(raw, batch_size, seconds)
-    finally:
-        raw.close()
+
+
+def throughputs(ctx: Context, benchmark_name: str, config, batch_sizes: Sequence[int], seconds: float
+                ) -> dict[int, float]:
+    """Samples/s of each batch size on one loaded engine, measured in turns for `seconds` (throughput_in_turns)."""
+    with raw_engine(ctx, benchmark_name, config) as raw:
+        return throughput_in_turns(raw, batch_sizes, seconds)
 
 
 def gather(held: dict[str, np.ndarray], indices: np.ndarray, out: dict[str, np.ndarray] | None = None
@@ -103,16 +113,6 @@ def gather(held: dict[str, np.ndarray], indices: np.ndarray, out: dict[str, np.n
     for name, data in held.items():
         np.take(data, indices, axis=0, out=out[name])
     return out
-
-
-def throughputs(ctx: Context, benchmark_name: str, config, batch_sizes: Sequence[int], seconds: float
-                ) -> dict[int, float]:
-    """Samples/s of each batch size on one loaded engine, measured in turns for `seconds` (throughput_in_turns)."""
-    raw = raw_engine(ctx, benchmark_name, config)
-    try:
-        return throughput_in_turns(raw, batch_sizes, seconds)
-    finally:
-        raw.close()
 
 
 def _feeds(raw: RawEngine, batch_size: int) -> list[tuple]:
@@ -196,8 +196,7 @@ def percentile_of(latencies, percentile: float) -> float:
 def latency(ctx: Context, benchmark_name: str, config, percentile: float, seconds: float = LATENCY_SECONDS) -> float:
     """One sample after the other on the first instance (gathered from memory, inferred, postprocessed): the
     `percentile` of the per-sample latencies, in ms."""
-    raw = raw_engine(ctx, benchmark_name, config)
-    try:
+    with raw_engine(ctx, benchmark_name, config) as raw:
         backend = raw.backends[0]
         singles = [raw.batch([index]) for index in range(raw.count)]
         backend.infer(singles[0])   # warm-up
@@ -210,8 +209,6 @@ def latency(ctx: Context, benchmark_name: str, config, percentile: float, second
             raw.postprocess(backend.infer(singles[index]), np.array([index]))
             latencies.append(time.perf_counter_ns() - began)
         return percentile_of(latencies, percentile) / 1e6
-    finally:
-        raw.close()
 
 
 def server_run(raw: RawEngine, rate: float, batch_size: int, window_us: int, bound_ms: float,
@@ -242,8 +239,7 @@ def server_engine(ctx: Context, benchmark_name: str, config) -> Iterator[Callabl
     (rate, least number of queries or None for a short run's) -> the Outcome of one run with the config's layout
     (largest batch, batching window) at the round's bound."""
     bound_ms = ctx.rules.benchmark(benchmark_name).server_latency_ms
-    raw = raw_engine(ctx, benchmark_name, config)
-    try:
+    with raw_engine(ctx, benchmark_name, config) as raw:
         batch_size, window_us = int(config["batch_size"]), int(config.get("server_batch_timeout_us") or 0)
         for backend in raw.backends:
             for size in warmup_batch_sizes(Scenario.Server, batch_size):
@@ -251,8 +247,6 @@ def server_engine(ctx: Context, benchmark_name: str, config) -> Iterator[Callabl
         seed = ctx.rules.seeds.schedule_rng_seed    # LoadGen's arrivals, as the harness's runs get them
         yield lambda rate, queries=None: server_run(raw, rate, batch_size, window_us, bound_ms,
                                                     min_queries=queries or SERVER_SHORT_QUERIES, seed=seed)
-    finally:
-        raw.close()
 
 
 def server_p99(ctx: Context, benchmark_name: str, config, rate: float, queries: int | None = None) -> float:

@@ -82,23 +82,17 @@ def measure(ctx: Context, benchmark: str, tried: list[tuple[str, ResolvedConfig,
     (bench_raw.throughput_in_turns); layouts, each an engine loaded apart, in PASSES passes in turns, every other
     one in reverse order, each candidate's figure the mean of its passes (measured_layout.py says why)."""
     if kind == measured.BATCH:
-        raw = bench_raw.raw_engine(ctx, benchmark, tried[0][1])
-        try:
+        with bench_raw.raw_engine(ctx, benchmark, tried[0][1]) as raw:
             bench_raw.loaded_throughput(raw, tried[0][2], measured.STEADY_SECONDS)
             rates = bench_raw.throughput_in_turns(raw, [batch for _, _, batch in tried], measured.TURNS_SECONDS)
-        finally:
-            raw.close()
         return {label: rates[batch] for label, _, batch in tried}
     taken: dict[str, list[float]] = {label: [] for label, _, _ in tried}
     for number in range(measured.PASSES):
         for place, (label, config, batch) in enumerate(tried if number % 2 == 0 else tried[::-1]):
-            raw = bench_raw.raw_engine(ctx, benchmark, config)
-            try:
+            with bench_raw.raw_engine(ctx, benchmark, config) as raw:
                 if number == 0 and place == 0:
                     bench_raw.loaded_throughput(raw, batch, measured.STEADY_SECONDS)
                 taken[label].append(bench_raw.loaded_throughput(raw, batch, measured.SWEEP_SECONDS))
-            finally:
-                raw.close()
     return {label: sum(rates) / len(rates) for label, rates in taken.items()}
 
 
