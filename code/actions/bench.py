@@ -9,8 +9,8 @@
 (c) SingleStream: raw ONNX Runtime's batch-1 latency / the harness's, as LoadGen measures it, both at the
     percentile LoadGen judges (the 90th), so that higher is better (goal: the harness within 1.05 x raw), with the
     SingleStream layout (instance's threads, spinning or sleeping).
-(b) and (c) are taken in ROUNDS rounds, the harness between two raw runs each time (ratios.in_turns), and the best
-    run of each side is compared (ratios.Rounds): a shared VM's speed moves in phases of tens of seconds. Each raw
+(b) and (c) are taken in ROUNDS rounds of a raw run and a harness run, raw first in every other one (ratios.in_turns),
+    and the best run of each side is compared (ratios.Rounds): a shared VM's speed moves in phases. Each raw
     run lasts as long as a harness run, so that the best of each side is picked from windows of one length.
 (d) Server at INT8: the highest target QPS that LoadGen rates VALID (search.find_highest over short runs) / the
     INT8 Offline samples/s through the harness; (e) the same at FP32. Beside each, at the rate the harness held,
@@ -74,10 +74,10 @@ PROBE_SECONDS = 5
 RUN_SECONDS = 15
 RAW_BATCHES = (1, 2, 4, 8, 16, 32, 64)   # the raw loop's batch sizes, for (b)'s best batch (ONNX Runtime)
 RAW_BATCH_SECONDS = 3         # each batch size's share of the raw loop's turns while looking for the best
-# Each raw loop at the best batch, between two harness runs, as long as a harness run: the best of several short
+# Each raw loop at the best batch as long as a harness run, in turns with them: the best of several short
 # loops would catch a fast phase of the machine that a longer harness run averages away.
 RAW_ROUND_SECONDS = RUN_SECONDS
-ROUNDS = 3                    # (b), (c): harness runs, each between two raw ones
+ROUNDS = 3                    # (b), (c): runs of each side, in turns (ratios.in_turns)
 SERVER_TOLERANCE = 0.05
 SERVER_MAX_TRIALS = 10
 SCENARIOS = (Scenario.Offline, Scenario.Server, Scenario.SingleStream)
@@ -271,8 +271,9 @@ class Bench(Handler):
         def raw_latency() -> float:
             raw_latencies.append(bench_raw.latency(ctx, benchmark_name, single, percentile))
             return raw_latencies[-1]
+        stream_runs = itertools.count(1)
         rounds = in_turns(raw_latency, lambda: self._harness_singlestream(ctx, benchmark_name, raw_latencies[-1],
-                                                                          len(raw_latencies)),
+                                                                          next(stream_runs)),
                           ROUNDS, higher_is_better=False)
         self._log_rounds(f"(c) SingleStream p{percentile * 100:g} ms", rounds)
         measured, raw = rounds.best()
@@ -382,10 +383,7 @@ class Bench(Handler):
 
     def _log_rounds(self, what: str, rounds: Rounds, names: tuple[str, str] = ("harness", "raw")) -> None:
         """The measurements in the order taken; `names`: what the measured side and the baseline are called."""
-        measured, baseline = names
-        taken = [f"{baseline} {rounds.baselines[0]:,.3f}"]
-        for harness, raw in zip(rounds.harness, rounds.baselines[1:]):
-            taken += [f"{measured} {harness:,.3f}", f"{baseline} {raw:,.3f}"]
+        taken = [f"{names[0] if harness else names[1]} {figure:,.3f}" for harness, figure in rounds.taken()]
         self.ctx.log(f"{what}, in turns: {', '.join(taken)}")
 
     def _harness_singlestream(self, ctx: Context, benchmark_name: str, expected_ms: float, number: int) -> float:

@@ -17,7 +17,7 @@ or paced (one event per sequence at decode steps 20 ms apart that every sequence
 chunk per read)); every CPU
 figure says the tokens per read it was measured at, as counted by the client, not as assumed:
 (p) the client's CPU microseconds per streamed token, the harness's client against the bare single-loop client,
-    both ways, the best of runs in turns (bare, harness, bare, harness, bare), and against the goals (8 coalesced,
+    both ways, the best of runs in turns (bare, harness, harness, bare), and against the goals (8 coalesced,
     10 at one chunk per read); at one chunk per read also against vLLM's own benchmark client (`vllm bench serve`,
     measured the same way: bench_vllm_client.py), where vLLM's environment is made;
 (q) at one chunk per read, the CPU per token of N worker processes (theirs and the LoadGen process's) against one
@@ -69,7 +69,7 @@ CLIENT_SERVERS = (("coalesced", ("--writes=answer",), CLIENT_REQUESTS),
                   (PACED, ("--writes=chunk", "--chunk_delay_s=0.02", "--steps"), PACED_REQUESTS))
 ONE_PER_READ_AT_MOST = 1.2     # tokens per read that still count as one chunk per read
 SLOWER_PACE = 0.8              # (q): workers' tokens/s each under this share of one loop's did not get its load
-CLIENT_ROUNDS = 2              # (p): runs of the harness's client, each between two of the bare client; (q): of each
+CLIENT_ROUNDS = 2              # (p): runs of each client in turns (ratios.in_turns); (q): of each
 CLIENT_TTFT_REQUESTS = 200
 SERVER_PROCESSES = 2           # of each test server of the client figures
 RATES = (120_000, 1_000_000, 2_100_000)   # tokens/s: one 8-GPU node, a 72-GPU cluster, the largest Offline result
@@ -277,7 +277,7 @@ def workers_in_turns(measure, workers: int, requests: int) -> tuple[dict, dict]:
 
 
 def best_in_turns(measure) -> tuple[dict, dict]:
-    """(bare, harness): the runs of least CPU per token of each, measured in turns (bare, harness, bare, ...: a
+    """(bare, harness): the runs of least CPU per token of each, measured in turns (bare, harness, harness, bare: a
     shared machine's speed moves in phases, and each side gets its runs in each), each with every run's figure
     under "runs"."""
     runs: dict[str, list[dict]] = {"bare": [], "harness": []}

@@ -53,15 +53,18 @@ def figure_table(figures: list[Figure]) -> list[str]:
 
 @dataclass(frozen=True)
 class Rounds:
-    """Measurements of the harness between measurements of its baseline, taken in turns: baseline, harness,
-    baseline, ..., baseline. A shared VM's speed moves in phases (measured here: MobileNetV2's batch-1 p90 at 5 ms for
-    tens of seconds, then at 8 ms), so a ratio of two single runs can compare a quiet phase with a slow one. Taken
-    in turns, each side gets its runs in every phase, and the figure compares the best of each side (the highest
-    throughput, the lowest latency): both as the quietest phase let them run, as timeit takes the fastest of its
-    repeats. Every round is kept, to be printed."""
+    """Measurements of the harness and of its baseline, as many of each, taken in turns: one of each a round, the
+    baseline first in the first round and every other one after it (baseline, harness, harness, baseline, baseline,
+    harness, ...). A shared VM's speed moves in phases (measured here: MobileNetV2's batch-1 p90 at 5 ms for tens of
+    seconds, then at 8 ms), so a ratio of two single runs can compare a quiet phase with a slow one. Taken in turns,
+    each side gets its runs in every phase, a steady drift favours neither (every other round reversed), and the
+    figure compares the best of each side (the highest throughput, the lowest latency): both as the quietest phase
+    let them run, as timeit takes the fastest of its repeats. Both sides have the same number of runs: the best of
+    one more run is better by chance alone (of runs that read 5 or 8 ms at random, the fastest of 4 reads 5 ms more
+    often than the fastest of 3). Every round is kept, to be printed."""
 
     harness: tuple[float, ...]
-    baselines: tuple[float, ...]      # one more than harness
+    baselines: tuple[float, ...]      # as many as harness
     higher_is_better: bool = True
 
     def best(self) -> tuple[float, float]:
@@ -69,14 +72,32 @@ class Rounds:
         pick = max if self.higher_is_better else min
         return pick(self.harness), pick(self.baselines)
 
+    def taken(self) -> list[tuple[bool, float]]:
+        """(whether it is the harness's, the figure) of every run, in the order taken."""
+        runs: list[tuple[bool, float]] = []
+        for number, (harness, baseline) in enumerate(zip(self.harness, self.baselines)):
+            pair = [(False, baseline), (True, harness)]
+            runs += pair if baseline_first(number) else pair[::-1]
+        return runs
+
+
+def baseline_first(number: int) -> bool:
+    """Whether round `number` (from 0) runs the baseline before the harness: the first, and every other one."""
+    return number % 2 == 0
+
 
 def in_turns(baseline: Callable[[], float], harness: Callable[[], float], rounds: int,
              higher_is_better: bool = True) -> Rounds:
-    """`rounds` harness measurements, each between two baseline ones (rounds + 1 of those)."""
+    """`rounds` measurements of each, in turns (Rounds says in which order)."""
     if rounds < 1:
         raise ValueError("at least one round")
-    baselines, measured = [baseline()], []
-    for _ in range(rounds):
-        measured.append(harness())
-        baselines.append(baseline())
+    baselines: list[float] = []
+    measured: list[float] = []
+    for number in range(rounds):
+        if baseline_first(number):
+            baselines.append(baseline())
+            measured.append(harness())
+        else:
+            measured.append(harness())
+            baselines.append(baseline())
     return Rounds(tuple(measured), tuple(baselines), higher_is_better)
