@@ -8,7 +8,7 @@
     the one a sweep of the engine chose, layout_sweep.py).
 (c) SingleStream: raw ONNX Runtime's batch-1 latency / the harness's, as LoadGen measures it, both at the
     percentile LoadGen judges (the 90th), so that higher is better (goal: the harness within 1.05 x raw), with the
-    SingleStream layout (instance's threads, spinning or sleeping).
+    SingleStream layout (instance's threads, spinning or sleeping), in runs of STREAM_SECONDS each side.
 (b) and (c) are taken in ROUNDS rounds of a raw run and a harness run, raw first in every other one (ratios.in_turns),
     and the best run of each side is compared (ratios.Rounds): a shared VM's speed moves in phases. Each raw
     run lasts as long as a harness run, so that the best of each side is picked from windows of one length.
@@ -78,6 +78,10 @@ RAW_BATCH_SECONDS = 3         # each batch size's share of the raw loop's turns 
 # loops would catch a fast phase of the machine that a longer harness run averages away.
 RAW_ROUND_SECONDS = RUN_SECONDS
 ROUNDS = 3                    # (b), (c): runs of each side, in turns (ratios.in_turns)
+# (c)'s runs, each side's: a percentile of a window shorter than the machine's phases measures the phase. On the 2-core
+# VM (MobileNetV2 FP32, batch 1, 2 threads; 5 s medians of 5.1 to 5.7 ms for up to 10 s, else 7.2 to 9.4), the raw
+# loop's p90 over every 10 s window of 150 s read 5.78 to 10.54 ms, over every 30 s window 8.40 to 10.22.
+STREAM_SECONDS = 30
 SERVER_TOLERANCE = 0.05
 SERVER_MAX_TRIALS = 10
 SCENARIOS = (Scenario.Offline, Scenario.Server, Scenario.SingleStream)
@@ -266,20 +270,13 @@ class Bench(Handler):
 
         single = ctx.resolve(benchmark_name, Scenario.SingleStream)
         percentile = TARGET_LATENCY_PERCENTILE[Scenario.SingleStream]
-        raw_latencies: list[float] = []
-
-        def raw_latency() -> float:
-            raw_latencies.append(bench_raw.latency(ctx, benchmark_name, single, percentile))
-            return raw_latencies[-1]
-        stream_runs = itertools.count(1)
-        rounds = in_turns(raw_latency, lambda: self._harness_singlestream(ctx, benchmark_name, raw_latencies[-1],
-                                                                          next(stream_runs)),
-                          ROUNDS, higher_is_better=False)
+        rounds = self._stream_rounds(ctx, benchmark_name, single, percentile)
         self._log_rounds(f"(c) SingleStream p{percentile * 100:g} ms", rounds)
         measured, raw = rounds.best()
         stream_layout = ctx_layout(ctx, benchmark_name, Scenario.SingleStream)
         figures.append(Figure(f"(c) {model} {precision} SingleStream ({stream_layout}) p{percentile * 100:g} "
-                              f"latency: raw ONNX Runtime batch 1 / harness, best of {ROUNDS} runs each in turns",
+                              f"latency: raw ONNX Runtime batch 1 / harness, best of {ROUNDS} runs of "
+                              f"{STREAM_SECONDS} s each in turns",
                               measured, raw, "ms", goals["c"], higher_is_better=False))
         if not server:
             return figures + self._implementations(ctx, benchmark_name, scenarios, through[precision], None)
@@ -315,10 +312,7 @@ class Bench(Handler):
     # -- (k), (l): one implementation of the harness against another ---------------------------------
     def _implementations(self, ctx: Context, benchmark_name: str, scenarios: tuple[Scenario, ...], expected: float,
                          server_at: tuple[Context, float] | None) -> list[Figure]:
-        """(m) Server at fixed rates (FIXED_SERVER_RATES), with the layout a first run takes there (tuned, else measured on the
-    engine for that rate: tuning/measured_layout.py, else configured): the raw engine's p99 / the harness's, read as
-    beside (d) and (e).
-(k) Offline samples/s of the harness type's first implementation / its last; (l) where given a Server
+        """(k) Offline samples/s of the harness type's first implementation / its last; (l) where given a Server
         config and rate, the last one's p99 latency at that rate / the first one's. Same engine and config; the best
         of ROUNDS runs of each, taken in turns."""
         config = ctx.resolve(benchmark_name, Scenario.Offline)   # the first unless it cannot be, and then says why
@@ -386,11 +380,24 @@ class Bench(Handler):
         taken = [f"{names[0] if harness else names[1]} {figure:,.3f}" for harness, figure in rounds.taken()]
         self.ctx.log(f"{what}, in turns: {', '.join(taken)}")
 
+    def _stream_rounds(self, ctx: Context, benchmark_name: str, single, percentile: float) -> Rounds:
+        """(c)'s runs: the raw loop's batch-1 latency `percentile` and the harness's SingleStream, in ms, ROUNDS
+        runs of STREAM_SECONDS each, in turns."""
+        raw_latencies: list[float] = []
+
+        def raw_latency() -> float:
+            raw_latencies.append(bench_raw.latency(ctx, benchmark_name, single, percentile, STREAM_SECONDS))
+            return raw_latencies[-1]
+        stream_runs = itertools.count(1)
+        return in_turns(raw_latency, lambda: self._harness_singlestream(ctx, benchmark_name, raw_latencies[-1],
+                                                                        next(stream_runs)),
+                        ROUNDS, higher_is_better=False)
+
     def _harness_singlestream(self, ctx: Context, benchmark_name: str, expected_ms: float, number: int) -> float:
         """The SingleStream latency percentile LoadGen judges, in ms, through the harness (a short run sized on
-        the raw latency, so that it does not run out of queries)."""
+        the raw latency, so that it does not run out of queries), STREAM_SECONDS long."""
         outcome = self._short(ctx, benchmark_name, Scenario.SingleStream, self.ctx.paths.bench_dir /
-                              f"{benchmark_name}-singlestream-{number}",
+                              f"{benchmark_name}-singlestream-{number}", min_duration=STREAM_SECONDS * 1000,
                               single_stream_expected_latency_ns=max(1, int(expected_ms * 1e6)))
         if outcome.latency_ns is None:
             raise UserError(f"The SingleStream run in {outcome.run_dir} gave no latency: {outcome.reason}",
