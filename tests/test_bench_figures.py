@@ -208,7 +208,7 @@ def test_singlestream_runs_last_as_long_on_both_sides_and_take_turns(tmp_path, m
         assert fields["single_stream_expected_latency_ns"] == int(expected.pop(0) * 1e6)
         return Outcome(valid=True, latency_ns=8.1e6, percentile=0.9, bound_ns=None)
 
-    def latency(ctx, benchmark_name, config, percentile, seconds=bench_raw.LATENCY_SECONDS):
+    def latency(ctx, benchmark_name, config, percentile, seconds):
         taken.append(("raw", seconds))
         return next(raw_latencies)
 

@@ -32,7 +32,6 @@ from ..common.tuning.search import Outcome, SearchResult, find_highest
 from ..common.tuning.trials import SERVER_SHORT_QUERIES, SHORT_SECONDS
 from .base import Context
 
-LATENCY_SECONDS = SHORT_SECONDS[Scenario.SingleStream]   # each raw SingleStream measurement: a short run's length
 HELD_SAMPLES = 256            # the samples a raw loop holds in memory and gathers its batches from
 SEED = 1                      # the raw Server run's draw of samples: the same ones for every measurement
 
@@ -193,9 +192,9 @@ def percentile_of(latencies, percentile: float) -> float:
     return float(ordered[min(len(ordered) - 1, int(len(ordered) * percentile))])
 
 
-def latency(ctx: Context, benchmark_name: str, config, percentile: float, seconds: float = LATENCY_SECONDS) -> float:
+def latency(ctx: Context, benchmark_name: str, config, percentile: float, seconds: float) -> float:
     """One sample after the other on the first instance (gathered from memory, inferred, postprocessed): the
-    `percentile` of the per-sample latencies, in ms."""
+    `percentile` of the per-sample latencies over `seconds`, in ms."""
     with raw_engine(ctx, benchmark_name, config) as raw:
         backend = raw.backends[0]
         singles = [raw.batch([index]) for index in range(raw.count)]
